@@ -1,0 +1,299 @@
+//! The [`BatchBackend`] trait every scheduler implements, and the types it speaks.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::spec::{JobKey, JobSpec};
+use crate::state::JobStatus;
+
+/// The most bytes one [`BatchBackend::fetch_output`] call returns per stream.
+pub const MAX_OUTPUT_CHUNK: u64 = 16 * 1024 * 1024;
+
+/// A backend's own id for a job (`"4242"` in SLURM, `"17"` for an HTCondor cluster).
+///
+/// ```
+/// use batchbridge_core::JobId;
+/// let id = JobId::from("4242");
+/// assert_eq!(id.as_str(), "4242");
+/// assert_eq!(id.to_string(), "4242");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for JobId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+
+impl From<&str> for JobId {
+    fn from(id: &str) -> Self {
+        Self(id.to_owned())
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a backend supports beyond the contract every backend keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Array jobs ([`JobSpec::array`]).
+    pub arrays: bool,
+    /// Container jobs ([`JobSpec::container`]).
+    pub containers: bool,
+    /// GPU requests.
+    pub gpus: bool,
+    /// An accounting source that remembers finished jobs (sacct, condor_history).
+    pub accounting: bool,
+}
+
+impl Capabilities {
+    /// No optional capability.
+    pub const NONE: Self = Self {
+        arrays: false,
+        containers: false,
+        gpus: false,
+        accounting: false,
+    };
+
+    /// Sets [`Capabilities::arrays`].
+    pub const fn with_arrays(mut self, yes: bool) -> Self {
+        self.arrays = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::containers`].
+    pub const fn with_containers(mut self, yes: bool) -> Self {
+        self.containers = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::gpus`].
+    pub const fn with_gpus(mut self, yes: bool) -> Self {
+        self.gpus = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::accounting`].
+    pub const fn with_accounting(mut self, yes: bool) -> Self {
+        self.accounting = yes;
+        self
+    }
+
+    /// Refuses a spec that asks for something this backend cannot do.
+    ///
+    /// ```
+    /// use batchbridge_core::{Capabilities, ArraySpec, JobKey, JobSpec};
+    ///
+    /// let mut spec = JobSpec::new(JobKey::new("k")?, "n", "true");
+    /// spec.array = Some(ArraySpec { count: 3, max_parallel: None });
+    /// assert!(Capabilities::NONE.check(&spec, "mine").is_err());
+    /// assert!(Capabilities::NONE.with_arrays(true).check(&spec, "mine").is_ok());
+    /// # Ok::<(), batchbridge_core::Error>(())
+    /// ```
+    pub fn check(&self, spec: &JobSpec, backend: &str) -> Result<()> {
+        let missing = [
+            (spec.array.is_some() && !self.arrays, "array jobs"),
+            (spec.container.is_some() && !self.containers, "containers"),
+            (
+                spec.resources.gpus.is_some_and(|g| g > 0) && !self.gpus,
+                "GPUs",
+            ),
+        ];
+        match missing.iter().find(|(unsupported, _)| *unsupported) {
+            Some((_, what)) => Err(Error::new(
+                crate::ErrorKind::Unsupported,
+                format!(
+                    "the {backend} backend does not support {what} (job {})",
+                    spec.key
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Which part of an output stream to fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OutputRange {
+    /// The last `n` bytes.
+    Tail(u64),
+    /// `len` bytes from byte `offset`.
+    Bytes {
+        /// First byte.
+        offset: u64,
+        /// How many bytes at most.
+        len: u64,
+    },
+}
+
+/// A bounded request for a job's output.
+///
+/// ```
+/// use batchbridge_core::{OutputRange, OutputRequest};
+///
+/// let last_kib = OutputRequest::tail(1024);
+/// assert_eq!(last_kib.range, OutputRange::Tail(1024));
+/// let third_task = OutputRequest::tail(1024).for_task(2);
+/// assert_eq!(third_task.task, Some(2));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputRequest {
+    /// Which bytes; lengths above [`MAX_OUTPUT_CHUNK`] are clamped to it.
+    pub range: OutputRange,
+    /// For array jobs, the task index; task 0 when absent.
+    pub task: Option<u32>,
+}
+
+impl OutputRequest {
+    /// The last `bytes` bytes of each stream.
+    pub fn tail(bytes: u64) -> Self {
+        Self {
+            range: OutputRange::Tail(bytes),
+            task: None,
+        }
+    }
+
+    /// `len` bytes from `offset` of each stream.
+    pub fn bytes(offset: u64, len: u64) -> Self {
+        Self {
+            range: OutputRange::Bytes { offset, len },
+            task: None,
+        }
+    }
+
+    /// The same request for one task of an array.
+    pub fn for_task(mut self, task: u32) -> Self {
+        self.task = Some(task);
+        self
+    }
+
+    /// The byte window `(offset, len)` this request selects from a stream of `size` bytes,
+    /// never longer than [`MAX_OUTPUT_CHUNK`].
+    ///
+    /// ```
+    /// use batchbridge_core::OutputRequest;
+    ///
+    /// assert_eq!(OutputRequest::tail(10).window(100), (90, 10));
+    /// assert_eq!(OutputRequest::tail(10).window(4), (0, 4));
+    /// assert_eq!(OutputRequest::bytes(95, 10).window(100), (95, 5));
+    /// assert_eq!(OutputRequest::bytes(200, 10).window(100), (100, 0));
+    /// ```
+    pub fn window(&self, size: u64) -> (u64, u64) {
+        match self.range {
+            OutputRange::Tail(n) => {
+                let len = n.min(size).min(MAX_OUTPUT_CHUNK);
+                (size - len, len)
+            }
+            OutputRange::Bytes { offset, len } => {
+                let offset = offset.min(size);
+                (offset, len.min(size - offset).min(MAX_OUTPUT_CHUNK))
+            }
+        }
+    }
+}
+
+/// A bounded piece of one output stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputChunk {
+    /// The bytes, as written by the job (not necessarily UTF-8).
+    pub data: Vec<u8>,
+    /// Where `data` starts in the stream.
+    pub offset: u64,
+    /// The stream's size when it was read.
+    pub total_size: u64,
+}
+
+impl OutputChunk {
+    /// Whether the stream holds bytes outside this chunk.
+    pub fn is_truncated(&self) -> bool {
+        self.offset > 0 || self.offset + (self.data.len() as u64) < self.total_size
+    }
+
+    /// The bytes as text, with invalid UTF-8 replaced.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.data)
+    }
+}
+
+/// A job's stdout and stderr, each bounded by the [`OutputRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobOutput {
+    /// Standard output.
+    pub stdout: OutputChunk,
+    /// Standard error.
+    pub stderr: OutputChunk,
+}
+
+/// A batch system: submit jobs, watch them, cancel them, read their output.
+///
+/// The contract every implementation keeps, checked by [`crate::conformance`]:
+///
+/// - `submit` is idempotent on [`JobSpec::key`]: a second submit with a key that already
+///   has a job returns that job's id and starts nothing. A job whose resources cannot be
+///   met is accepted and stays [`Queued`](crate::JobState::Queued) with a reason.
+/// - A submit whose reply was lost fails with
+///   [`ErrorKind::SubmitOutcomeUnknown`](crate::ErrorKind::SubmitOutcomeUnknown): verify
+///   with [`find`](Self::find), never blindly resubmit.
+/// - `status` answers every id asked about, with O(1) remote commands for N ids; an id no
+///   source knows is [`Unknown`](crate::JobState::Unknown), never silently Succeeded.
+/// - `cancel` is idempotent: cancelling a finished or unknown job is `Ok`.
+/// - `fetch_output` returns at most [`MAX_OUTPUT_CHUNK`] bytes per stream and says how large
+///   the stream is.
+///
+/// The trait is object safe, so `Arc<dyn BatchBackend>` works:
+///
+/// ```
+/// use std::sync::Arc;
+/// use batchbridge_core::{BatchBackend, LocalBackend};
+///
+/// # fn main() -> batchbridge_core::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend: Arc<dyn BatchBackend> = Arc::new(LocalBackend::new(dir.path())?);
+/// assert_eq!(backend.name(), "local");
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait BatchBackend: Send + Sync {
+    /// A short name for logs and messages (`"slurm"`, `"local"`).
+    fn name(&self) -> &str;
+
+    /// What this backend supports beyond the base contract.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Submits a job, or returns the id of the job already submitted with the same key.
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId>;
+
+    /// The job submitted with this key, if any.
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>>;
+
+    /// The status of every job in `ids`, in one batched query.
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>>;
+
+    /// Cancels a job; Ok if it already ended or is unknown.
+    async fn cancel(&self, id: &JobId) -> Result<()>;
+
+    /// A bounded part of the job's stdout and stderr.
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
+}

@@ -1,0 +1,203 @@
+//! One error type for every backend, carrying what happened and whether retrying can help.
+
+use std::fmt;
+
+/// The result type of every fallible batchbridge operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What kind of failure an [`Error`] is.
+///
+/// Callers branch on the kind (and on [`Error::is_temporary`]), never on the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The job spec or another input was rejected before anything was sent anywhere.
+    InvalidInput,
+    /// The backend cannot do what was asked (e.g. containers on a backend without a runtime).
+    Unsupported,
+    /// The scheduler refused the request (an unknown partition, a quota, a malformed option).
+    Rejected,
+    /// No job with that id exists.
+    NotFound,
+    /// The caller is not allowed to do this on the cluster (e.g. cancelling another user's job).
+    PermissionDenied,
+    /// The host could not be reached: refused, timed out, unresolvable.
+    Unreachable,
+    /// The host presented a key that the known hosts do not vouch for.
+    HostKeyMismatch,
+    /// The credentials were refused.
+    AuthenticationFailed,
+    /// An established connection broke; the command may or may not have run.
+    ConnectionLost,
+    /// A command did not finish within its time limit.
+    Timeout,
+    /// A remote command failed in a way the backend does not recognise.
+    CommandFailed,
+    /// A scheduler answered with output the backend cannot parse.
+    UnexpectedOutput,
+    /// A submit whose outcome is not known: verify with `find`, never blindly resubmit.
+    SubmitOutcomeUnknown,
+    /// A local I/O failure (state directory, process spawn).
+    Io,
+}
+
+impl ErrorKind {
+    /// Whether errors of this kind are worth retrying unless the error says otherwise.
+    pub const fn is_temporary_by_default(self) -> bool {
+        matches!(
+            self,
+            Self::Unreachable
+                | Self::ConnectionLost
+                | Self::Timeout
+                | Self::SubmitOutcomeUnknown
+                | Self::Io
+        )
+    }
+
+    const fn describe(self) -> &'static str {
+        match self {
+            Self::InvalidInput => "invalid input",
+            Self::Unsupported => "unsupported",
+            Self::Rejected => "rejected by the scheduler",
+            Self::NotFound => "not found",
+            Self::PermissionDenied => "permission denied",
+            Self::Unreachable => "host unreachable",
+            Self::HostKeyMismatch => "host key verification failed",
+            Self::AuthenticationFailed => "authentication failed",
+            Self::ConnectionLost => "connection lost",
+            Self::Timeout => "timed out",
+            Self::CommandFailed => "command failed",
+            Self::UnexpectedOutput => "unexpected scheduler output",
+            Self::SubmitOutcomeUnknown => "submit outcome unknown",
+            Self::Io => "I/O error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A batchbridge error: a [`ErrorKind`], a message for humans, an optional source, and
+/// whether retrying the same call can help.
+///
+/// ```
+/// use batchbridge_core::{Error, ErrorKind};
+///
+/// let err = Error::new(ErrorKind::Unreachable, "cluster.example.org:22: connection refused");
+/// assert!(err.is_temporary());
+/// assert_eq!(err.kind(), ErrorKind::Unreachable);
+/// assert_eq!(err.to_string(), "host unreachable: cluster.example.org:22: connection refused");
+///
+/// let err = Error::new(ErrorKind::Rejected, "invalid partition specified: gpu").permanent();
+/// assert!(!err.is_temporary());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    temporary: bool,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Error {
+    /// A new error whose temporary flag is the kind's default.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            temporary: kind.is_temporary_by_default(),
+            source: None,
+        }
+    }
+
+    /// Shorthand for an [`ErrorKind::InvalidInput`] error.
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+
+    /// Attaches the underlying error.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// Marks the error as worth retrying.
+    pub fn temporary(mut self) -> Self {
+        self.temporary = true;
+        self
+    }
+
+    /// Marks the error as not worth retrying.
+    pub fn permanent(mut self) -> Self {
+        self.temporary = false;
+        self
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The human-readable message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the same call may succeed if retried later.
+    pub fn is_temporary(&self) -> bool {
+        self.temporary
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(err: std::io::Error) -> Self {
+        Self::new(ErrorKind::Io, err.to_string()).with_source(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_defaults_follow_the_kind() {
+        let cases = [
+            (ErrorKind::InvalidInput, false),
+            (ErrorKind::Unsupported, false),
+            (ErrorKind::Rejected, false),
+            (ErrorKind::NotFound, false),
+            (ErrorKind::PermissionDenied, false),
+            (ErrorKind::Unreachable, true),
+            (ErrorKind::HostKeyMismatch, false),
+            (ErrorKind::AuthenticationFailed, false),
+            (ErrorKind::ConnectionLost, true),
+            (ErrorKind::Timeout, true),
+            (ErrorKind::CommandFailed, false),
+            (ErrorKind::UnexpectedOutput, false),
+            (ErrorKind::SubmitOutcomeUnknown, true),
+            (ErrorKind::Io, true),
+        ];
+        for (kind, temporary) in cases {
+            assert_eq!(Error::new(kind, "x").is_temporary(), temporary, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn flags_can_be_overridden_and_sources_kept() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let err = Error::from(io).permanent();
+        assert_eq!(err.kind(), ErrorKind::Io);
+        assert!(!err.is_temporary());
+        assert!(std::error::Error::source(&err).is_some());
+        assert!(
+            Error::new(ErrorKind::Rejected, "quota")
+                .temporary()
+                .is_temporary()
+        );
+    }
+}

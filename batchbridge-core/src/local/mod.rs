@@ -1,0 +1,332 @@
+//! [`LocalBackend`]: jobs as processes on this machine, the embedded default.
+//!
+//! Each job is a detached process group running a fixed bash wrapper (`wrapper.sh`) in its
+//! own directory under a state directory; everything the backend knows lives in files
+//! there, so a new `LocalBackend` on the same directory — after the program restarted —
+//! sees and controls the jobs an earlier one started:
+//!
+//! ```text
+//! STATE_DIR/keys/KEY                 the job id submitted with that key (claimed atomically)
+//! STATE_DIR/slots/N                  lock files, one per CPU of capacity (flock)
+//! STATE_DIR/jobs/ID/spec.json        the spec as submitted
+//! STATE_DIR/jobs/ID/script.sh        the script, verbatim
+//! STATE_DIR/jobs/ID/pgid             the process group, once started
+//! STATE_DIR/jobs/ID/cancelled        written before the group is signalled
+//! STATE_DIR/jobs/ID/tasks/I/started  when task I got its CPUs
+//! STATE_DIR/jobs/ID/tasks/I/stdout, stderr, exit_code
+//! ```
+
+mod job_dir;
+
+use std::collections::HashMap;
+use std::io::ErrorKind as IoErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::{JobKey, JobSpec};
+use crate::state::JobStatus;
+use job_dir::JobDir;
+
+const WRAPPER: &str = include_str!("wrapper.sh");
+/// How long a cancelled job gets between SIGTERM and SIGKILL.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// Runs jobs as local processes, with a CPU capacity shared by every `LocalBackend` on the
+/// same state directory.
+///
+/// ```
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend = LocalBackend::new(dir.path())?;
+/// let id = backend.submit(&JobSpec::new(JobKey::new("hello")?, "hello", "echo hello")).await?;
+/// let status = loop {
+///     let status = backend.status(std::slice::from_ref(&id)).await?.remove(&id).unwrap();
+///     if status.state.is_terminal() { break status; }
+///     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+/// };
+/// assert_eq!(status.state, JobState::Succeeded);
+/// let output = backend.fetch_output(&id, &OutputRequest::tail(1024)).await?;
+/// assert_eq!(output.stdout.text(), "hello\n");
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LocalBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: PathBuf,
+    capacity: u32,
+    next_id: AtomicU64,
+}
+
+impl LocalBackend {
+    /// A backend keeping its state under `state_dir` (created if missing), with one CPU slot
+    /// per core of this machine.
+    pub fn new(state_dir: impl AsRef<Path>) -> Result<Self> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::with_capacity(state_dir, u32::try_from(cores).unwrap_or(u32::MAX))
+    }
+
+    /// A backend with `capacity` CPU slots: jobs whose CPUs do not fit wait, Queued.
+    pub fn with_capacity(state_dir: impl AsRef<Path>, capacity: u32) -> Result<Self> {
+        if capacity == 0 {
+            return Err(Error::invalid_input(
+                "local backend capacity must be at least 1 CPU",
+            ));
+        }
+        let root = state_dir.as_ref().to_path_buf();
+        for sub in ["jobs", "keys", "slots"] {
+            std::fs::create_dir_all(root.join(sub)).map_err(|err| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot create state directory {}: {err}", root.display()),
+                )
+                .with_source(err)
+                .permanent()
+            })?;
+        }
+        let next_id = highest_job_id(&root.join("jobs"))? + 1;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                capacity,
+                next_id: AtomicU64::new(next_id),
+            }),
+        })
+    }
+
+    /// The CPU slots jobs share.
+    pub fn capacity(&self) -> u32 {
+        self.inner.capacity
+    }
+}
+
+fn highest_job_id(jobs: &Path) -> Result<u64> {
+    let mut highest = 0;
+    for entry in std::fs::read_dir(jobs)? {
+        if let Some(id) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            highest = highest.max(id);
+        }
+    }
+    Ok(highest)
+}
+
+impl Inner {
+    fn job(&self, id: &JobId) -> Option<JobDir> {
+        JobDir::open(&self.root.join("jobs"), id)
+    }
+
+    fn key_path(&self, key: &JobKey) -> PathBuf {
+        self.root.join("keys").join(key.as_str())
+    }
+
+    fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        match std::fs::read_to_string(self.key_path(key)) {
+            Ok(id) => Ok(Some(JobId::from(id.trim()))),
+            Err(err) if err.kind() == IoErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Creates the job directory under a fresh id, then claims the key by hard-linking a
+    /// file holding the id: the link either appears whole or fails because another submit
+    /// holds the key, so two racing submits of one key start one job.
+    fn create(&self, spec: &JobSpec) -> Result<Result<JobDir, JobId>> {
+        let jobs = self.root.join("jobs");
+        let (id, dir) = loop {
+            let id = JobId::from(self.next_id.fetch_add(1, Ordering::Relaxed).to_string());
+            match std::fs::create_dir(jobs.join(id.as_str())) {
+                Ok(()) => break (id.clone(), JobDir::new(&jobs, id)),
+                Err(err) if err.kind() == IoErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err.into()),
+            }
+        };
+        let spec_json = serde_json::to_vec_pretty(spec)
+            .map_err(|err| Error::new(ErrorKind::Io, format!("cannot serialize spec: {err}")))?;
+        std::fs::write(dir.path("spec.json"), spec_json)?;
+        std::fs::write(dir.path("script.sh"), &spec.script)?;
+        std::fs::write(dir.path("key.claim"), id.as_str())?;
+        let claimed = std::fs::hard_link(dir.path("key.claim"), self.key_path(&spec.key));
+        let _ = std::fs::remove_file(dir.path("key.claim"));
+        match claimed {
+            Ok(()) => Ok(Ok(dir)),
+            Err(err) if err.kind() == IoErrorKind::AlreadyExists => {
+                std::fs::remove_dir_all(dir.root())?;
+                let winner = self.find(&spec.key)?.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Io,
+                        format!("key {} vanished while claimed", spec.key),
+                    )
+                })?;
+                Ok(Err(winner))
+            }
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(dir.root());
+                Err(err.into())
+            }
+        }
+    }
+
+    fn start(&self, spec: &JobSpec, dir: &JobDir) -> Result<tokio::process::Child> {
+        let cpus = spec.resources.cpus.unwrap_or(1);
+        let tasks = spec.task_count();
+        let parallel = spec.array.and_then(|a| a.max_parallel).unwrap_or(tasks);
+        let log = std::fs::File::create(dir.path("wrapper.log"))?;
+        let working_dir = spec
+            .working_dir
+            .as_ref()
+            .map_or_else(|| dir.root().to_path_buf(), PathBuf::from);
+        let child = tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg("bash")
+            .arg(dir.root())
+            .arg(self.root.join("slots"))
+            .arg(self.capacity.to_string())
+            .arg(tasks.to_string())
+            .arg(parallel.to_string())
+            .arg(cpus.to_string())
+            .envs(&spec.environment)
+            .env("BATCHBRIDGE_JOB_ID", dir.id().as_str())
+            .env("BATCHBRIDGE_JOB_NAME", &spec.name)
+            .env("BATCHBRIDGE_CPUS", cpus.to_string())
+            .current_dir(working_dir)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        let pgid = child.id().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                "the job wrapper exited before it could be tracked",
+            )
+        })?;
+        job_dir::write_atomically(&dir.path("pgid"), pgid.to_string().as_bytes())?;
+        Ok(child)
+    }
+}
+
+#[async_trait]
+impl BatchBackend for LocalBackend {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE.with_arrays(true)
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        spec.validate()?;
+        self.capabilities().check(spec, self.name())?;
+        if let Some(dir) = &spec.working_dir
+            && !Path::new(dir).is_dir()
+        {
+            return Err(Error::invalid_input(format!(
+                "job {}: working directory {dir:?} does not exist",
+                spec.key
+            )));
+        }
+        if let Some(id) = self.inner.find(&spec.key)? {
+            return Ok(id);
+        }
+        let dir = match self.inner.create(spec)? {
+            Ok(dir) => dir,
+            Err(existing) => return Ok(existing),
+        };
+        let mut child = self.inner.start(spec, &dir)?;
+        // Reap the wrapper when it ends; if this program ends first, the job lives on.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        tracing::info!(id = %dir.id(), key = %spec.key, "local job submitted");
+        Ok(dir.id().clone())
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        self.inner.find(key)
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let inner = self.inner.clone();
+        let ids = ids.to_vec();
+        tokio::task::spawn_blocking(move || {
+            ids.into_iter()
+                .map(|id| {
+                    let status = match inner.job(&id) {
+                        Some(dir) => dir.status(inner.capacity),
+                        None => JobStatus::unknown(format!("no local job {id}")),
+                    };
+                    (id, status)
+                })
+                .collect()
+        })
+        .await
+        .map_err(|err| Error::new(ErrorKind::Io, format!("status task failed: {err}")))
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let Some(dir) = self.inner.job(id) else {
+            return Ok(());
+        };
+        if dir.status(self.inner.capacity).state.is_terminal() {
+            return Ok(());
+        }
+        job_dir::write_atomically(&dir.path("cancelled"), b"")?;
+        let Some(pgid) = dir.live_group() else {
+            return Ok(());
+        };
+        let group = Pid::from_raw(pgid);
+        signal_group(group, Signal::SIGTERM)?;
+        let deadline = tokio::time::Instant::now() + CANCEL_GRACE;
+        while dir.live_group().is_some() {
+            if tokio::time::Instant::now() > deadline {
+                signal_group(group, Signal::SIGKILL)?;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tracing::info!(%id, "local job cancelled");
+        Ok(())
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let dir = self
+            .inner
+            .job(id)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no local job {id}")))?;
+        let request = *request;
+        tokio::task::spawn_blocking(move || dir.output(&request))
+            .await
+            .map_err(|err| Error::new(ErrorKind::Io, format!("output task failed: {err}")))?
+    }
+}
+
+fn signal_group(group: Pid, signal: Signal) -> Result<()> {
+    match killpg(group, signal) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+        Err(errno) => Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!("cannot signal process group {group}: {errno}"),
+        )),
+    }
+}

@@ -1,0 +1,48 @@
+# The local backend's job wrapper, run as `bash -c "$WRAPPER" bash JOB_DIR SLOTS_DIR CAPACITY
+# TASKS MAX_PARALLEL CPUS` in a process group of its own. Every value arrives as a positional
+# parameter, never as code. It outlives the program that started it; all state is in files.
+set -u
+job=$1 slots=$2 capacity=$3 tasks=$4 parallel=$5 cpus=$6
+
+# Take `cpus` of the `capacity` slot locks, all or none, so that two jobs can never each hold
+# half of what they need. A job asking for more than the capacity waits forever, Queued.
+acquire_slots() {
+    local s fd
+    while :; do
+        held=()
+        for ((s = 0; s < capacity && ${#held[@]} < cpus; s++)); do
+            exec {fd}>>"$slots/$s"
+            if flock -n "$fd"; then held+=("$fd"); else exec {fd}>&-; fi
+        done
+        ((${#held[@]} == cpus)) && return 0
+        for fd in "${held[@]}"; do exec {fd}>&-; done
+        sleep 0.2
+    done
+}
+
+run_task() {
+    local index=$1 dir="$job/tasks/$1" fd rc
+    mkdir -p "$dir"
+    acquire_slots
+    date +%s.%N >"$dir/started.tmp" && mv "$dir/started.tmp" "$dir/started"
+    (
+        # The script must not inherit the slot locks, or a daemon it leaves behind would
+        # keep the slots taken after the job ended.
+        for fd in "${held[@]}"; do exec {fd}>&-; done
+        export BATCHBRIDGE_TASK_INDEX="$index"
+        exec bash "$job/script.sh" <"/dev/null" >"$dir/stdout" 2>"$dir/stderr"
+    )
+    rc=$?
+    printf '%s\n' "$rc" >"$dir/exit_code.tmp" && mv "$dir/exit_code.tmp" "$dir/exit_code"
+}
+
+running=0
+for ((i = 0; i < tasks; i++)); do
+    if ((running >= parallel)); then
+        wait -n
+        running=$((running - 1))
+    fi
+    run_task "$i" &
+    running=$((running + 1))
+done
+wait

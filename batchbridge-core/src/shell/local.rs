@@ -1,0 +1,84 @@
+//! [`LocalShell`]: commands on this machine.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+
+use async_trait::async_trait;
+
+use super::capture::exchange;
+use super::{Command, Output, Shell};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Runs commands as child processes of this program.
+///
+/// ```
+/// use batchbridge_core::shell::{Command, LocalShell, Shell};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let out = LocalShell.run(&Command::new("printf").arg("%s").arg("a b")).await?;
+/// assert_eq!(out.stdout, b"a b");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalShell;
+
+#[async_trait]
+impl Shell for LocalShell {
+    fn host(&self) -> &str {
+        "local"
+    }
+
+    async fn run(&self, command: &Command) -> Result<Output> {
+        command.check_no_nul()?;
+        let mut child = tokio::process::Command::new(command.program())
+            .args(command.arguments())
+            .stdin(if command.stdin_data().is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                Error::new(
+                    ErrorKind::CommandFailed,
+                    format!("cannot run {:?}: {err}", command.program()),
+                )
+                .with_source(err)
+                .permanent()
+            })?;
+        let run = async {
+            let (stdout, stderr) = exchange(
+                child.stdin.take(),
+                command.stdin_data(),
+                child.stdout.take(),
+                child.stderr.take(),
+                command.limit(),
+            )
+            .await?;
+            let status = child.wait().await?;
+            Ok::<_, std::io::Error>(Output {
+                exit_code: status.code(),
+                signal: status.signal(),
+                stdout: stdout.data,
+                stderr: stderr.data,
+                stdout_truncated: stdout.truncated,
+                stderr_truncated: stderr.truncated,
+            })
+        };
+        match tokio::time::timeout(command.time_limit(), run).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{:?} did not finish within {:?}; it was killed",
+                    command.program(),
+                    command.time_limit()
+                ),
+            )),
+        }
+    }
+}

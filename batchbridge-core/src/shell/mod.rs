@@ -1,0 +1,308 @@
+//! The transport backends use to reach a cluster: run a program, write a file.
+//!
+//! A [`Shell`] runs one program with arguments and optional stdin on a host and captures its
+//! exit status and output, each stream bounded by a size limit, the whole bounded by a
+//! timeout. [`LocalShell`] runs on this machine; [`SshShell`] runs over one multiplexed
+//! OpenSSH connection per host. Arguments are never glued into a command line by hand:
+//! [`Command::to_shell_line`] quotes them with `shlex`.
+
+mod capture;
+mod local;
+mod ssh;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, ErrorKind, Result};
+
+pub use local::LocalShell;
+pub use ssh::{HostKeys, Password, SshAuth, SshConfig, SshShell};
+
+/// Default time limit for one command.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default size limit for each captured stream.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
+
+/// One program invocation: no shell interprets the arguments on the local side, and on a
+/// remote host they arrive quoted, verbatim.
+///
+/// ```
+/// use batchbridge_core::shell::Command;
+///
+/// let cmd = Command::new("squeue").arg("--name").arg("it's $(evil)");
+/// assert_eq!(cmd.to_shell_line().unwrap(), r#"squeue --name "it's \$(evil)""#);
+/// assert!(Command::new("echo").arg("nul\0byte").to_shell_line().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    program: String,
+    args: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    output_limit: usize,
+}
+
+impl Command {
+    /// A command running `program` (looked up in `PATH`).
+    pub fn new(program: impl Into<String>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            stdin: None,
+            timeout: DEFAULT_TIMEOUT,
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Feeds these bytes to the program's standard input (otherwise it reads nothing).
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(data.into());
+        self
+    }
+
+    /// The time limit for the whole command.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The most bytes kept of stdout and of stderr; the rest is read and dropped.
+    pub fn output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes;
+        self
+    }
+
+    /// The program.
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// The arguments.
+    pub fn arguments(&self) -> &[String] {
+        &self.args
+    }
+
+    /// The standard input, if any.
+    pub fn stdin_data(&self) -> Option<&[u8]> {
+        self.stdin.as_deref()
+    }
+
+    /// The time limit.
+    pub fn time_limit(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The per-stream output limit.
+    pub fn limit(&self) -> usize {
+        self.output_limit
+    }
+
+    /// The command as one POSIX shell line, every word quoted so a shell reads it back
+    /// verbatim. Fails on NUL bytes, which no command line can carry.
+    pub fn to_shell_line(&self) -> Result<String> {
+        self.check_no_nul()?;
+        let words =
+            std::iter::once(self.program.as_str()).chain(self.args.iter().map(String::as_str));
+        shlex::try_join(words).map_err(|err| {
+            Error::invalid_input(format!("cannot quote command {:?}: {err}", self.program))
+        })
+    }
+
+    pub(crate) fn check_no_nul(&self) -> Result<()> {
+        if self.program.contains('\0') || self.args.iter().any(|a| a.contains('\0')) {
+            return Err(Error::invalid_input(format!(
+                "command {:?}: arguments must not contain NUL bytes",
+                self.program.replace('\0', "\\0")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a finished command left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Output {
+    /// The exit code, when the program exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program, when one did and the transport can tell.
+    pub signal: Option<i32>,
+    /// Standard output, at most the command's output limit.
+    pub stdout: Vec<u8>,
+    /// Standard error, at most the command's output limit.
+    pub stderr: Vec<u8>,
+    /// Whether stdout was longer than the limit.
+    pub stdout_truncated: bool,
+    /// Whether stderr was longer than the limit.
+    pub stderr_truncated: bool,
+}
+
+impl Output {
+    /// Whether the program exited with code 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// Stdout as text (invalid UTF-8 replaced).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Stderr as text (invalid UTF-8 replaced), trimmed.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).trim().to_owned()
+    }
+
+    /// `Ok(self)` on exit code 0, else a [`ErrorKind::CommandFailed`] error naming `what`
+    /// and quoting stderr.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::Output;
+    ///
+    /// let failed = Output { exit_code: Some(1), stderr: b"no such partition\n".to_vec(), ..Output::default() };
+    /// let err = failed.check("sbatch").unwrap_err();
+    /// assert_eq!(err.to_string(), "command failed: sbatch exited with 1: no such partition");
+    /// ```
+    pub fn check(self, what: &str) -> Result<Self> {
+        if self.success() {
+            return Ok(self);
+        }
+        let how = match (self.exit_code, self.signal) {
+            (Some(code), _) => format!("exited with {code}"),
+            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            (None, None) => "ended without an exit code".to_owned(),
+        };
+        Err(Error::new(
+            ErrorKind::CommandFailed,
+            format!("{what} {how}: {}", self.stderr_text()),
+        ))
+    }
+}
+
+/// Runs programs and writes files on one host.
+///
+/// Implement it to reach a cluster some other way (a jump service, a REST gateway); every
+/// backend built on a `Shell` then works over it.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait Shell: Send + Sync + std::fmt::Debug {
+    /// Where commands run, for messages (`"local"`, `"batch@login1:22"`).
+    fn host(&self) -> &str;
+
+    /// Runs a command to completion. A non-zero exit is an `Ok` [`Output`]; only a command
+    /// that could not be run, timed out, or lost its connection is an `Err`.
+    async fn run(&self, command: &Command) -> Result<Output>;
+
+    /// Writes `contents` to `path` atomically (a temporary file renamed into place), creating
+    /// parent directories, with the given permission bits.
+    async fn write_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<()> {
+        write_file_with_sh(self, path, contents, mode).await
+    }
+}
+
+/// The portable `write_file`: `sh` and `cat` on the host, the bytes on stdin.
+async fn write_file_with_sh<S: Shell + ?Sized>(
+    shell: &S,
+    path: &str,
+    contents: &[u8],
+    mode: u32,
+) -> Result<()> {
+    let command = Command::new("sh")
+        .args(["-c", WRITE_FILE_SCRIPT, "sh", path, &format!("{mode:o}")])
+        .stdin(contents);
+    shell
+        .run(&command)
+        .await?
+        .check(&format!("writing {path} on {}", shell.host()))
+        .map(drop)
+}
+
+/// Takes the path and the octal mode as positional parameters, so neither is ever parsed as
+/// shell code.
+const WRITE_FILE_SCRIPT: &str = r#"set -e
+target=$1
+mode=$2
+mkdir -p -- "$(dirname -- "$target")"
+tmp="$target.batchbridge-tmp.$$"
+trap 'rm -f -- "$tmp"' EXIT
+(umask 077 && cat >"$tmp")
+chmod -- "$mode" "$tmp"
+mv -f -- "$tmp" "$target"
+trap - EXIT
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_lines_quote_every_hostile_word() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["squeue", "-h"], "squeue -h"),
+            (&["echo", "a b"], "echo 'a b'"),
+            (&["echo", ""], "echo ''"),
+            (&["echo", "it's"], r#"echo "it's""#),
+            (&["echo", "$(id)"], "echo '$(id)'"),
+            (&["echo", "`id`"], "echo '`id`'"),
+            (&["echo", "a;b|c&d"], "echo 'a;b|c&d'"),
+            (&["echo", "line\nbreak"], "echo 'line\nbreak'"),
+            (&["echo", "ünïcode"], "echo 'ünïcode'"),
+        ];
+        for (words, expected) in cases {
+            let cmd = Command::new(words[0]).args(words[1..].iter().copied());
+            assert_eq!(cmd.to_shell_line().unwrap(), *expected, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn nul_bytes_are_refused_with_a_clear_error() {
+        let err = Command::new("echo")
+            .arg("a\0b")
+            .to_shell_line()
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().contains("NUL"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn write_file_reports_the_path_and_stderr_when_the_host_refuses() {
+        let mut shell = MockShell::new();
+        shell
+            .expect_host()
+            .return_const("batch@login1:22".to_owned());
+        shell.expect_run().returning(|cmd| {
+            assert_eq!(cmd.program(), "sh");
+            assert_eq!(cmd.arguments()[3], "/home/u/job 1/script.sh");
+            assert_eq!(cmd.arguments()[4], "755");
+            Ok(Output {
+                exit_code: Some(1),
+                stderr: b"mkdir: Disk quota exceeded\n".to_vec(),
+                ..Output::default()
+            })
+        });
+        let err = write_file_with_sh(&shell, "/home/u/job 1/script.sh", b"echo", 0o755)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed);
+        assert_eq!(
+            err.message(),
+            "writing /home/u/job 1/script.sh on batch@login1:22 exited with 1: mkdir: Disk quota exceeded"
+        );
+    }
+}

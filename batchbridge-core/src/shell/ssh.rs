@@ -1,0 +1,626 @@
+//! [`SshShell`]: commands on a remote host over one multiplexed OpenSSH connection.
+//!
+//! We start the OpenSSH master ourselves (a `kill_on_drop` child of this process) rather
+//! than through `openssh::SessionBuilder`, whose master always runs with `BatchMode=yes` and
+//! so can never use a password through askpass. Commands then travel as channels of that
+//! one connection through `openssh`'s native mux client: no new TCP connection, no new
+//! authentication, no new `ssh` process per command.
+
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use backon::{ExponentialBuilder, Retryable};
+use openssh::Session;
+use tokio::sync::{Mutex, Semaphore};
+
+use super::capture::exchange;
+use super::{Command, Output, Shell};
+use crate::error::{Error, ErrorKind, Result};
+
+/// A password that never shows up in `Debug` output or logs.
+///
+/// ```
+/// use batchbridge_core::shell::Password;
+/// let password = Password::new("hunter2");
+/// assert_eq!(format!("{password:?}"), "Password(***)");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    /// Wraps a password.
+    pub fn new(password: impl Into<String>) -> Self {
+        Self(password.into())
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Password(***)")
+    }
+}
+
+/// How to log in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshAuth {
+    /// A private key file (OpenSSH or PEM format, no passphrase).
+    KeyFile(PathBuf),
+    /// A private key's text, e.g. from a `kubernetes.io/ssh-auth` Secret; it is written to a
+    /// file only this process can read, for the life of the shell.
+    Key(Password),
+    /// A password, handed to `ssh` through an askpass helper, never on a command line.
+    Password(Password),
+}
+
+/// The host keys to trust.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostKeys {
+    /// A known_hosts file.
+    File(PathBuf),
+    /// known_hosts lines, e.g. `[login1]:22 ssh-ed25519 AAAA…`.
+    Entries(String),
+}
+
+/// Where and how to connect.
+///
+/// ```
+/// use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig};
+///
+/// let config = SshConfig::new(
+///     "login1.cluster.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// )
+/// .port(2222);
+/// assert_eq!(config.target(), "alice@login1.cluster.example:2222");
+/// ```
+#[derive(Debug, Clone)]
+pub struct SshConfig {
+    /// Host name or address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Remote user.
+    pub user: String,
+    /// Credentials.
+    pub auth: SshAuth,
+    /// The host keys to trust; a host whose key is not among them is refused.
+    pub host_keys: HostKeys,
+    /// Record an unknown host's key on first connect instead of refusing it
+    /// (`StrictHostKeyChecking=accept-new`); a changed key is still refused.
+    pub accept_new_host_keys: bool,
+    /// Time limit for establishing the connection.
+    pub connect_timeout: Duration,
+    /// Most commands in flight at once on the connection (keep below the server's
+    /// `MaxSessions`, 10 by default).
+    pub max_sessions: usize,
+    /// Attempts to (re-)establish the connection before a command gives up.
+    pub connect_attempts: usize,
+    /// The `ssh` client binary.
+    pub ssh_program: PathBuf,
+    /// An ssh_config file to read; none is read when absent, so the behaviour does not
+    /// depend on the user's or the system's configuration.
+    pub ssh_config_file: Option<PathBuf>,
+}
+
+impl SshConfig {
+    /// A config with port 22 and defaults for everything optional.
+    pub fn new(
+        host: impl Into<String>,
+        user: impl Into<String>,
+        auth: SshAuth,
+        host_keys: HostKeys,
+    ) -> Self {
+        Self {
+            host: host.into(),
+            port: 22,
+            user: user.into(),
+            auth,
+            host_keys,
+            accept_new_host_keys: false,
+            connect_timeout: Duration::from_secs(15),
+            max_sessions: 8,
+            connect_attempts: 3,
+            ssh_program: PathBuf::from("ssh"),
+            ssh_config_file: None,
+        }
+    }
+
+    /// Sets the port.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// `user@host:port`, for messages.
+    pub fn target(&self) -> String {
+        format!("{}@{}:{}", self.user, self.host, self.port)
+    }
+}
+
+/// Runs commands on a remote host through one multiplexed OpenSSH connection, reopened with
+/// backoff when it dies.
+///
+/// ```no_run
+/// use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
+///
+/// # async fn demo() -> batchbridge_core::Result<()> {
+/// let shell = SshShell::new(SshConfig::new(
+///     "login1.cluster.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// ))?;
+/// let out = shell.run(&Command::new("squeue").arg("--me")).await?.check("squeue")?;
+/// println!("{}", out.stdout_text());
+/// # Ok(()) }
+/// ```
+pub struct SshShell {
+    config: SshConfig,
+    target: String,
+    /// Private (0700) directory holding the control socket, the master's log and any
+    /// credential files.
+    dir: tempfile::TempDir,
+    connection: Mutex<Option<Connection>>,
+    sessions: Semaphore,
+    connections_opened: AtomicU64,
+}
+
+struct Connection {
+    session: Arc<Session>,
+    /// The OpenSSH master; killed when the connection is dropped.
+    master: tokio::process::Child,
+    generation: u64,
+}
+
+impl fmt::Debug for SshShell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SshShell")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A command that failed on the way: before it started (safe to retry), or after (it may
+/// have run).
+enum RunFailure {
+    NotStarted(openssh::Error),
+    Broken(openssh::Error),
+}
+
+impl SshShell {
+    /// Prepares a shell; the connection opens on the first command.
+    pub fn new(config: SshConfig) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("batchbridge-ssh-")
+            .tempdir()?;
+        if let SshAuth::Key(key) = &config.auth {
+            let mut text = key.0.clone();
+            if !text.ends_with('\n') {
+                text.push('\n'); // OpenSSH refuses a key file without the final newline
+            }
+            write_private(&dir.path().join("id"), text.as_bytes(), 0o600)?;
+        }
+        if let HostKeys::Entries(entries) = &config.host_keys {
+            write_private(&dir.path().join("known_hosts"), entries.as_bytes(), 0o600)?;
+        }
+        if let SshAuth::Password(_) = &config.auth {
+            write_private(&dir.path().join("askpass"), ASKPASS.as_bytes(), 0o700)?;
+        }
+        Ok(Self {
+            target: config.target(),
+            sessions: Semaphore::new(config.max_sessions.max(1)),
+            config,
+            dir,
+            connection: Mutex::new(None),
+            connections_opened: AtomicU64::new(0),
+        })
+    }
+
+    /// How many SSH connections this shell has opened so far (1 while the first one lives).
+    pub fn connections_opened(&self) -> u64 {
+        self.connections_opened.load(Ordering::Relaxed)
+    }
+
+    /// Opens the connection now, instead of on the first command, to surface
+    /// credential and host-key problems early.
+    pub async fn connect(&self) -> Result<()> {
+        self.live_connection().await.map(drop)
+    }
+
+    /// Closes the connection; the next command opens a new one.
+    pub async fn disconnect(&self) {
+        self.connection.lock().await.take();
+    }
+
+    async fn live_connection(&self) -> Result<(Arc<Session>, u64)> {
+        let mut slot = self.connection.lock().await;
+        if let Some(conn) = slot.as_mut() {
+            if matches!(conn.master.try_wait(), Ok(None)) {
+                return Ok((conn.session.clone(), conn.generation));
+            }
+            tracing::warn!(target = %self.target, "SSH master connection ended; reconnecting");
+            *slot = None;
+        }
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(250))
+            .with_max_delay(Duration::from_secs(5))
+            .with_max_times(self.config.connect_attempts.saturating_sub(1));
+        let conn = (|| self.open())
+            .retry(backoff)
+            .when(Error::is_temporary)
+            .notify(|err, delay| tracing::warn!(target = %self.target, %err, ?delay, "SSH connect failed; retrying"))
+            .await?;
+        let handle = (conn.session.clone(), conn.generation);
+        *slot = Some(conn);
+        Ok(handle)
+    }
+
+    async fn invalidate(&self, generation: u64) {
+        let mut slot = self.connection.lock().await;
+        if slot
+            .as_ref()
+            .is_some_and(|conn| conn.generation == generation)
+        {
+            *slot = None;
+        }
+    }
+
+    async fn open(&self) -> Result<Connection> {
+        let control = self.dir.path().join("master");
+        let log = self.dir.path().join("master.log");
+        let password_file = self.dir.path().join("password");
+        // Leftovers of a dead master would be mistaken for a live one or its errors.
+        let _ = std::fs::remove_file(&control);
+        std::fs::write(&log, b"")?;
+
+        let mut ssh = tokio::process::Command::new(&self.config.ssh_program);
+        ssh.arg("-N")
+            .arg("-M")
+            .arg("-S")
+            .arg(&control)
+            .arg("-E")
+            .arg(&log)
+            .arg("-F")
+            .arg(
+                self.config
+                    .ssh_config_file
+                    .as_deref()
+                    .unwrap_or(Path::new("none")),
+            )
+            .arg("-p")
+            .arg(self.config.port.to_string())
+            .arg("-l")
+            .arg(&self.config.user);
+        let known_hosts = match &self.config.host_keys {
+            HostKeys::File(path) => path.clone(),
+            HostKeys::Entries(_) => self.dir.path().join("known_hosts"),
+        };
+        let strict = if self.config.accept_new_host_keys {
+            "accept-new"
+        } else {
+            "yes"
+        };
+        let mut options = vec![
+            format!("StrictHostKeyChecking={strict}"),
+            format!("UserKnownHostsFile={}", known_hosts.display()),
+            "GlobalKnownHostsFile=/dev/null".to_owned(),
+            format!(
+                "ConnectTimeout={}",
+                self.config.connect_timeout.as_secs().max(1)
+            ),
+            "ServerAliveInterval=15".to_owned(),
+            "ServerAliveCountMax=3".to_owned(),
+            "ControlPersist=no".to_owned(),
+            "ForwardAgent=no".to_owned(),
+            "ForwardX11=no".to_owned(),
+        ];
+        match &self.config.auth {
+            SshAuth::KeyFile(_) | SshAuth::Key(_) => {
+                let key = match &self.config.auth {
+                    SshAuth::KeyFile(path) => path.clone(),
+                    _ => self.dir.path().join("id"),
+                };
+                options.extend([
+                    "BatchMode=yes".to_owned(),
+                    "IdentitiesOnly=yes".to_owned(),
+                    "IdentityAgent=none".to_owned(),
+                    "PasswordAuthentication=no".to_owned(),
+                    "KbdInteractiveAuthentication=no".to_owned(),
+                ]);
+                ssh.arg("-i").arg(key);
+            }
+            SshAuth::Password(password) => {
+                write_private(&password_file, password.0.as_bytes(), 0o600)?;
+                options.extend([
+                    "BatchMode=no".to_owned(),
+                    "PubkeyAuthentication=no".to_owned(),
+                    "PreferredAuthentications=password,keyboard-interactive".to_owned(),
+                    "NumberOfPasswordPrompts=1".to_owned(),
+                ]);
+                ssh.env("SSH_ASKPASS", self.dir.path().join("askpass"))
+                    .env("SSH_ASKPASS_REQUIRE", "force")
+                    .env("DISPLAY", "none");
+            }
+        }
+        for option in options {
+            ssh.arg("-o").arg(option);
+        }
+        ssh.arg("--")
+            .arg(&self.config.host)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+
+        tracing::debug!(target = %self.target, "opening SSH master connection");
+        let master = ssh.spawn().map_err(|err| {
+            Error::new(
+                ErrorKind::Unreachable,
+                format!("cannot start {}: {err}", self.config.ssh_program.display()),
+            )
+            .with_source(err)
+            .permanent()
+        })?;
+        let result = self.await_master(master, &control, &log).await;
+        let _ = std::fs::remove_file(&password_file);
+        result
+    }
+
+    async fn await_master(
+        &self,
+        mut master: tokio::process::Child,
+        control: &Path,
+        log: &Path,
+    ) -> Result<Connection> {
+        let deadline = Instant::now() + self.config.connect_timeout + Duration::from_secs(5);
+        loop {
+            if let Some(status) = master.try_wait()? {
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                return Err(classify_connect_failure(&self.target, &log, status.code()));
+            }
+            if control.exists() {
+                let session = Session::resume_mux(control.into(), Some(log.into()));
+                if session.check().await.is_ok() {
+                    let generation = self.connections_opened.fetch_add(1, Ordering::Relaxed) + 1;
+                    tracing::info!(target = %self.target, generation, "SSH master connection established");
+                    return Ok(Connection {
+                        session: Arc::new(session),
+                        master,
+                        generation,
+                    });
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::new(
+                    ErrorKind::Unreachable,
+                    format!(
+                        "{}: no SSH connection within {:?}",
+                        self.target, self.config.connect_timeout
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn run_on(
+        &self,
+        session: &Session,
+        line: &str,
+        command: &Command,
+    ) -> Result<Output, RunFailure> {
+        let mut child = session
+            .raw_command(line)
+            .stdin(if command.stdin_data().is_some() {
+                openssh::Stdio::piped()
+            } else {
+                openssh::Stdio::null()
+            })
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::piped())
+            .spawn()
+            .await
+            .map_err(RunFailure::NotStarted)?;
+        let (stdout, stderr) = exchange(
+            child.stdin().take(),
+            command.stdin_data(),
+            child.stdout().take(),
+            child.stderr().take(),
+            command.limit(),
+        )
+        .await
+        .map_err(|err| RunFailure::Broken(openssh::Error::ChildIo(err)))?;
+        let (exit_code, signal) = match child.wait().await {
+            Ok(status) => (status.code(), status.signal()),
+            // The native mux client reports a remote exit 127 as an error; it is an exit code.
+            Err(openssh::Error::Remote(err)) if err.kind() == std::io::ErrorKind::NotFound => {
+                (Some(127), None)
+            }
+            // The remote process ended without an exit status: killed by a signal.
+            Err(openssh::Error::RemoteProcessTerminated) => (None, None),
+            Err(err) => return Err(RunFailure::Broken(err)),
+        };
+        Ok(Output {
+            exit_code,
+            signal,
+            stdout: stdout.data,
+            stderr: stderr.data,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+        })
+    }
+
+    async fn run_once_more_if_not_started(&self, line: &str, command: &Command) -> Result<Output> {
+        let (session, generation) = self.live_connection().await?;
+        let failure = match self.run_on(&session, line, command).await {
+            Ok(output) => return Ok(output),
+            Err(failure) => failure,
+        };
+        self.invalidate(generation).await;
+        match failure {
+            RunFailure::NotStarted(err) => {
+                // Nothing ran, so one retry on a fresh connection is safe for any command.
+                tracing::warn!(target = %self.target, %err, "SSH channel refused; reconnecting");
+                let (session, generation) = self.live_connection().await?;
+                match self.run_on(&session, line, command).await {
+                    Ok(output) => Ok(output),
+                    Err(RunFailure::NotStarted(err)) => {
+                        self.invalidate(generation).await;
+                        Err(connection_lost(&self.target, command, err, false))
+                    }
+                    Err(RunFailure::Broken(err)) => {
+                        self.invalidate(generation).await;
+                        Err(connection_lost(&self.target, command, err, true))
+                    }
+                }
+            }
+            RunFailure::Broken(err) => Err(connection_lost(&self.target, command, err, true)),
+        }
+    }
+}
+
+#[async_trait]
+impl Shell for SshShell {
+    fn host(&self) -> &str {
+        &self.target
+    }
+
+    async fn run(&self, command: &Command) -> Result<Output> {
+        let line = command.to_shell_line()?;
+        let _permit = self.sessions.acquire().await.map_err(|_| {
+            Error::new(
+                ErrorKind::ConnectionLost,
+                format!("{}: shell closed", self.target),
+            )
+        })?;
+        match tokio::time::timeout(
+            command.time_limit(),
+            self.run_once_more_if_not_started(&line, command),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{}: {:?} did not finish within {:?} (it may still be running there)",
+                    self.target,
+                    command.program(),
+                    command.time_limit()
+                ),
+            )),
+        }
+    }
+}
+
+fn connection_lost(
+    target: &str,
+    command: &Command,
+    err: openssh::Error,
+    may_have_run: bool,
+) -> Error {
+    let outcome = if may_have_run {
+        "it may or may not have run"
+    } else {
+        "it did not run"
+    };
+    Error::new(
+        ErrorKind::ConnectionLost,
+        format!(
+            "{target}: connection lost during {:?}; {outcome}",
+            command.program()
+        ),
+    )
+    .with_source(err)
+}
+
+/// Prints the password file that sits beside it; ssh runs it with no arguments we control.
+const ASKPASS: &str = "#!/bin/sh\nexec cat \"$(dirname \"$0\")/password\"\n";
+
+fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
+    std::fs::write(path, contents)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(())
+}
+
+/// Turns the master's log into an error a user can act on.
+fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> Error {
+    let detail = log
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("Warning: Permanently added"))
+        .last()
+        .unwrap_or("ssh exited without a message");
+    let has = |needle: &str| log.contains(needle);
+    let (kind, summary) = if has("REMOTE HOST IDENTIFICATION HAS CHANGED")
+        || has("Host key verification failed")
+        || has("host key is known")
+    {
+        (
+            ErrorKind::HostKeyMismatch,
+            "the host's key is not among the trusted host keys",
+        )
+    } else if has("Permission denied") || has("Too many authentication failures") {
+        (
+            ErrorKind::AuthenticationFailed,
+            "the credentials were refused",
+        )
+    } else {
+        (ErrorKind::Unreachable, "cannot connect")
+    };
+    let code = exit_code.map_or_else(String::new, |c| format!(", ssh exit {c}"));
+    Error::new(kind, format!("{target}: {summary} ({detail}{code})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_failures_are_classified_from_real_ssh_messages() {
+        let cases = [
+            (
+                "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\nHost key verification failed.\n",
+                ErrorKind::HostKeyMismatch,
+                false,
+            ),
+            (
+                "No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\nHost key verification failed.\n",
+                ErrorKind::HostKeyMismatch,
+                false,
+            ),
+            (
+                "batch@127.0.0.1: Permission denied (publickey,password).\n",
+                ErrorKind::AuthenticationFailed,
+                false,
+            ),
+            (
+                "ssh: connect to host 127.0.0.1 port 2299: Connection refused\n",
+                ErrorKind::Unreachable,
+                true,
+            ),
+            (
+                "ssh: Could not resolve hostname nowhere.invalid: Name or service not known\n",
+                ErrorKind::Unreachable,
+                true,
+            ),
+            ("", ErrorKind::Unreachable, true),
+        ];
+        for (log, kind, temporary) in cases {
+            let err = classify_connect_failure("batch@h:22", log, Some(255));
+            assert_eq!(err.kind(), kind, "{log}");
+            assert_eq!(err.is_temporary(), temporary, "{log}");
+            assert!(err.message().starts_with("batch@h:22: "), "{err}");
+            assert!(err.message().ends_with("ssh exit 255)"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,705 @@
+//! What a caller asks to run: [`JobSpec`] and its parts.
+//!
+//! A spec is plain data (serde round-trips it); [`JobSpec::validate`] checks it against the
+//! rules every backend shares, so that bad input is refused with a clear message before
+//! anything reaches a cluster. Backends add their own checks on top.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Longest accepted [`JobKey`]; a Kubernetes UID (36 characters) fits with room to spare.
+pub const MAX_KEY_LEN: usize = 64;
+/// Longest accepted job name.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// A caller-chosen unique id that makes `submit` idempotent.
+///
+/// The key travels with the job on the cluster, so [`BatchBackend::find`] can locate a job
+/// whose submit reply was lost. It is 1 to 64 characters of ASCII letters, digits, `.`, `_`
+/// and `-`, which every scheduler stores verbatim.
+///
+/// ```
+/// use batchbridge_core::JobKey;
+///
+/// let key = JobKey::new("3f2a9c1e-7b4d-4e8a-9f00-1c2d3e4f5a6b").unwrap();
+/// assert_eq!(key.as_str(), "3f2a9c1e-7b4d-4e8a-9f00-1c2d3e4f5a6b");
+/// assert!(JobKey::new("bad key; rm -rf ~").is_err());
+/// ```
+///
+/// [`BatchBackend::find`]: crate::BatchBackend::find
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct JobKey(String);
+
+impl JobKey {
+    /// Validates and wraps a key.
+    pub fn new(key: impl Into<String>) -> Result<Self> {
+        let key = key.into();
+        if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(is_token_byte) {
+            return Err(Error::invalid_input(format!(
+                "job key {key:?}: must be 1 to {MAX_KEY_LEN} characters of letters, digits, '.', '_' and '-'"
+            )));
+        }
+        Ok(Self(key))
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for JobKey {
+    type Error = Error;
+    fn try_from(key: String) -> Result<Self> {
+        Self::new(key)
+    }
+}
+
+impl From<JobKey> for String {
+    fn from(key: JobKey) -> Self {
+        key.0
+    }
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
+/// A batch job to run: a bash script plus what it needs.
+///
+/// ```
+/// use batchbridge_core::{JobKey, JobSpec};
+/// use std::time::Duration;
+///
+/// let mut spec = JobSpec::new(JobKey::new("demo-1")?, "demo", "echo hello from $HOSTNAME");
+/// spec.resources.cpus = Some(2);
+/// spec.resources.memory = Some(bytesize::ByteSize::gib(4));
+/// spec.resources.wall_time = Some(Duration::from_secs(3600));
+/// spec.environment.insert("GREETING".into(), "hi".into());
+/// spec.validate()?;
+///
+/// let json = serde_json::to_string(&spec).unwrap();
+/// assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), spec);
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobSpec {
+    /// The idempotency key: submitting the same key twice yields one job.
+    pub key: JobKey,
+    /// A short name shown by the scheduler: letters, digits, `.`, `_`, `-`, starting with a
+    /// letter or digit.
+    pub name: String,
+    /// The job's script, run by bash, verbatim.
+    pub script: String,
+    /// What the job needs.
+    #[serde(default)]
+    pub resources: Resources,
+    /// The queue or partition; the cluster's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Environment variables set for the script.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    /// Directory the script starts in, on the machine that runs it; the backend's job
+    /// directory when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// Run the script as an array of tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArraySpec>,
+    /// Run the script inside a container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
+    /// Extra native options per backend name (`"slurm"`, `"htcondor"`, …), each passed to that
+    /// backend's submit as one argument or line, never interpreted by a shell.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub passthrough: BTreeMap<String, Vec<String>>,
+}
+
+/// What a job needs from the cluster. Absent fields take the cluster's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resources {
+    /// CPU cores per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Memory per task, e.g. `"4 GiB"` in serialized form.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "exact_byte_size"
+    )]
+    pub memory: Option<ByteSize>,
+    /// Wall-clock limit, e.g. `"1h 30m"` in serialized form.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde"
+    )]
+    pub wall_time: Option<Duration>,
+    /// Nodes per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// GPUs per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+}
+
+/// Run the script once per task index `0..count`; the index is in `$BATCHBRIDGE_TASK_INDEX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArraySpec {
+    /// How many tasks; at least 1.
+    pub count: u32,
+    /// How many tasks may run at once; unbounded when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
+}
+
+/// Run the script inside a container image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Container {
+    /// The image, e.g. `docker://python:3.12` or a path to a `.sif` file.
+    pub image: String,
+    /// The container runtime on the cluster.
+    #[serde(default)]
+    pub runtime: ContainerRuntime,
+}
+
+/// Container runtimes a backend may drive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerRuntime {
+    /// Apptainer (formerly Singularity), the usual runtime on HPC clusters.
+    #[default]
+    Apptainer,
+    /// SingularityCE.
+    Singularity,
+    /// Docker.
+    Docker,
+    /// Podman.
+    Podman,
+}
+
+impl JobSpec {
+    /// A spec with the given key, name and script and everything else at its default.
+    pub fn new(key: JobKey, name: impl Into<String>, script: impl Into<String>) -> Self {
+        Self {
+            key,
+            name: name.into(),
+            script: script.into(),
+            resources: Resources::default(),
+            queue: None,
+            environment: BTreeMap::new(),
+            working_dir: None,
+            array: None,
+            container: None,
+            passthrough: BTreeMap::new(),
+        }
+    }
+
+    /// The number of tasks this job runs: the array's count, or 1.
+    pub fn task_count(&self) -> u32 {
+        self.array.map_or(1, |a| a.count)
+    }
+
+    /// Checks the rules every backend shares, reporting every problem at once.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobKey, JobSpec, ErrorKind};
+    ///
+    /// let spec = JobSpec::new(JobKey::new("k")?, "my job!", "  ");
+    /// let err = spec.validate().unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// assert!(err.message().contains("name"));
+    /// assert!(err.message().contains("script"));
+    /// # Ok::<(), batchbridge_core::Error>(())
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, problem: String| {
+            if !ok {
+                problems.push(problem);
+            }
+        };
+
+        check(
+            is_valid_name(&self.name),
+            format!(
+                "name {:?}: must be 1 to {MAX_NAME_LEN} characters of letters, digits, '.', '_' and '-', starting with a letter or digit",
+                truncate_for_message(&self.name)
+            ),
+        );
+        check(
+            !self.script.trim().is_empty(),
+            "script: must not be empty".into(),
+        );
+        check(
+            !self.script.contains('\0'),
+            "script: must not contain NUL bytes".into(),
+        );
+        let r = &self.resources;
+        check(
+            r.cpus != Some(0),
+            "resources.cpus: must be at least 1".into(),
+        );
+        check(
+            r.nodes != Some(0),
+            "resources.nodes: must be at least 1".into(),
+        );
+        check(
+            r.memory.is_none_or(|m| m.as_u64() > 0),
+            "resources.memory: must be more than 0 bytes".into(),
+        );
+        check(
+            r.wall_time.is_none_or(|t| t >= Duration::from_secs(1)),
+            "resources.wallTime: must be at least 1 second".into(),
+        );
+        if let Some(queue) = &self.queue {
+            check(
+                !queue.is_empty()
+                    && queue.len() <= MAX_NAME_LEN
+                    && queue.bytes().all(is_token_byte),
+                format!(
+                    "queue {:?}: must be 1 to {MAX_NAME_LEN} characters of letters, digits, '.', '_' and '-'",
+                    truncate_for_message(queue)
+                ),
+            );
+        }
+        for (name, value) in &self.environment {
+            check(
+                is_valid_env_name(name),
+                format!(
+                    "environment {:?}: a variable name is a letter or '_' followed by letters, digits and '_'",
+                    truncate_for_message(name)
+                ),
+            );
+            check(
+                !value.contains('\0'),
+                format!("environment {name:?}: the value must not contain NUL bytes"),
+            );
+        }
+        if let Some(dir) = &self.working_dir {
+            check(
+                !dir.is_empty() && !dir.contains(['\0', '\n']),
+                "workingDir: must be a non-empty path without NUL bytes or newlines".into(),
+            );
+        }
+        if let Some(array) = self.array {
+            check(array.count >= 1, "array.count: must be at least 1".into());
+            check(
+                array.max_parallel != Some(0),
+                "array.maxParallel: must be at least 1".into(),
+            );
+        }
+        if let Some(container) = &self.container {
+            check(
+                !container.image.trim().is_empty() && !container.image.contains(['\0', '\n']),
+                "container.image: must be a non-empty image reference without NUL bytes or newlines".into(),
+            );
+        }
+        for (backend, options) in &self.passthrough {
+            for option in options {
+                check(
+                    !option.contains(['\0', '\n']),
+                    format!(
+                        "passthrough.{backend}: options must not contain NUL bytes or newlines"
+                    ),
+                );
+            }
+        }
+
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::invalid_input(format!(
+                "job spec {}: {}",
+                self.key,
+                problems.join("; ")
+            )))
+        }
+    }
+}
+
+fn is_valid_name(name: &str) -> bool {
+    name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name.bytes().all(is_token_byte)
+}
+
+fn is_valid_env_name(name: &str) -> bool {
+    name.bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Keeps error messages readable when the offending input is huge.
+fn truncate_for_message(s: &str) -> &str {
+    match s.char_indices().nth(40) {
+        Some((at, _)) => &s[..at],
+        None => s,
+    }
+}
+
+/// Serializes a byte size in the largest binary unit that represents it exactly, because
+/// `bytesize`'s own human-readable form rounds (1500 MiB would come back as 1.5 GiB).
+mod exact_byte_size {
+    use bytesize::ByteSize;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        size: &Option<ByteSize>,
+        ser: S,
+    ) -> Result<S::Ok, S::Error> {
+        match size {
+            Some(size) => ser.serialize_str(&format_exact(size.as_u64())),
+            None => ser.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        de: D,
+    ) -> Result<Option<ByteSize>, D::Error> {
+        Option::<ByteSize>::deserialize(de)
+    }
+
+    pub(super) fn format_exact(bytes: u64) -> String {
+        const UNITS: [(u64, &str); 4] = [
+            (1 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ];
+        UNITS
+            .iter()
+            .find(|(unit, _)| bytes >= *unit && bytes % unit == 0)
+            .map_or_else(
+                || format!("{bytes} B"),
+                |(unit, name)| format!("{} {name}", bytes / unit),
+            )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> JobKey {
+        JobKey::new("k-1").unwrap()
+    }
+
+    fn valid() -> JobSpec {
+        JobSpec::new(key(), "job_1.a-b", "echo hi")
+    }
+
+    #[test]
+    fn keys() {
+        let cases: &[(&str, bool)] = &[
+            ("a", true),
+            ("3f2a9c1e-7b4d-4e8a-9f00-1c2d3e4f5a6b", true),
+            ("A.b_c-9", true),
+            (&"x".repeat(64), true),
+            (&"x".repeat(65), false),
+            ("", false),
+            ("has space", false),
+            ("semi;colon", false),
+            ("$(id)", false),
+            ("quote'", false),
+            ("new\nline", false),
+            ("nul\0", false),
+            ("ünï", false),
+        ];
+        for (input, ok) in cases {
+            assert_eq!(JobKey::new(*input).is_ok(), *ok, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn key_deserialization_validates() {
+        assert!(serde_json::from_str::<JobKey>("\"fine-key\"").is_ok());
+        let err = serde_json::from_str::<JobKey>("\"bad key\"").unwrap_err();
+        assert!(err.to_string().contains("job key"), "{err}");
+    }
+
+    #[test]
+    fn validation_table() {
+        type Edit = fn(&mut JobSpec);
+        let cases: &[(&str, Edit, Option<&str>)] = &[
+            ("valid", |_| {}, None),
+            ("empty name", |s| s.name.clear(), Some("name")),
+            ("name with space", |s| s.name = "a b".into(), Some("name")),
+            (
+                "name starting with dash",
+                |s| s.name = "-x".into(),
+                Some("name"),
+            ),
+            (
+                "name with shell",
+                |s| s.name = "$(reboot)".into(),
+                Some("name"),
+            ),
+            ("name too long", |s| s.name = "n".repeat(129), Some("name")),
+            ("name at limit", |s| s.name = "n".repeat(128), None),
+            (
+                "empty script",
+                |s| s.script.clear(),
+                Some("script: must not be empty"),
+            ),
+            (
+                "blank script",
+                |s| s.script = " \n\t".into(),
+                Some("script: must not be empty"),
+            ),
+            (
+                "NUL in script",
+                |s| s.script = "echo \0".into(),
+                Some("NUL"),
+            ),
+            (
+                "hostile script is fine",
+                |s| s.script = "echo \"$(id)\" `x` ';' \n ünï".into(),
+                None,
+            ),
+            (
+                "zero cpus",
+                |s| s.resources.cpus = Some(0),
+                Some("resources.cpus"),
+            ),
+            (
+                "zero nodes",
+                |s| s.resources.nodes = Some(0),
+                Some("resources.nodes"),
+            ),
+            (
+                "zero memory",
+                |s| s.resources.memory = Some(ByteSize::b(0)),
+                Some("resources.memory"),
+            ),
+            (
+                "sub-second wall time",
+                |s| s.resources.wall_time = Some(Duration::from_millis(10)),
+                Some("wallTime"),
+            ),
+            ("zero gpus is fine", |s| s.resources.gpus = Some(0), None),
+            ("queue ok", |s| s.queue = Some("debug".into()), None),
+            (
+                "queue empty",
+                |s| s.queue = Some(String::new()),
+                Some("queue"),
+            ),
+            (
+                "queue hostile",
+                |s| s.queue = Some("a;b".into()),
+                Some("queue"),
+            ),
+            (
+                "env name bad",
+                |s| {
+                    s.environment.insert("1X".into(), "v".into());
+                },
+                Some("environment"),
+            ),
+            (
+                "env name with =",
+                |s| {
+                    s.environment.insert("A=B".into(), "v".into());
+                },
+                Some("environment"),
+            ),
+            (
+                "env value hostile is fine",
+                |s| {
+                    s.environment
+                        .insert("X".into(), "$(touch /tmp/p) ' \" \n".into());
+                },
+                None,
+            ),
+            (
+                "env value NUL",
+                |s| {
+                    s.environment.insert("X".into(), "a\0b".into());
+                },
+                Some("NUL"),
+            ),
+            (
+                "working dir empty",
+                |s| s.working_dir = Some(String::new()),
+                Some("workingDir"),
+            ),
+            (
+                "working dir newline",
+                |s| s.working_dir = Some("/a\nb".into()),
+                Some("workingDir"),
+            ),
+            (
+                "zero array",
+                |s| {
+                    s.array = Some(ArraySpec {
+                        count: 0,
+                        max_parallel: None,
+                    })
+                },
+                Some("array.count"),
+            ),
+            (
+                "zero max parallel",
+                |s| {
+                    s.array = Some(ArraySpec {
+                        count: 3,
+                        max_parallel: Some(0),
+                    })
+                },
+                Some("array.maxParallel"),
+            ),
+            (
+                "array ok",
+                |s| {
+                    s.array = Some(ArraySpec {
+                        count: 3,
+                        max_parallel: Some(1),
+                    })
+                },
+                None,
+            ),
+            (
+                "container empty",
+                |s| {
+                    s.container = Some(Container {
+                        image: " ".into(),
+                        runtime: ContainerRuntime::Apptainer,
+                    })
+                },
+                Some("container.image"),
+            ),
+            (
+                "passthrough newline",
+                |s| {
+                    s.passthrough
+                        .insert("slurm".into(), vec!["--a\n--b".into()]);
+                },
+                Some("passthrough.slurm"),
+            ),
+            (
+                "passthrough quotes fine",
+                |s| {
+                    s.passthrough
+                        .insert("slurm".into(), vec!["--comment='x y'".into()]);
+                },
+                None,
+            ),
+        ];
+        for (what, edit, expected) in cases {
+            let mut spec = valid();
+            edit(&mut spec);
+            match (spec.validate(), expected) {
+                (Ok(()), None) => {}
+                (Err(err), Some(needle)) => {
+                    assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{what}");
+                    assert!(err.message().contains(needle), "{what}: {err}");
+                }
+                (result, _) => panic!("{what}: expected {expected:?}, got {result:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn validation_reports_every_problem_and_survives_huge_input() {
+        let mut spec = valid();
+        spec.name = "x ".repeat(1_000_000);
+        spec.script.clear();
+        spec.resources.cpus = Some(0);
+        let err = spec.validate().unwrap_err();
+        let message = err.message();
+        assert!(message.contains("name") && message.contains("script") && message.contains("cpus"));
+        assert!(
+            message.len() < 1_000,
+            "message stays short: {} bytes",
+            message.len()
+        );
+    }
+
+    #[test]
+    fn serde_round_trips_a_full_spec() {
+        let mut spec = valid();
+        spec.resources = Resources {
+            cpus: Some(4),
+            memory: Some(ByteSize::mib(1500)),
+            wall_time: Some(Duration::from_secs(5400)),
+            nodes: Some(1),
+            gpus: Some(2),
+        };
+        spec.queue = Some("gpu".into());
+        spec.environment.insert("A".into(), "1 2 'three'".into());
+        spec.working_dir = Some("/scratch/x".into());
+        spec.array = Some(ArraySpec {
+            count: 10,
+            max_parallel: Some(2),
+        });
+        spec.container = Some(Container {
+            image: "docker://python:3.12".into(),
+            runtime: ContainerRuntime::Apptainer,
+        });
+        spec.passthrough
+            .insert("slurm".into(), vec!["--qos=high".into()]);
+
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["resources"]["memory"], "1500 MiB");
+        assert_eq!(json["resources"]["wallTime"], "1h 30m");
+        assert_eq!(serde_json::from_value::<JobSpec>(json).unwrap(), spec);
+    }
+
+    #[test]
+    fn serde_accepts_human_units_and_rejects_unknown_fields() {
+        let spec: JobSpec = serde_json::from_str(
+            r#"{"key":"k","name":"n","script":"true","resources":{"memory":"2GiB","wallTime":"90s"}}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.resources.memory, Some(ByteSize::gib(2)));
+        assert_eq!(spec.resources.wall_time, Some(Duration::from_secs(90)));
+
+        let err =
+            serde_json::from_str::<JobSpec>(r#"{"key":"k","name":"n","script":"true","cpu":2}"#)
+                .unwrap_err();
+        assert!(err.to_string().contains("unknown field `cpu`"), "{err}");
+    }
+
+    #[test]
+    fn sizes_serialize_exactly() {
+        let cases: [(u64, &str); 7] = [
+            (1, "1 B"),
+            (1024, "1 KiB"),
+            (1536, "1536 B"),
+            (1 << 20, "1 MiB"),
+            (1500 << 20, "1500 MiB"),
+            (3 << 30, "3 GiB"),
+            (2 << 40, "2 TiB"),
+        ];
+        for (bytes, text) in cases {
+            assert_eq!(exact_byte_size::format_exact(bytes), text);
+            assert_eq!(
+                text.parse::<ByteSize>().unwrap().as_u64(),
+                bytes,
+                "{text} parses back"
+            );
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The one job state machine every backend maps onto.
+//!
+//! Each scheduler has its own vocabulary (SLURM's `PENDING`/`COMPLETING`/`TIMEOUT`,
+//! HTCondor's `JobStatus` 1–7); backends translate it into [`JobState`] and keep the native
+//! word and the reason beside it in [`JobStatus`]. The transition rules live here and only
+//! here: terminal states are absorbing, everything else may move anywhere because a poller
+//! samples states and can miss the steps between two observations.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a job is in its life, the same for every backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum JobState {
+    /// Accepted and waiting to run (including waiting for resources that may never come).
+    Queued,
+    /// Kept from running until released (by a user, an admin or the scheduler).
+    Held,
+    /// Running.
+    Running,
+    /// Started, then paused (suspended or preempted without requeue).
+    Suspended,
+    /// Finished with exit code 0 (every task, for an array).
+    Succeeded,
+    /// Finished unsuccessfully: a non-zero exit, a signal, a time or memory limit, a node
+    /// failure.
+    Failed,
+    /// Removed before finishing, by a user or an administrator.
+    Cancelled,
+    /// No source could tell: not in the queue, not in accounting, no exit-code file.
+    Unknown,
+}
+
+/// Every state, in declaration order; handy for exhaustive tables.
+pub const ALL_STATES: [JobState; 8] = [
+    JobState::Queued,
+    JobState::Held,
+    JobState::Running,
+    JobState::Suspended,
+    JobState::Succeeded,
+    JobState::Failed,
+    JobState::Cancelled,
+    JobState::Unknown,
+];
+
+impl JobState {
+    /// Whether the job is over: Succeeded, Failed or Cancelled. Terminal states never change.
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+
+    /// Whether the job may still change state (every state that is not terminal).
+    pub const fn is_active(self) -> bool {
+        !self.is_terminal()
+    }
+
+    /// Whether a job observed in `self` may next be observed in `next`.
+    ///
+    /// ```
+    /// use batchbridge_core::JobState::*;
+    ///
+    /// assert!(Queued.can_transition_to(Succeeded)); // ran between two polls
+    /// assert!(Running.can_transition_to(Queued));   // requeued
+    /// assert!(!Succeeded.can_transition_to(Running)); // terminal states are absorbing
+    /// assert!(Failed.can_transition_to(Failed));    // observing the same state again is fine
+    /// ```
+    pub const fn can_transition_to(self, next: Self) -> bool {
+        !self.is_terminal() || self as u8 == next as u8
+    }
+
+    /// Moves from `self` to `next`, or reports why it cannot.
+    ///
+    /// ```
+    /// use batchbridge_core::JobState;
+    ///
+    /// assert_eq!(JobState::Queued.transition(JobState::Running), Ok(JobState::Running));
+    /// let err = JobState::Cancelled.transition(JobState::Running).unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid job state transition: Cancelled -> Running (Cancelled is terminal)");
+    /// ```
+    pub fn transition(self, next: Self) -> Result<Self, InvalidTransition> {
+        if self.can_transition_to(next) {
+            Ok(next)
+        } else {
+            Err(InvalidTransition {
+                from: self,
+                to: next,
+            })
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A transition the state machine forbids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid job state transition: {from} -> {to} ({from} is terminal)")]
+pub struct InvalidTransition {
+    /// The state the job was in.
+    pub from: JobState,
+    /// The state it was observed in next.
+    pub to: JobState,
+}
+
+/// How the tasks of an array job are spread over states.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCounts {
+    /// Tasks in the array.
+    pub total: u32,
+    /// Tasks waiting: Queued, Held or Unknown.
+    pub pending: u32,
+    /// Tasks Running or Suspended.
+    pub running: u32,
+    /// Tasks Succeeded.
+    pub succeeded: u32,
+    /// Tasks Failed.
+    pub failed: u32,
+    /// Tasks Cancelled.
+    pub cancelled: u32,
+}
+
+impl TaskCounts {
+    /// Counts tasks by state.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobState::*, TaskCounts};
+    ///
+    /// let counts = TaskCounts::from_states([Succeeded, Failed, Succeeded]);
+    /// assert_eq!((counts.total, counts.succeeded, counts.failed), (3, 2, 1));
+    /// assert_eq!(counts.overall_state(), Failed);
+    /// ```
+    pub fn from_states(states: impl IntoIterator<Item = JobState>) -> Self {
+        let mut counts = Self::default();
+        for state in states {
+            counts.total += 1;
+            match state {
+                JobState::Queued | JobState::Held | JobState::Unknown => counts.pending += 1,
+                JobState::Running | JobState::Suspended => counts.running += 1,
+                JobState::Succeeded => counts.succeeded += 1,
+                JobState::Failed => counts.failed += 1,
+                JobState::Cancelled => counts.cancelled += 1,
+            }
+        }
+        counts
+    }
+
+    /// The state of the array as a whole: Running while any task runs, Queued while tasks
+    /// only wait; once every task is over, Cancelled if any was cancelled, else Failed if any
+    /// failed, else Succeeded.
+    pub fn overall_state(&self) -> JobState {
+        if self.running > 0 {
+            JobState::Running
+        } else if self.pending > 0 {
+            JobState::Queued
+        } else if self.cancelled > 0 {
+            JobState::Cancelled
+        } else if self.failed > 0 {
+            JobState::Failed
+        } else {
+            JobState::Succeeded
+        }
+    }
+}
+
+/// What a backend knows about a job at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStatus {
+    /// The unified state.
+    pub state: JobState,
+    /// The scheduler's own word for it (`PENDING`, `COMPLETED`, `4`, …).
+    pub native_state: String,
+    /// Why the job is in this state, when the scheduler says (`Resources`, a hold reason…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The script's exit code, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the script, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// When the job was submitted.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde"
+    )]
+    pub submitted_at: Option<SystemTime>,
+    /// When it started running.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde"
+    )]
+    pub started_at: Option<SystemTime>,
+    /// When it ended.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde"
+    )]
+    pub ended_at: Option<SystemTime>,
+    /// Per-state task counts, for array jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<TaskCounts>,
+}
+
+impl JobStatus {
+    /// A status with the given state and native word and nothing else known yet.
+    pub fn new(state: JobState, native_state: impl Into<String>) -> Self {
+        Self {
+            state,
+            native_state: native_state.into(),
+            reason: None,
+            exit_code: None,
+            signal: None,
+            submitted_at: None,
+            started_at: None,
+            ended_at: None,
+            tasks: None,
+        }
+    }
+
+    /// The status of a job that no source knows, with the reason why.
+    pub fn unknown(reason: impl Into<String>) -> Self {
+        Self::new(JobState::Unknown, "").with_reason(reason)
+    }
+
+    /// Sets the reason.
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobState::*;
+    use super::*;
+
+    /// Every ordered pair of states and whether the move is allowed. Rows are `from`,
+    /// columns are `to`, in the order of [`ALL_STATES`].
+    #[test]
+    fn transition_table_covers_every_pair() {
+        const Y: bool = true;
+        const N: bool = false;
+        #[rustfmt::skip]
+        let table: [(JobState, [bool; 8]); 8] = [
+            //             Queued Held Running Suspended Succeeded Failed Cancelled Unknown
+            (Queued,      [Y,     Y,   Y,      Y,        Y,        Y,     Y,        Y]),
+            (Held,        [Y,     Y,   Y,      Y,        Y,        Y,     Y,        Y]),
+            (Running,     [Y,     Y,   Y,      Y,        Y,        Y,     Y,        Y]),
+            (Suspended,   [Y,     Y,   Y,      Y,        Y,        Y,     Y,        Y]),
+            (Succeeded,   [N,     N,   N,      N,        Y,        N,     N,        N]),
+            (Failed,      [N,     N,   N,      N,        N,        Y,     N,        N]),
+            (Cancelled,   [N,     N,   N,      N,        N,        N,     Y,        N]),
+            (Unknown,     [Y,     Y,   Y,      Y,        Y,        Y,     Y,        Y]),
+        ];
+        for (from, row) in table {
+            for (to, allowed) in ALL_STATES.into_iter().zip(row) {
+                assert_eq!(from.can_transition_to(to), allowed, "{from} -> {to}");
+                match from.transition(to) {
+                    Ok(state) => {
+                        assert!(allowed, "{from} -> {to} should be refused");
+                        assert_eq!(state, to);
+                    }
+                    Err(err) => {
+                        assert!(!allowed, "{from} -> {to} should be allowed");
+                        assert_eq!(err, InvalidTransition { from, to });
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_and_active_partition_the_states() {
+        let terminal: Vec<_> = ALL_STATES.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(terminal, [Succeeded, Failed, Cancelled]);
+        for state in ALL_STATES {
+            assert_ne!(state.is_terminal(), state.is_active(), "{state}");
+        }
+    }
+
+    #[test]
+    fn task_counts_and_overall_state() {
+        let cases: &[(&[JobState], JobState)] = &[
+            (&[Succeeded, Succeeded, Succeeded], Succeeded),
+            (&[Succeeded, Failed, Succeeded], Failed),
+            (&[Succeeded, Failed, Cancelled], Cancelled),
+            (&[Running, Queued, Succeeded], Running),
+            (&[Suspended, Failed], Running),
+            (&[Queued, Held, Succeeded], Queued),
+            (&[Unknown, Succeeded], Queued),
+            (&[Failed, Queued], Queued),
+        ];
+        for (states, overall) in cases {
+            let counts = TaskCounts::from_states(states.iter().copied());
+            assert_eq!(counts.total as usize, states.len());
+            assert_eq!(
+                counts.pending
+                    + counts.running
+                    + counts.succeeded
+                    + counts.failed
+                    + counts.cancelled,
+                counts.total
+            );
+            assert_eq!(counts.overall_state(), *overall, "{states:?}");
+        }
+    }
+
+    #[test]
+    fn status_serde_round_trips_with_rfc3339_times() {
+        let mut status = JobStatus::new(Failed, "TIMEOUT").with_reason("TimeLimit");
+        status.exit_code = Some(0);
+        status.signal = Some(15);
+        status.submitted_at =
+            Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000));
+        status.tasks = Some(TaskCounts::from_states([Failed]));
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["state"], "Failed");
+        assert_eq!(json["submittedAt"], "2023-11-14T22:13:20Z");
+        assert_eq!(serde_json::from_value::<JobStatus>(json).unwrap(), status);
+    }
+}
