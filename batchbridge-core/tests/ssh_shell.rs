@@ -1,0 +1,336 @@
+//! `SshShell` against the real sshd that `tests/testbed/up.sh` starts on 127.0.0.1:2222.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use batchbridge_core::ErrorKind;
+use batchbridge_core::shell::{Command, HostKeys, Password, Shell, SshAuth, SshConfig, SshShell};
+
+/// The connection facts the test bed writes; a missing file fails the test, loudly.
+struct Facts {
+    host: String,
+    port: u16,
+    user: String,
+    private_key: PathBuf,
+    password: String,
+    known_hosts: PathBuf,
+    wrong_known_hosts: PathBuf,
+}
+
+fn facts() -> Facts {
+    let dir = std::env::var("BATCHBRIDGE_TESTBED_DIR")
+        .unwrap_or_else(|_| "/var/lib/batchbridge-testbed".into());
+    let path = PathBuf::from(dir).join("ssh/facts.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err}; start the test bed with tests/testbed/up.sh",
+            path.display()
+        )
+    });
+    let json: serde_json::Value = serde_json::from_str(&text).expect("facts.json is JSON");
+    let field = |name: &str| {
+        json[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("facts.json lacks {name}"))
+            .to_owned()
+    };
+    Facts {
+        host: field("host"),
+        port: u16::try_from(json["port"].as_u64().expect("port")).expect("port fits"),
+        user: field("user"),
+        private_key: field("private_key").into(),
+        password: std::fs::read_to_string(field("password_file")).expect("password file"),
+        known_hosts: field("known_hosts").into(),
+        wrong_known_hosts: field("wrong_known_hosts").into(),
+    }
+}
+
+fn config(facts: &Facts, auth: SshAuth, host_keys: HostKeys) -> SshConfig {
+    let mut config = SshConfig::new(&facts.host, &facts.user, auth, host_keys).port(facts.port);
+    config.connect_attempts = 1;
+    config.connect_timeout = Duration::from_secs(5);
+    config
+}
+
+fn key_shell() -> SshShell {
+    let f = facts();
+    SshShell::new(config(
+        &f,
+        SshAuth::KeyFile(f.private_key.clone()),
+        HostKeys::File(f.known_hosts.clone()),
+    ))
+    .expect("shell")
+}
+
+async fn whoami(shell: &SshShell) -> batchbridge_core::Result<String> {
+    let out = shell
+        .run(&Command::new("id").arg("-un"))
+        .await?
+        .check("id")?;
+    Ok(out.stdout_text().trim().to_owned())
+}
+
+#[tokio::test]
+async fn key_authentication_runs_commands_as_the_user() {
+    let shell = key_shell();
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+    assert_eq!(shell.host(), "batch@127.0.0.1:2222");
+}
+
+#[tokio::test]
+async fn password_authentication_through_askpass() {
+    let f = facts();
+    let shell = SshShell::new(config(
+        &f,
+        SshAuth::Password(Password::new(f.password.clone())),
+        HostKeys::File(f.known_hosts.clone()),
+    ))
+    .unwrap();
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+}
+
+#[tokio::test]
+async fn key_and_host_keys_given_as_text() {
+    let f = facts();
+    let key = std::fs::read_to_string(&f.private_key).unwrap();
+    let entries = std::fs::read_to_string(&f.known_hosts).unwrap();
+    let shell = SshShell::new(config(
+        &f,
+        SshAuth::Key(Password::new(key.trim_end())),
+        HostKeys::Entries(entries),
+    ))
+    .unwrap();
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+}
+
+#[tokio::test]
+async fn a_wrong_host_key_is_refused() {
+    let f = facts();
+    let shell = SshShell::new(config(
+        &f,
+        SshAuth::KeyFile(f.private_key.clone()),
+        HostKeys::File(f.wrong_known_hosts.clone()),
+    ))
+    .unwrap();
+    let err = whoami(&shell).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::HostKeyMismatch, "{err}");
+    assert!(!err.is_temporary());
+    assert!(err.message().contains("batch@127.0.0.1:2222"), "{err}");
+}
+
+#[tokio::test]
+async fn an_unknown_host_is_refused_when_strict() {
+    let f = facts();
+    let shell = SshShell::new(config(
+        &f,
+        SshAuth::KeyFile(f.private_key.clone()),
+        HostKeys::Entries(String::new()),
+    ))
+    .unwrap();
+    let err = whoami(&shell).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::HostKeyMismatch, "{err}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_an_authentication_error() {
+    let f = facts();
+    let shell = SshShell::new(config(
+        &f,
+        SshAuth::Password(Password::new("not-the-password")),
+        HostKeys::File(f.known_hosts.clone()),
+    ))
+    .unwrap();
+    let err = whoami(&shell).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+    assert!(
+        !err.message().contains("not-the-password"),
+        "the password leaked: {err}"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_port_is_unreachable_and_temporary() {
+    let f = facts();
+    let shell = SshShell::new(
+        config(
+            &f,
+            SshAuth::KeyFile(f.private_key.clone()),
+            HostKeys::File(f.known_hosts.clone()),
+        )
+        .port(1),
+    )
+    .unwrap();
+    let err = whoami(&shell).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unreachable, "{err}");
+    assert!(err.is_temporary());
+    assert!(err.message().contains("Connection refused"), "{err}");
+}
+
+#[tokio::test]
+async fn hostile_arguments_arrive_verbatim() {
+    let shell = key_shell();
+    let hostile = [
+        "it's",
+        "$(touch /tmp/batchbridge-canary)",
+        "`touch /tmp/batchbridge-canary`",
+        "a; touch /tmp/batchbridge-canary",
+        "line\nbreak",
+        "ünïcødé ✓",
+        "",
+        "*",
+        "--",
+    ];
+    let out = shell
+        .run(&Command::new("printf").arg("[%s]\\n").args(hostile))
+        .await
+        .unwrap()
+        .check("printf")
+        .unwrap();
+    let expected: String = hostile.iter().map(|h| format!("[{h}]\n")).collect();
+    assert_eq!(out.stdout_text(), expected);
+    let canary = shell
+        .run(&Command::new("test").args(["-e", "/tmp/batchbridge-canary"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        canary.exit_code,
+        Some(1),
+        "the canary file exists: something was evaluated"
+    );
+}
+
+#[tokio::test]
+async fn exit_codes_stdin_and_output_limits() {
+    let shell = key_shell();
+    let out = shell
+        .run(&Command::new("sh").args(["-c", "echo oops >&2; exit 7"]))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(7));
+    assert_eq!(out.stderr_text(), "oops");
+    assert_eq!(
+        out.check("sh").unwrap_err().kind(),
+        ErrorKind::CommandFailed
+    );
+
+    let missing = shell
+        .run(&Command::new("no-such-program-batchbridge"))
+        .await
+        .unwrap();
+    assert_eq!(missing.exit_code, Some(127));
+
+    let input: Vec<u8> = (0..=255u8).cycle().take(3 * 1024 * 1024).collect();
+    let echoed = shell
+        .run(&Command::new("cat").stdin(input.clone()))
+        .await
+        .unwrap();
+    assert!(echoed.success());
+    assert_eq!(echoed.stdout.len(), input.len());
+    assert!(echoed.stdout == input, "binary stdin came back changed");
+
+    let big = shell
+        .run(
+            &Command::new("head")
+                .args(["-c", "5000000", "/dev/zero"])
+                .output_limit(1000),
+        )
+        .await
+        .unwrap();
+    assert!(big.success());
+    assert_eq!(big.stdout.len(), 1000);
+    assert!(big.stdout_truncated);
+}
+
+#[tokio::test]
+async fn a_slow_command_times_out() {
+    let shell = key_shell();
+    let err = shell
+        .run(
+            &Command::new("sleep")
+                .arg("30")
+                .timeout(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert_eq!(
+        whoami(&shell).await.unwrap(),
+        "batch",
+        "the connection survives a timeout"
+    );
+}
+
+#[tokio::test]
+async fn write_file_is_atomic_with_mode_and_odd_paths() {
+    let shell = key_shell();
+    let dir = format!("/tmp/batchbridge-write-{}", std::process::id());
+    let path = format!("{dir}/sub dir/it's a \"file\" $(x).sh");
+    let contents = "#!/bin/bash\necho 'hi' \"$1\" `x`\n".as_bytes();
+    shell.write_file(&path, contents, 0o750).await.unwrap();
+    let read = shell
+        .run(&Command::new("cat").arg(&path))
+        .await
+        .unwrap()
+        .check("cat")
+        .unwrap();
+    assert_eq!(read.stdout, contents);
+    let mode = shell
+        .run(&Command::new("stat").args(["-c", "%a %U", &path]))
+        .await
+        .unwrap();
+    assert_eq!(mode.stdout_text().trim(), "750 batch");
+    let leftovers = shell
+        .run(&Command::new("find").args([&dir, "-name", "*batchbridge-tmp*"]))
+        .await
+        .unwrap();
+    assert_eq!(leftovers.stdout_text(), "", "temporary files left behind");
+    shell
+        .run(&Command::new("rm").args(["-rf", &dir]))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_commands_share_one_connection() {
+    let shell = std::sync::Arc::new(key_shell());
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let shell = shell.clone();
+            tokio::spawn(async move {
+                let out = shell
+                    .run(&Command::new("echo").arg(i.to_string()))
+                    .await
+                    .unwrap();
+                assert_eq!(out.stdout_text(), format!("{i}\n"));
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(shell.connections_opened(), 1);
+}
+
+#[tokio::test]
+async fn a_killed_connection_is_reestablished() {
+    let shell = key_shell();
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+    // Kill the server side of our connection from inside it, as a network drop would.
+    let killed = shell
+        .run(&Command::new("sh").args([
+            "-c",
+            "kill -9 $(ps -o ppid= -p $PPID) $PPID 2>/dev/null; sleep 5",
+        ]))
+        .await;
+    assert!(
+        killed.is_err() || killed.as_ref().is_ok_and(|o| !o.success()),
+        "{killed:?}"
+    );
+    if let Err(err) = &killed {
+        assert_eq!(err.kind(), ErrorKind::ConnectionLost, "{err}");
+        assert!(err.is_temporary());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+    assert_eq!(shell.connections_opened(), 2);
+}
