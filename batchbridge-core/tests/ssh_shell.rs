@@ -1,5 +1,8 @@
 //! `SshShell` against the real sshd that `tests/testbed/up.sh` starts on 127.0.0.1:2222.
 
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -156,7 +156,13 @@ impl Inner {
             match std::fs::create_dir(jobs.join(id.as_str())) {
                 Ok(()) => break (id.clone(), JobDir::new(&jobs, id)),
                 Err(err) if err.kind() == IoErrorKind::AlreadyExists => continue,
-                Err(err) => return Err(err.into()),
+                Err(err) => {
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        format!("cannot create a job directory in {}: {err}", jobs.display()),
+                    )
+                    .with_source(err));
+                }
             }
         };
         let spec_json = serde_json::to_vec_pretty(spec)

@@ -31,7 +31,10 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
 /// use batchbridge_core::shell::Command;
 ///
 /// let cmd = Command::new("squeue").arg("--name").arg("it's $(evil)");
-/// assert_eq!(cmd.to_shell_line().unwrap(), r#"squeue --name "it's \$(evil)""#);
+/// let line = cmd.to_shell_line().unwrap();
+/// assert_eq!(line, r#"squeue --name "it's "'$(evil)'"#);
+/// // A POSIX shell splits the line back into exactly the words given.
+/// assert_eq!(shlex::split(&line).unwrap(), ["squeue", "--name", "it's $(evil)"]);
 /// assert!(Command::new("echo").arg("nul\0byte").to_shell_line().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -557,8 +557,7 @@ fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> 
     let detail = log
         .lines()
         .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with("Warning: Permanently added"))
-        .last()
+        .rfind(|line| !line.is_empty() && !line.starts_with("Warning: Permanently added"))
         .unwrap_or("ssh exited without a message");
     let has = |needle: &str| log.contains(needle);
     let (kind, summary) = if has("REMOTE HOST IDENTIFICATION HAS CHANGED")

@@ -1,0 +1,286 @@
+//! `LocalBackend` behaviour beyond the shared conformance suite.
+
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use batchbridge_core::conformance::{Config, wait_for, wait_terminal};
+use batchbridge_core::{
+    ArraySpec, BatchBackend, Container, ErrorKind, JobId, JobKey, JobSpec, JobState, LocalBackend,
+    OutputRequest,
+};
+
+fn spec(key: &str, script: &str) -> JobSpec {
+    JobSpec::new(JobKey::new(key).unwrap(), key, script)
+}
+
+fn config() -> Config {
+    Config {
+        timeout: Duration::from_secs(60),
+        poll_interval: Duration::from_millis(50),
+        ..Config::default()
+    }
+}
+
+async fn stdout(backend: &LocalBackend, id: &JobId, task: u32) -> String {
+    let output = backend
+        .fetch_output(id, &OutputRequest::tail(4096).for_task(task))
+        .await
+        .unwrap();
+    output.stdout.text().into_owned()
+}
+
+fn process_group_alive(dir: &std::path::Path, id: &JobId) -> bool {
+    let pgid = std::fs::read_to_string(dir.join("jobs").join(id.as_str()).join("pgid")).unwrap();
+    std::path::Path::new(&format!("/proc/{}", pgid.trim())).exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_backend_on_the_same_state_dir_sees_and_controls_earlier_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = LocalBackend::new(dir.path()).unwrap();
+    let long = first
+        .submit(&spec("long", "echo started\nsleep 600\n"))
+        .await
+        .unwrap();
+    let short = first.submit(&spec("short", "echo done\n")).await.unwrap();
+    wait_for(&first, &long, &config(), "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await
+    .unwrap();
+    wait_terminal(&first, &short, &config()).await.unwrap();
+    drop(first);
+
+    let second = LocalBackend::new(dir.path()).unwrap();
+    let statuses = second.status(&[long.clone(), short.clone()]).await.unwrap();
+    assert_eq!(statuses[&long].state, JobState::Running);
+    assert_eq!(statuses[&short].state, JobState::Succeeded);
+    assert_eq!(
+        second.find(&JobKey::new("long").unwrap()).await.unwrap(),
+        Some(long.clone())
+    );
+    assert_eq!(stdout(&second, &short, 0).await, "done\n");
+
+    second.cancel(&long).await.unwrap();
+    let status = wait_terminal(&second, &long, &config()).await.unwrap();
+    assert_eq!(status.state, JobState::Cancelled);
+    assert_eq!(status.signal, Some(15));
+    assert!(
+        !process_group_alive(dir.path(), &long),
+        "cancel left the job's processes running"
+    );
+
+    let third = second.submit(&spec("third", "true\n")).await.unwrap();
+    assert!(
+        ![&long, &short].contains(&&third),
+        "a restarted backend reused an id"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_submits_of_one_key_start_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::new(dir.path()).unwrap());
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let backend = backend.clone();
+            tokio::spawn(async move { backend.submit(&spec("race", "echo once\n")).await.unwrap() })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap());
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let jobs = std::fs::read_dir(dir.path().join("jobs")).unwrap().count();
+    assert_eq!(jobs, 1, "losing submits left job directories behind");
+    wait_terminal(backend.as_ref(), &ids[0], &config())
+        .await
+        .unwrap();
+    assert_eq!(stdout(&backend, &ids[0], 0).await, "once\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_wait_for_cpus_and_run_when_they_free_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::with_capacity(dir.path(), 1).unwrap();
+    let first = backend.submit(&spec("first", "sleep 1\n")).await.unwrap();
+    wait_for(&backend, &first, &config(), "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await
+    .unwrap();
+    let second = backend.submit(&spec("second", "true\n")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = backend
+        .status(std::slice::from_ref(&second))
+        .await
+        .unwrap()
+        .remove(&second)
+        .unwrap();
+    assert_eq!(waiting.state, JobState::Queued, "{waiting:?}");
+    assert_eq!(waiting.reason.as_deref(), Some("Resources"));
+
+    let first_done = wait_terminal(&backend, &first, &config()).await.unwrap();
+    let second_done = wait_terminal(&backend, &second, &config()).await.unwrap();
+    assert_eq!(second_done.state, JobState::Succeeded);
+    assert!(second_done.started_at.unwrap() >= first_done.ended_at.unwrap());
+}
+
+#[tokio::test]
+async fn a_job_larger_than_the_machine_says_so_while_it_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::with_capacity(dir.path(), 2).unwrap();
+    let mut big = spec("big", "true\n");
+    big.resources.cpus = Some(3);
+    let id = backend.submit(&big).await.unwrap();
+    let status = wait_for(&backend, &id, &config(), "Queued", |s| {
+        s.state == JobState::Queued
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("Resources: asks for 3 CPUs, this machine's capacity is 2")
+    );
+    backend.cancel(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_never_runs_more_tasks_than_max_parallel() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::with_capacity(dir.path(), 4).unwrap();
+    let mut array = spec("serial", "date +%s%N\nsleep 0.3\ndate +%s%N\n");
+    array.array = Some(ArraySpec {
+        count: 3,
+        max_parallel: Some(1),
+    });
+    let id = backend.submit(&array).await.unwrap();
+    let status = wait_terminal(&backend, &id, &config()).await.unwrap();
+    assert_eq!(status.state, JobState::Succeeded);
+    assert_eq!(status.tasks.unwrap().succeeded, 3);
+    let mut spans = Vec::new();
+    for task in 0..3 {
+        let text = stdout(&backend, &id, task).await;
+        let times: Vec<u128> = text.lines().map(|l| l.parse().unwrap()).collect();
+        spans.push((times[0], times[1]));
+    }
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "tasks overlapped: {spans:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_killed_from_outside_is_failed_not_succeeded() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(dir.path()).unwrap();
+    let id = backend
+        .submit(&spec("victim", "sleep 600\n"))
+        .await
+        .unwrap();
+    wait_for(&backend, &id, &config(), "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await
+    .unwrap();
+    let pgid: i32 = std::fs::read_to_string(dir.path().join("jobs").join(id.as_str()).join("pgid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = wait_terminal(&backend, &id, &config()).await.unwrap();
+    assert_eq!(status.state, JobState::Failed, "{status:?}");
+    assert_eq!(status.native_state, "LOST");
+    assert!(
+        status
+            .reason
+            .unwrap()
+            .contains("without recording an exit code")
+    );
+}
+
+#[tokio::test]
+async fn hostile_ids_name_no_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(dir.path()).unwrap();
+    let hostile: Vec<JobId> = [
+        "../../etc",
+        "1/../1",
+        "",
+        "/etc/passwd",
+        "1 2",
+        "-1",
+        "99999999999999999999999",
+    ]
+    .into_iter()
+    .map(JobId::from)
+    .collect();
+    let statuses = backend.status(&hostile).await.unwrap();
+    for id in &hostile {
+        assert_eq!(statuses[id].state, JobState::Unknown, "{id:?}");
+        backend.cancel(id).await.unwrap();
+        let err = backend
+            .fetch_output(id, &OutputRequest::tail(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{id:?}");
+    }
+}
+
+#[tokio::test]
+async fn working_directory_environment_and_unsupported_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(dir.path()).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut job = spec(
+        "wd",
+        "pwd\necho \"$BATCHBRIDGE_JOB_ID $BATCHBRIDGE_JOB_NAME $GREETING\"\n",
+    );
+    job.working_dir = Some(work.path().to_str().unwrap().to_owned());
+    job.environment.insert("GREETING".into(), "hi there".into());
+    let id = backend.submit(&job).await.unwrap();
+    wait_terminal(&backend, &id, &config()).await.unwrap();
+    assert_eq!(
+        stdout(&backend, &id, 0).await,
+        format!("{}\n{id} wd hi there\n", work.path().display())
+    );
+
+    let mut missing = spec("missing-wd", "true\n");
+    missing.working_dir = Some("/nonexistent/batchbridge".into());
+    let err = backend.submit(&missing).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.message().contains("/nonexistent/batchbridge"), "{err}");
+
+    let mut container = spec("container", "true\n");
+    container.container = Some(Container {
+        image: "docker://alpine".into(),
+        runtime: Default::default(),
+    });
+    assert_eq!(
+        backend.submit(&container).await.unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+
+    let mut gpu = spec("gpu", "true\n");
+    gpu.resources.gpus = Some(1);
+    assert_eq!(
+        backend.submit(&gpu).await.unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+
+    let err = backend
+        .fetch_output(&id, &OutputRequest::tail(10).for_task(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+}

@@ -1,0 +1,7 @@
+//! Runnable examples for batchbridge live beside this crate (`cargo run --example quickstart`
+//! from the workspace root). The crate itself only compiles the README's Rust examples as
+//! doctests, so they cannot go stale.
+
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
