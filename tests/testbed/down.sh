@@ -9,14 +9,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/testbed/lib.sh
 . "$HERE/lib.sh"
 
-# Same list as up.sh; stopped in reverse order.
-COMPONENTS=(
-    sshd
-)
-
-if (($# > 0)); then
-    COMPONENTS=("$@")
-fi
+choose_components "$@"
 
 rc=0
 for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do

@@ -110,3 +110,19 @@ json_escape() {
     s="${s//\"/\\\"}"
     printf '%s' "$s"
 }
+
+# Every test bed component (tests/testbed/NAME.sh, understanding up|down|status), in start
+# order; down.sh stops them in reverse. Later components may depend on earlier ones.
+TESTBED_COMPONENTS=(
+    sshd
+)
+
+# choose_components [NAME...]: sets COMPONENTS to the names given, or to every component.
+# shellcheck disable=SC2034 # COMPONENTS is read by up.sh and down.sh
+choose_components() {
+    if (($# > 0)); then
+        COMPONENTS=("$@")
+    else
+        COMPONENTS=("${TESTBED_COMPONENTS[@]}")
+    fi
+}

@@ -144,22 +144,21 @@ ensure_user() {
         "$SSH_USER_HOME/.ssh/authorized_keys"
 }
 
-ensure_keys() {
-    if [[ ! -s "$CLIENT_KEY" || ! -s "$CLIENT_KEY.pub" ]]; then
-        log "generating client key $CLIENT_KEY"
-        rm -f "$CLIENT_KEY" "$CLIENT_KEY.pub"
-        ssh-keygen -q -t ed25519 -N '' -C "batchbridge-testbed-client" -f "$CLIENT_KEY"
+# ensure_keypair PATH COMMENT: an ed25519 key pair without passphrase, made once.
+ensure_keypair() {
+    local key=$1 comment=$2
+    if [[ ! -s "$key" || ! -s "$key.pub" ]]; then
+        log "generating key $key"
+        rm -f "$key" "$key.pub"
+        ssh-keygen -q -t ed25519 -N '' -C "$comment" -f "$key"
     fi
-    chmod 600 "$CLIENT_KEY"
-    chmod 644 "$CLIENT_KEY.pub"
+    chmod 600 "$key"
+    chmod 644 "$key.pub"
+}
 
-    if [[ ! -s "$HOST_KEY" || ! -s "$HOST_KEY.pub" ]]; then
-        log "generating host key $HOST_KEY"
-        rm -f "$HOST_KEY" "$HOST_KEY.pub"
-        ssh-keygen -q -t ed25519 -N '' -C "batchbridge-testbed-host" -f "$HOST_KEY"
-    fi
-    chmod 600 "$HOST_KEY"
-    chmod 644 "$HOST_KEY.pub"
+ensure_keys() {
+    ensure_keypair "$CLIENT_KEY" batchbridge-testbed-client
+    ensure_keypair "$HOST_KEY" batchbridge-testbed-host
 
     local pub
     pub="$(awk '{print $1, $2}' "$HOST_KEY.pub")"

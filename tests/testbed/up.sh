@@ -12,14 +12,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/testbed/lib.sh
 . "$HERE/lib.sh"
 
-# Order matters: later components may depend on earlier ones.
-COMPONENTS=(
-    sshd
-)
-
-if (($# > 0)); then
-    COMPONENTS=("$@")
-fi
+choose_components "$@"
 
 for component in "${COMPONENTS[@]}"; do
     [[ -f "$HERE/$component.sh" ]] || die "unknown test bed component: $component"
