@@ -32,9 +32,20 @@ async fn stdout(backend: &LocalBackend, id: &JobId, task: u32) -> String {
     output.stdout.text().into_owned()
 }
 
+/// Whether any process of the job's group (the wrapper, bash, the script's children) lives.
 fn process_group_alive(dir: &std::path::Path, id: &JobId) -> bool {
     let pgid = std::fs::read_to_string(dir.join("jobs").join(id.as_str()).join("pgid")).unwrap();
-    std::path::Path::new(&format!("/proc/{}", pgid.trim())).exists()
+    let processes = std::process::Command::new("ps")
+        .args(["-e", "-o", "pgid=,stat="])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&processes.stdout)
+        .lines()
+        .any(|line| {
+            let mut fields = line.split_whitespace();
+            // Zombies wait for a reaper but run nothing.
+            fields.next() == Some(pgid.trim()) && !fields.next().unwrap_or("Z").starts_with('Z')
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,6 +75,10 @@ async fn a_new_backend_on_the_same_state_dir_sees_and_controls_earlier_jobs() {
     );
     assert_eq!(stdout(&second, &short, 0).await, "done\n");
 
+    assert!(
+        process_group_alive(dir.path(), &long),
+        "the job runs before the cancel"
+    );
     second.cancel(&long).await.unwrap();
     let status = wait_terminal(&second, &long, &config()).await.unwrap();
     assert_eq!(status.state, JobState::Cancelled);
