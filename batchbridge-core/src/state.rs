@@ -20,12 +20,12 @@ pub enum JobState {
     Held,
     /// Running.
     Running,
-    /// Started, then paused (suspended or preempted without requeue).
+    /// Started, then paused by the scheduler or an administrator (e.g. SLURM `SUSPENDED`).
     Suspended,
     /// Finished with exit code 0 (every task, for an array).
     Succeeded,
     /// Finished unsuccessfully: a non-zero exit, a signal, a time or memory limit, a node
-    /// failure.
+    /// failure, preemption without requeue.
     Failed,
     /// Removed before finishing, by a user or an administrator.
     Cancelled,

@@ -1,0 +1,138 @@
+//! SLURM's job states and exit codes, mapped onto batchbridge's [`JobState`].
+
+use batchbridge_core::{JobState, JobStatus};
+
+/// Maps a SLURM state word (as `squeue %T` or `sacct State` print it) and its reason onto
+/// the unified state. sacct appends the actor to cancellations (`CANCELLED by 1001`); only
+/// the first word counts. Holds show as PENDING with a `JobHeld…` reason.
+pub fn map_state(native: &str, reason: &str) -> JobState {
+    let word = native.split_whitespace().next().unwrap_or("");
+    match word {
+        "PENDING" if reason.starts_with("JobHeld") => JobState::Held,
+        "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_FED" => JobState::Queued,
+        "REQUEUE_HOLD" | "RESV_DEL_HOLD" | "SPECIAL_EXIT" => JobState::Held,
+        "RUNNING" | "COMPLETING" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => JobState::Running,
+        "SUSPENDED" | "STOPPED" => JobState::Suspended,
+        "COMPLETED" => JobState::Succeeded,
+        "FAILED" | "TIMEOUT" | "NODE_FAIL" | "PREEMPTED" | "OUT_OF_MEMORY" | "BOOT_FAIL"
+        | "DEADLINE" => JobState::Failed,
+        "CANCELLED" | "REVOKED" => JobState::Cancelled,
+        _ => JobState::Unknown,
+    }
+}
+
+/// Parses SLURM's `code:signal` exit code (`3:0`, `0:15`) into (exit code, signal).
+pub fn parse_exit_code(text: &str) -> Option<(i32, Option<i32>)> {
+    let (code, signal) = text.trim().split_once(':')?;
+    let code = code.parse().ok()?;
+    let signal = signal.parse().ok().filter(|s: &i32| *s != 0);
+    Some((code, signal))
+}
+
+/// A status from SLURM's words: the state, the native state and reason kept beside it
+/// (`None` for SLURM's `None` reason), the exit code when the job ended.
+pub fn status_from(native: &str, reason: &str, exit_code: Option<&str>) -> JobStatus {
+    let state = map_state(native, reason);
+    let mut status = JobStatus::new(state, native);
+    let reason = reason.trim();
+    if !reason.is_empty() && reason != "None" {
+        status.reason = Some(reason.to_owned());
+    } else if state == JobState::Failed {
+        status.reason = Some(native.to_owned());
+    }
+    if state.is_terminal() {
+        if let Some((code, signal)) = exit_code.and_then(parse_exit_code) {
+            status.exit_code = Some(code);
+            status.signal = signal;
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JobState::*;
+
+    #[test]
+    fn every_slurm_state_is_mapped() {
+        let cases = [
+            ("PENDING", "Resources", Queued),
+            ("PENDING", "Priority", Queued),
+            ("PENDING", "PartitionConfig", Queued),
+            ("PENDING", "JobHeldUser", Held),
+            ("PENDING", "JobHeldAdmin", Held),
+            ("CONFIGURING", "None", Queued),
+            ("RUNNING", "None", Running),
+            ("COMPLETING", "None", Running),
+            ("COMPLETED", "None", Succeeded),
+            ("FAILED", "NonZeroExitCode", Failed),
+            ("CANCELLED", "None", Cancelled),
+            ("CANCELLED by 1001", "None", Cancelled),
+            ("TIMEOUT", "TimeLimit", Failed),
+            ("NODE_FAIL", "None", Failed),
+            ("PREEMPTED", "None", Failed),
+            ("OUT_OF_MEMORY", "OutOfMemory", Failed),
+            ("BOOT_FAIL", "None", Failed),
+            ("DEADLINE", "None", Failed),
+            ("SUSPENDED", "None", Suspended),
+            ("REQUEUED", "None", Queued),
+            ("REQUEUE_HOLD", "JobHeldAdmin", Held),
+            ("REQUEUE_FED", "None", Queued),
+            ("RESV_DEL_HOLD", "None", Held),
+            ("SPECIAL_EXIT", "None", Held),
+            ("STOPPED", "None", Suspended),
+            ("SIGNALING", "None", Running),
+            ("STAGE_OUT", "None", Running),
+            ("RESIZING", "None", Running),
+            ("REVOKED", "None", Cancelled),
+            ("", "", Unknown),
+            ("SOMETHING_NEW", "None", Unknown),
+        ];
+        for (native, reason, expected) in cases {
+            assert_eq!(map_state(native, reason), expected, "{native} / {reason}");
+        }
+    }
+
+    #[test]
+    fn exit_codes() {
+        let cases = [
+            ("0:0", Some((0, None))),
+            ("3:0", Some((3, None))),
+            ("0:15", Some((0, Some(15)))),
+            ("137:9", Some((137, Some(9)))),
+            (" 1:0 ", Some((1, None))),
+            ("", None),
+            ("x:y", None),
+            ("3", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_exit_code(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_keep_the_native_word_and_reason() {
+        let timeout = status_from("TIMEOUT", "TimeLimit", Some("0:15"));
+        assert_eq!(
+            (timeout.state, timeout.native_state.as_str()),
+            (Failed, "TIMEOUT")
+        );
+        assert_eq!((timeout.exit_code, timeout.signal), (Some(0), Some(15)));
+        assert_eq!(timeout.reason.as_deref(), Some("TimeLimit"));
+
+        let failed = status_from("FAILED", "None", Some("3:0"));
+        assert_eq!(
+            (failed.exit_code, failed.reason.as_deref()),
+            (Some(3), Some("FAILED"))
+        );
+
+        let pending = status_from("PENDING", "Resources", Some("0:0"));
+        assert_eq!(
+            (pending.state, pending.exit_code),
+            (Queued, None),
+            "no exit code before the end"
+        );
+        assert_eq!(pending.reason.as_deref(), Some("Resources"));
+    }
+}
