@@ -3,67 +3,11 @@
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use batchbridge_core::ErrorKind;
-use batchbridge_core::shell::{Command, HostKeys, Password, Shell, SshAuth, SshConfig, SshShell};
-
-/// The connection facts the test bed writes; a missing file fails the test, loudly.
-struct Facts {
-    host: String,
-    port: u16,
-    user: String,
-    private_key: PathBuf,
-    password: String,
-    known_hosts: PathBuf,
-    wrong_known_hosts: PathBuf,
-}
-
-fn facts() -> Facts {
-    let dir = std::env::var("BATCHBRIDGE_TESTBED_DIR")
-        .unwrap_or_else(|_| "/var/lib/batchbridge-testbed".into());
-    let path = PathBuf::from(dir).join("ssh/facts.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
-        panic!(
-            "{}: {err}; start the test bed with tests/testbed/up.sh",
-            path.display()
-        )
-    });
-    let json: serde_json::Value = serde_json::from_str(&text).expect("facts.json is JSON");
-    let field = |name: &str| {
-        json[name]
-            .as_str()
-            .unwrap_or_else(|| panic!("facts.json lacks {name}"))
-            .to_owned()
-    };
-    Facts {
-        host: field("host"),
-        port: u16::try_from(json["port"].as_u64().expect("port")).expect("port fits"),
-        user: field("user"),
-        private_key: field("private_key").into(),
-        password: std::fs::read_to_string(field("password_file")).expect("password file"),
-        known_hosts: field("known_hosts").into(),
-        wrong_known_hosts: field("wrong_known_hosts").into(),
-    }
-}
-
-fn config(facts: &Facts, auth: SshAuth, host_keys: HostKeys) -> SshConfig {
-    let mut config = SshConfig::new(&facts.host, &facts.user, auth, host_keys).port(facts.port);
-    config.connect_attempts = 1;
-    config.connect_timeout = Duration::from_secs(5);
-    config
-}
-
-fn key_shell() -> SshShell {
-    let f = facts();
-    SshShell::new(config(
-        &f,
-        SshAuth::KeyFile(f.private_key.clone()),
-        HostKeys::File(f.known_hosts.clone()),
-    ))
-    .expect("shell")
-}
+use batchbridge_core::shell::{Command, HostKeys, Password, Shell, SshAuth, SshShell};
+use batchbridge_testbed::ssh_facts;
 
 async fn whoami(shell: &SshShell) -> batchbridge_core::Result<String> {
     let out = shell
@@ -75,16 +19,15 @@ async fn whoami(shell: &SshShell) -> batchbridge_core::Result<String> {
 
 #[tokio::test]
 async fn key_authentication_runs_commands_as_the_user() {
-    let shell = key_shell();
+    let shell = ssh_facts().key_shell();
     assert_eq!(whoami(&shell).await.unwrap(), "batch");
     assert_eq!(shell.host(), "batch@127.0.0.1:2222");
 }
 
 #[tokio::test]
 async fn password_authentication_through_askpass() {
-    let f = facts();
-    let shell = SshShell::new(config(
-        &f,
+    let f = ssh_facts();
+    let shell = SshShell::new(f.config(
         SshAuth::Password(Password::new(f.password.clone())),
         HostKeys::File(f.known_hosts.clone()),
     ))
@@ -94,11 +37,10 @@ async fn password_authentication_through_askpass() {
 
 #[tokio::test]
 async fn key_and_host_keys_given_as_text() {
-    let f = facts();
+    let f = ssh_facts();
     let key = std::fs::read_to_string(&f.private_key).unwrap();
     let entries = std::fs::read_to_string(&f.known_hosts).unwrap();
-    let shell = SshShell::new(config(
-        &f,
+    let shell = SshShell::new(f.config(
         SshAuth::Key(Password::new(key.trim_end())),
         HostKeys::Entries(entries),
     ))
@@ -108,9 +50,8 @@ async fn key_and_host_keys_given_as_text() {
 
 #[tokio::test]
 async fn a_wrong_host_key_is_refused() {
-    let f = facts();
-    let shell = SshShell::new(config(
-        &f,
+    let f = ssh_facts();
+    let shell = SshShell::new(f.config(
         SshAuth::KeyFile(f.private_key.clone()),
         HostKeys::File(f.wrong_known_hosts.clone()),
     ))
@@ -123,9 +64,8 @@ async fn a_wrong_host_key_is_refused() {
 
 #[tokio::test]
 async fn an_unknown_host_is_refused_when_strict() {
-    let f = facts();
-    let shell = SshShell::new(config(
-        &f,
+    let f = ssh_facts();
+    let shell = SshShell::new(f.config(
         SshAuth::KeyFile(f.private_key.clone()),
         HostKeys::Entries(String::new()),
     ))
@@ -136,9 +76,8 @@ async fn an_unknown_host_is_refused_when_strict() {
 
 #[tokio::test]
 async fn a_wrong_password_is_an_authentication_error() {
-    let f = facts();
-    let shell = SshShell::new(config(
-        &f,
+    let f = ssh_facts();
+    let shell = SshShell::new(f.config(
         SshAuth::Password(Password::new("not-the-password")),
         HostKeys::File(f.known_hosts.clone()),
     ))
@@ -153,10 +92,9 @@ async fn a_wrong_password_is_an_authentication_error() {
 
 #[tokio::test]
 async fn a_closed_port_is_unreachable_and_temporary() {
-    let f = facts();
+    let f = ssh_facts();
     let shell = SshShell::new(
-        config(
-            &f,
+        f.config(
             SshAuth::KeyFile(f.private_key.clone()),
             HostKeys::File(f.known_hosts.clone()),
         )
@@ -171,7 +109,7 @@ async fn a_closed_port_is_unreachable_and_temporary() {
 
 #[tokio::test]
 async fn hostile_arguments_arrive_verbatim() {
-    let shell = key_shell();
+    let shell = ssh_facts().key_shell();
     let hostile = [
         "it's",
         "$(touch /tmp/batchbridge-canary)",
@@ -204,7 +142,7 @@ async fn hostile_arguments_arrive_verbatim() {
 
 #[tokio::test]
 async fn exit_codes_stdin_and_output_limits() {
-    let shell = key_shell();
+    let shell = ssh_facts().key_shell();
     let out = shell
         .run(&Command::new("sh").args(["-c", "echo oops >&2; exit 7"]))
         .await
@@ -246,7 +184,7 @@ async fn exit_codes_stdin_and_output_limits() {
 
 #[tokio::test]
 async fn a_slow_command_times_out() {
-    let shell = key_shell();
+    let shell = ssh_facts().key_shell();
     let err = shell
         .run(
             &Command::new("sleep")
@@ -265,7 +203,7 @@ async fn a_slow_command_times_out() {
 
 #[tokio::test]
 async fn write_file_is_atomic_with_mode_and_odd_paths() {
-    let shell = key_shell();
+    let shell = ssh_facts().key_shell();
     let dir = format!("/tmp/batchbridge-write-{}", std::process::id());
     let path = format!("{dir}/sub dir/it's a \"file\" $(x).sh");
     let contents = "#!/bin/bash\necho 'hi' \"$1\" `x`\n".as_bytes();
@@ -295,7 +233,7 @@ async fn write_file_is_atomic_with_mode_and_odd_paths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_commands_share_one_connection() {
-    let shell = std::sync::Arc::new(key_shell());
+    let shell = std::sync::Arc::new(ssh_facts().key_shell());
     let tasks: Vec<_> = (0..40)
         .map(|i| {
             let shell = shell.clone();
@@ -316,7 +254,7 @@ async fn many_commands_share_one_connection() {
 
 #[tokio::test]
 async fn a_killed_connection_is_reestablished() {
-    let shell = key_shell();
+    let shell = ssh_facts().key_shell();
     assert_eq!(whoami(&shell).await.unwrap(), "batch");
     // Kill the server side of our connection from inside it, as a network drop would.
     let killed = shell

@@ -1,0 +1,86 @@
+//! What tests need to reach the test bed that `tests/testbed/up.sh` starts: the SSH
+//! connection facts it writes to `$BATCHBRIDGE_TESTBED_DIR/ssh/facts.json` (default
+//! `/var/lib/batchbridge-testbed`). A missing test bed fails the test with the command that
+//! starts it; it never skips.
+
+// Test support panics on purpose: a test bed that is not there is a failed test.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+
+/// The SSH facts of the test bed's sshd.
+#[derive(Debug, Clone)]
+pub struct SshFacts {
+    /// Address of the sshd.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The regular user tests log in as.
+    pub user: String,
+    /// That user's private key.
+    pub private_key: PathBuf,
+    /// That user's password.
+    pub password: String,
+    /// known_hosts holding the sshd's real host key.
+    pub known_hosts: PathBuf,
+    /// known_hosts holding a different key for the same host.
+    pub wrong_known_hosts: PathBuf,
+}
+
+/// The test bed's directory.
+pub fn testbed_dir() -> PathBuf {
+    std::env::var_os("BATCHBRIDGE_TESTBED_DIR").map_or_else(
+        || PathBuf::from("/var/lib/batchbridge-testbed"),
+        PathBuf::from,
+    )
+}
+
+/// Reads `ssh/facts.json`, panicking with the command to run when it is missing.
+pub fn ssh_facts() -> SshFacts {
+    let path = testbed_dir().join("ssh/facts.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err}; start the test bed with tests/testbed/up.sh",
+            path.display()
+        )
+    });
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let field = |name: &str| {
+        json[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("facts.json lacks {name}"))
+            .to_owned()
+    };
+    SshFacts {
+        host: field("host"),
+        port: u16::try_from(json["port"].as_u64().unwrap()).unwrap(),
+        user: field("user"),
+        private_key: field("private_key").into(),
+        password: std::fs::read_to_string(field("password_file")).unwrap(),
+        known_hosts: field("known_hosts").into(),
+        wrong_known_hosts: field("wrong_known_hosts").into(),
+    }
+}
+
+impl SshFacts {
+    /// A config for the test bed's sshd with the given credentials and host keys, failing
+    /// fast (one connect attempt, 5 s).
+    pub fn config(&self, auth: SshAuth, host_keys: HostKeys) -> SshConfig {
+        let mut config = SshConfig::new(&self.host, &self.user, auth, host_keys).port(self.port);
+        config.connect_attempts = 1;
+        config.connect_timeout = Duration::from_secs(5);
+        config
+    }
+
+    /// A shell logged in with the user's key, trusting the real host key.
+    pub fn key_shell(&self) -> SshShell {
+        SshShell::new(self.config(
+            SshAuth::KeyFile(self.private_key.clone()),
+            HostKeys::File(self.known_hosts.clone()),
+        ))
+        .unwrap()
+    }
+}
