@@ -127,3 +127,15 @@ choose_components() {
         COMPONENTS=("${TESTBED_COMPONENTS[@]}")
     fi
 }
+
+# ensure_secret_file PATH: a random 24-character alphanumeric secret in PATH (mode 600),
+# made once and kept.
+ensure_secret_file() {
+    local path=$1 secret
+    if [[ ! -s "$path" ]]; then
+        secret="$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | cut -c1-24)"
+        [[ ${#secret} -ge 16 ]] || die "could not generate a secret for $path"
+        (umask 077 && printf '%s' "$secret" >"$path")
+    fi
+    chmod 600 "$path"
+}

@@ -371,13 +371,7 @@ ensure_munge_key() {
 }
 
 ensure_db_password() {
-    if [[ ! -s "$DB_PASSWORD_FILE" ]]; then
-        local pw
-        pw="$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | cut -c1-24)"
-        [[ ${#pw} -ge 16 ]] || die "could not generate a database password"
-        (umask 077 && printf '%s' "$pw" >"$DB_PASSWORD_FILE")
-    fi
-    chmod 600 "$DB_PASSWORD_FILE"
+    ensure_secret_file "$DB_PASSWORD_FILE"
 }
 
 SLURM_CONF_CHANGED=0

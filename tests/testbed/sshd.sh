@@ -122,13 +122,7 @@ ensure_user() {
     shell="$(getent passwd "$SSH_USER" | cut -d: -f7)"
     [[ "$shell" == /bin/bash ]] || usermod --shell /bin/bash "$SSH_USER"
 
-    if [[ ! -s "$PASSWORD_FILE" ]]; then
-        local pw
-        pw="$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | cut -c1-24)"
-        [[ ${#pw} -ge 16 ]] || die "could not generate a password"
-        (umask 077 && printf '%s' "$pw" >"$PASSWORD_FILE")
-    fi
-    chmod 600 "$PASSWORD_FILE"
+    ensure_secret_file "$PASSWORD_FILE"
     printf '%s:%s\n' "$SSH_USER" "$(cat "$PASSWORD_FILE")" | chpasswd
     # chpasswd replaces any lock marker; make sure, since sshd (UsePAM no)
     # refuses locked accounts even for public key logins.
