@@ -32,9 +32,15 @@ async fn stdout(backend: &LocalBackend, id: &JobId, task: u32) -> String {
     output.stdout.text().into_owned()
 }
 
+/// The process group the local backend recorded for the job.
+fn job_pgid(dir: &std::path::Path, id: &JobId) -> i32 {
+    let text = std::fs::read_to_string(dir.join("jobs").join(id.as_str()).join("pgid")).unwrap();
+    text.trim().parse().unwrap()
+}
+
 /// Whether any process of the job's group (the wrapper, bash, the script's children) lives.
 fn process_group_alive(dir: &std::path::Path, id: &JobId) -> bool {
-    let pgid = std::fs::read_to_string(dir.join("jobs").join(id.as_str()).join("pgid")).unwrap();
+    let pgid = job_pgid(dir, id).to_string();
     let processes = std::process::Command::new("ps")
         .args(["-e", "-o", "pgid=,stat="])
         .output()
@@ -44,7 +50,7 @@ fn process_group_alive(dir: &std::path::Path, id: &JobId) -> bool {
         .any(|line| {
             let mut fields = line.split_whitespace();
             // Zombies wait for a reaper but run nothing.
-            fields.next() == Some(pgid.trim()) && !fields.next().unwrap_or("Z").starts_with('Z')
+            fields.next() == Some(pgid.as_str()) && !fields.next().unwrap_or("Z").starts_with('Z')
         })
 }
 
@@ -203,11 +209,7 @@ async fn a_job_killed_from_outside_is_failed_not_succeeded() {
     })
     .await
     .unwrap();
-    let pgid: i32 = std::fs::read_to_string(dir.path().join("jobs").join(id.as_str()).join("pgid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pgid = job_pgid(dir.path(), &id);
     let killed = std::process::Command::new("kill")
         .args(["-KILL", "--", &format!("-{pgid}")])
         .status()

@@ -37,50 +37,64 @@ async fn squeue_status(shell: &SshShell, id: &str) -> JobStatus {
     status_from(state, reason, None)
 }
 
-/// sacct's view, mapped, once its row shows the job ended (sacct lags squeue by a second).
-async fn sacct_final_status(shell: &SshShell, id: &str) -> JobStatus {
+/// sacct's view, mapped, when it has a row for the job.
+async fn sacct_status(shell: &SshShell, id: &str) -> Option<JobStatus> {
+    let out = shell
+        .run(&Command::new("sacct").args([
+            "-X",
+            "-P",
+            "-n",
+            "-o",
+            "State,Reason,ExitCode",
+            "-j",
+            id,
+        ]))
+        .await
+        .unwrap()
+        .check("sacct")
+        .unwrap();
+    let text = out.stdout_text();
+    let fields: Vec<&str> = text.lines().next().unwrap_or("").split('|').collect();
+    match fields.as_slice() {
+        [state, reason, exit] => Some(status_from(state, reason, Some(exit))),
+        _ => None,
+    }
+}
+
+/// Polls `observe` until it yields a status `done` accepts; fails after 60 s.
+async fn poll<F, Fut>(what: &str, observe: F, done: impl Fn(&JobStatus) -> bool) -> JobStatus
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<JobStatus>>,
+{
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = shell
-            .run(&Command::new("sacct").args([
-                "-X",
-                "-P",
-                "-n",
-                "-o",
-                "State,Reason,ExitCode",
-                "-j",
-                id,
-            ]))
-            .await
-            .unwrap()
-            .check("sacct")
-            .unwrap();
-        let text = out.stdout_text();
-        let fields: Vec<&str> = text.lines().next().unwrap_or("").split('|').collect();
-        if let [state, reason, exit] = fields.as_slice() {
-            let status = status_from(state, reason, Some(exit));
-            if status.state.is_terminal() {
-                return status;
-            }
+        let status = observe().await;
+        if let Some(status) = status.as_ref().filter(|s| done(s)) {
+            return status.clone();
         }
-        assert!(
-            Instant::now() < deadline,
-            "sacct never showed job {id} ended: {text:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(Instant::now() < deadline, "{what}: last seen {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
 async fn wait_squeue(shell: &SshShell, id: &str, done: impl Fn(&JobStatus) -> bool) -> JobStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = squeue_status(shell, id).await;
-        if done(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "job {id} stuck at {status:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    poll(
+        &format!("squeue for job {id}"),
+        || async { Some(squeue_status(shell, id).await) },
+        done,
+    )
+    .await
+}
+
+/// sacct lags squeue by a second or two, so wait for its row to show the end.
+async fn sacct_final_status(shell: &SshShell, id: &str) -> JobStatus {
+    poll(
+        &format!("sacct for job {id}"),
+        || sacct_status(shell, id),
+        |s| s.state.is_terminal(),
+    )
+    .await
 }
 
 #[tokio::test]

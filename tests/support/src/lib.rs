@@ -4,7 +4,7 @@
 //! starts it; it never skips.
 
 // Test support panics on purpose: a test bed that is not there is a failed test.
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::time::Duration;
