@@ -1,0 +1,630 @@
+//! [`SlurmBackend`]: the [`BatchBackend`] that drives `sbatch`, `squeue`, `sacct` and
+//! `scancel` through a [`Shell`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::{
+    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
+    MAX_OUTPUT_CHUNK, OutputRange, OutputRequest, Result,
+};
+use tokio::sync::OnceCell;
+
+use crate::parse::{
+    self, JobFiles, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_job_files, parse_sacct, parse_sbatch,
+    parse_squeue,
+};
+use crate::script::{SubmitDefaults, batch_script, environment_file, sbatch_options};
+use crate::status::{Sightings, resolve};
+
+const SUBMIT: &str = include_str!("sh/submit.sh");
+const JOB_FILES: &str = include_str!("sh/job_files.sh");
+const FETCH_OUTPUT: &str = include_str!("sh/fetch_output.sh");
+const CANCEL: &str = include_str!("sh/cancel.sh");
+/// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
+/// command line, which must stay well under the remote shell's 128 KiB argument limit.
+const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+/// How far back `find` searches sacct for a key whose job directory is gone.
+const FIND_WINDOW: &str = "now-30days";
+
+/// How a [`SlurmBackend`] works on its cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmConfig {
+    /// Where job directories live on the cluster: absolute, or relative to the login
+    /// directory. It must be on a file system the compute nodes share with the login node.
+    pub work_dir: String,
+    /// Partition and account for specs that do not choose.
+    pub defaults: SubmitDefaults,
+    /// After sacct fails, how long to go without it before trying it again.
+    pub accounting_recheck: Duration,
+    /// The longest any one remote command may take.
+    pub command_timeout: Duration,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        Self {
+            work_dir: ".batchbridge/slurm".to_owned(),
+            defaults: SubmitDefaults::default(),
+            accounting_recheck: Duration::from_secs(300),
+            command_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What is known of the cluster's accounting (slurmdbd behind sacct).
+#[derive(Debug, Clone, Copy)]
+enum Accounting {
+    Untried,
+    Available,
+    Unavailable { since: Instant },
+}
+
+/// Runs jobs on a SLURM cluster through a [`Shell`], usually one multiplexed SSH connection
+/// to a login node. Nothing is installed on the cluster: every job gets a directory under
+/// [`SlurmConfig::work_dir`] holding its script, output and exit-code files.
+///
+/// A status cycle costs one `squeue` for all jobs asked about, one `sacct` for those squeue
+/// has forgotten (skipped while accounting is down), and one read of job directories for
+/// finished jobs, whatever the number of jobs.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use batchbridge_core::shell::{SshShell, SshConfig, SshAuth, HostKeys};
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, OutputRequest};
+/// use batchbridge_slurm::{SlurmBackend, SlurmConfig};
+///
+/// # async fn run() -> batchbridge_core::Result<()> {
+/// let ssh = SshShell::new(SshConfig::new(
+///     "login.cluster.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// ))?;
+/// let slurm = SlurmBackend::new(Arc::new(ssh), SlurmConfig::default())?;
+/// let id = slurm.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
+/// let status = &slurm.status(&[id.clone()]).await?[&id];
+/// println!("{:?}", status.state);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct SlurmBackend {
+    shell: Arc<dyn Shell>,
+    config: SlurmConfig,
+    absolute_work_dir: OnceCell<String>,
+    accounting: Mutex<Accounting>,
+}
+
+impl SlurmBackend {
+    /// A backend that works through `shell`. Nothing runs until the first call.
+    pub fn new(shell: Arc<dyn Shell>, config: SlurmConfig) -> Result<Self> {
+        if config.work_dir.is_empty() || config.work_dir.contains(['\0', '\n', '\r']) {
+            return Err(Error::invalid_input(
+                "work_dir: must be a non-empty path without NUL bytes or line breaks",
+            ));
+        }
+        Ok(Self {
+            shell,
+            config,
+            absolute_work_dir: OnceCell::new(),
+            accounting: Mutex::new(Accounting::Untried),
+        })
+    }
+
+    /// The shell this backend runs its commands through.
+    pub fn shell(&self) -> &Arc<dyn Shell> {
+        &self.shell
+    }
+
+    async fn run(&self, command: Command) -> Result<Output> {
+        self.shell
+            .run(&command.timeout(self.config.command_timeout))
+            .await
+    }
+
+    /// The work directory as an absolute path, created on first use, so that job files are
+    /// named the same from the login node and from inside a job.
+    async fn work_dir(&self) -> Result<&str> {
+        let dir = self
+            .absolute_work_dir
+            .get_or_try_init(|| async {
+                let command = sh(
+                    "mkdir -p -- \"$1\" && cd -- \"$1\" && pwd -P",
+                    [self.config.work_dir.as_str()],
+                );
+                let output = self
+                    .run(command)
+                    .await?
+                    .check("creating the work directory")?;
+                let dir = output.stdout_text().trim_end_matches('\n').to_owned();
+                if !dir.starts_with('/') || dir.contains(['\n', '\r']) {
+                    return Err(Error::new(
+                        ErrorKind::UnexpectedOutput,
+                        format!("the work directory resolved to {dir:?}, not an absolute path"),
+                    ));
+                }
+                Ok(dir)
+            })
+            .await?;
+        Ok(dir)
+    }
+
+    fn accounting(&self) -> Accounting {
+        *self
+            .accounting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_accounting(&self, state: Accounting) {
+        *self
+            .accounting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    /// Whether sacct is worth a query: always, except within `accounting_recheck` of a
+    /// failure.
+    fn accounting_worth_trying(&self) -> bool {
+        match self.accounting() {
+            Accounting::Untried | Accounting::Available => true,
+            Accounting::Unavailable { since } => since.elapsed() >= self.config.accounting_recheck,
+        }
+    }
+
+    /// Runs sacct, remembering whether accounting answered. `None` when it did not.
+    async fn sacct(&self, args: Vec<String>) -> Result<Option<String>> {
+        if !self.accounting_worth_trying() {
+            return Ok(None);
+        }
+        let command = Command::new("env")
+            .args(["SLURM_TIME_FORMAT=%s", "sacct", "-X", "-n", "-P"])
+            .args(args);
+        let output = self.run(command).await?;
+        if output.success() {
+            self.set_accounting(Accounting::Available);
+            return Ok(Some(output.stdout_text()));
+        }
+        tracing::warn!(
+            host = self.shell.host(),
+            stderr = %output.stderr_text().trim(),
+            recheck_in = ?self.config.accounting_recheck,
+            "sacct failed; going on without accounting"
+        );
+        self.set_accounting(Accounting::Unavailable {
+            since: Instant::now(),
+        });
+        Ok(None)
+    }
+
+    /// squeue's rows for `ids`; empty when SLURM knows none of them.
+    async fn squeue(&self, ids: &[&str]) -> Result<Vec<Row>> {
+        let mut command = Command::new("env").args([
+            "SLURM_TIME_FORMAT=%s",
+            "squeue",
+            "-h",
+            "-r",
+            "-t",
+            "all",
+            "-o",
+            SQUEUE_FORMAT,
+        ]);
+        command = if ids.len() <= MAX_IDS_ON_COMMAND_LINE {
+            command.arg("-j").arg(ids.join(","))
+        } else {
+            command.arg("--me")
+        };
+        let output = self.run(command).await?;
+        if output.success() {
+            return Ok(parse_squeue(&output.stdout_text()));
+        }
+        // When every id asked about has been purged, squeue fails instead of printing nothing.
+        if output.stderr_text().contains("Invalid job id specified") {
+            return Ok(Vec::new());
+        }
+        Err(scheduler_failure("squeue", &output))
+    }
+
+    async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
+        let work = self.work_dir().await?;
+        let output = self
+            .run(sh(
+                JOB_FILES,
+                std::iter::once(work).chain(ids.iter().copied()),
+            ))
+            .await?
+            .check("reading job directories")?;
+        Ok(parse_job_files(&output.stdout_text()))
+    }
+
+    /// The job SLURM itself holds with `key` as its comment: squeue for live jobs, then sacct
+    /// (which records the comment only once a job ends).
+    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let output = self
+            .run(Command::new("squeue").args(["--me", "-h", "-t", "all", "-o", "%i|%k"]))
+            .await?;
+        if !output.success() {
+            return Err(scheduler_failure("squeue", &output));
+        }
+        if let Some(id) = parse::find_commented(&output.stdout_text(), key.as_str()) {
+            return Ok(Some(JobId::from(id)));
+        }
+        let args = ["-S", FIND_WINDOW, "-o", "JobID,Comment"].map(String::from);
+        let found = self
+            .sacct(args.to_vec())
+            .await?
+            .and_then(|text| parse::find_commented(&text, key.as_str()));
+        Ok(found.map(JobId::from))
+    }
+}
+
+/// `sh -c SCRIPT sh ARGS...`: the script is a constant, every value a positional parameter.
+fn sh<'a>(script: &str, args: impl IntoIterator<Item = &'a str>) -> Command {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .args(args)
+}
+
+/// SLURM ids are numbers; anything else never reaches a command or a path.
+fn slurm_id(id: &JobId) -> Option<&str> {
+    let id = id.as_str();
+    (!id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())).then_some(id)
+}
+
+/// An error for a SLURM command that failed: temporary when the controller or the database
+/// did not answer, so that callers retry instead of giving up on the job.
+fn scheduler_failure(what: &str, output: &Output) -> Error {
+    let stderr = output.stderr_text();
+    let stderr = stderr.trim();
+    let unreachable = [
+        "Unable to contact slurm controller",
+        "Connection refused",
+        "timed out",
+        "Transport endpoint is not connected",
+        "Zero Bytes were transmitted or received",
+    ]
+    .iter()
+    .any(|sign| stderr.contains(sign));
+    let error = Error::new(
+        ErrorKind::CommandFailed,
+        format!("{what} failed (exit code {:?}): {stderr}", output.exit_code),
+    );
+    if unreachable {
+        error.temporary()
+    } else {
+        error
+    }
+}
+
+/// Reads one stream of the fetch script: a `SIZE OFFSET` line, then the bytes.
+fn parse_window(stream: &[u8]) -> Option<batchbridge_core::OutputChunk> {
+    let newline = stream.iter().position(|b| *b == b'\n')?;
+    let header = std::str::from_utf8(&stream[..newline]).ok()?;
+    let (size, offset) = header.split_once(' ')?;
+    Some(batchbridge_core::OutputChunk {
+        data: stream[newline + 1..].to_vec(),
+        offset: offset.parse().ok()?,
+        total_size: size.parse().ok()?,
+    })
+}
+
+#[async_trait]
+impl BatchBackend for SlurmBackend {
+    fn name(&self) -> &str {
+        "slurm"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+            .with_arrays(true)
+            .with_containers(true)
+            .with_gpus(true)
+            .with_accounting(!matches!(self.accounting(), Accounting::Unavailable { .. }))
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        spec.validate()?;
+        self.capabilities().check(spec, self.name())?;
+        let work = self.work_dir().await?;
+        let dir = format!("{work}/jobs/{}", spec.key);
+        let options = sbatch_options(spec, &self.config.defaults, &dir)?;
+        let batch = batch_script(spec, &dir)?;
+        let environment = environment_file(spec)?;
+        let (batch_len, env_len) = (batch.len().to_string(), environment.len().to_string());
+        let tasks = spec.task_count().to_string();
+        let stdin = [
+            batch.as_bytes(),
+            environment.as_bytes(),
+            spec.script.as_bytes(),
+        ]
+        .concat();
+        let command = sh(
+            SUBMIT,
+            [work, spec.key.as_str(), &batch_len, &env_len, &tasks],
+        )
+        .args(options)
+        .stdin(stdin);
+
+        let output = match self.run(command).await {
+            Ok(output) => output,
+            Err(err) if matches!(err.kind(), ErrorKind::ConnectionLost | ErrorKind::Timeout) => {
+                return Err(Error::new(
+                    ErrorKind::SubmitOutcomeUnknown,
+                    format!(
+                        "the submit of job {} may or may not have reached SLURM ({err}); \
+                         submit it again or call find: its key never makes a second job",
+                        spec.key
+                    ),
+                )
+                .temporary());
+            }
+            Err(err) => return Err(err),
+        };
+        match output.exit_code {
+            Some(0) => {}
+            Some(71) => {
+                let error = scheduler_failure("sbatch", &output);
+                return Err(if error.is_temporary() {
+                    error
+                } else {
+                    Error::new(
+                        ErrorKind::Rejected,
+                        format!(
+                            "SLURM refused job {}: {}",
+                            spec.key,
+                            output.stderr_text().trim()
+                        ),
+                    )
+                });
+            }
+            _ => return Err(scheduler_failure("submitting through sh", &output)),
+        }
+        let reply = output.stdout_text();
+        let mut words = reply.split_whitespace();
+        match (words.next(), words.next().and_then(parse_sbatch)) {
+            (Some("submitted" | "existing"), Some(id)) => Ok(JobId::from(id)),
+            (Some("claimed"), _) => match self.find_in_scheduler(&spec.key).await? {
+                Some(id) => Ok(id),
+                None => Err(Error::new(
+                    ErrorKind::SubmitOutcomeUnknown,
+                    format!(
+                        "another submit of job {} is in flight or was cut off before SLURM \
+                         answered; try again shortly (its job directory is {dir})",
+                        spec.key
+                    ),
+                )
+                .temporary()),
+            },
+            _ => Err(Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!("submitting job {} printed {reply:?}", spec.key),
+            )),
+        }
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let work = self.work_dir().await?;
+        let output = self
+            .run(sh(
+                "cat -- \"$1/jobs/$2/job_id\" 2>/dev/null; exit 0",
+                [work, key.as_str()],
+            ))
+            .await?;
+        if let Some(id) = parse_sbatch(&output.stdout_text()) {
+            return Ok(Some(JobId::from(id)));
+        }
+        self.find_in_scheduler(key).await
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let mut statuses = HashMap::with_capacity(ids.len());
+        let mut valid: Vec<&str> = Vec::with_capacity(ids.len());
+        for id in ids {
+            match slurm_id(id) {
+                Some(number) => valid.push(number),
+                None => {
+                    statuses.insert(
+                        id.clone(),
+                        JobStatus::unknown(format!("{id:?} is not a SLURM job id")),
+                    );
+                }
+            }
+        }
+        valid.sort_unstable();
+        valid.dedup();
+        if valid.is_empty() {
+            return Ok(statuses);
+        }
+
+        let squeue = self.squeue(&valid).await?;
+        let mut seen: HashMap<&str, Sightings<'_>> =
+            valid.iter().map(|id| (*id, Sightings::default())).collect();
+        for row in &squeue {
+            if let Some(sighting) = seen.get_mut(row.job.as_str()) {
+                sighting.squeue.push(row);
+            }
+        }
+
+        let for_sacct: Vec<&str> = valid
+            .iter()
+            .copied()
+            .filter(|id| seen[id].squeue.is_empty() || seen[id].is_array())
+            .collect();
+        let sacct = if for_sacct.is_empty() {
+            Vec::new()
+        } else {
+            let args = vec![
+                "-o".to_owned(),
+                SACCT_FIELDS.to_owned(),
+                "-j".to_owned(),
+                for_sacct.join(","),
+            ];
+            self.sacct(args)
+                .await?
+                .map(|text| parse_sacct(&text))
+                .unwrap_or_default()
+        };
+        for row in &sacct {
+            if let Some(sighting) = seen.get_mut(row.job.as_str()) {
+                sighting.sacct.push(row);
+            }
+        }
+
+        let for_files: Vec<&str> = valid
+            .iter()
+            .copied()
+            .filter(|id| !seen[id].settled_by_scheduler())
+            .collect();
+        let files = if for_files.is_empty() {
+            HashMap::new()
+        } else {
+            self.job_files(&for_files).await?
+        };
+        for (id, sighting) in &mut seen {
+            sighting.files = files.get(*id);
+        }
+
+        for id in ids {
+            if let Some(sighting) = slurm_id(id).and_then(|number| seen.get(number)) {
+                statuses.insert(id.clone(), resolve(id.as_str(), sighting));
+            }
+        }
+        Ok(statuses)
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let number = slurm_id(id)
+            .ok_or_else(|| Error::invalid_input(format!("{id:?} is not a SLURM job id")))?;
+        let work = self.work_dir().await?;
+        let output = self.run(sh(CANCEL, [work, number])).await?;
+        if output.success() || output.stderr_text().contains("Invalid job id") {
+            return Ok(());
+        }
+        if output.exit_code == Some(210) || output.stderr_text().contains("ermission denied") {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "SLURM refused to cancel job {id}: {}",
+                    output.stderr_text().trim()
+                ),
+            ));
+        }
+        Err(scheduler_failure("scancel", &output))
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let not_found = || {
+            Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "job {id} has no output here: it was not submitted through this work directory"
+                ),
+            )
+        };
+        let number = slurm_id(id).ok_or_else(not_found)?;
+        let work = self.work_dir().await?;
+        let task = request.task.unwrap_or(0).to_string();
+        let range = match request.range {
+            OutputRange::Tail(n) => vec!["tail".to_owned(), n.min(MAX_OUTPUT_CHUNK).to_string()],
+            OutputRange::Bytes { offset, len } => vec![
+                "range".to_owned(),
+                offset.to_string(),
+                len.min(MAX_OUTPUT_CHUNK).to_string(),
+            ],
+        };
+        let limit = usize::try_from(MAX_OUTPUT_CHUNK).unwrap_or(usize::MAX) + 64;
+        let command = sh(FETCH_OUTPUT, [work, number, &task])
+            .args(range)
+            .output_limit(limit);
+        let output = self.run(command).await?;
+        if output.exit_code == Some(3) {
+            return Err(not_found());
+        }
+        let output = output.check("reading job output")?;
+        match (parse_window(&output.stdout), parse_window(&output.stderr)) {
+            (Some(stdout), Some(stderr))
+                if !output.stdout_truncated && !output.stderr_truncated =>
+            {
+                Ok(JobOutput { stdout, stderr })
+            }
+            _ => Err(Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!("reading the output of job {id} gave no SIZE OFFSET header"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_temporary_only_when_slurm_did_not_answer() {
+        let cases = [
+            (
+                "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+                true,
+            ),
+            (
+                "sacct: error: Problem talking to the database: Connection refused",
+                true,
+            ),
+            (
+                "squeue: error: Socket timed out on send/recv operation",
+                true,
+            ),
+            (
+                "sbatch: error: Batch job submission failed: Invalid partition name specified",
+                false,
+            ),
+            ("sacct: error: Slurm accounting storage is disabled", false),
+            ("", false),
+        ];
+        for (stderr, temporary) in cases {
+            let output = Output {
+                exit_code: Some(1),
+                stderr: stderr.into(),
+                ..Output::default()
+            };
+            let error = scheduler_failure("x", &output);
+            assert_eq!(error.is_temporary(), temporary, "{stderr}");
+            assert!(error.message().contains(stderr), "{error}");
+        }
+    }
+
+    #[test]
+    fn only_numbers_are_slurm_ids() {
+        for (id, ok) in [
+            ("123", true),
+            ("", false),
+            ("123_1", false),
+            ("../123", false),
+            ("1;scancel -u me", false),
+            ("123456789012345678901", false),
+        ] {
+            assert_eq!(slurm_id(&JobId::from(id)).is_some(), ok, "{id:?}");
+        }
+    }
+
+    #[test]
+    fn output_windows() {
+        let chunk = parse_window(b"1048580 1048480\nxxEND\n").unwrap();
+        assert_eq!(
+            (chunk.total_size, chunk.offset, chunk.data.as_slice()),
+            (1_048_580, 1_048_480, b"xxEND\n".as_slice())
+        );
+        let empty = parse_window(b"0 0\n").unwrap();
+        assert!(empty.data.is_empty());
+        let binary = parse_window(b"3 0\n\xff\n\0").unwrap();
+        assert_eq!(binary.data, b"\xff\n\0");
+        for bad in [&b""[..], b"12\nxx", b"a b\n", b"1 2"] {
+            assert_eq!(parse_window(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Parsers for what SLURM's tools and the backend's remote scripts print. Pure functions,
+//! tested with output captured from the test bed's real cluster.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use batchbridge_core::JobStatus;
+
+use crate::state::status_from;
+
+/// The `squeue -o` format [`parse_squeue`] reads.
+pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e";
+/// The `sacct -o` fields [`parse_sacct`] reads.
+pub const SACCT_FIELDS: &str = "JobID,State,Reason,ExitCode,Submit,Start,End";
+/// Array expansions larger than this are cut: no real array is this big, and hostile output
+/// must not make us allocate without bound.
+const MAX_TASKS_PER_ROW: usize = 1_000_000;
+
+/// Which part of a job a row describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tasks {
+    /// A job that is not an array.
+    Whole,
+    /// These tasks of an array job.
+    Indices(Vec<u32>),
+}
+
+/// One row of `squeue` or `sacct`: a job, or some tasks of an array, in one state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The job id `sbatch` printed (an array's master id).
+    pub job: String,
+    /// The tasks the row covers.
+    pub tasks: Tasks,
+    /// The mapped status of each of them.
+    pub status: JobStatus,
+}
+
+/// Splits SLURM's `%i` / `JobID` into the job and its tasks: `108`, `107_2`, `107_[0-3%1]`,
+/// `107_[1,4-5]`. A heterogeneous component (`108+1`) counts as its job.
+pub fn parse_job_id(field: &str) -> Option<(String, Tasks)> {
+    let field = field.trim();
+    let (job, tasks) = match field.split_once('_') {
+        None => (field.split('+').next()?, Tasks::Whole),
+        Some((job, tasks)) => (job, Tasks::Indices(parse_task_list(tasks)?)),
+    };
+    if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((job.to_owned(), tasks))
+}
+
+/// `2`, `[0-3%1]`, `[1,4-5]` → the task indices.
+fn parse_task_list(text: &str) -> Option<Vec<u32>> {
+    let inner = text.strip_prefix('[').and_then(|t| t.strip_suffix(']'));
+    let list = inner.unwrap_or(text);
+    let list = list.split_once('%').map_or(list, |(list, _throttle)| list);
+    let mut tasks = Vec::new();
+    for part in list.split(',') {
+        let (first, last): (u32, u32) = match part.split_once('-') {
+            Some((first, last)) => (first.parse().ok()?, last.parse().ok()?),
+            None => {
+                let index = part.parse().ok()?;
+                (index, index)
+            }
+        };
+        if first > last {
+            return None;
+        }
+        let room = MAX_TASKS_PER_ROW.saturating_sub(tasks.len());
+        tasks.extend((first..=last).take(room));
+    }
+    Some(tasks)
+}
+
+/// A time printed under `SLURM_TIME_FORMAT=%s`: seconds since the epoch, or a word (`N/A`,
+/// `Unknown`, `NONE`, `None`) when there is none.
+fn parse_time(field: &str) -> Option<SystemTime> {
+    let seconds: u64 = field.trim().parse().ok().filter(|s| *s > 0)?;
+    Some(UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
+fn row(job_id: &str, status: JobStatus, times: [&str; 3]) -> Option<Row> {
+    let (job, tasks) = parse_job_id(job_id)?;
+    let [submitted, started, ended] = times.map(parse_time);
+    let status = JobStatus {
+        submitted_at: submitted,
+        started_at: started,
+        ended_at: ended.filter(|_| status.state.is_terminal()),
+        ..status
+    };
+    Some(Row { job, tasks, status })
+}
+
+/// Reads `squeue -h -r -t all -o` [`SQUEUE_FORMAT`] output. Lines that do not parse are
+/// skipped with a warning: one odd line must not hide every other job.
+pub fn parse_squeue(text: &str) -> Vec<Row> {
+    parse_lines(text, "squeue", |fields| match fields {
+        [id, state, reason, submitted, started, ended] => row(
+            id,
+            status_from(state, reason, None),
+            [submitted, started, ended],
+        ),
+        _ => None,
+    })
+}
+
+/// Reads `sacct -X -n -P -o` [`SACCT_FIELDS`] output. sacct keeps the last pending reason on
+/// finished jobs (`FAILED` with `JobArrayTaskLimit`), so a finished job's reason is dropped.
+pub fn parse_sacct(text: &str) -> Vec<Row> {
+    parse_lines(text, "sacct", |fields| match fields {
+        [id, state, reason, exit_code, submitted, started, ended] => {
+            let finished = status_from(state, "None", None).state.is_terminal();
+            let reason = if finished { "None" } else { reason };
+            row(
+                id,
+                status_from(state, reason, Some(exit_code)),
+                [submitted, started, ended],
+            )
+        }
+        _ => None,
+    })
+}
+
+fn parse_lines(text: &str, tool: &str, parse: impl Fn(&[&str]) -> Option<Row>) -> Vec<Row> {
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split('|').collect();
+            let parsed = parse(&fields);
+            if parsed.is_none() {
+                tracing::warn!(tool, line, "skipping a line that does not parse");
+            }
+            parsed
+        })
+        .collect()
+}
+
+/// Reads `sbatch --parsable`: `123` or `123;cluster`.
+pub fn parse_sbatch(text: &str) -> Option<String> {
+    let id = text.trim().split(';').next()?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then(|| id.to_owned())
+}
+
+/// Reads `%i|%k` (squeue) or `JobID|Comment` (sacct) lines: the job whose comment is `key`.
+pub fn find_commented(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let (id, comment) = line.split_once('|')?;
+        (comment.trim() == key).then(|| parse_job_id(id).map(|(job, _)| job))?
+    })
+}
+
+/// How a task ended, as the job wrapper recorded it in `task-N.exit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The script exited with this code.
+    Exit(i32),
+    /// The wrapper was terminated by this signal (a cancel or a time limit).
+    Signal(i32),
+}
+
+/// What the job directory of one job says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFiles {
+    /// How many tasks the job was submitted with.
+    pub tasks: u32,
+    /// Whether batchbridge cancelled it.
+    pub cancel_requested: bool,
+    /// The tasks that ended, by index.
+    pub ended: BTreeMap<u32, TaskEnd>,
+}
+
+/// Reads the job-files script's lines: `ID tasks N CANCELLED` and `ID task I exit|signal N`.
+pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
+    let mut jobs: HashMap<String, JobFiles> = HashMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [id, "tasks", count, cancelled] => {
+                let files = jobs.entry((*id).to_owned()).or_default();
+                files.tasks = count.parse().unwrap_or(1);
+                files.cancel_requested = *cancelled == "1";
+            }
+            [id, "task", index, how, value] => {
+                let (Ok(index), Ok(value)) = (index.parse(), value.parse()) else {
+                    continue;
+                };
+                let end = match *how {
+                    "exit" => TaskEnd::Exit(value),
+                    "signal" => TaskEnd::Signal(value),
+                    _ => continue,
+                };
+                jobs.entry((*id).to_owned())
+                    .or_default()
+                    .ended
+                    .insert(index, end);
+            }
+            _ => tracing::warn!(line, "skipping a job-files line that does not parse"),
+        }
+    }
+    jobs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchbridge_core::JobState::*;
+
+    #[test]
+    fn job_ids() {
+        let cases = [
+            ("108", Some(("108", Tasks::Whole))),
+            ("107_2", Some(("107", Tasks::Indices(vec![2])))),
+            (
+                "107_[0-3%1]",
+                Some(("107", Tasks::Indices(vec![0, 1, 2, 3]))),
+            ),
+            ("107_[2-3]", Some(("107", Tasks::Indices(vec![2, 3])))),
+            ("107_[1,4-5]", Some(("107", Tasks::Indices(vec![1, 4, 5])))),
+            ("108+1", Some(("108", Tasks::Whole))),
+            ("", None),
+            ("abc", None),
+            ("107_[3-1]", None),
+            ("107_x", None),
+            ("../108", None),
+        ];
+        for (field, expected) in cases {
+            let expected = expected.map(|(job, tasks)| (job.to_owned(), tasks));
+            assert_eq!(parse_job_id(field), expected, "{field:?}");
+        }
+    }
+
+    #[test]
+    fn huge_ranges_are_cut() {
+        let (_, tasks) = parse_job_id("1_[0-4294967294]").unwrap();
+        assert_eq!(tasks, Tasks::Indices((0..1_000_000).collect()));
+    }
+
+    /// Captured from the test bed: an array of 4 (`%1`) and a plain job, just submitted.
+    #[test]
+    fn squeue_of_a_pending_array_and_a_job() {
+        let out = "107_0|PENDING|None|1795248211|N/A|N/A\n\
+                   107_1|PENDING|None|1795248211|N/A|N/A\n\
+                   108|PENDING|Priority|1795248211|N/A|N/A\n";
+        let rows = parse_squeue(out);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(
+            (rows[0].job.as_str(), &rows[0].tasks),
+            ("107", &Tasks::Indices(vec![0]))
+        );
+        let job = &rows[2];
+        assert_eq!(
+            (job.status.state, job.status.reason.as_deref()),
+            (Queued, Some("Priority"))
+        );
+        assert_eq!(
+            job.status.submitted_at,
+            Some(UNIX_EPOCH + Duration::from_secs(1_795_248_211))
+        );
+        assert_eq!((job.status.started_at, job.status.ended_at), (None, None));
+    }
+
+    /// Captured from the test bed: the same array later, one task running, in both tools.
+    #[test]
+    fn squeue_and_sacct_of_a_finishing_array() {
+        let squeue = "107_0|COMPLETED|None|1795248211|1795248211|1795248212\n\
+                      107_2|FAILED|NonZeroExitCode|1795248211|1795248215|1795248216\n\
+                      107_3|RUNNING|None|1795248211|1795248217|NONE\n";
+        let sacct = "107_0|COMPLETED|None|0:0|1795248211|1795248211|1795248212\n\
+                     107_1|FAILED|JobArrayTaskLimit|1:0|1795248211|1795248213|1795248214\n\
+                     107_3|RUNNING|JobArrayTaskLimit|0:0|1795248211|1795248217|Unknown\n";
+        let from_squeue = parse_squeue(squeue);
+        assert_eq!(
+            from_squeue
+                .iter()
+                .map(|r| (r.status.state, r.status.exit_code))
+                .collect::<Vec<_>>(),
+            [(Succeeded, None), (Failed, None), (Running, None)],
+            "squeue has no exit codes"
+        );
+        assert_eq!(from_squeue[2].status.ended_at, None, "NONE is no time");
+        let from_sacct = parse_sacct(sacct);
+        let failed = &from_sacct[1].status;
+        assert_eq!((failed.state, failed.exit_code), (Failed, Some(1)));
+        assert_eq!(
+            failed.reason.as_deref(),
+            Some("FAILED"),
+            "a stale pending reason is not why it failed"
+        );
+        let running = &from_sacct[2].status;
+        assert_eq!(
+            (running.state, running.reason.as_deref()),
+            (Running, Some("JobArrayTaskLimit"))
+        );
+    }
+
+    #[test]
+    fn sacct_cancellations_and_timeouts() {
+        let out = "110|CANCELLED by 1001|None|0:0|1795248211|None|1795248230\n\
+                   111|CANCELLED|None|0:15|1795248211|1795248212|1795248230\n\
+                   112|TIMEOUT|None|0:15|1795248211|1795248212|1795248290\n\
+                   113|PENDING|Resources|0:0|1795248211|Unknown|Unknown\n";
+        let rows = parse_sacct(out);
+        let seen: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.status.state,
+                    r.status.signal,
+                    r.status.started_at.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Cancelled, None, false),
+                (Cancelled, Some(15), true),
+                (Failed, Some(15), true),
+                (Queued, None, false),
+            ]
+        );
+        assert_eq!(rows[2].status.reason.as_deref(), Some("TIMEOUT"));
+        assert_eq!(rows[3].status.exit_code, None);
+    }
+
+    #[test]
+    fn odd_lines_are_skipped_not_fatal() {
+        let out = "garbage\n\n108|RUNNING|None|1|2|NONE\n109|RUNNING\n";
+        let rows = parse_squeue(out);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].job, "108");
+    }
+
+    #[test]
+    fn sbatch_replies() {
+        let cases = [
+            ("123\n", Some("123")),
+            ("123;cluster\n", Some("123")),
+            ("", None),
+            ("Submitted batch job 123", None),
+        ];
+        for (out, expected) in cases {
+            assert_eq!(parse_sbatch(out).as_deref(), expected, "{out:?}");
+        }
+    }
+
+    /// `%i|%k` from the test bed: squeue prints `(null)` for an empty comment.
+    #[test]
+    fn find_by_comment() {
+        let out = "107_0|(null)\n107_[2-3%1]|cf-find-1\n108|(null)\n109|key-9\n";
+        assert_eq!(find_commented(out, "cf-find-1").as_deref(), Some("107"));
+        assert_eq!(find_commented(out, "key-9").as_deref(), Some("109"));
+        assert_eq!(find_commented(out, "key"), None);
+    }
+
+    #[test]
+    fn job_files() {
+        let out = "12 tasks 1 0\n12 task 0 exit 3\n\
+                   13 tasks 3 1\n13 task 0 exit 0\n13 task 2 signal 15\n\
+                   14 tasks 1 0\nnonsense\n15 task x exit 1\n";
+        let jobs = parse_job_files(out);
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(3));
+        let array = &jobs["13"];
+        assert_eq!((array.tasks, array.cancel_requested), (3, true));
+        assert_eq!(
+            array
+                .ended
+                .iter()
+                .map(|(i, e)| (*i, *e))
+                .collect::<Vec<_>>(),
+            [(0, TaskEnd::Exit(0)), (2, TaskEnd::Signal(15))]
+        );
+        assert!(jobs["14"].ended.is_empty());
+    }
+}

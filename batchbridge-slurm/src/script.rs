@@ -1,0 +1,338 @@
+//! What a submit sends to the cluster, built from a [`JobSpec`]: sbatch's options, the
+//! generated batch script and the environment file. Every value from the spec reaches the
+//! shell quoted by `shlex` or as one argument of its own, never as code.
+
+use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
+
+/// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
+pub const PASSTHROUGH_KEY: &str = "slurm";
+
+const BATCH_SCRIPT: &str = include_str!("sh/batch_script.sh");
+const MIB: u64 = 1024 * 1024;
+
+/// Cluster-wide choices a spec does not make itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubmitDefaults {
+    /// The partition for specs without a queue; SLURM's default partition when `None`.
+    pub partition: Option<String>,
+    /// The account every job is charged to; the user's default account when `None`.
+    pub account: Option<String>,
+}
+
+/// `sbatch`'s options for `spec`, whose files live in `dir`. Passthrough options come first,
+/// so that the options batchbridge relies on (the comment holding the key, the output file,
+/// the array range) win when a passthrough option repeats one.
+///
+/// ```
+/// use batchbridge_core::{JobKey, JobSpec};
+/// use batchbridge_slurm::script::{sbatch_options, SubmitDefaults};
+///
+/// let mut spec = JobSpec::new(JobKey::new("run-7")?, "train", "python train.py");
+/// spec.resources.cpus = Some(4);
+/// let options = sbatch_options(&spec, &SubmitDefaults::default(), "/home/me/jobs/run-7")?;
+/// assert!(options.contains(&"--cpus-per-task=4".to_owned()));
+/// assert!(options.contains(&"--comment=run-7".to_owned()));
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> Result<Vec<String>> {
+    let mut options = Vec::new();
+    for option in spec.passthrough.get(PASSTHROUGH_KEY).into_iter().flatten() {
+        if !option.starts_with('-') {
+            return Err(Error::invalid_input(format!(
+                "passthrough.{PASSTHROUGH_KEY}: {option:?} is not an option; write options as `--name=value`"
+            )));
+        }
+        options.push(option.clone());
+    }
+    options.push(format!("--job-name={}", spec.name));
+    options.push(format!("--comment={}", spec.key));
+    if let Some(partition) = spec.queue.as_ref().or(defaults.partition.as_ref()) {
+        options.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &defaults.account {
+        options.push(format!("--account={account}"));
+    }
+    let resources = &spec.resources;
+    if let Some(cpus) = resources.cpus {
+        options.push(format!("--cpus-per-task={cpus}"));
+    }
+    if let Some(memory) = resources.memory {
+        // SLURM counts memory in whole MiB; round up so the job gets at least what it asked.
+        options.push(format!("--mem={}M", memory.as_u64().div_ceil(MIB)));
+    }
+    if let Some(wall_time) = resources.wall_time {
+        // Time limits are whole minutes; round up so the job gets at least its time.
+        options.push(format!("--time={}", wall_time.as_secs().div_ceil(60)));
+    }
+    if let Some(nodes) = resources.nodes {
+        options.push(format!("--nodes={nodes}"));
+    }
+    if let Some(gpus) = resources.gpus.filter(|g| *g > 0) {
+        options.push(format!("--gres=gpu:{gpus}"));
+    }
+    if let Some(array) = spec.array {
+        let mut range = format!("--array=0-{}", array.count - 1);
+        if let Some(max) = array.max_parallel {
+            range.push_str(&format!("%{max}"));
+        }
+        options.push(range);
+    }
+    options.push(format!(
+        "--chdir={}",
+        spec.working_dir.as_deref().unwrap_or(dir)
+    ));
+    // The wrapper's own output: slurmstepd's notes such as "CANCELLED AT" or "DUE TO TIME
+    // LIMIT". The script's output goes to task-N.stdout and task-N.stderr.
+    options.push(format!("--output={dir}/wrapper.log"));
+    options.push("--open-mode=append".to_owned());
+    Ok(options)
+}
+
+/// The batch script sbatch runs: it sources the environment file, runs the job's script
+/// (inside the container when the spec asks for one) with its output beside it, and writes
+/// the task's exit code to `task-N.exit`.
+///
+/// ```
+/// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
+/// use batchbridge_slurm::script::batch_script;
+///
+/// let mut spec = JobSpec::new(JobKey::new("k")?, "in-a-box", "python -V");
+/// spec.container = Some(Container { image: "docker://python:3.12".into(), runtime: ContainerRuntime::Apptainer });
+/// let script = batch_script(&spec, "/home/me/jobs/k")?;
+/// assert!(script.contains("exec apptainer exec --bind \"$dir\" docker://python:3.12 bash \"$dir/script.sh\""));
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
+    let runner = match &spec.container {
+        None => String::new(),
+        Some(container) => {
+            let program = match container.runtime {
+                ContainerRuntime::Apptainer => "apptainer",
+                ContainerRuntime::Singularity => "singularity",
+                runtime @ (ContainerRuntime::Docker | ContainerRuntime::Podman) => {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "the slurm backend runs containers with apptainer or singularity, not {runtime:?} (job {})",
+                            spec.key
+                        ),
+                    ));
+                }
+            };
+            format!(
+                "{program} exec --bind \"$dir\" {} ",
+                quote(&container.image, "container.image")?
+            )
+        }
+    };
+    Ok(BATCH_SCRIPT
+        .replace("@KEY@", spec.key.as_str())
+        .replace("@DIR@", &quote(dir, "the job directory")?)
+        .replace("@RUNNER@", &runner))
+}
+
+/// The environment file the batch script sources: one quoted `export` per variable. It is
+/// a file of its own because sbatch refuses a batch script holding `\r\n`, which an
+/// environment value may.
+pub fn environment_file(spec: &JobSpec) -> Result<String> {
+    let mut file = format!("# The environment of batchbridge job {}.\n", spec.key);
+    for (name, value) in &spec.environment {
+        file.push_str(&format!(
+            "export {name}={}\n",
+            quote(value, &format!("environment {name:?}"))?
+        ));
+    }
+    Ok(file)
+}
+
+fn quote(value: &str, what: &str) -> Result<String> {
+    shlex::try_quote(value)
+        .map(|quoted| quoted.into_owned())
+        .map_err(|err| Error::invalid_input(format!("{what}: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use batchbridge_core::{ArraySpec, Container, JobKey};
+    use bytesize::ByteSize;
+
+    use super::*;
+
+    fn spec() -> JobSpec {
+        JobSpec::new(JobKey::new("key-1").unwrap(), "name", "echo hi")
+    }
+
+    #[test]
+    fn options_map_every_field() {
+        type Edit = fn(&mut JobSpec);
+        let cases: [(Edit, &[&str]); 10] = [
+            (|_| {}, &[]),
+            (|s| s.queue = Some("debug".into()), &["--partition=debug"]),
+            (|s| s.resources.cpus = Some(4), &["--cpus-per-task=4"]),
+            (
+                |s| s.resources.memory = Some(ByteSize::mib(1500)),
+                &["--mem=1500M"],
+            ),
+            (|s| s.resources.memory = Some(ByteSize::b(1)), &["--mem=1M"]),
+            (
+                |s| s.resources.wall_time = Some(Duration::from_secs(61)),
+                &["--time=2"],
+            ),
+            (|s| s.resources.nodes = Some(2), &["--nodes=2"]),
+            (|s| s.resources.gpus = Some(1), &["--gres=gpu:1"]),
+            (
+                |s| {
+                    s.array = Some(ArraySpec {
+                        count: 3,
+                        max_parallel: Some(2),
+                    })
+                },
+                &["--array=0-2%2"],
+            ),
+            (
+                |s| s.working_dir = Some("/scratch/run 1".into()),
+                &["--chdir=/scratch/run 1"],
+            ),
+        ];
+        let always = [
+            "--job-name=name",
+            "--comment=key-1",
+            "--output=/w/jobs/key-1/wrapper.log",
+            "--open-mode=append",
+        ];
+        for (edit, expected) in cases {
+            let mut spec = spec();
+            edit(&mut spec);
+            let options =
+                sbatch_options(&spec, &SubmitDefaults::default(), "/w/jobs/key-1").unwrap();
+            for option in expected.iter().chain(&always) {
+                assert!(
+                    options.iter().any(|o| o == option),
+                    "{option} missing from {options:?}"
+                );
+            }
+            let chdir = options.iter().filter(|o| o.starts_with("--chdir=")).count();
+            assert_eq!(chdir, 1, "{options:?}");
+        }
+    }
+
+    #[test]
+    fn defaults_apply_unless_the_spec_decides() {
+        let defaults = SubmitDefaults {
+            partition: Some("batch".into()),
+            account: Some("lab".into()),
+        };
+        let options = sbatch_options(&spec(), &defaults, "/w").unwrap();
+        assert!(options.contains(&"--partition=batch".to_owned()));
+        assert!(options.contains(&"--account=lab".to_owned()));
+        assert!(
+            options.contains(&"--chdir=/w".to_owned()),
+            "the job dir is the default"
+        );
+        let mut own = spec();
+        own.queue = Some("gpu".into());
+        let options = sbatch_options(&own, &defaults, "/w").unwrap();
+        assert!(options.contains(&"--partition=gpu".to_owned()));
+        assert!(!options.contains(&"--partition=batch".to_owned()));
+    }
+
+    #[test]
+    fn passthrough_options_come_first_and_must_be_options() {
+        let mut spec = spec();
+        spec.passthrough.insert(
+            "slurm".into(),
+            vec!["--qos=high".into(), "--comment=mine".into()],
+        );
+        spec.passthrough
+            .insert("htcondor".into(), vec!["+Group = \"x\"".into()]);
+        let options = sbatch_options(&spec, &SubmitDefaults::default(), "/w").unwrap();
+        assert_eq!(&options[..2], ["--qos=high", "--comment=mine"]);
+        assert_eq!(
+            options
+                .iter()
+                .rfind(|o| o.starts_with("--comment="))
+                .unwrap(),
+            "--comment=key-1",
+            "ours comes last and wins"
+        );
+        assert!(
+            !options.iter().any(|o| o.contains("Group")),
+            "other backends' options are not ours"
+        );
+
+        spec.passthrough
+            .insert("slurm".into(), vec!["/tmp/other-script.sh".into()]);
+        let err = sbatch_options(&spec, &SubmitDefaults::default(), "/w").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().contains("--name=value"), "{err}");
+    }
+
+    /// What bash makes of `lines` followed by printing `$variable`.
+    fn bash_value(lines: &str, variable: &str) -> String {
+        let output = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("{lines}\nprintf '%s' \"${variable}\""))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    #[test]
+    fn batch_script_quotes_the_directory_and_runs_the_script_with_its_output_beside_it() {
+        let dir = "/home/o'brien/$(touch x)/key-1";
+        let script = batch_script(&spec(), dir).unwrap();
+        assert!(script.starts_with("#!/bin/bash\n"));
+        let dir_line = script.lines().find(|l| l.starts_with("dir=")).unwrap();
+        assert_eq!(bash_value(dir_line, "dir"), dir);
+        assert!(script.contains("exec bash \"$dir/script.sh\""));
+        assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
+        assert!(script.contains("record \"exit $rc\""));
+        assert!(
+            script.ends_with("exit \"$rc\"\n"),
+            "SLURM sees the script's exit code"
+        );
+        assert!(!script.contains('@'), "a placeholder was left: {script}");
+    }
+
+    #[test]
+    fn containers_run_through_apptainer_or_singularity() {
+        let mut spec = spec();
+        for (runtime, program) in [
+            (ContainerRuntime::Apptainer, "apptainer"),
+            (ContainerRuntime::Singularity, "singularity"),
+        ] {
+            spec.container = Some(Container {
+                image: "/images/my tool.sif".into(),
+                runtime,
+            });
+            let script = batch_script(&spec, "/w").unwrap();
+            assert!(
+                script.contains(&format!(
+                    "exec {program} exec --bind \"$dir\" '/images/my tool.sif' bash \"$dir/script.sh\""
+                )),
+                "{script}"
+            );
+        }
+        spec.container = Some(Container {
+            image: "python:3.12".into(),
+            runtime: ContainerRuntime::Docker,
+        });
+        let err = batch_script(&spec, "/w").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    }
+
+    #[test]
+    fn environment_values_are_quoted_never_evaluated() {
+        let mut spec = spec();
+        spec.environment
+            .insert("HOSTILE".into(), "$(touch /tmp/x) `id` ' \"\r\n;".into());
+        spec.environment.insert("EMPTY".into(), String::new());
+        let file = environment_file(&spec).unwrap();
+        assert!(file.starts_with("# The environment of batchbridge job key-1.\n"));
+        assert_eq!(bash_value(&file, "HOSTILE"), spec.environment["HOSTILE"]);
+        assert_eq!(bash_value(&file, "EMPTY"), "");
+    }
+}

@@ -1,0 +1,22 @@
+# `sh -c "$FETCH" sh WORK ID TASK tail N` or `... range OFFSET LEN`: a window of the task's
+# stdout on stdout and of its stderr on stderr, each after a `SIZE OFFSET` line. Streams the
+# bytes with dd; nothing is read whole. Exits 3 when WORK has no job ID.
+d=$1/ids/$2 task=$3 mode=$4 a=$5 b=${6:-0}
+[ -d "$d" ] || exit 3
+window() {
+    size=$(stat -c %s "$1" 2>/dev/null) || size=0
+    if [ "$mode" = tail ]; then
+        len=$a
+        [ "$len" -gt "$size" ] && len=$size
+        offset=$((size - len))
+    else
+        offset=$a len=$b
+        [ "$offset" -gt "$size" ] && offset=$size
+    fi
+    printf '%s %s\n' "$size" "$offset"
+    [ "$len" -gt 0 ] && [ "$offset" -lt "$size" ] &&
+        dd if="$1" bs=65536 skip="$offset" count="$len" iflag=skip_bytes,count_bytes 2>/dev/null
+    return 0
+}
+window "$d/task-$task.stdout"
+window "$d/task-$task.stderr" >&2

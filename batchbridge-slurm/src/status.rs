@@ -1,0 +1,376 @@
+//! One job's status from everything a status cycle learned about it: squeue's rows, sacct's
+//! rows and the job directory. A pure function, so every combination is a table test.
+
+use std::collections::BTreeMap;
+
+use batchbridge_core::{JobState, JobStatus, TaskCounts};
+
+use crate::parse::{JobFiles, Row, TaskEnd, Tasks};
+
+/// What one status cycle saw of one job.
+#[derive(Debug, Default)]
+pub(crate) struct Sightings<'a> {
+    /// squeue's rows: authoritative while SLURM remembers the job.
+    pub(crate) squeue: Vec<&'a Row>,
+    /// sacct's rows: the record once squeue has forgotten the job.
+    pub(crate) sacct: Vec<&'a Row>,
+    /// The job directory, when it was read.
+    pub(crate) files: Option<&'a JobFiles>,
+}
+
+impl Sightings<'_> {
+    /// Whether the job is an array, by what SLURM printed or by its task count.
+    pub(crate) fn is_array(&self) -> bool {
+        self.squeue
+            .iter()
+            .chain(&self.sacct)
+            .any(|row| matches!(row.tasks, Tasks::Indices(_)))
+            || self.files.is_some_and(|f| f.tasks > 1)
+    }
+
+    /// Whether the scheduler's rows settle this job without the job directory. Arrays never
+    /// do: only the directory knows how many tasks there are, and tasks SLURM has purged.
+    pub(crate) fn settled_by_scheduler(&self) -> bool {
+        if self.is_array() {
+            return false;
+        }
+        self.whole_row()
+            .is_some_and(|s| !s.state.is_terminal() || s.exit_code.is_some() || s.signal.is_some())
+    }
+
+    /// The non-array job's row, squeue's before sacct's.
+    fn whole_row(&self) -> Option<&JobStatus> {
+        self.squeue
+            .iter()
+            .chain(&self.sacct)
+            .find(|row| row.tasks == Tasks::Whole)
+            .map(|row| &row.status)
+    }
+}
+
+/// The status of job `id` from what was seen of it.
+pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
+    if seen.is_array() {
+        return resolve_array(id, seen);
+    }
+    let ended = seen.files.and_then(|f| f.ended.get(&0).copied());
+    match seen.whole_row() {
+        Some(status) => {
+            let mut status = status.clone();
+            if status.state.is_terminal() && status.exit_code.is_none() && status.signal.is_none() {
+                match ended {
+                    Some(TaskEnd::Exit(code)) => status.exit_code = Some(code),
+                    Some(TaskEnd::Signal(signal)) => status.signal = Some(signal),
+                    None => {}
+                }
+            }
+            status
+        }
+        None => match (seen.files, ended) {
+            (Some(files), Some(end)) => from_exit_file(end, files.cancel_requested),
+            (Some(_), None) => JobStatus::unknown(format!(
+                "SLURM no longer knows job {id} (not in squeue; sacct has no record or is \
+                 unavailable) and its batch script recorded no end"
+            )),
+            (None, _) => JobStatus::unknown(format!(
+                "SLURM knows no job {id}, and it was not submitted through this work directory"
+            )),
+        },
+    }
+}
+
+/// A task's status from the wrapper's record alone.
+fn from_exit_file(end: TaskEnd, cancel_requested: bool) -> JobStatus {
+    let why = "from the exit-code file: SLURM no longer knows the job";
+    let mut status = match end {
+        TaskEnd::Exit(0) => JobStatus::new(JobState::Succeeded, ""),
+        TaskEnd::Exit(code) => {
+            let mut status = JobStatus::new(JobState::Failed, "");
+            status.exit_code = Some(code);
+            status
+        }
+        TaskEnd::Signal(signal) => {
+            let state = if cancel_requested {
+                JobState::Cancelled
+            } else {
+                JobState::Failed
+            };
+            let mut status = JobStatus::new(state, "");
+            status.signal = Some(signal);
+            status
+        }
+    };
+    status.reason = Some(why.to_owned());
+    status
+}
+
+fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
+    // Later inserts win: sacct first, squeue over it.
+    let mut tasks: BTreeMap<u32, &JobStatus> = BTreeMap::new();
+    for row in seen.sacct.iter().chain(&seen.squeue) {
+        if let Tasks::Indices(indices) = &row.tasks {
+            tasks.extend(indices.iter().map(|i| (*i, &row.status)));
+        }
+    }
+    let from_files: BTreeMap<u32, JobStatus> = seen
+        .files
+        .map(|f| {
+            f.ended
+                .iter()
+                .map(|(i, end)| (*i, from_exit_file(*end, f.cancel_requested)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let total = seen
+        .files
+        .map(|f| f.tasks)
+        .or_else(|| tasks.keys().next_back().map(|last| last + 1))
+        .unwrap_or(0);
+    let statuses: Vec<Option<&JobStatus>> = (0..total)
+        .map(|i| tasks.get(&i).copied().or_else(|| from_files.get(&i)))
+        .collect();
+    let counts = TaskCounts::from_states(
+        statuses
+            .iter()
+            .map(|s| s.map_or(JobState::Unknown, |s| s.state)),
+    );
+    let known: Vec<&JobStatus> = statuses.iter().flatten().copied().collect();
+    if known.len() < statuses.len() && !known.iter().any(|s| s.state.is_active()) {
+        let mut status = JobStatus::unknown(format!(
+            "SLURM no longer knows {} of the {total} tasks of array job {id}",
+            statuses.len() - known.len()
+        ));
+        status.tasks = Some(counts);
+        return status;
+    }
+
+    let state = counts.overall_state();
+    let mut natives: Vec<&str> = known
+        .iter()
+        .map(|s| s.native_state.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    natives.sort_unstable();
+    natives.dedup();
+    let mut status = JobStatus::new(state, natives.join(","));
+    // The reason of a task in the array's state says why the array is there.
+    status.reason = known
+        .iter()
+        .find(|s| s.state == state && s.reason.is_some())
+        .and_then(|s| s.reason.clone());
+    status.submitted_at = known.iter().filter_map(|s| s.submitted_at).min();
+    status.started_at = known.iter().filter_map(|s| s.started_at).min();
+    if state.is_terminal() {
+        status.ended_at = known.iter().filter_map(|s| s.ended_at).max();
+    }
+    status.tasks = Some(counts);
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use batchbridge_core::JobState::*;
+
+    use super::*;
+    use crate::parse::{parse_job_files, parse_sacct, parse_squeue};
+
+    struct Case {
+        what: &'static str,
+        squeue: &'static str,
+        sacct: &'static str,
+        files: &'static str,
+        expected: (JobState, Option<i32>, Option<i32>),
+        tasks: Option<(u32, u32, u32, u32)>,
+    }
+
+    fn run(case: &Case) -> JobStatus {
+        let squeue = parse_squeue(case.squeue);
+        let sacct = parse_sacct(case.sacct);
+        let files = parse_job_files(case.files);
+        let seen = Sightings {
+            squeue: squeue.iter().filter(|r| r.job == "7").collect(),
+            sacct: sacct.iter().filter(|r| r.job == "7").collect(),
+            files: files.get("7"),
+        };
+        resolve("7", &seen)
+    }
+
+    #[test]
+    fn every_source_and_their_combinations() {
+        let cases = [
+            Case {
+                what: "running in squeue",
+                squeue: "7|RUNNING|None|1|2|NONE",
+                sacct: "",
+                files: "",
+                expected: (Running, None, None),
+                tasks: None,
+            },
+            Case {
+                what: "finished in squeue: the exit-code file adds the code",
+                squeue: "7|FAILED|NonZeroExitCode|1|2|3",
+                sacct: "",
+                files: "7 tasks 1 0\n7 task 0 exit 3",
+                expected: (Failed, Some(3), None),
+                tasks: None,
+            },
+            Case {
+                what: "squeue wins over a lagging sacct",
+                squeue: "7|COMPLETED|None|1|2|3",
+                sacct: "7|RUNNING|None|0:0|1|2|Unknown",
+                files: "7 tasks 1 0\n7 task 0 exit 0",
+                expected: (Succeeded, Some(0), None),
+                tasks: None,
+            },
+            Case {
+                what: "purged from squeue: sacct",
+                squeue: "",
+                sacct: "7|TIMEOUT|None|0:15|1|2|3",
+                files: "",
+                expected: (Failed, Some(0), Some(15)),
+                tasks: None,
+            },
+            Case {
+                what: "neither knows it: the exit-code file decides",
+                squeue: "",
+                sacct: "",
+                files: "7 tasks 1 0\n7 task 0 exit 5",
+                expected: (Failed, Some(5), None),
+                tasks: None,
+            },
+            Case {
+                what: "neither knows it, killed after a cancel",
+                squeue: "",
+                sacct: "",
+                files: "7 tasks 1 1\n7 task 0 signal 15",
+                expected: (Cancelled, None, Some(15)),
+                tasks: None,
+            },
+            Case {
+                what: "neither knows it, killed without a cancel (a time limit)",
+                squeue: "",
+                sacct: "",
+                files: "7 tasks 1 0\n7 task 0 signal 15",
+                expected: (Failed, None, Some(15)),
+                tasks: None,
+            },
+            Case {
+                what: "neither knows it and it recorded no end",
+                squeue: "",
+                sacct: "",
+                files: "7 tasks 1 0",
+                expected: (Unknown, None, None),
+                tasks: None,
+            },
+            Case {
+                what: "not ours and unknown",
+                squeue: "",
+                sacct: "",
+                files: "",
+                expected: (Unknown, None, None),
+                tasks: None,
+            },
+            Case {
+                what: "array: pending tasks expanded by squeue -r",
+                squeue: "7_0|RUNNING|None|1|2|NONE\n7_1|PENDING|JobArrayTaskLimit|1|N/A|N/A\n7_2|PENDING|JobArrayTaskLimit|1|N/A|N/A",
+                sacct: "",
+                files: "7 tasks 3 0",
+                expected: (Running, None, None),
+                tasks: Some((3, 1, 0, 0)),
+            },
+            Case {
+                what: "array: task 0 purged from squeue, sacct remembers it",
+                squeue: "7_1|FAILED|NonZeroExitCode|1|2|3\n7_2|RUNNING|None|1|2|NONE",
+                sacct: "7_0|COMPLETED|None|0:0|1|2|3\n7_1|RUNNING|None|0:0|1|2|Unknown\n7_[2]|PENDING|None|0:0|1|N/A|N/A",
+                files: "7 tasks 3 0",
+                expected: (Running, None, None),
+                tasks: Some((3, 1, 1, 1)),
+            },
+            Case {
+                what: "array: all done, one failed, some known only from files",
+                squeue: "7_2|COMPLETED|None|1|2|3",
+                sacct: "",
+                files: "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
+                expected: (Failed, None, None),
+                tasks: Some((3, 0, 2, 1)),
+            },
+            Case {
+                what: "array: a task nobody knows any more",
+                squeue: "",
+                sacct: "",
+                files: "7 tasks 3 0\n7 task 0 exit 0\n7 task 2 exit 0",
+                expected: (Unknown, None, None),
+                tasks: Some((3, 0, 2, 0)),
+            },
+            Case {
+                what: "array of one task",
+                squeue: "7_0|COMPLETED|None|1|2|3",
+                sacct: "",
+                files: "7 tasks 1 0\n7 task 0 exit 0",
+                expected: (Succeeded, None, None),
+                tasks: Some((1, 0, 1, 0)),
+            },
+        ];
+        for case in &cases {
+            let status = run(case);
+            assert_eq!(
+                (status.state, status.exit_code, status.signal),
+                case.expected,
+                "{}: {status:?}",
+                case.what
+            );
+            let counts = status
+                .tasks
+                .map(|t| (t.total, t.running, t.succeeded, t.failed));
+            assert_eq!(counts, case.tasks, "{}: {status:?}", case.what);
+        }
+    }
+
+    #[test]
+    fn arrays_summarise_native_states_reasons_and_times() {
+        let squeue =
+            parse_squeue("7_0|RUNNING|None|10|20|NONE\n7_1|PENDING|JobArrayTaskLimit|11|N/A|N/A\n");
+        let seen = Sightings {
+            squeue: squeue.iter().collect(),
+            ..Sightings::default()
+        };
+        let status = resolve("7", &seen);
+        assert_eq!(status.native_state, "PENDING,RUNNING");
+        assert_eq!(status.reason, None, "the running task has no reason");
+        assert_eq!(
+            status.submitted_at,
+            Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(10))
+        );
+        assert_eq!(status.ended_at, None);
+    }
+
+    #[test]
+    fn what_needs_the_job_directory() {
+        let squeue = parse_squeue(
+            "1|RUNNING|None|1|2|NONE\n2|COMPLETED|None|1|2|3\n3_0|RUNNING|None|1|2|NONE\n",
+        );
+        let sacct = parse_sacct("5|COMPLETED|None|0:0|1|2|3\n");
+        let by_job = |job: &str| Sightings {
+            squeue: squeue.iter().filter(|r| r.job == job).collect(),
+            ..Sightings::default()
+        };
+        assert!(by_job("1").settled_by_scheduler(), "running");
+        assert!(
+            !by_job("2").settled_by_scheduler(),
+            "finished, no exit code yet"
+        );
+        let from_sacct = Sightings {
+            sacct: sacct.iter().collect(),
+            ..Sightings::default()
+        };
+        assert!(
+            from_sacct.settled_by_scheduler(),
+            "sacct gives the exit code"
+        );
+        assert!(
+            !by_job("3").settled_by_scheduler(),
+            "arrays need the task count"
+        );
+        assert!(!by_job("4").settled_by_scheduler(), "never seen");
+    }
+}
