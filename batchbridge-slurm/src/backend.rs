@@ -372,10 +372,17 @@ impl BatchBackend for SlurmBackend {
                 return Err(if error.is_temporary() {
                     error
                 } else {
+                    let partition = spec
+                        .queue
+                        .as_ref()
+                        .or(self.config.defaults.partition.as_ref());
+                    let on = partition
+                        .map(|p| format!(" on partition {p:?}"))
+                        .unwrap_or_default();
                     Error::new(
                         ErrorKind::Rejected,
                         format!(
-                            "SLURM refused job {}: {}",
+                            "SLURM refused job {}{on}: {}",
                             spec.key,
                             output.stderr_text().trim()
                         ),

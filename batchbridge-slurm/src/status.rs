@@ -83,9 +83,13 @@ pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
 fn from_exit_file(end: TaskEnd, cancel_requested: bool) -> JobStatus {
     let why = "from the exit-code file: SLURM no longer knows the job";
     let mut status = match end {
-        TaskEnd::Exit(0) => JobStatus::new(JobState::Succeeded, ""),
         TaskEnd::Exit(code) => {
-            let mut status = JobStatus::new(JobState::Failed, "");
+            let state = if code == 0 {
+                JobState::Succeeded
+            } else {
+                JobState::Failed
+            };
+            let mut status = JobStatus::new(state, "");
             status.exit_code = Some(code);
             status
         }
@@ -218,6 +222,14 @@ mod tests {
                 what: "squeue wins over a lagging sacct",
                 squeue: "7|COMPLETED|None|1|2|3",
                 sacct: "7|RUNNING|None|0:0|1|2|Unknown",
+                files: "7 tasks 1 0\n7 task 0 exit 0",
+                expected: (Succeeded, Some(0), None),
+                tasks: None,
+            },
+            Case {
+                what: "neither knows it: the exit-code file says it succeeded",
+                squeue: "",
+                sacct: "",
                 files: "7 tasks 1 0\n7 task 0 exit 0",
                 expected: (Succeeded, Some(0), None),
                 tasks: None,

@@ -160,3 +160,144 @@ async fn impossible_and_held_jobs_wait_then_cancel() {
         );
     }
 }
+
+mod common;
+
+use batchbridge_core::{ArraySpec, BatchBackend, ErrorKind, OutputRequest};
+
+#[tokio::test]
+async fn a_job_over_its_time_limit_ends_timeout() {
+    let slurm = common::backend();
+    let mut spec = common::spec("timeout", "echo started\nsleep 600\n");
+    spec.resources.wall_time = Some(Duration::from_secs(60));
+    let id = slurm.submit(&spec).await.unwrap();
+    let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(
+        (status.state, status.native_state.as_str()),
+        (JobState::Failed, "TIMEOUT"),
+        "{status:?}"
+    );
+    assert_eq!(status.reason.as_deref(), Some("TimeLimit"), "{status:?}");
+    assert_eq!(
+        status.signal,
+        Some(15),
+        "SLURM ends it with SIGTERM: {status:?}"
+    );
+    let output = slurm
+        .fetch_output(&id, &OutputRequest::tail(100))
+        .await
+        .unwrap();
+    assert_eq!(output.stdout.text(), "started\n");
+}
+
+#[tokio::test]
+async fn a_job_cancelled_on_the_cluster_side_shows_cancelled() {
+    let slurm = common::backend();
+    let id = slurm
+        .submit(&common::spec("external-cancel", "sleep 600\n"))
+        .await
+        .unwrap();
+    common::wait_for(&slurm, &id, "Running", |s| s.state == JobState::Running).await;
+    let someone_else = ssh_facts().key_shell();
+    common::on_cluster(&someone_else, "scancel", &[id.as_str()]).await;
+    let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(status.state, JobState::Cancelled, "{status:?}");
+    assert!(status.native_state.starts_with("CANCELLED"), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_job_purged_from_squeue_is_answered_by_sacct() {
+    let slurm = common::backend();
+    let id = slurm
+        .submit(&common::spec("purged", "echo bye\nexit 6\n"))
+        .await
+        .unwrap();
+    common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    common::wait_purged(&ssh_facts().key_shell(), &id).await;
+    let status = slurm.status(std::slice::from_ref(&id)).await.unwrap()[&id].clone();
+    assert_eq!(
+        (status.state, status.native_state.as_str(), status.exit_code),
+        (JobState::Failed, "FAILED", Some(6)),
+        "sacct's record: {status:?}"
+    );
+    assert!(status.ended_at.is_some(), "{status:?}");
+    assert!(slurm.capabilities().accounting);
+    let output = slurm
+        .fetch_output(&id, &OutputRequest::tail(10))
+        .await
+        .unwrap();
+    assert_eq!(output.stdout.text(), "bye\n");
+}
+
+#[tokio::test]
+async fn an_invalid_partition_is_refused_clearly_and_frees_the_key() {
+    let slurm = common::backend();
+    let mut spec = common::spec("bad-partition", "echo fixed\n");
+    spec.queue = Some("no-such-partition".into());
+    let err = slurm.submit(&spec).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+    assert!(!err.is_temporary(), "{err}");
+    assert!(
+        err.message().contains("no-such-partition")
+            && err.message().contains("Invalid partition name"),
+        "{err}"
+    );
+    assert_eq!(
+        slurm.find(&spec.key).await.unwrap(),
+        None,
+        "nothing left behind"
+    );
+
+    spec.queue = Some("debug".into());
+    let id = slurm.submit(&spec).await.unwrap();
+    let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(
+        status.state,
+        JobState::Succeeded,
+        "the corrected spec runs: {status:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_throttled_array_counts_its_tasks_and_its_failure() {
+    let slurm = common::backend();
+    let mut spec = common::spec(
+        "array",
+        "echo \"task $BATCHBRIDGE_TASK_INDEX\"\nsleep 2\n[ \"$BATCHBRIDGE_TASK_INDEX\" != 1 ] || exit 4\n",
+    );
+    spec.array = Some(ArraySpec {
+        count: 3,
+        max_parallel: Some(1),
+    });
+    let id = slurm.submit(&spec).await.unwrap();
+    let running = common::wait_for(&slurm, &id, "a task running", |s| {
+        s.state == JobState::Running
+    })
+    .await;
+    let tasks = running.tasks.unwrap();
+    assert_eq!(
+        (tasks.total, tasks.running),
+        (3, 1),
+        "%1 runs one at a time: {running:?}"
+    );
+    assert_eq!(
+        tasks.pending + tasks.succeeded + tasks.failed,
+        2,
+        "{running:?}"
+    );
+
+    let done = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    let tasks = done.tasks.unwrap();
+    assert_eq!(done.state, JobState::Failed, "{done:?}");
+    assert_eq!(
+        (tasks.succeeded, tasks.failed, tasks.cancelled),
+        (2, 1, 0),
+        "{done:?}"
+    );
+    assert!(done.native_state.contains("FAILED"), "{done:?}");
+    let failed_task = slurm
+        .fetch_output(&id, &OutputRequest::tail(100).for_task(1))
+        .await
+        .unwrap();
+    assert_eq!(failed_task.stdout.text(), "task 1\n");
+}

@@ -84,3 +84,23 @@ impl SshFacts {
         .unwrap()
     }
 }
+
+/// Runs a test bed script (`tests/testbed/NAME`) with `args`, as CI does, panicking with its
+/// output when it fails. Used by tests that stop and start parts of the test bed.
+pub fn testbed_script(name: &str, args: &[&str]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testbed")
+        .join(name);
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{} {args:?} failed: {}{}",
+        script.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

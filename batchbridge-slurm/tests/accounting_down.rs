@@ -1,0 +1,85 @@
+//! Status with slurmdbd stopped, once squeue has forgotten the jobs: only the exit-code files
+//! are left to decide. Its own test binary, because it takes accounting away from the whole
+//! cluster, and cargo runs test binaries one after another.
+
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use batchbridge_core::{BatchBackend, JobState};
+use batchbridge_testbed::{ssh_facts, testbed_script};
+
+/// Brings slurmdbd back when the test ends, passed or failed.
+struct StartSlurmdbdOnDrop;
+
+impl Drop for StartSlurmdbdOnDrop {
+    fn drop(&mut self) {
+        testbed_script("slurm.sh", &["start-slurmdbd"]);
+    }
+}
+
+#[tokio::test]
+async fn with_accounting_down_the_exit_code_files_decide() {
+    testbed_script("slurm.sh", &["stop-slurmdbd"]);
+    let _restart = StartSlurmdbdOnDrop;
+    let slurm = common::backend();
+    let ok = slurm
+        .submit(&common::spec("dbd-ok", "echo ok\n"))
+        .await
+        .unwrap();
+    let failing = slurm
+        .submit(&common::spec("dbd-fails", "exit 9\n"))
+        .await
+        .unwrap();
+    let cancelled = slurm
+        .submit(&common::spec("dbd-cancelled", "sleep 600\n"))
+        .await
+        .unwrap();
+    common::wait_for(&slurm, &cancelled, "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await;
+    slurm.cancel(&cancelled).await.unwrap();
+
+    let ids = [ok.clone(), failing.clone(), cancelled.clone()];
+    let shell = ssh_facts().key_shell();
+    for id in &ids {
+        common::wait_for(&slurm, id, "the end", |s| s.state.is_terminal()).await;
+        common::wait_purged(&shell, id).await;
+    }
+
+    let statuses = slurm.status(&ids).await.unwrap();
+    assert!(
+        !slurm.capabilities().accounting,
+        "sacct failed, so accounting is known down"
+    );
+    let seen = |id| {
+        let s = &statuses[id];
+        (s.state, s.exit_code, s.signal)
+    };
+    assert_eq!(
+        seen(&ok),
+        (JobState::Succeeded, Some(0), None),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        seen(&failing),
+        (JobState::Failed, Some(9), None),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        seen(&cancelled),
+        (JobState::Cancelled, None, Some(15)),
+        "{statuses:?}"
+    );
+    for status in statuses.values() {
+        assert!(
+            status
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("exit-code file")),
+            "{status:?}"
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! What the real-cluster tests share: a backend on the test bed, unique keys, waiting.
+
+// Each test binary compiles this module and uses part of it.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use batchbridge_core::conformance::{self, Config};
+use batchbridge_core::shell::{Command, Shell, SshShell};
+use batchbridge_core::{JobId, JobKey, JobSpec, JobStatus};
+use batchbridge_slurm::{SlurmBackend, SlurmConfig};
+use batchbridge_testbed::ssh_facts;
+
+/// A backend for the test bed's cluster over its own SSH connection.
+pub fn backend() -> SlurmBackend {
+    SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap()
+}
+
+/// A spec on the `debug` partition with a key no other run used.
+pub fn spec(name: &str, script: &str) -> JobSpec {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let key = JobKey::new(format!("rs-{name}-{nanos:x}-{n}")).unwrap();
+    let mut spec = JobSpec::new(key, name, script);
+    spec.queue = Some("debug".into());
+    spec
+}
+
+fn config() -> Config {
+    Config {
+        timeout: Duration::from_secs(240),
+        poll_interval: Duration::from_millis(500),
+        ..Config::default()
+    }
+}
+
+/// Polls the backend until `done` holds for the job; fails after 4 minutes.
+pub async fn wait_for(
+    backend: &SlurmBackend,
+    id: &JobId,
+    what: &str,
+    done: impl Fn(&JobStatus) -> bool,
+) -> JobStatus {
+    conformance::wait_for(backend, id, &config(), what, done)
+        .await
+        .unwrap()
+}
+
+/// Runs a command on the cluster as the test user, outside the backend.
+pub async fn on_cluster(shell: &SshShell, program: &str, args: &[&str]) -> String {
+    let output = shell
+        .run(&Command::new(program).args(args.iter().copied()))
+        .await
+        .unwrap()
+        .check(program)
+        .unwrap();
+    output.stdout_text()
+}
+
+/// Waits until squeue no longer knows the job (MinJobAge is 30 s; slurmctld purges about
+/// once a minute).
+pub async fn wait_purged(shell: &SshShell, id: &JobId) {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let output = shell
+            .run(&Command::new("squeue").args(["-h", "-t", "all", "-j", id.as_str()]))
+            .await
+            .unwrap();
+        if output.stderr_text().contains("Invalid job id") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "job {id} never left squeue");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
