@@ -132,7 +132,7 @@ impl SlurmBackend {
             .absolute_work_dir
             .get_or_try_init(|| async {
                 let command = sh(
-                    "mkdir -p -- \"$1\" && cd -- \"$1\" && pwd -P",
+                    "mkdir -p -- \"$1/jobs\" \"$1/ids\" && cd -- \"$1\" && pwd -P",
                     [self.config.work_dir.as_str()],
                 );
                 let output = self
@@ -330,25 +330,18 @@ impl BatchBackend for SlurmBackend {
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
         spec.validate()?;
         self.capabilities().check(spec, self.name())?;
+        let environment = environment_file(spec)?;
         let work = self.work_dir().await?;
         let dir = format!("{work}/jobs/{}", spec.key);
         let options = sbatch_options(spec, &self.config.defaults, &dir)?;
         let batch = batch_script(spec, &dir)?;
-        let environment = environment_file(spec)?;
-        let (batch_len, env_len) = (batch.len().to_string(), environment.len().to_string());
         let tasks = spec.task_count().to_string();
-        let stdin = [
-            batch.as_bytes(),
-            environment.as_bytes(),
-            spec.script.as_bytes(),
-        ]
-        .concat();
         let command = sh(
             SUBMIT,
-            [work, spec.key.as_str(), &batch_len, &env_len, &tasks],
+            [work, spec.key.as_str(), &tasks, &batch, &environment],
         )
         .args(options)
-        .stdin(stdin);
+        .stdin(spec.script.as_bytes());
 
         let output = match self.run(command).await {
             Ok(output) => output,

@@ -11,7 +11,7 @@ record() {
 trap 'record "signal 15"; exit 143' TERM
 (
     . "$dir/env.sh"
-    export BATCHBRIDGE_TASK_INDEX="$task"
+    export BATCHBRIDGE_TASK_INDEX="$task" BATCHBRIDGE_JOB_ID="${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}"
     exec @RUNNER@bash "$dir/script.sh"
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &
 wait "$!"

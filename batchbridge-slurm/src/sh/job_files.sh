@@ -8,10 +8,15 @@ for id in "$@"; do
     [ -d "$d" ] || continue
     cancelled=0
     [ -e "$d/cancel-requested" ] && cancelled=1
-    printf '%s tasks %s %s\n' "$id" "$(cat "$d/tasks" 2>/dev/null || echo 1)" "$cancelled"
+    # `read` is a builtin: no process per file, which matters at a thousand jobs a cycle.
+    tasks=1
+    read -r tasks <"$d/tasks"
+    printf '%s tasks %s %s\n' "$id" "$tasks" "$cancelled"
     for f in "$d"/task-*.exit; do
         [ -f "$f" ] || continue
         index=${f##*/task-}
-        printf '%s task %s %s\n' "$id" "${index%.exit}" "$(cat "$f")"
+        end=
+        read -r end <"$f"
+        printf '%s task %s %s\n' "$id" "${index%.exit}" "$end"
     done
 done

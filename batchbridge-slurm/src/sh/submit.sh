@@ -1,28 +1,28 @@
-# Submits one job: `sh -c "$SUBMIT" sh WORK KEY BATCH_LEN ENV_LEN TASKS SBATCH_OPTION...` with
-# the batch script, the environment file and the job script back to back on stdin.
-# Prints `submitted ID`, `existing ID` (the key already has a job) or `claimed` (a submit of
-# the key is in flight). Exits 71 with sbatch's message when sbatch refuses the job.
+# Submits one job: `sh -c "$SUBMIT" sh WORK KEY TASKS BATCH_SCRIPT ENV_FILE SBATCH_OPTION...`
+# with the job's script on stdin. Prints `submitted ID`, `existing ID` (the key already has a
+# job) or `claimed` (a submit of the key is in flight). Exits 71 with sbatch's message when
+# sbatch refuses the job. Only builtins besides mkdir, cat, sbatch and ln: forks are what a
+# submit costs on a busy login node.
 # Hang-ups are ignored so that a dropped connection cannot stop it between sbatch and
 # recording the id.
 trap '' HUP PIPE
 set -u
-work=$1 key=$2 batch_len=$3 env_len=$4 tasks=$5
+work=$1 key=$2 tasks=$3 batch=$4 environment=$5
 shift 5
 dir=$work/jobs/$key
 umask 077
-mkdir -p "$work/jobs" "$work/ids" || exit 70
 # mkdir is atomic: of two submits of one key, one claims it.
 if ! mkdir "$dir" 2>/dev/null; then
     if [ -s "$dir/job_id" ]; then
-        printf 'existing %s\n' "$(cat "$dir/job_id")"
+        read -r id <"$dir/job_id"
+        printf 'existing %s\n' "$id"
     else
         echo claimed
     fi
     exit 0
 fi
-take() { dd of="$dir/$1" bs="$2" count=1 iflag=fullblock 2>/dev/null; }
-if ! { take job.sh "$batch_len" && take env.sh "$env_len" && cat >"$dir/script.sh" &&
-    printf '%s\n' "$tasks" >"$dir/tasks"; }; then
+if ! { printf '%s' "$batch" >"$dir/job.sh" && printf '%s' "$environment" >"$dir/env.sh" &&
+    printf '%s\n' "$tasks" >"$dir/tasks" && cat >"$dir/script.sh"; }; then
     echo "cannot write the job directory $dir" >&2
     rm -rf "$dir"
     exit 70
@@ -34,5 +34,5 @@ if ! reply=$(sbatch --parsable "$@" "$dir/job.sh"); then
 fi
 id=${reply%%;*}
 ln -sfn "../jobs/$key" "$work/ids/$id"
-printf '%s\n' "$id" >"$dir/job_id.tmp" && mv -f "$dir/job_id.tmp" "$dir/job_id"
+printf '%s\n' "$id" >"$dir/job_id"
 printf 'submitted %s\n' "$id"
