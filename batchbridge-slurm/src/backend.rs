@@ -562,7 +562,120 @@ impl BatchBackend for SlurmBackend {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
+    use batchbridge_core::JobState;
+
     use super::*;
+
+    mockall::mock! {
+        Cluster {}
+        impl std::fmt::Debug for Cluster {
+            fn fmt<'a>(&self, f: &mut std::fmt::Formatter<'a>) -> std::fmt::Result;
+        }
+        #[async_trait]
+        impl Shell for Cluster {
+            fn host(&self) -> &str;
+            async fn run(&self, command: &Command) -> Result<Output>;
+        }
+    }
+
+    fn ok(stdout: &str) -> Result<Output> {
+        Ok(Output {
+            exit_code: Some(0),
+            stdout: stdout.into(),
+            ..Output::default()
+        })
+    }
+
+    /// A backend whose shell answers its commands with `replies`, in order, after the work
+    /// directory resolved to /w; more commands than replies fail the test.
+    fn backend(replies: Vec<Result<Output>>) -> SlurmBackend {
+        let replies = Mutex::new(VecDeque::from(replies));
+        let mut shell = MockCluster::new();
+        shell.expect_host().return_const("login".to_owned());
+        shell.expect_run().returning(move |command| {
+            if command
+                .arguments()
+                .get(1)
+                .is_some_and(|s| s.starts_with("mkdir -p"))
+            {
+                return ok("/w\n");
+            }
+            replies
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| panic!("unexpected command {command:?}"))
+        });
+        SlurmBackend::new(Arc::new(shell), SlurmConfig::default()).unwrap()
+    }
+
+    fn spec() -> JobSpec {
+        JobSpec::new(JobKey::new("key-1").unwrap(), "job", "true")
+    }
+
+    #[tokio::test]
+    async fn a_submit_cut_off_mid_way_is_an_unknown_outcome_worth_retrying() {
+        let slurm = backend(vec![Err(Error::new(
+            ErrorKind::ConnectionLost,
+            "master died",
+        ))]);
+        let err = slurm.submit(&spec()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
+        assert!(err.is_temporary());
+        assert!(
+            err.message().contains("key never makes a second job"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_squeue() {
+        let slurm = backend(vec![ok("claimed\n"), ok("41|other\n42|key-1\n")]);
+        assert_eq!(slurm.submit(&spec()).await.unwrap(), JobId::from("42"));
+
+        let slurm = backend(vec![ok("claimed\n"), ok("41|other\n"), ok("")]);
+        let err = slurm.submit(&spec()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
+        assert!(err.is_temporary());
+    }
+
+    #[tokio::test]
+    async fn a_controller_that_does_not_answer_fails_status_temporarily() {
+        let down = Output {
+            exit_code: Some(1),
+            stderr: "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+                .into(),
+            ..Output::default()
+        };
+        let slurm = backend(vec![Ok(down)]);
+        let err = slurm.status(&[JobId::from("5")]).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(err.is_temporary(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn accounting_that_fails_is_skipped_until_the_recheck() {
+        let dbd_down = Output {
+            exit_code: Some(1),
+            stderr: "sacct: error: Problem talking to the database: Connection refused".into(),
+            ..Output::default()
+        };
+        // Cycle 1: squeue forgot job 5, sacct fails, the files decide. Cycle 2: no sacct.
+        let slurm = backend(vec![
+            ok(""),
+            Ok(dbd_down),
+            ok("5 tasks 1 0\n5 task 0 exit 0\n"),
+            ok(""),
+            ok("5 tasks 1 0\n5 task 0 exit 0\n"),
+        ]);
+        for _ in 0..2 {
+            let statuses = slurm.status(&[JobId::from("5")]).await.unwrap();
+            assert_eq!(statuses[&JobId::from("5")].state, JobState::Succeeded);
+            assert!(!slurm.capabilities().accounting);
+        }
+    }
 
     #[test]
     fn failures_are_temporary_only_when_slurm_did_not_answer() {

@@ -163,7 +163,7 @@ async fn impossible_and_held_jobs_wait_then_cancel() {
 
 mod common;
 
-use batchbridge_core::{ArraySpec, BatchBackend, ErrorKind, OutputRequest};
+use batchbridge_core::{ArraySpec, BatchBackend, ErrorKind, JobId, OutputRequest};
 
 #[tokio::test]
 async fn a_job_over_its_time_limit_ends_timeout() {
@@ -300,4 +300,47 @@ async fn a_throttled_array_counts_its_tasks_and_its_failure() {
         .await
         .unwrap();
     assert_eq!(failed_task.stdout.text(), "task 1\n");
+}
+
+/// Root (the test runner; the test bed needs it) owns a job; `batch` may not cancel it.
+#[tokio::test]
+async fn cancelling_someone_elses_job_is_permission_denied() {
+    let output = std::process::Command::new("sbatch")
+        .args([
+            "--parsable",
+            "-p",
+            "debug",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 300",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "sbatch as root: {output:?}");
+    let id = JobId::from(String::from_utf8(output.stdout).unwrap().trim());
+    let slurm = common::backend();
+    let err = slurm.cancel(&id).await.unwrap_err();
+    std::process::Command::new("scancel")
+        .arg(id.as_str())
+        .status()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    assert!(err.message().contains("permission denied"), "{err}");
+}
+
+#[tokio::test]
+async fn a_large_environment_value_reaches_the_job_intact() {
+    let slurm = common::backend();
+    let mut spec = common::spec("big-env", "printf '%s' \"$BIG\" | wc -c\n");
+    spec.environment
+        .insert("BIG".into(), "é$x`\"".repeat(10_000));
+    let id = slurm.submit(&spec).await.unwrap();
+    let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let output = slurm
+        .fetch_output(&id, &OutputRequest::tail(100))
+        .await
+        .unwrap();
+    assert_eq!(output.stdout.text().trim(), "60000");
 }
