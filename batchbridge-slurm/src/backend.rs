@@ -114,11 +114,6 @@ impl SlurmBackend {
         })
     }
 
-    /// The shell this backend runs its commands through.
-    pub fn shell(&self) -> &Arc<dyn Shell> {
-        &self.shell
-    }
-
     async fn run(&self, command: Command) -> Result<Output> {
         self.shell
             .run(&command.timeout(self.config.command_timeout))

@@ -33,3 +33,8 @@ mod status;
 
 pub use backend::{SlurmBackend, SlurmConfig};
 pub use script::SubmitDefaults;
+
+/// The crate README's examples, compiled as doctests so they cannot go stale.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
