@@ -2,4 +2,5 @@
 //! `condor_rm` driven over a
 //! [`Shell`](https://docs.rs/batchbridge-core/latest/batchbridge_core/shell/trait.Shell.html).
 //!
-//! Not implemented yet: this crate is a placeholder in the workspace layout.
+//! Not implemented yet. So far its tests prove the test bed's HTCondor pool
+//! (`tests/testbed/htcondor.sh`) behaves as the backend will rely on.

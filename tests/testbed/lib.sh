@@ -116,6 +116,7 @@ json_escape() {
 TESTBED_COMPONENTS=(
     sshd
     slurm
+    htcondor
 )
 
 # choose_components [NAME...]: sets COMPONENTS to the names given, or to every component.
@@ -138,4 +139,42 @@ ensure_secret_file() {
         (umask 077 && printf '%s' "$secret" >"$path")
     fi
     chmod 600 "$path"
+}
+
+# process_gone PID : true once PID has exited (a zombie counts as gone: PID 1
+# in containers does not always reap promptly).
+process_gone() {
+    local state
+    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
+    [[ -z "$state" || "$state" == Z ]]
+}
+
+# ensure_keypair PATH COMMENT: an ed25519 key pair without passphrase, made once.
+ensure_keypair() {
+    local key=$1 comment=$2
+    if [[ ! -s "$key" || ! -s "$key.pub" ]]; then
+        log "generating key $key"
+        rm -f "$key" "$key.pub"
+        ssh-keygen -q -t ed25519 -N '' -C "$comment" -f "$key"
+    fi
+    chmod 600 "$key"
+    chmod 644 "$key.pub"
+}
+
+# port_open PORT : true if something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+    # shellcheck disable=SC2016 # expanded by the inner bash
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$1" 2>/dev/null
+}
+
+# component_main ARG... : the entry point of a component script; runs its cmd_up, cmd_down
+# or cmd_status as the first argument says.
+component_main() {
+    case "${1:-}" in
+    up | down | status) "cmd_$1" ;;
+    *)
+        echo "usage: $0 up|down|status" >&2
+        exit 2
+        ;;
+    esac
 }

@@ -83,13 +83,6 @@ lock_fd=""
 pid_file() { printf '%s/%s.pid\n' "$SLURM_DIR" "$1"; }
 log_file() { printf '%s/%s.log\n' "$SLURM_DIR" "$1"; }
 
-# process_gone PID : true once PID has exited (a zombie counts as gone: PID 1
-# here does not always reap promptly).
-process_gone() {
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
-    [[ -z "$state" || "$state" == Z ]]
-}
 
 # daemon_pid NAME : print the pid from NAME's pid file if that process is alive
 # and really is NAME (guards against stale pid files and reused pids).
@@ -172,11 +165,6 @@ wait_daemon() {
     die "$name did not become ready"
 }
 
-# port_open PORT : true if something accepts TCP connections on 127.0.0.1:PORT.
-port_open() {
-    # shellcheck disable=SC2016 # expanded by the inner bash
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$1" 2>/dev/null
-}
 
 # ---------------------------------------------------------------------------
 # Health checks (each quick, each safe to run when things are down)

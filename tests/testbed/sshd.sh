@@ -91,13 +91,6 @@ port_answers() {
     [[ "$banner" == SSH- ]]
 }
 
-# process_gone PID : true once PID has exited (a zombie counts as gone: PID 1
-# in containers does not always reap promptly).
-process_gone() {
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
-    [[ -z "$state" || "$state" == Z ]]
-}
 
 stop_sshd() {
     local pid
@@ -138,17 +131,6 @@ ensure_user() {
         "$SSH_USER_HOME/.ssh/authorized_keys"
 }
 
-# ensure_keypair PATH COMMENT: an ed25519 key pair without passphrase, made once.
-ensure_keypair() {
-    local key=$1 comment=$2
-    if [[ ! -s "$key" || ! -s "$key.pub" ]]; then
-        log "generating key $key"
-        rm -f "$key" "$key.pub"
-        ssh-keygen -q -t ed25519 -N '' -C "$comment" -f "$key"
-    fi
-    chmod 600 "$key"
-    chmod 644 "$key.pub"
-}
 
 ensure_keys() {
     ensure_keypair "$CLIENT_KEY" batchbridge-testbed-client
@@ -315,12 +297,4 @@ cmd_status() {
     return 1
 }
 
-case "${1:-}" in
-up) cmd_up ;;
-down) cmd_down ;;
-status) cmd_status ;;
-*)
-    echo "usage: $0 up|down|status" >&2
-    exit 2
-    ;;
-esac
+component_main "$@"

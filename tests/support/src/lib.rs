@@ -38,25 +38,41 @@ pub fn testbed_dir() -> PathBuf {
     )
 }
 
-/// Reads `ssh/facts.json`, panicking with the command to run when it is missing.
-pub fn ssh_facts() -> SshFacts {
-    let path = testbed_dir().join("ssh/facts.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
-        panic!(
-            "{}: {err}; start the test bed with tests/testbed/up.sh",
-            path.display()
-        )
-    });
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let field = |name: &str| {
-        json[name]
+/// A component's facts file under the test bed directory, panicking with the command to run
+/// when it is missing.
+struct Facts(serde_json::Value);
+
+impl Facts {
+    fn read(relative: &str) -> Self {
+        let path = testbed_dir().join(relative);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+            panic!(
+                "{}: {err}; start the test bed with tests/testbed/up.sh",
+                path.display()
+            )
+        });
+        Self(serde_json::from_str(&text).unwrap())
+    }
+
+    fn field(&self, name: &str) -> String {
+        self.0[name]
             .as_str()
             .unwrap_or_else(|| panic!("facts.json lacks {name}"))
             .to_owned()
-    };
+    }
+
+    fn port(&self) -> u16 {
+        u16::try_from(self.0["port"].as_u64().unwrap()).unwrap()
+    }
+}
+
+/// Reads `ssh/facts.json`.
+pub fn ssh_facts() -> SshFacts {
+    let facts = Facts::read("ssh/facts.json");
+    let field = |name: &str| facts.field(name);
     SshFacts {
         host: field("host"),
-        port: u16::try_from(json["port"].as_u64().unwrap()).unwrap(),
+        port: facts.port(),
         user: field("user"),
         private_key: field("private_key").into(),
         password: std::fs::read_to_string(field("password_file")).unwrap(),
@@ -65,14 +81,33 @@ pub fn ssh_facts() -> SshFacts {
     }
 }
 
+/// A config failing fast (one connect attempt, 5 s), as tests want.
+fn fail_fast(config: SshConfig) -> SshConfig {
+    let mut config = config;
+    config.connect_attempts = 1;
+    config.connect_timeout = Duration::from_secs(5);
+    config
+}
+
+/// A shell on the HTCondor pool (`tests/testbed/htcondor.sh`, facts in
+/// `htcondor/facts.json`), logged in with the test bed's client key.
+pub fn htcondor_shell() -> SshShell {
+    let facts = Facts::read("htcondor/facts.json");
+    let config = SshConfig::new(
+        facts.field("host"),
+        facts.field("user"),
+        SshAuth::KeyFile(facts.field("private_key").into()),
+        HostKeys::File(facts.field("known_hosts").into()),
+    )
+    .port(facts.port());
+    SshShell::new(fail_fast(config)).unwrap()
+}
+
 impl SshFacts {
     /// A config for the test bed's sshd with the given credentials and host keys, failing
     /// fast (one connect attempt, 5 s).
     pub fn config(&self, auth: SshAuth, host_keys: HostKeys) -> SshConfig {
-        let mut config = SshConfig::new(&self.host, &self.user, auth, host_keys).port(self.port);
-        config.connect_attempts = 1;
-        config.connect_timeout = Duration::from_secs(5);
-        config
+        fail_fast(SshConfig::new(&self.host, &self.user, auth, host_keys).port(self.port))
     }
 
     /// A shell logged in with the user's key, trusting the real host key.

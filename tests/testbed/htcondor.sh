@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Test bed component: an HTCondor personal pool (collector, negotiator, schedd, startd) in a
+# Debian trixie root filesystem, reached through its own sshd on 127.0.0.1:2223.
+#
+# usage: htcondor.sh up|down|status
+#
+#   up      install debootstrap if needed; build the trixie root filesystem once (cached
+#           under $TESTBED_DIR/htcondor/rootfs, about 30 s, then reused), with condor and
+#           openssh-server in it; mount it (a bind mount of itself first: condor's jobs
+#           need the chroot's / to be a mount point), proc, /dev and sysfs; create the
+#           user `batch` reached with the sshd component's client key; start sshd and
+#           condor_master inside; run a job as `batch` through ssh until condor_history
+#           shows it completed; write facts.json. Idempotent; quick when already up.
+#   down    stop every process running in the root filesystem and unmount it. The root
+#           filesystem is kept for the next `up`.
+#   status  print whether it is up; exit 0 if up, 1 if not.
+#
+# HTCondor must not tune the host's kernel through the shared /proc:
+# ENABLE_KERNEL_TUNING = false is part of the pool's configuration.
+# Requires the sshd component (sshd.sh up) for the client key.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=tests/testbed/lib.sh
+. "$HERE/lib.sh"
+
+SSH_HOST=127.0.0.1
+SSH_PORT=2223
+SSH_USER="batch"
+SUITE=trixie
+MIRROR=http://deb.debian.org/debian
+
+HT_DIR="$TESTBED_DIR/htcondor"
+ROOTFS="$HT_DIR/rootfs"
+READY_MARK="$ROOTFS/.batchbridge-ready"
+CLIENT_KEY="$TESTBED_DIR/ssh/id_ed25519"
+HOST_KEY="$HT_DIR/ssh_host_ed25519_key"
+KNOWN_HOSTS="$HT_DIR/known_hosts"
+FACTS="$HT_DIR/facts.json"
+LOCK_FILE="$HT_DIR/.lock"
+# Paths inside the root filesystem.
+SSHD_CONFIG=/etc/batchbridge/sshd_config
+SSHD_LOG=/var/log/batchbridge-sshd.log
+
+in_root() {
+    chroot "$ROOTFS" "$@"
+}
+
+ssh_batch() {
+    ssh -F /dev/null -o UserKnownHostsFile="$KNOWN_HOSTS" -o GlobalKnownHostsFile=/dev/null \
+        -o StrictHostKeyChecking=yes -o ConnectTimeout=5 -o LogLevel=ERROR -o BatchMode=yes \
+        -o IdentitiesOnly=yes -i "$CLIENT_KEY" -p "$SSH_PORT" "$SSH_USER@$SSH_HOST" "$@" </dev/null
+}
+
+key_auth_ok() {
+    [[ -r "$KNOWN_HOSTS" && -r "$CLIENT_KEY" ]] && ssh_batch true >/dev/null 2>&1
+}
+
+slot_ok() {
+    [[ -n "$(in_root condor_status -af Name 2>/dev/null)" ]]
+}
+
+pool_ok() {
+    [[ -s "$FACTS" ]] && key_auth_ok && slot_ok
+}
+
+# The processes whose root directory is the root filesystem: daemons, sshd, jobs.
+rootfs_pids() {
+    local p
+    for p in /proc/[0-9]*; do
+        [[ "$(readlink "$p/root" 2>/dev/null)" == "$ROOTFS" ]] && printf '%s\n' "${p#/proc/}"
+    done
+    return 0
+}
+
+build_rootfs() {
+    apt_install debootstrap
+    if mountpoint -q "$ROOTFS"; then
+        die "$ROOTFS is mounted but not complete; run 'htcondor.sh down' first"
+    fi
+    rm -rf "$ROOTFS"
+    log "htcondor: debootstrap $SUITE into $ROOTFS"
+    debootstrap --variant=minbase "$SUITE" "$ROOTFS" "$MIRROR" >"$HT_DIR/debootstrap.log" 2>&1 ||
+        { tail -n 20 "$HT_DIR/debootstrap.log" >&2; die "debootstrap failed"; }
+    mount_rootfs
+    # No service may start while packages install.
+    printf '#!/bin/sh\nexit 101\n' >"$ROOTFS/usr/sbin/policy-rc.d"
+    chmod 755 "$ROOTFS/usr/sbin/policy-rc.d"
+    log "htcondor: installing condor and openssh-server in the root filesystem"
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o Acquire::Retries=3 update >&2
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 install \
+        --no-install-recommends condor openssh-server >&2
+    in_root apt-get clean
+    touch "$READY_MARK"
+}
+
+mount_rootfs() {
+    mountpoint -q "$ROOTFS" || mount --bind "$ROOTFS" "$ROOTFS"
+    mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+    if ! mountpoint -q "$ROOTFS/dev"; then
+        mount --rbind /dev "$ROOTFS/dev"
+        mount --make-rslave "$ROOTFS/dev"
+    fi
+    mountpoint -q "$ROOTFS/sys" || mount -t sysfs sysfs "$ROOTFS/sys"
+    cp /etc/hosts /etc/resolv.conf "$ROOTFS/etc/"
+}
+
+unmount_rootfs() {
+    local path
+    for path in "$ROOTFS/sys" "$ROOTFS/dev" "$ROOTFS/proc" "$ROOTFS"; do
+        if mountpoint -q "$path"; then
+            umount -R "$path" || umount -R -l "$path"
+        fi
+    done
+}
+
+ensure_user() {
+    in_root id -u "$SSH_USER" >/dev/null 2>&1 ||
+        in_root useradd --create-home --shell /bin/bash "$SSH_USER"
+    # useradd leaves the account locked, and sshd (UsePAM no) refuses locked accounts.
+    in_root usermod -p '*' "$SSH_USER"
+    in_root install -d -o "$SSH_USER" -g "$SSH_USER" -m 700 "/home/$SSH_USER/.ssh"
+    install -m 600 "$CLIENT_KEY.pub" "$ROOTFS/home/$SSH_USER/.ssh/authorized_keys"
+    in_root chown "$SSH_USER:$SSH_USER" "/home/$SSH_USER/.ssh/authorized_keys"
+}
+
+configure() {
+    ensure_keypair "$HOST_KEY" batchbridge-testbed-htcondor-host
+    install -d -m 755 "$ROOTFS/etc/batchbridge" "$ROOTFS/run/sshd"
+    install -m 600 "$HOST_KEY" "$ROOTFS/etc/batchbridge/ssh_host_ed25519_key"
+    printf '[%s]:%s %s\n' "$SSH_HOST" "$SSH_PORT" "$(awk '{print $1, $2}' "$HOST_KEY.pub")" \
+        >"$KNOWN_HOSTS"
+    chmod 644 "$KNOWN_HOSTS"
+    cat >"$ROOTFS$SSHD_CONFIG" <<EOF
+# Generated by tests/testbed/htcondor.sh.
+ListenAddress $SSH_HOST
+Port $SSH_PORT
+HostKey /etc/batchbridge/ssh_host_ed25519_key
+PidFile /run/batchbridge-sshd.pid
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin no
+AllowUsers $SSH_USER
+MaxStartups 200:30:400
+MaxSessions 200
+UseDNS no
+PrintMotd no
+PerSourcePenalties no
+EOF
+    in_root /usr/sbin/sshd -t -f "$SSHD_CONFIG" || die "sshd -t rejected $SSHD_CONFIG"
+    cat >"$ROOTFS/etc/condor/config.d/50-batchbridge.conf" <<'EOF'
+# Generated by tests/testbed/htcondor.sh: a personal pool on 127.0.0.1.
+use ROLE : Personal
+CONDOR_HOST = 127.0.0.1
+NETWORK_INTERFACE = 127.0.0.1
+BIND_ALL_INTERFACES = false
+ENABLE_IPV6 = false
+DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD STARTD
+# Without this, condor_master rewrites the host's kernel settings through the shared /proc.
+ENABLE_KERNEL_TUNING = false
+# Match within a second or two instead of 10 to 18.
+NEGOTIATOR_INTERVAL = 2
+NEGOTIATOR_MIN_INTERVAL = 1
+NEGOTIATOR_CYCLE_DELAY = 1
+EOF
+}
+
+start_daemons() {
+    if ! port_open "$SSH_PORT"; then
+        log "htcondor: starting sshd on $SSH_HOST:$SSH_PORT"
+        in_root /usr/sbin/sshd -f "$SSHD_CONFIG" -E "$SSHD_LOG" {lock_fd}>&- </dev/null
+    fi
+    if ! pgrep -x condor_master >/dev/null || ! slot_ok; then
+        log "htcondor: starting condor_master"
+        in_root install -d -o condor -g condor /var/run/condor /var/lock/condor /var/log/condor
+        in_root /usr/sbin/condor_master {lock_fd}>&- </dev/null
+    fi
+    WAIT_FOR_SLEEP=0.5 wait_for 60 "key login to $SSH_USER@$SSH_HOST:$SSH_PORT" key_auth_ok ||
+        die "sshd in the root filesystem does not accept the key (log: $ROOTFS$SSHD_LOG)"
+    WAIT_FOR_SLEEP=0.5 wait_for 120 "an HTCondor slot" slot_ok ||
+        die "no slot appeared (logs: $ROOTFS/var/log/condor)"
+}
+
+# job_completed CLUSTER : true once condor_history says the cluster's job completed.
+job_completed() {
+    [[ "$(ssh_batch condor_history "$1" -af JobStatus 2>/dev/null)" == 4 ]]
+}
+
+# A job as `batch` over ssh, until condor_history says it completed.
+end_to_end_check() {
+    local cluster
+    # shellcheck disable=SC2016 # expanded by the remote shell
+    cluster="$(ssh_batch 'cd /tmp && printf "executable = /bin/true\nqueue\n" | condor_submit -terse - | cut -d. -f1')"
+    [[ "$cluster" =~ ^[0-9]+$ ]] || die "condor_submit as $SSH_USER printed '$cluster'"
+    WAIT_FOR_SLEEP=0.5 wait_for 120 "job $cluster to complete" job_completed "$cluster" ||
+        die "a test job did not complete (see condor_q -better-analyze $cluster)"
+    log "htcondor: as $SSH_USER via ssh: job $cluster completed"
+}
+
+write_facts() {
+    printf '{"host":"%s","port":%d,"user":"%s","private_key":"%s","known_hosts":"%s"}\n' \
+        "$SSH_HOST" "$SSH_PORT" "$SSH_USER" "$(json_escape "$CLIENT_KEY")" \
+        "$(json_escape "$KNOWN_HOSTS")" >"$FACTS.tmp"
+    chmod 644 "$FACTS.tmp"
+    mv -f "$FACTS.tmp" "$FACTS"
+}
+
+cmd_up() {
+    if pool_ok; then
+        log "htcondor: already up on $SSH_HOST:$SSH_PORT"
+        return 0
+    fi
+    [[ "$(id -u)" == 0 ]] || die "htcondor.sh up must run as root"
+    [[ -r "$CLIENT_KEY.pub" ]] || die "$CLIENT_KEY.pub missing: run 'sshd.sh up' first"
+    local started=$SECONDS
+    install -d -m 755 "$HT_DIR"
+    exec {lock_fd}>"$LOCK_FILE"
+    flock -w 900 "$lock_fd" || die "could not lock $LOCK_FILE"
+    if pool_ok; then
+        log "htcondor: already up on $SSH_HOST:$SSH_PORT"
+        return 0
+    fi
+    [[ -e "$READY_MARK" ]] || build_rootfs
+    mount_rootfs
+    ensure_user
+    configure
+    start_daemons
+    end_to_end_check
+    write_facts
+    log "htcondor: up on $SSH_HOST:$SSH_PORT in $((SECONDS - started))s, facts: $FACTS"
+}
+
+cmd_down() {
+    local pids
+    if [[ -d "$HT_DIR" ]]; then
+        exec {lock_fd}>"$LOCK_FILE"
+        flock -w 900 "$lock_fd" || die "could not lock $LOCK_FILE"
+    fi
+    mapfile -t pids < <(rootfs_pids)
+    if ((${#pids[@]} > 0)); then
+        log "htcondor: stopping ${#pids[@]} processes in the root filesystem"
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        sleep 1
+        mapfile -t pids < <(rootfs_pids)
+        ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true
+    fi
+    unmount_rootfs
+    log "htcondor: down (root filesystem kept in $ROOTFS)"
+}
+
+cmd_status() {
+    if pool_ok; then
+        echo "htcondor: up on $SSH_HOST:$SSH_PORT, facts: $FACTS"
+        return 0
+    fi
+    echo "htcondor: down"
+    return 1
+}
+
+component_main "$@"
