@@ -360,11 +360,10 @@ impl BatchBackend for SlurmBackend {
                 return Err(if error.is_temporary() {
                     error
                 } else {
-                    let partition = spec
-                        .queue
-                        .as_ref()
-                        .or(self.config.defaults.partition.as_ref());
-                    let on = partition
+                    let on = self
+                        .config
+                        .defaults
+                        .partition_for(spec)
                         .map(|p| format!(" on partition {p:?}"))
                         .unwrap_or_default();
                     Error::new(

@@ -23,6 +23,14 @@ pub struct SubmitDefaults {
     pub account: Option<String>,
 }
 
+impl SubmitDefaults {
+    /// The partition `spec` goes to: its own queue, else the default; `None` leaves the
+    /// choice to SLURM.
+    pub fn partition_for<'a>(&'a self, spec: &'a JobSpec) -> Option<&'a str> {
+        spec.queue.as_deref().or(self.partition.as_deref())
+    }
+}
+
 /// `sbatch`'s options for `spec`, whose files live in `dir`. Passthrough options come first,
 /// so that the options batchbridge relies on (the comment holding the key, the output file,
 /// the array range) win when a passthrough option repeats one.
@@ -50,7 +58,7 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
     }
     options.push(format!("--job-name={}", spec.name));
     options.push(format!("--comment={}", spec.key));
-    if let Some(partition) = spec.queue.as_ref().or(defaults.partition.as_ref()) {
+    if let Some(partition) = defaults.partition_for(spec) {
         options.push(format!("--partition={partition}"));
     }
     if let Some(account) = &defaults.account {
