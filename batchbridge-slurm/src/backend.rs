@@ -171,13 +171,13 @@ impl SlurmBackend {
     }
 
     /// Runs sacct, remembering whether accounting answered. `None` when it did not.
-    async fn sacct(&self, args: Vec<String>) -> Result<Option<String>> {
+    async fn sacct(&self, args: &[&str]) -> Result<Option<String>> {
         if !self.accounting_worth_trying() {
             return Ok(None);
         }
         let command = Command::new("env")
             .args(["SLURM_TIME_FORMAT=%s", "sacct", "-X", "-n", "-P"])
-            .args(args);
+            .args(args.iter().copied());
         let output = self.run(command).await?;
         if output.success() {
             self.set_accounting(Accounting::Available);
@@ -247,9 +247,8 @@ impl SlurmBackend {
         if let Some(id) = parse::find_commented(&output.stdout_text(), key.as_str()) {
             return Ok(Some(JobId::from(id)));
         }
-        let args = ["-S", FIND_WINDOW, "-o", "JobID,Comment"].map(String::from);
         let found = self
-            .sacct(args.to_vec())
+            .sacct(&["-S", FIND_WINDOW, "-o", "JobID,Comment"])
             .await?
             .and_then(|text| parse::find_commented(&text, key.as_str()));
         Ok(found.map(JobId::from))
@@ -263,6 +262,20 @@ fn sh<'a>(script: &str, args: impl IntoIterator<Item = &'a str>) -> Command {
         .arg(script)
         .arg("sh")
         .args(args)
+}
+
+/// Adds each row to the sightings of the job it belongs to, in the list `slot` picks; rows
+/// of jobs nobody asked about (squeue `--me` lists them all) are dropped.
+fn sort_into<'a>(
+    seen: &mut HashMap<&str, Sightings<'a>>,
+    rows: &'a [Row],
+    slot: for<'s> fn(&'s mut Sightings<'a>) -> &'s mut Vec<&'a Row>,
+) {
+    for row in rows {
+        if let Some(sighting) = seen.get_mut(row.job.as_str()) {
+            slot(sighting).push(row);
+        }
+    }
 }
 
 /// SLURM ids are numbers; anything else never reaches a command or a path.
@@ -438,11 +451,7 @@ impl BatchBackend for SlurmBackend {
         let squeue = self.squeue(&valid).await?;
         let mut seen: HashMap<&str, Sightings<'_>> =
             valid.iter().map(|id| (*id, Sightings::default())).collect();
-        for row in &squeue {
-            if let Some(sighting) = seen.get_mut(row.job.as_str()) {
-                sighting.squeue.push(row);
-            }
-        }
+        sort_into(&mut seen, &squeue, |sighting| &mut sighting.squeue);
 
         let for_sacct: Vec<&str> = valid
             .iter()
@@ -452,22 +461,12 @@ impl BatchBackend for SlurmBackend {
         let sacct = if for_sacct.is_empty() {
             Vec::new()
         } else {
-            let args = vec![
-                "-o".to_owned(),
-                SACCT_FIELDS.to_owned(),
-                "-j".to_owned(),
-                for_sacct.join(","),
-            ];
-            self.sacct(args)
+            self.sacct(&["-o", SACCT_FIELDS, "-j", &for_sacct.join(",")])
                 .await?
                 .map(|text| parse_sacct(&text))
                 .unwrap_or_default()
         };
-        for row in &sacct {
-            if let Some(sighting) = seen.get_mut(row.job.as_str()) {
-                sighting.sacct.push(row);
-            }
-        }
+        sort_into(&mut seen, &sacct, |sighting| &mut sighting.sacct);
 
         let for_files: Vec<&str> = valid
             .iter()
