@@ -62,8 +62,10 @@ impl Default for Config {
     }
 }
 
-/// A key no earlier run of the suite used, on any machine sharing the cluster.
-fn unique_key(check: &str) -> JobKey {
+/// A key no earlier run of the suite used, on any machine sharing the cluster: `cf-`, the
+/// letters and digits of `check`, then a time, process and counter tail. A backend's own
+/// real-cluster tests use it too.
+pub fn unique_key(check: &str) -> JobKey {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)

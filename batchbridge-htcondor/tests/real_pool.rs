@@ -7,14 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use batchbridge_core::shell::{Command, Shell, SshShell};
-use batchbridge_testbed::htcondor_shell;
-
-async fn run(shell: &SshShell, command: Command) -> String {
-    let output = shell.run(&command).await.unwrap();
-    let what = command.program().to_owned();
-    output.check(&what).unwrap().stdout_text()
-}
+use batchbridge_core::shell::Command;
+use batchbridge_testbed::{htcondor_shell, stdout_of};
 
 #[tokio::test]
 async fn a_cluster_of_three_procs_reports_each_exit_code_in_history() {
@@ -25,7 +19,7 @@ async fn a_cluster_of_three_procs_reports_each_exit_code_in_history() {
                        transfer_executable = false\n\
                        should_transfer_files = NO\n\
                        queue 3\n";
-    let reply = run(
+    let reply = stdout_of(
         &shell,
         Command::new("condor_submit")
             .args(["-terse", "-"])
@@ -40,7 +34,7 @@ async fn a_cluster_of_three_procs_reports_each_exit_code_in_history() {
 
     let deadline = Instant::now() + Duration::from_secs(120);
     let records = loop {
-        let history = run(
+        let history = stdout_of(
             &shell,
             Command::new("condor_history").args([
                 cluster.as_str(),
@@ -71,7 +65,7 @@ async fn a_cluster_of_three_procs_reports_each_exit_code_in_history() {
         "JobStatus 4 is completed"
     );
 
-    let queue = run(
+    let queue = stdout_of(
         &shell,
         Command::new("condor_q").args([cluster.as_str(), "-json"]),
     )

@@ -6,10 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use batchbridge_core::shell::{Command, Shell, SshShell};
+use batchbridge_core::shell::{Command, SshShell};
 use batchbridge_core::{JobState, JobStatus};
 use batchbridge_slurm::state::status_from;
-use batchbridge_testbed::ssh_facts;
+use batchbridge_testbed::{ssh_facts, stdout_of};
 
 async fn sbatch(shell: &SshShell, options: &[&str], script: &str) -> String {
     let command = Command::new("sbatch")
@@ -17,19 +17,13 @@ async fn sbatch(shell: &SshShell, options: &[&str], script: &str) -> String {
         .args(options.iter().copied())
         .arg("--wrap")
         .arg(script);
-    let out = shell.run(&command).await.unwrap().check("sbatch").unwrap();
-    out.stdout_text().trim().to_owned()
+    stdout_of(shell, command).await.trim().to_owned()
 }
 
 /// squeue's view, mapped: `%T|%r` of one job seen with `-t all`.
 async fn squeue_status(shell: &SshShell, id: &str) -> JobStatus {
-    let out = shell
-        .run(&Command::new("squeue").args(["-t", "all", "-h", "-j", id, "-o", "%T|%r"]))
-        .await
-        .unwrap()
-        .check("squeue")
-        .unwrap();
-    let line = out.stdout_text();
+    let command = Command::new("squeue").args(["-t", "all", "-h", "-j", id, "-o", "%T|%r"]);
+    let line = stdout_of(shell, command).await;
     let (state, reason) = line
         .trim()
         .split_once('|')
@@ -39,21 +33,9 @@ async fn squeue_status(shell: &SshShell, id: &str) -> JobStatus {
 
 /// sacct's view, mapped, when it has a row for the job.
 async fn sacct_status(shell: &SshShell, id: &str) -> Option<JobStatus> {
-    let out = shell
-        .run(&Command::new("sacct").args([
-            "-X",
-            "-P",
-            "-n",
-            "-o",
-            "State,Reason,ExitCode",
-            "-j",
-            id,
-        ]))
-        .await
-        .unwrap()
-        .check("sacct")
-        .unwrap();
-    let text = out.stdout_text();
+    let command =
+        Command::new("sacct").args(["-X", "-P", "-n", "-o", "State,Reason,ExitCode", "-j", id]);
+    let text = stdout_of(shell, command).await;
     let fields: Vec<&str> = text.lines().next().unwrap_or("").split('|').collect();
     match fields.as_slice() {
         [state, reason, exit] => Some(status_from(state, reason, Some(exit))),
@@ -145,12 +127,7 @@ async fn impossible_and_held_jobs_wait_then_cancel() {
     let held_status = wait_squeue(&shell, &held, |s| s.native_state == "PENDING").await;
     assert_eq!(held_status.state, JobState::Held, "{held_status:?}");
 
-    shell
-        .run(&Command::new("scancel").args([&impossible, &held]))
-        .await
-        .unwrap()
-        .check("scancel")
-        .unwrap();
+    stdout_of(&shell, Command::new("scancel").args([&impossible, &held])).await;
     for id in [&impossible, &held] {
         let cancelled = sacct_final_status(&shell, id).await;
         assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
@@ -199,7 +176,7 @@ async fn a_job_cancelled_on_the_cluster_side_shows_cancelled() {
         .unwrap();
     common::wait_for(&slurm, &id, "Running", |s| s.state == JobState::Running).await;
     let someone_else = ssh_facts().key_shell();
-    common::on_cluster(&someone_else, "scancel", &[id.as_str()]).await;
+    stdout_of(&someone_else, Command::new("scancel").arg(id.as_str())).await;
     let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
     assert_eq!(status.state, JobState::Cancelled, "{status:?}");
     assert!(status.native_state.starts_with("CANCELLED"), "{status:?}");

@@ -4,12 +4,11 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use batchbridge_core::conformance::{self, Config};
 use batchbridge_core::shell::{Command, Shell, SshShell};
-use batchbridge_core::{JobId, JobKey, JobSpec, JobStatus};
+use batchbridge_core::{JobId, JobSpec, JobStatus};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::ssh_facts;
 
@@ -20,14 +19,7 @@ pub fn backend() -> SlurmBackend {
 
 /// A spec on the `debug` partition with a key no other run used.
 pub fn spec(name: &str, script: &str) -> JobSpec {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let key = JobKey::new(format!("rs-{name}-{nanos:x}-{n}")).unwrap();
-    let mut spec = JobSpec::new(key, name, script);
+    let mut spec = JobSpec::new(conformance::unique_key(name), name, script);
     spec.queue = Some("debug".into());
     spec
 }
@@ -50,17 +42,6 @@ pub async fn wait_for(
     conformance::wait_for(backend, id, &config(), what, done)
         .await
         .unwrap()
-}
-
-/// Runs a command on the cluster as the test user, outside the backend.
-pub async fn on_cluster(shell: &SshShell, program: &str, args: &[&str]) -> String {
-    let output = shell
-        .run(&Command::new(program).args(args.iter().copied()))
-        .await
-        .unwrap()
-        .check(program)
-        .unwrap();
-    output.stdout_text()
 }
 
 /// Waits until squeue no longer knows the job (MinJobAge is 30 s; slurmctld purges about

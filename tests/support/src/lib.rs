@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 
 /// The SSH facts of the test bed's sshd.
 #[derive(Debug, Clone)]
@@ -138,4 +138,12 @@ pub fn testbed_script(name: &str, args: &[&str]) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Runs `command` through `shell` and returns its stdout, panicking unless it exits 0: for
+/// tests that act on a cluster outside the backend under test.
+pub async fn stdout_of<S: Shell + ?Sized>(shell: &S, command: Command) -> String {
+    let what = command.program().to_owned();
+    let output = shell.run(&command).await.unwrap();
+    output.check(&what).unwrap().stdout_text()
 }
