@@ -146,7 +146,10 @@ pub fn parse_sbatch(text: &str) -> Option<String> {
 pub fn find_commented(text: &str, key: &str) -> Option<String> {
     text.lines().find_map(|line| {
         let (id, comment) = line.split_once('|')?;
-        (comment.trim() == key).then(|| parse_job_id(id).map(|(job, _)| job))?
+        if comment.trim() != key {
+            return None;
+        }
+        parse_job_id(id).map(|(job, _tasks)| job)
     })
 }
 
