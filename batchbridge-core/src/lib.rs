@@ -12,6 +12,8 @@
 //! - [`shell`] is the transport backends drive schedulers through: [`shell::LocalShell`]
 //!   and [`shell::SshShell`] (one multiplexed OpenSSH connection per host).
 //! - [`LocalBackend`] runs jobs as local processes: the embedded default.
+//! - [`remote`] is the job directory that command-line backends (SLURM, HTCondor) keep on a
+//!   cluster, with the submit and output commands they share.
 //! - [`conformance`] is the test suite any backend runs against itself.
 //!
 //! ```
@@ -39,6 +41,7 @@ pub mod backend;
 pub mod conformance;
 pub mod error;
 pub mod local;
+pub mod remote;
 pub mod shell;
 pub mod spec;
 pub mod state;

@@ -6,23 +6,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use batchbridge_core::remote::{self, Submitted, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
-    MAX_OUTPUT_CHUNK, OutputRange, OutputRequest, Result,
+    OutputRequest, Result,
 };
-use tokio::sync::OnceCell;
 
 use crate::parse::{
-    self, JobFiles, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_job_files, parse_sacct, parse_sbatch,
-    parse_squeue,
+    self, JobFiles, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_job_files, parse_sacct, parse_squeue,
 };
-use crate::script::{SubmitDefaults, batch_script, environment_file, sbatch_options};
+use crate::script::{SubmitDefaults, batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
 
-const SUBMIT: &str = include_str!("sh/submit.sh");
 const JOB_FILES: &str = include_str!("sh/job_files.sh");
-const FETCH_OUTPUT: &str = include_str!("sh/fetch_output.sh");
 const CANCEL: &str = include_str!("sh/cancel.sh");
 /// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
 /// command line, which must stay well under the remote shell's 128 KiB argument limit.
@@ -94,22 +91,17 @@ enum Accounting {
 pub struct SlurmBackend {
     shell: Arc<dyn Shell>,
     config: SlurmConfig,
-    absolute_work_dir: OnceCell<String>,
+    work_dir: WorkDir,
     accounting: Mutex<Accounting>,
 }
 
 impl SlurmBackend {
     /// A backend that works through `shell`. Nothing runs until the first call.
     pub fn new(shell: Arc<dyn Shell>, config: SlurmConfig) -> Result<Self> {
-        if config.work_dir.is_empty() || config.work_dir.contains(['\0', '\n', '\r']) {
-            return Err(Error::invalid_input(
-                "work_dir: must be a non-empty path without NUL bytes or line breaks",
-            ));
-        }
         Ok(Self {
             shell,
+            work_dir: WorkDir::new(config.work_dir.as_str())?,
             config,
-            absolute_work_dir: OnceCell::new(),
             accounting: Mutex::new(Accounting::Untried),
         })
     }
@@ -120,31 +112,10 @@ impl SlurmBackend {
             .await
     }
 
-    /// The work directory as an absolute path, created on first use, so that job files are
-    /// named the same from the login node and from inside a job.
     async fn work_dir(&self) -> Result<&str> {
-        let dir = self
-            .absolute_work_dir
-            .get_or_try_init(|| async {
-                let command = sh(
-                    "mkdir -p -- \"$1/jobs\" \"$1/ids\" && cd -- \"$1\" && pwd -P",
-                    [self.config.work_dir.as_str()],
-                );
-                let output = self
-                    .run(command)
-                    .await?
-                    .check("creating the work directory")?;
-                let dir = output.stdout_text().trim_end_matches('\n').to_owned();
-                if !dir.starts_with('/') || dir.contains(['\n', '\r']) {
-                    return Err(Error::new(
-                        ErrorKind::UnexpectedOutput,
-                        format!("the work directory resolved to {dir:?}, not an absolute path"),
-                    ));
-                }
-                Ok(dir)
-            })
-            .await?;
-        Ok(dir)
+        self.work_dir
+            .resolve(self.shell.as_ref(), self.config.command_timeout)
+            .await
     }
 
     fn accounting(&self) -> Accounting {
@@ -226,7 +197,7 @@ impl SlurmBackend {
     async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
         let work = self.work_dir().await?;
         let output = self
-            .run(sh(
+            .run(Command::sh(
                 JOB_FILES,
                 std::iter::once(work).chain(ids.iter().copied()),
             ))
@@ -255,15 +226,6 @@ impl SlurmBackend {
     }
 }
 
-/// `sh -c SCRIPT sh ARGS...`: the script is a constant, every value a positional parameter.
-fn sh<'a>(script: &str, args: impl IntoIterator<Item = &'a str>) -> Command {
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .args(args)
-}
-
 /// Adds each row to the sightings of the job it belongs to, in the list `slot` picks; rows
 /// of jobs nobody asked about (squeue `--me` lists them all) are dropped.
 fn sort_into<'a>(
@@ -276,12 +238,6 @@ fn sort_into<'a>(
             slot(sighting).push(row);
         }
     }
-}
-
-/// SLURM ids are numbers; anything else never reaches a command or a path.
-fn slurm_id(id: &JobId) -> Option<&str> {
-    let id = id.as_str();
-    (!id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())).then_some(id)
 }
 
 /// An error for a SLURM command that failed: temporary when the controller or the database
@@ -309,18 +265,6 @@ fn scheduler_failure(what: &str, output: &Output) -> Error {
     }
 }
 
-/// Reads one stream of the fetch script: a `SIZE OFFSET` line, then the bytes.
-fn parse_window(stream: &[u8]) -> Option<batchbridge_core::OutputChunk> {
-    let newline = stream.iter().position(|b| *b == b'\n')?;
-    let header = std::str::from_utf8(&stream[..newline]).ok()?;
-    let (size, offset) = header.split_once(' ')?;
-    Some(batchbridge_core::OutputChunk {
-        data: stream[newline + 1..].to_vec(),
-        offset: offset.parse().ok()?,
-        total_size: size.parse().ok()?,
-    })
-}
-
 #[async_trait]
 impl BatchBackend for SlurmBackend {
     fn name(&self) -> &str {
@@ -343,59 +287,30 @@ impl BatchBackend for SlurmBackend {
         let dir = format!("{work}/jobs/{}", spec.key);
         let options = sbatch_options(spec, &self.config.defaults, &dir)?;
         let batch = batch_script(spec, &dir)?;
-        let tasks = spec.task_count().to_string();
-        let command = sh(
-            SUBMIT,
-            [work, spec.key.as_str(), &tasks, &batch, &environment],
+        let tasks = format!("{}\n", spec.task_count());
+        let job_script = format!("{dir}/job.sh");
+        let sbatch = ["sbatch".to_owned(), "--parsable".to_owned()]
+            .into_iter()
+            .chain(options)
+            .chain([job_script])
+            .collect();
+        let files = [
+            ("job.sh", batch.as_str()),
+            ("env.sh", environment.as_str()),
+            ("tasks", tasks.as_str()),
+        ];
+        let submitted = remote::submit(
+            self.shell.as_ref(),
+            work,
+            spec,
+            &files,
+            sbatch,
+            self.config.command_timeout,
         )
-        .args(options)
-        .stdin(spec.script.as_bytes());
-
-        let output = match self.run(command).await {
-            Ok(output) => output,
-            Err(err) if matches!(err.kind(), ErrorKind::ConnectionLost | ErrorKind::Timeout) => {
-                return Err(Error::new(
-                    ErrorKind::SubmitOutcomeUnknown,
-                    format!(
-                        "the submit of job {} may or may not have reached SLURM ({err}); \
-                         submit it again or call find: its key never makes a second job",
-                        spec.key
-                    ),
-                )
-                .temporary());
-            }
-            Err(err) => return Err(err),
-        };
-        match output.exit_code {
-            Some(0) => {}
-            Some(71) => {
-                let error = scheduler_failure("sbatch", &output);
-                return Err(if error.is_temporary() {
-                    error
-                } else {
-                    let on = self
-                        .config
-                        .defaults
-                        .partition_for(spec)
-                        .map(|p| format!(" on partition {p:?}"))
-                        .unwrap_or_default();
-                    Error::new(
-                        ErrorKind::Rejected,
-                        format!(
-                            "SLURM refused job {}{on}: {}",
-                            spec.key,
-                            output.stderr_text().trim()
-                        ),
-                    )
-                });
-            }
-            _ => return Err(scheduler_failure("submitting through sh", &output)),
-        }
-        let reply = output.stdout_text();
-        let mut words = reply.split_whitespace();
-        match (words.next(), words.next().and_then(parse_sbatch)) {
-            (Some("submitted" | "existing"), Some(id)) => Ok(JobId::from(id)),
-            (Some("claimed"), _) => match self.find_in_scheduler(&spec.key).await? {
+        .await?;
+        match submitted {
+            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
+            Submitted::Claimed => match self.find_in_scheduler(&spec.key).await? {
                 Some(id) => Ok(id),
                 None => Err(Error::new(
                     ErrorKind::SubmitOutcomeUnknown,
@@ -407,32 +322,45 @@ impl BatchBackend for SlurmBackend {
                 )
                 .temporary()),
             },
-            _ => Err(Error::new(
-                ErrorKind::UnexpectedOutput,
-                format!("submitting job {} printed {reply:?}", spec.key),
-            )),
+            Submitted::Refused(output) => {
+                let error = scheduler_failure("sbatch", &output);
+                if error.is_temporary() {
+                    return Err(error);
+                }
+                let on = self
+                    .config
+                    .defaults
+                    .partition_for(spec)
+                    .map(|p| format!(" on partition {p:?}"))
+                    .unwrap_or_default();
+                Err(Error::new(
+                    ErrorKind::Rejected,
+                    format!(
+                        "SLURM refused job {}{on}: {}",
+                        spec.key,
+                        output.stderr_text().trim()
+                    ),
+                ))
+            }
         }
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
         let work = self.work_dir().await?;
-        let output = self
-            .run(sh(
-                "cat -- \"$1/jobs/$2/job_id\" 2>/dev/null; exit 0",
-                [work, key.as_str()],
-            ))
-            .await?;
-        if let Some(id) = parse_sbatch(&output.stdout_text()) {
-            return Ok(Some(JobId::from(id)));
+        let recorded =
+            remote::recorded_id(self.shell.as_ref(), work, key, self.config.command_timeout)
+                .await?;
+        match recorded {
+            Some(id) => Ok(Some(JobId::from(id))),
+            None => self.find_in_scheduler(key).await,
         }
-        self.find_in_scheduler(key).await
     }
 
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
         let mut statuses = HashMap::with_capacity(ids.len());
         let mut valid: Vec<&str> = Vec::with_capacity(ids.len());
         for id in ids {
-            match slurm_id(id) {
+            match job_number(id.as_str()) {
                 Some(number) => valid.push(number),
                 None => {
                     statuses.insert(
@@ -483,7 +411,7 @@ impl BatchBackend for SlurmBackend {
         }
 
         for id in ids {
-            if let Some(sighting) = slurm_id(id).and_then(|number| seen.get(number)) {
+            if let Some(sighting) = job_number(id.as_str()).and_then(|number| seen.get(number)) {
                 statuses.insert(id.clone(), resolve(id.as_str(), sighting));
             }
         }
@@ -491,10 +419,10 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = slurm_id(id)
+        let number = job_number(id.as_str())
             .ok_or_else(|| Error::invalid_input(format!("{id:?} is not a SLURM job id")))?;
         let work = self.work_dir().await?;
-        let output = self.run(sh(CANCEL, [work, number])).await?;
+        let output = self.run(Command::sh(CANCEL, [work, number])).await?;
         if output.success() || output.stderr_text().contains("Invalid job id") {
             return Ok(());
         }
@@ -511,45 +439,15 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let not_found = || {
-            Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "job {id} has no output here: it was not submitted through this work directory"
-                ),
-            )
-        };
-        let number = slurm_id(id).ok_or_else(not_found)?;
         let work = self.work_dir().await?;
-        let task = request.task.unwrap_or(0).to_string();
-        let range = match request.range {
-            OutputRange::Tail(n) => vec!["tail".to_owned(), n.min(MAX_OUTPUT_CHUNK).to_string()],
-            OutputRange::Bytes { offset, len } => vec![
-                "range".to_owned(),
-                offset.to_string(),
-                len.min(MAX_OUTPUT_CHUNK).to_string(),
-            ],
-        };
-        let limit = usize::try_from(MAX_OUTPUT_CHUNK).unwrap_or(usize::MAX) + 64;
-        let command = sh(FETCH_OUTPUT, [work, number, &task])
-            .args(range)
-            .output_limit(limit);
-        let output = self.run(command).await?;
-        if output.exit_code == Some(3) {
-            return Err(not_found());
-        }
-        let output = output.check("reading job output")?;
-        match (parse_window(&output.stdout), parse_window(&output.stderr)) {
-            (Some(stdout), Some(stderr))
-                if !output.stdout_truncated && !output.stderr_truncated =>
-            {
-                Ok(JobOutput { stdout, stderr })
-            }
-            _ => Err(Error::new(
-                ErrorKind::UnexpectedOutput,
-                format!("reading the output of job {id} gave no SIZE OFFSET header"),
-            )),
-        }
+        remote::fetch_output(
+            self.shell.as_ref(),
+            work,
+            id.as_str(),
+            request,
+            self.config.command_timeout,
+        )
+        .await
     }
 }
 
@@ -701,36 +599,6 @@ mod tests {
             let error = scheduler_failure("x", &output);
             assert_eq!(error.is_temporary(), temporary, "{stderr}");
             assert!(error.message().contains(stderr), "{error}");
-        }
-    }
-
-    #[test]
-    fn only_numbers_are_slurm_ids() {
-        for (id, ok) in [
-            ("123", true),
-            ("", false),
-            ("123_1", false),
-            ("../123", false),
-            ("1;scancel -u me", false),
-            ("123456789012345678901", false),
-        ] {
-            assert_eq!(slurm_id(&JobId::from(id)).is_some(), ok, "{id:?}");
-        }
-    }
-
-    #[test]
-    fn output_windows() {
-        let chunk = parse_window(b"1048580 1048480\nxxEND\n").unwrap();
-        assert_eq!(
-            (chunk.total_size, chunk.offset, chunk.data.as_slice()),
-            (1_048_580, 1_048_480, b"xxEND\n".as_slice())
-        );
-        let empty = parse_window(b"0 0\n").unwrap();
-        assert!(empty.data.is_empty());
-        let binary = parse_window(b"3 0\n\xff\n\0").unwrap();
-        assert_eq!(binary.data, b"\xff\n\0");
-        for bad in [&b""[..], b"12\nxx", b"a b\n", b"1 2"] {
-            assert_eq!(parse_window(bad), None, "{bad:?}");
         }
     }
 }

@@ -136,12 +136,6 @@ fn parse_lines(text: &str, tool: &str, parse: impl Fn(&[&str]) -> Option<Row>) -
         .collect()
 }
 
-/// Reads `sbatch --parsable`: `123` or `123;cluster`.
-pub fn parse_sbatch(text: &str) -> Option<String> {
-    let id = text.trim().split(';').next()?;
-    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then(|| id.to_owned())
-}
-
 /// Reads `%i|%k` (squeue) or `JobID|Comment` (sacct) lines: the job whose comment is `key`.
 pub fn find_commented(text: &str, key: &str) -> Option<String> {
     text.lines().find_map(|line| {
@@ -333,19 +327,6 @@ mod tests {
         let rows = parse_squeue(out);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].job, "108");
-    }
-
-    #[test]
-    fn sbatch_replies() {
-        let cases = [
-            ("123\n", Some("123")),
-            ("123;cluster\n", Some("123")),
-            ("", None),
-            ("Submitted batch job 123", None),
-        ];
-        for (out, expected) in cases {
-            assert_eq!(parse_sbatch(out).as_deref(), expected, "{out:?}");
-        }
     }
 
     /// `%i|%k` from the test bed: squeue prints `(null)` for an empty comment.

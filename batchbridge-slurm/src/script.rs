@@ -1,5 +1,5 @@
-//! What a submit sends to the cluster, built from a [`JobSpec`]: sbatch's options, the
-//! generated batch script and the environment file. Every value from the spec reaches the
+//! What a submit sends to the cluster, built from a [`JobSpec`]: sbatch's options and the
+//! generated batch script (the environment file is [`batchbridge_core::remote::environment_file`]). Every value from the spec reaches the
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
@@ -9,11 +9,6 @@ pub const PASSTHROUGH_KEY: &str = "slurm";
 
 const BATCH_SCRIPT: &str = include_str!("sh/batch_script.sh");
 const MIB: u64 = 1024 * 1024;
-/// The environment file travels on the remote command line, which sshd hands to the login
-/// shell as one argument of at most 128 KiB; this leaves room for everything else. The
-/// job's script travels on stdin, without a limit.
-pub const MAX_ENVIRONMENT_BYTES: usize = 64 * 1024;
-
 /// Cluster-wide choices a spec does not make itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubmitDefaults {
@@ -141,27 +136,6 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
         .replace("@KEY@", spec.key.as_str())
         .replace("@DIR@", &quote(dir, "the job directory")?)
         .replace("@RUNNER@", &runner))
-}
-
-/// The environment file the batch script sources: one quoted `export` per variable. It is
-/// a file of its own because sbatch refuses a batch script holding `\r\n`, which an
-/// environment value may. At most [`MAX_ENVIRONMENT_BYTES`] long.
-pub fn environment_file(spec: &JobSpec) -> Result<String> {
-    let mut file = format!("# The environment of batchbridge job {}.\n", spec.key);
-    for (name, value) in &spec.environment {
-        file.push_str(&format!(
-            "export {name}={}\n",
-            quote(value, &format!("environment {name:?}"))?
-        ));
-    }
-    if file.len() > MAX_ENVIRONMENT_BYTES {
-        return Err(Error::invalid_input(format!(
-            "environment: {} bytes once quoted, more than the {MAX_ENVIRONMENT_BYTES} a submit \
-             can carry; put large values in a file the script reads",
-            file.len()
-        )));
-    }
-    Ok(file)
 }
 
 fn quote(value: &str, what: &str) -> Result<String> {
@@ -341,29 +315,5 @@ mod tests {
         });
         let err = batch_script(&spec, "/w").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
-    }
-
-    #[test]
-    fn environment_values_are_quoted_never_evaluated() {
-        let mut spec = spec();
-        spec.environment
-            .insert("HOSTILE".into(), "$(touch /tmp/x) `id` ' \"\r\n;".into());
-        spec.environment.insert("EMPTY".into(), String::new());
-        let file = environment_file(&spec).unwrap();
-        assert!(file.starts_with("# The environment of batchbridge job key-1.\n"));
-        assert_eq!(bash_value(&file, "HOSTILE"), spec.environment["HOSTILE"]);
-        assert_eq!(bash_value(&file, "EMPTY"), "");
-    }
-
-    #[test]
-    fn an_environment_too_large_for_the_command_line_is_refused() {
-        let mut spec = spec();
-        spec.environment
-            .insert("BIG".into(), "x".repeat(MAX_ENVIRONMENT_BYTES));
-        let err = environment_file(&spec).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidInput);
-        assert!(err.message().contains("environment"), "{err}");
-        spec.environment.insert("BIG".into(), "x".repeat(60 * 1024));
-        assert!(environment_file(&spec).is_ok());
     }
 }

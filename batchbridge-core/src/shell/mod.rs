@@ -58,6 +58,24 @@ impl Command {
         }
     }
 
+    /// `sh -c SCRIPT sh ARGS...`: a constant script whose values all arrive as positional
+    /// parameters (`$1`, `$2`…), so no value is ever parsed as shell code.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::Command;
+    ///
+    /// let cmd = Command::sh("printf '%s\\n' \"$1\"", ["$(rm -rf ~)"]);
+    /// assert_eq!(cmd.program(), "sh");
+    /// assert_eq!(cmd.arguments(), ["-c", "printf '%s\\n' \"$1\"", "sh", "$(rm -rf ~)"]);
+    /// ```
+    pub fn sh<I, S>(script: &str, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::new("sh").arg("-c").arg(script).arg("sh").args(args)
+    }
+
     /// Appends one argument.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());

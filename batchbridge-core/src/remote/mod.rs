@@ -1,0 +1,379 @@
+//! The job directories that backends driving a scheduler's command-line tools keep on the
+//! cluster, and the remote commands that create and read them. SLURM and HTCondor share it;
+//! a backend for another scheduler over a [`Shell`] can use it too.
+//!
+//! Under a work directory `WORK` (resolved to an absolute path once, so that a path reads
+//! the same on the login node and inside a job):
+//!
+//! ```text
+//! WORK/jobs/KEY/        one per job, claimed by an atomic mkdir: script.sh (the user's
+//!                       script), env.sh, the backend's own files, job_id, and per task
+//!                       task-N.stdout and task-N.stderr
+//! WORK/ids/ID           a symlink to ../jobs/KEY, so a job is found by its id
+//! ```
+//!
+//! Every remote command is a constant script whose values arrive as positional parameters
+//! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
+
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+
+use crate::backend::{JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
+use crate::error::{Error, ErrorKind, Result};
+use crate::shell::{Command, Output, Shell};
+use crate::spec::{JobKey, JobSpec};
+
+const SUBMIT: &str = include_str!("submit.sh");
+const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
+
+/// The most bytes an environment file may have once quoted: it travels as one argument of
+/// the submit command, which must stay well under the remote shell's 128 KiB limit.
+pub const MAX_ENVIRONMENT_BYTES: usize = 64 * 1024;
+
+/// A work directory on a cluster, resolved to an absolute path (and created) on first use.
+///
+/// ```
+/// use batchbridge_core::remote::WorkDir;
+///
+/// assert!(WorkDir::new(".batchbridge/slurm").is_ok());
+/// assert!(WorkDir::new("").is_err());
+/// assert!(WorkDir::new("two\nlines").is_err());
+/// ```
+#[derive(Debug)]
+pub struct WorkDir {
+    configured: String,
+    absolute: OnceCell<String>,
+}
+
+impl WorkDir {
+    /// A work directory at `path`: absolute, or relative to the login directory.
+    pub fn new(path: impl Into<String>) -> Result<Self> {
+        let configured = path.into();
+        if configured.is_empty() || configured.contains(['\0', '\n', '\r']) {
+            return Err(Error::invalid_input(
+                "work_dir: must be a non-empty path without NUL bytes or line breaks",
+            ));
+        }
+        Ok(Self {
+            configured,
+            absolute: OnceCell::new(),
+        })
+    }
+
+    /// The path as configured.
+    pub fn configured(&self) -> &str {
+        &self.configured
+    }
+
+    /// The absolute path, with `jobs/` and `ids/` created the first time it is asked for.
+    pub async fn resolve(&self, shell: &dyn Shell, timeout: Duration) -> Result<&str> {
+        let dir = self
+            .absolute
+            .get_or_try_init(|| async {
+                let command = Command::sh(
+                    "mkdir -p -- \"$1/jobs\" \"$1/ids\" && cd -- \"$1\" && pwd -P",
+                    [self.configured.as_str()],
+                )
+                .timeout(timeout);
+                let output = shell
+                    .run(&command)
+                    .await?
+                    .check("creating the work directory")?;
+                let dir = output.stdout_text().trim_end_matches('\n').to_owned();
+                if !dir.starts_with('/') || dir.contains(['\n', '\r']) {
+                    return Err(Error::new(
+                        ErrorKind::UnexpectedOutput,
+                        format!("the work directory resolved to {dir:?}, not an absolute path"),
+                    ));
+                }
+                Ok(dir)
+            })
+            .await?;
+        Ok(dir)
+    }
+}
+
+/// `env.sh`: one `export NAME=VALUE` line per variable of the spec, each value quoted for a
+/// POSIX shell, refused (with a clear error) beyond [`MAX_ENVIRONMENT_BYTES`].
+///
+/// ```
+/// use batchbridge_core::{JobKey, JobSpec};
+/// use batchbridge_core::remote::environment_file;
+///
+/// let mut spec = JobSpec::new(JobKey::new("k")?, "n", "true");
+/// spec.environment.insert("GREETING".into(), "it's $(here)".into());
+/// let file = environment_file(&spec)?;
+/// assert!(file.ends_with("export GREETING=\"it's \"'$(here)'\n"));
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn environment_file(spec: &JobSpec) -> Result<String> {
+    let mut file = format!("# The environment of batchbridge job {}.\n", spec.key);
+    for (name, value) in &spec.environment {
+        let quoted = shlex::try_quote(value)
+            .map_err(|err| Error::invalid_input(format!("environment {name:?}: {err}")))?;
+        file.push_str(&format!("export {name}={quoted}\n"));
+    }
+    if file.len() > MAX_ENVIRONMENT_BYTES {
+        return Err(Error::invalid_input(format!(
+            "environment: {} bytes once quoted, more than the {MAX_ENVIRONMENT_BYTES} a submit \
+             can carry; put large values in a file the script reads",
+            file.len()
+        )));
+    }
+    Ok(file)
+}
+
+/// What [`submit`] found or did.
+#[derive(Debug)]
+pub enum Submitted {
+    /// The scheduler accepted the job and gave it this id.
+    New(String),
+    /// The key already had a job, with this id; nothing was submitted.
+    Existing(String),
+    /// Another submit of the key is in flight, or was cut off before the scheduler answered;
+    /// only the scheduler itself can tell which job, if any, holds the key.
+    Claimed,
+    /// The scheduler refused the job; its output says why. The key was released.
+    Refused(Output),
+}
+
+/// A submit in one remote command: claims `WORK/jobs/KEY` with an atomic `mkdir`, writes
+/// the spec's script (as `script.sh`, from stdin, any size) and each of `files` (name,
+/// content; `job.sh` is made executable), then runs `scheduler_command` and records the job
+/// id it prints first (its leading digits).
+///
+/// A connection lost or a timeout mid-way is
+/// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown), temporary: submitting the same
+/// key again returns the same job.
+pub async fn submit(
+    shell: &dyn Shell,
+    work: &str,
+    spec: &JobSpec,
+    files: &[(&str, &str)],
+    scheduler_command: Vec<String>,
+    timeout: Duration,
+) -> Result<Submitted> {
+    let mut args = vec![
+        work.to_owned(),
+        spec.key.to_string(),
+        files.len().to_string(),
+    ];
+    for (name, content) in files {
+        args.push((*name).to_owned());
+        args.push((*content).to_owned());
+    }
+    args.push("--".to_owned());
+    args.extend(scheduler_command);
+    let command = Command::sh(SUBMIT, args)
+        .stdin(spec.script.as_bytes())
+        .timeout(timeout);
+    let output = match shell.run(&command).await {
+        Ok(output) => output,
+        Err(err) if matches!(err.kind(), ErrorKind::ConnectionLost | ErrorKind::Timeout) => {
+            return Err(Error::new(
+                ErrorKind::SubmitOutcomeUnknown,
+                format!(
+                    "the submit of job {} may or may not have reached the scheduler ({err}); \
+                     submit it again or call find: its key never makes a second job",
+                    spec.key
+                ),
+            )
+            .temporary());
+        }
+        Err(err) => return Err(err),
+    };
+    match output.exit_code {
+        Some(0) => {}
+        Some(71) => return Ok(Submitted::Refused(output)),
+        _ => {
+            return Err(Error::new(
+                ErrorKind::CommandFailed,
+                format!(
+                    "submitting job {} failed (exit code {:?}): {}",
+                    spec.key,
+                    output.exit_code,
+                    output.stderr_text().trim()
+                ),
+            ));
+        }
+    }
+    let reply = output.stdout_text();
+    let mut words = reply.split_whitespace();
+    match (words.next(), words.next().and_then(job_number)) {
+        (Some("submitted"), Some(id)) => Ok(Submitted::New(id.to_owned())),
+        (Some("existing"), Some(id)) => Ok(Submitted::Existing(id.to_owned())),
+        (Some("claimed"), None) => Ok(Submitted::Claimed),
+        _ => Err(Error::new(
+            ErrorKind::UnexpectedOutput,
+            format!("submitting job {} printed {reply:?}", spec.key),
+        )),
+    }
+}
+
+/// The id recorded in `WORK/jobs/KEY/job_id`, if the key has a job submitted through this
+/// work directory.
+pub async fn recorded_id(
+    shell: &dyn Shell,
+    work: &str,
+    key: &JobKey,
+    timeout: Duration,
+) -> Result<Option<String>> {
+    let command = Command::sh(
+        "cat -- \"$1/jobs/$2/job_id\" 2>/dev/null; exit 0",
+        [work, key.as_str()],
+    )
+    .timeout(timeout);
+    let output = shell.run(&command).await?.check("reading a job id")?;
+    Ok(job_number(output.stdout_text().trim()).map(str::to_owned))
+}
+
+/// `text` if it is a job number: digits only, at most 20 of them. Anything else never
+/// reaches a command line or a path.
+///
+/// ```
+/// use batchbridge_core::remote::job_number;
+///
+/// assert_eq!(job_number("4242"), Some("4242"));
+/// assert_eq!(job_number("../etc"), None);
+/// assert_eq!(job_number(""), None);
+/// ```
+pub fn job_number(text: &str) -> Option<&str> {
+    (!text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()))
+        .then_some(text)
+}
+
+/// A bounded window of one task's stdout and stderr from `WORK/ids/ID/`, streamed with
+/// `dd` so that no file is ever read whole. `id` must be a [`job_number`].
+pub async fn fetch_output(
+    shell: &dyn Shell,
+    work: &str,
+    id: &str,
+    request: &OutputRequest,
+    timeout: Duration,
+) -> Result<JobOutput> {
+    let not_found = || {
+        Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "job {id} has no output here: it was not submitted through this work directory"
+            ),
+        )
+    };
+    let id = job_number(id).ok_or_else(not_found)?;
+    let task = request.task.unwrap_or(0).to_string();
+    let range = match request.range {
+        OutputRange::Tail(n) => vec!["tail".to_owned(), n.min(MAX_OUTPUT_CHUNK).to_string()],
+        OutputRange::Bytes { offset, len } => vec![
+            "range".to_owned(),
+            offset.to_string(),
+            len.min(MAX_OUTPUT_CHUNK).to_string(),
+        ],
+    };
+    let limit = usize::try_from(MAX_OUTPUT_CHUNK).unwrap_or(usize::MAX) + 64;
+    let command = Command::sh(FETCH_OUTPUT, [work, id, &task])
+        .args(range)
+        .output_limit(limit)
+        .timeout(timeout);
+    let output = shell.run(&command).await?;
+    if output.exit_code == Some(3) {
+        return Err(not_found());
+    }
+    let output = output.check("reading job output")?;
+    match (parse_window(&output.stdout), parse_window(&output.stderr)) {
+        (Some(stdout), Some(stderr)) if !output.stdout_truncated && !output.stderr_truncated => {
+            Ok(JobOutput { stdout, stderr })
+        }
+        _ => Err(Error::new(
+            ErrorKind::UnexpectedOutput,
+            format!("reading the output of job {id} gave no SIZE OFFSET header"),
+        )),
+    }
+}
+
+/// Reads one stream of the fetch script: a `SIZE OFFSET` line, then the bytes.
+fn parse_window(stream: &[u8]) -> Option<OutputChunk> {
+    let newline = stream.iter().position(|b| *b == b'\n')?;
+    let header = std::str::from_utf8(&stream[..newline]).ok()?;
+    let (size, offset) = header.split_once(' ')?;
+    Some(OutputChunk {
+        data: stream[newline + 1..].to_vec(),
+        offset: offset.parse().ok()?,
+        total_size: size.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> JobSpec {
+        JobSpec::new(JobKey::new("key-1").unwrap(), "name", "echo hi")
+    }
+
+    /// What bash makes of `variable` after reading `lines`.
+    fn bash_value(lines: &str, variable: &str) -> String {
+        let output = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("{lines}\nprintf '%s' \"${variable}\""))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    #[test]
+    fn environment_values_are_quoted_never_evaluated() {
+        let mut spec = spec();
+        spec.environment
+            .insert("HOSTILE".into(), "$(touch /tmp/x) `id` ' \"\r\n;".into());
+        spec.environment.insert("EMPTY".into(), String::new());
+        let file = environment_file(&spec).unwrap();
+        assert!(file.starts_with("# The environment of batchbridge job key-1.\n"));
+        assert_eq!(bash_value(&file, "HOSTILE"), spec.environment["HOSTILE"]);
+        assert_eq!(bash_value(&file, "EMPTY"), "");
+    }
+
+    #[test]
+    fn an_environment_too_large_for_the_command_line_is_refused() {
+        let mut spec = spec();
+        spec.environment
+            .insert("BIG".into(), "x".repeat(MAX_ENVIRONMENT_BYTES));
+        let err = environment_file(&spec).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().contains("environment"), "{err}");
+        spec.environment.insert("BIG".into(), "x".repeat(60 * 1024));
+        assert!(environment_file(&spec).is_ok());
+    }
+
+    #[test]
+    fn only_numbers_are_job_numbers() {
+        for (id, ok) in [
+            ("123", true),
+            ("", false),
+            ("123_1", false),
+            ("12.0", false),
+            ("../123", false),
+            ("1;scancel -u me", false),
+            ("123456789012345678901", false),
+        ] {
+            assert_eq!(job_number(id).is_some(), ok, "{id:?}");
+        }
+    }
+
+    #[test]
+    fn output_windows() {
+        let chunk = parse_window(b"1048580 1048480\nxxEND\n").unwrap();
+        assert_eq!(
+            (chunk.total_size, chunk.offset, chunk.data.as_slice()),
+            (1_048_580, 1_048_480, b"xxEND\n".as_slice())
+        );
+        let empty = parse_window(b"0 0\n").unwrap();
+        assert!(empty.data.is_empty());
+        let binary = parse_window(b"3 0\n\xff\n\0").unwrap();
+        assert_eq!(binary.data, b"\xff\n\0");
+        for bad in [&b""[..], b"12\nxx", b"a b\n", b"1 2"] {
+            assert_eq!(parse_window(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,46 @@
+# Submits one job: `sh -c "$SUBMIT" sh WORK KEY NFILES NAME CONTENT... -- COMMAND...` with the
+# job's script on stdin. Claims WORK/jobs/KEY, writes script.sh from stdin and each NAME with
+# its CONTENT (job.sh is made executable), runs COMMAND, and records the id it printed (its
+# leading digits). Prints `submitted ID`, `existing ID` (the key already has a job) or
+# `claimed` (a submit of the key is in flight or was cut off). Exits 71 with the scheduler's
+# message when it refuses the job. Builtins besides mkdir, cat, chmod and ln: forks are what
+# a submit costs on a busy login node.
+# Hang-ups are ignored so that a dropped connection cannot stop it between the scheduler's
+# reply and recording the id.
+trap '' HUP PIPE
+set -u
+work=$1 key=$2 nfiles=$3
+shift 3
+dir=$work/jobs/$key
+umask 077
+# mkdir is atomic: of two submits of one key, one claims it.
+if ! mkdir "$dir" 2>/dev/null; then
+    if [ -s "$dir/job_id" ]; then
+        read -r id <"$dir/job_id"
+        printf 'existing %s\n' "$id"
+    else
+        echo claimed
+    fi
+    exit 0
+fi
+fail() {
+    printf '%s\n' "$1" >&2
+    rm -rf "$dir"
+    exit "$2"
+}
+while [ "$nfiles" -gt 0 ]; do
+    printf '%s' "$2" >"$dir/$1" || fail "cannot write $dir/$1" 70
+    shift 2
+    nfiles=$((nfiles - 1))
+done
+[ "$1" = -- ] || fail "submit.sh: expected -- before the command" 70
+shift
+cat >"$dir/script.sh" || fail "cannot write $dir/script.sh" 70
+if [ -f "$dir/job.sh" ]; then chmod u+x "$dir/job.sh" || fail "cannot chmod $dir/job.sh" 70; fi
+# A refused job releases its key, so that a corrected spec can be submitted under it.
+reply=$("$@") || { rm -rf "$dir"; exit 71; }
+id=${reply%%[!0-9]*}
+[ -n "$id" ] || { printf 'the scheduler printed no job id: %s\n' "$reply" >&2; exit 72; }
+ln -sfn "../jobs/$key" "$work/ids/$id"
+printf '%s\n' "$id" >"$dir/job_id"
+printf 'submitted %s\n' "$id"
