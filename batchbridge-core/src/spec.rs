@@ -144,6 +144,13 @@ pub struct Resources {
         with = "exact_byte_size"
     )]
     pub memory: Option<ByteSize>,
+    /// Local scratch disk per task, e.g. `"20 GiB"` in serialized form.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "exact_byte_size"
+    )]
+    pub disk: Option<ByteSize>,
     /// Wall-clock limit, e.g. `"1h 30m"` in serialized form.
     #[serde(
         default,
@@ -265,6 +272,10 @@ impl JobSpec {
         check(
             r.memory.is_none_or(|m| m.as_u64() > 0),
             "resources.memory: must be more than 0 bytes".into(),
+        );
+        check(
+            r.disk.is_none_or(|d| d.as_u64() > 0),
+            "resources.disk: must be more than 0 bytes".into(),
         );
         check(
             r.wall_time.is_none_or(|t| t >= Duration::from_secs(1)),
@@ -495,6 +506,11 @@ mod tests {
                 Some("resources.memory"),
             ),
             (
+                "zero disk",
+                |s| s.resources.disk = Some(ByteSize::b(0)),
+                Some("resources.disk"),
+            ),
+            (
                 "sub-second wall time",
                 |s| s.resources.wall_time = Some(Duration::from_millis(10)),
                 Some("wallTime"),
@@ -643,6 +659,7 @@ mod tests {
         spec.resources = Resources {
             cpus: Some(4),
             memory: Some(ByteSize::mib(1500)),
+            disk: Some(ByteSize::gib(20)),
             wall_time: Some(Duration::from_secs(5400)),
             nodes: Some(1),
             gpus: Some(2),
@@ -663,6 +680,7 @@ mod tests {
 
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(json["resources"]["memory"], "1500 MiB");
+        assert_eq!(json["resources"]["disk"], "20 GiB");
         assert_eq!(json["resources"]["wallTime"], "1h 30m");
         assert_eq!(serde_json::from_value::<JobSpec>(json).unwrap(), spec);
     }

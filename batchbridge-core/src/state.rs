@@ -239,6 +239,69 @@ impl JobStatus {
     }
 }
 
+impl JobStatus {
+    /// The status of array job `id` from its tasks' statuses, in task order (`None` for a
+    /// task no source knows): the state from the [`TaskCounts`], Held when every waiting task
+    /// is held, the native words of the tasks joined, the reason of a task in the array's
+    /// state, the earliest submit and start and, once over, the latest end. When tasks are
+    /// missing and none of the known ones is active, the array is Unknown: its missing tasks
+    /// could have ended either way. `scheduler` names who forgot them, for the reason.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobState, JobStatus};
+    ///
+    /// let done = JobStatus::new(JobState::Succeeded, "Completed");
+    /// let held = JobStatus::new(JobState::Held, "Held").with_reason("disk quota");
+    /// let array = JobStatus::of_array("7", "HTCondor", &[Some(&done), Some(&held)]);
+    /// assert_eq!((array.state, array.reason.as_deref()), (JobState::Held, Some("disk quota")));
+    /// assert_eq!(array.native_state, "Completed,Held");
+    ///
+    /// let forgotten = JobStatus::of_array("7", "HTCondor", &[Some(&done), None]);
+    /// assert_eq!(forgotten.state, JobState::Unknown);
+    /// ```
+    pub fn of_array(id: &str, scheduler: &str, tasks: &[Option<&JobStatus>]) -> Self {
+        let counts = TaskCounts::from_states(
+            tasks
+                .iter()
+                .map(|s| s.map_or(JobState::Unknown, |s| s.state)),
+        );
+        let known: Vec<&JobStatus> = tasks.iter().flatten().copied().collect();
+        if known.len() < tasks.len() && !known.iter().any(|s| s.state.is_active()) {
+            let mut status = Self::unknown(format!(
+                "{scheduler} no longer knows {} of the {} tasks of array job {id}",
+                tasks.len() - known.len(),
+                tasks.len()
+            ));
+            status.tasks = Some(counts);
+            return status;
+        }
+        let mut state = counts.overall_state();
+        let held = known.iter().filter(|s| s.state == JobState::Held).count();
+        if state == JobState::Queued && u32::try_from(held).is_ok_and(|h| h == counts.pending) {
+            state = JobState::Held;
+        }
+        let mut natives: Vec<&str> = known
+            .iter()
+            .map(|s| s.native_state.as_str())
+            .filter(|n| !n.is_empty())
+            .collect();
+        natives.sort_unstable();
+        natives.dedup();
+        let mut status = Self::new(state, natives.join(","));
+        status.reason = known
+            .iter()
+            .find(|s| s.state == state && s.reason.is_some())
+            .and_then(|s| s.reason.clone());
+        status.submitted_at = known.iter().filter_map(|s| s.submitted_at).min();
+        status.started_at = known.iter().filter_map(|s| s.started_at).min();
+        if state.is_terminal() {
+            status.ended_at = known.iter().filter_map(|s| s.ended_at).max();
+        }
+        status.tasks = Some(counts);
+        status
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::JobState::*;

@@ -67,6 +67,9 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
         // SLURM counts memory in whole MiB; round up so the job gets at least what it asked.
         options.push(format!("--mem={}M", memory.as_u64().div_ceil(MIB)));
     }
+    if let Some(disk) = resources.disk {
+        options.push(format!("--tmp={}M", disk.as_u64().div_ceil(MIB)));
+    }
     if let Some(wall_time) = resources.wall_time {
         // Time limits are whole minutes; round up so the job gets at least its time.
         options.push(format!("--time={}", wall_time.as_secs().div_ceil(60)));
@@ -160,7 +163,7 @@ mod tests {
     #[test]
     fn options_map_every_field() {
         type Edit = fn(&mut JobSpec);
-        let cases: [(Edit, &[&str]); 10] = [
+        let cases: [(Edit, &[&str]); 11] = [
             (|_| {}, &[]),
             (|s| s.queue = Some("debug".into()), &["--partition=debug"]),
             (|s| s.resources.cpus = Some(4), &["--cpus-per-task=4"]),
@@ -169,6 +172,10 @@ mod tests {
                 &["--mem=1500M"],
             ),
             (|s| s.resources.memory = Some(ByteSize::b(1)), &["--mem=1M"]),
+            (
+                |s| s.resources.disk = Some(ByteSize::gib(2)),
+                &["--tmp=2048M"],
+            ),
             (
                 |s| s.resources.wall_time = Some(Duration::from_secs(61)),
                 &["--time=2"],

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use batchbridge_core::{JobState, JobStatus, TaskCounts};
+use batchbridge_core::{JobState, JobStatus};
 
 use crate::parse::{JobFiles, Row, TaskEnd, Tasks};
 
@@ -133,42 +133,7 @@ fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
     let statuses: Vec<Option<&JobStatus>> = (0..total)
         .map(|i| tasks.get(&i).copied().or_else(|| from_files.get(&i)))
         .collect();
-    let counts = TaskCounts::from_states(
-        statuses
-            .iter()
-            .map(|s| s.map_or(JobState::Unknown, |s| s.state)),
-    );
-    let known: Vec<&JobStatus> = statuses.iter().flatten().copied().collect();
-    if known.len() < statuses.len() && !known.iter().any(|s| s.state.is_active()) {
-        let mut status = JobStatus::unknown(format!(
-            "SLURM no longer knows {} of the {total} tasks of array job {id}",
-            statuses.len() - known.len()
-        ));
-        status.tasks = Some(counts);
-        return status;
-    }
-
-    let state = counts.overall_state();
-    let mut natives: Vec<&str> = known
-        .iter()
-        .map(|s| s.native_state.as_str())
-        .filter(|n| !n.is_empty())
-        .collect();
-    natives.sort_unstable();
-    natives.dedup();
-    let mut status = JobStatus::new(state, natives.join(","));
-    // The reason of a task in the array's state says why the array is there.
-    status.reason = known
-        .iter()
-        .find(|s| s.state == state && s.reason.is_some())
-        .and_then(|s| s.reason.clone());
-    status.submitted_at = known.iter().filter_map(|s| s.submitted_at).min();
-    status.started_at = known.iter().filter_map(|s| s.started_at).min();
-    if state.is_terminal() {
-        status.ended_at = known.iter().filter_map(|s| s.ended_at).max();
-    }
-    status.tasks = Some(counts);
-    status
+    JobStatus::of_array(id, "SLURM", &statuses)
 }
 
 #[cfg(test)]
