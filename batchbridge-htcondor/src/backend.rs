@@ -1,0 +1,480 @@
+//! [`HtcondorBackend`]: the [`BatchBackend`] that drives `condor_submit`, `condor_q`,
+//! `condor_history` and `condor_rm` through a [`Shell`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use batchbridge_core::remote::{self, Submitted, WorkDir, environment_file, job_number};
+use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::{
+    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
+    OutputRequest, Result,
+};
+
+use crate::description::{KEY_ATTRIBUTE, submit_description};
+use crate::parse::{ATTRIBUTES, ProcAd, first_cluster, parse_ads};
+use crate::state::cluster_status;
+
+const JOB_WRAPPER: &str = include_str!("sh/job.sh");
+const CANCEL: &str = include_str!("sh/cancel.sh");
+/// Above this many clusters, condor_q lists all of the user's jobs and condor_history takes
+/// a range instead of the ids on their command lines, which must stay well under the remote
+/// shell's 128 KiB argument limit.
+const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+
+/// How an [`HtcondorBackend`] works on its pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HtcondorConfig {
+    /// Where job directories live on the submit node: absolute, or relative to the login
+    /// directory. Not under /tmp or /var/tmp, which HTCondor makes private to each job.
+    pub work_dir: String,
+    /// The longest any one remote command may take.
+    pub command_timeout: Duration,
+}
+
+impl Default for HtcondorConfig {
+    fn default() -> Self {
+        Self {
+            work_dir: ".batchbridge/htcondor".to_owned(),
+            command_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Runs jobs on an HTCondor pool through a [`Shell`] to a submit node, usually one
+/// multiplexed SSH connection. Nothing is installed on the pool: every job gets a
+/// directory under [`HtcondorConfig::work_dir`] with its script, a small wrapper, and its
+/// output; HTCondor itself remembers how each proc ended (`condor_history`).
+///
+/// A status cycle costs one `condor_q` for all jobs asked about and one `condor_history`
+/// for those no longer (wholly) in the queue, whatever the number of jobs.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use batchbridge_core::shell::{SshShell, SshConfig, SshAuth, HostKeys};
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec};
+/// use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
+///
+/// # async fn run() -> batchbridge_core::Result<()> {
+/// let ssh = SshShell::new(SshConfig::new(
+///     "submit.pool.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// ))?;
+/// let condor = HtcondorBackend::new(Arc::new(ssh), HtcondorConfig::default())?;
+/// let id = condor.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
+/// println!("{:?}", condor.status(&[id.clone()]).await?[&id].state);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct HtcondorBackend {
+    shell: Arc<dyn Shell>,
+    config: HtcondorConfig,
+    work_dir: WorkDir,
+}
+
+impl HtcondorBackend {
+    /// A backend that works through `shell`. Nothing runs until the first call.
+    pub fn new(shell: Arc<dyn Shell>, config: HtcondorConfig) -> Result<Self> {
+        Ok(Self {
+            shell,
+            work_dir: WorkDir::new(config.work_dir.as_str())?,
+            config,
+        })
+    }
+
+    async fn run(&self, command: Command) -> Result<Output> {
+        self.shell
+            .run(&command.timeout(self.config.command_timeout))
+            .await
+    }
+
+    async fn work_dir(&self) -> Result<&str> {
+        self.work_dir
+            .resolve(self.shell.as_ref(), self.config.command_timeout)
+            .await
+    }
+
+    /// Job ads of `clusters` from `condor_q` or `condor_history` (`tool`).
+    async fn ads(&self, tool: &str, clusters: &[&str]) -> Result<Vec<ProcAd>> {
+        let mut command = Command::new(tool).args(["-json", "-attributes", ATTRIBUTES]);
+        if clusters.len() <= MAX_IDS_ON_COMMAND_LINE {
+            command = command.args(clusters.iter().copied());
+        } else if tool == "condor_history" {
+            let numbers = clusters.iter().filter_map(|c| c.parse::<u64>().ok());
+            let (low, high) = (numbers.clone().min(), numbers.max());
+            if let (Some(low), Some(high)) = (low, high) {
+                command = command.args([
+                    "-constraint".to_owned(),
+                    format!("ClusterId >= {low} && ClusterId <= {high}"),
+                ]);
+            }
+        }
+        let output = self.run(command).await?;
+        if !output.success() {
+            return Err(scheduler_failure(tool, &output));
+        }
+        parse_ads(&output.stdout_text())
+    }
+
+    /// The cluster HTCondor itself holds with `key` in its key attribute: the queue first,
+    /// then the history.
+    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
+        // Keys are tokens of letters, digits and `._-`: safe inside a ClassAd string.
+        let constraint = format!("{KEY_ATTRIBUTE} =?= \"{key}\"");
+        for (tool, extra) in [("condor_q", None), ("condor_history", Some("1"))] {
+            let mut command = Command::new(tool).args(["-constraint", constraint.as_str()]);
+            if let Some(limit) = extra {
+                command = command.args(["-limit", limit]);
+            }
+            let output = self.run(command.args(["-af", "ClusterId"])).await?;
+            if !output.success() {
+                return Err(scheduler_failure(tool, &output));
+            }
+            if let Some(cluster) = first_cluster(&output.stdout_text()) {
+                return Ok(Some(JobId::from(cluster)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// An error for an HTCondor command that failed: temporary when the schedd did not
+/// answer, so that callers retry instead of giving up on the job.
+fn scheduler_failure(what: &str, output: &Output) -> Error {
+    let stderr = output.stderr_text();
+    let stdout = output.stdout_text();
+    let message = if stderr.trim().is_empty() {
+        stdout.trim()
+    } else {
+        stderr.trim()
+    };
+    let unreachable = [
+        "Can't find address",
+        "Failed to connect",
+        "Failed to fetch ads",
+        "Connection refused",
+        "timed out",
+    ]
+    .iter()
+    .any(|sign| message.contains(sign));
+    let error = Error::new(
+        ErrorKind::CommandFailed,
+        format!(
+            "{what} failed (exit code {:?}): {message}",
+            output.exit_code
+        ),
+    );
+    if unreachable {
+        error.temporary()
+    } else {
+        error
+    }
+}
+
+#[async_trait]
+impl BatchBackend for HtcondorBackend {
+    fn name(&self) -> &str {
+        "htcondor"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+            .with_arrays(true)
+            .with_containers(true)
+            .with_gpus(true)
+            .with_accounting(true)
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        spec.validate()?;
+        let environment = environment_file(spec)?;
+        let work = self.work_dir().await?;
+        let dir = format!("{work}/jobs/{}", spec.key);
+        let description = submit_description(spec, &dir)?;
+        let files = [
+            ("job.sh", JOB_WRAPPER),
+            ("env.sh", environment.as_str()),
+            ("job.sub", description.as_str()),
+        ];
+        let condor_submit = vec![
+            "condor_submit".to_owned(),
+            "-terse".to_owned(),
+            format!("{dir}/job.sub"),
+        ];
+        let submitted = remote::submit(
+            self.shell.as_ref(),
+            work,
+            spec,
+            &files,
+            condor_submit,
+            self.config.command_timeout,
+        )
+        .await?;
+        match submitted {
+            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
+            Submitted::Claimed => match self.find_in_scheduler(&spec.key).await? {
+                Some(id) => Ok(id),
+                None => Err(Error::new(
+                    ErrorKind::SubmitOutcomeUnknown,
+                    format!(
+                        "another submit of job {} is in flight or was cut off before \
+                         HTCondor answered; try again shortly (its job directory is {dir})",
+                        spec.key
+                    ),
+                )
+                .temporary()),
+            },
+            Submitted::Refused(output) => {
+                let error = scheduler_failure("condor_submit", &output);
+                if error.is_temporary() {
+                    return Err(error);
+                }
+                Err(Error::new(
+                    ErrorKind::Rejected,
+                    format!(
+                        "HTCondor refused job {}: {}",
+                        spec.key,
+                        output.stderr_text().trim()
+                    ),
+                ))
+            }
+        }
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let work = self.work_dir().await?;
+        let recorded =
+            remote::recorded_id(self.shell.as_ref(), work, key, self.config.command_timeout)
+                .await?;
+        match recorded {
+            Some(id) => Ok(Some(JobId::from(id))),
+            None => self.find_in_scheduler(key).await,
+        }
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let mut statuses = HashMap::with_capacity(ids.len());
+        let mut clusters: Vec<&str> = Vec::with_capacity(ids.len());
+        for id in ids {
+            match job_number(id.as_str()) {
+                Some(number) => clusters.push(number),
+                None => {
+                    statuses.insert(
+                        id.clone(),
+                        JobStatus::unknown(format!("{id:?} is not an HTCondor cluster id")),
+                    );
+                }
+            }
+        }
+        clusters.sort_unstable();
+        clusters.dedup();
+        if clusters.is_empty() {
+            return Ok(statuses);
+        }
+
+        let queue = self.ads("condor_q", &clusters).await?;
+        let mut in_queue: HashMap<String, Vec<&ProcAd>> = HashMap::new();
+        for ad in &queue {
+            in_queue
+                .entry(ad.cluster_id.to_string())
+                .or_default()
+                .push(ad);
+        }
+        // A cluster wholly in the queue is settled by it; any other may have procs that
+        // have left for the history (finished procs of an array, or the whole job).
+        let for_history: Vec<&str> = clusters
+            .iter()
+            .copied()
+            .filter(|c| {
+                in_queue.get(*c).is_none_or(|ads| {
+                    let tasks = ads.iter().find_map(|ad| ad.batch_bridge_tasks).unwrap_or(1);
+                    ads.len() < usize::try_from(tasks).unwrap_or(usize::MAX)
+                })
+            })
+            .collect();
+        let history = if for_history.is_empty() {
+            Vec::new()
+        } else {
+            self.ads("condor_history", &for_history).await?
+        };
+        let mut in_history: HashMap<String, Vec<&ProcAd>> = HashMap::new();
+        for ad in &history {
+            in_history
+                .entry(ad.cluster_id.to_string())
+                .or_default()
+                .push(ad);
+        }
+
+        for id in ids {
+            if let Some(cluster) = job_number(id.as_str()) {
+                let queued = in_queue.get(cluster).map(Vec::as_slice).unwrap_or_default();
+                let ended = in_history
+                    .get(cluster)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                statuses.insert(id.clone(), cluster_status(cluster, queued, ended));
+            }
+        }
+        Ok(statuses)
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let cluster = job_number(id.as_str())
+            .ok_or_else(|| Error::invalid_input(format!("{id:?} is not an HTCondor cluster id")))?;
+        let output = self.run(Command::sh(CANCEL, [cluster])).await?;
+        if !output.success() {
+            return Err(scheduler_failure("condor_rm", &output));
+        }
+        // Lines are procs condor_rm refused that are still in the queue, not being removed.
+        match output.stdout_text().lines().next() {
+            None => Ok(()),
+            Some(proc) => Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "HTCondor refused to remove cluster {id}, which is still queued (owner and \
+                     JobStatus: {proc})"
+                ),
+            )),
+        }
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let work = self.work_dir().await?;
+        remote::fetch_output(
+            self.shell.as_ref(),
+            work,
+            id.as_str(),
+            request,
+            self.config.command_timeout,
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    use batchbridge_core::JobState;
+
+    use super::*;
+
+    mockall::mock! {
+        Pool {}
+        impl std::fmt::Debug for Pool {
+            fn fmt<'a>(&self, f: &mut std::fmt::Formatter<'a>) -> std::fmt::Result;
+        }
+        #[async_trait]
+        impl Shell for Pool {
+            fn host(&self) -> &str;
+            async fn run(&self, command: &Command) -> Result<Output>;
+        }
+    }
+
+    fn ok(stdout: &str) -> Result<Output> {
+        Ok(Output {
+            exit_code: Some(0),
+            stdout: stdout.into(),
+            ..Output::default()
+        })
+    }
+
+    fn failed(stderr: &str) -> Result<Output> {
+        Ok(Output {
+            exit_code: Some(1),
+            stderr: stderr.into(),
+            ..Output::default()
+        })
+    }
+
+    /// A backend whose shell answers its commands with `replies`, in order, after the work
+    /// directory resolved to /home/u/w, and records the programs it was asked to run.
+    fn backend(replies: Vec<Result<Output>>) -> (HtcondorBackend, Arc<Mutex<Vec<String>>>) {
+        let replies = Mutex::new(VecDeque::from(replies));
+        let programs = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&programs);
+        let mut shell = MockPool::new();
+        shell.expect_host().return_const("submit".to_owned());
+        shell.expect_run().returning(move |command| {
+            if command
+                .arguments()
+                .get(1)
+                .is_some_and(|s| s.starts_with("mkdir -p"))
+            {
+                return ok("/home/u/w\n");
+            }
+            seen.lock().unwrap().push(command.program().to_owned());
+            replies
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| panic!("unexpected command {command:?}"))
+        });
+        let backend = HtcondorBackend::new(Arc::new(shell), HtcondorConfig::default()).unwrap();
+        (backend, programs)
+    }
+
+    fn spec() -> JobSpec {
+        JobSpec::new(JobKey::new("key-1").unwrap(), "job", "true")
+    }
+
+    const SCHEDD_DOWN: &str = "Error: Can't find address for schedd vm\n";
+
+    #[tokio::test]
+    async fn a_schedd_that_does_not_answer_fails_status_temporarily() {
+        let (condor, _) = backend(vec![failed(SCHEDD_DOWN)]);
+        let err = condor.status(&[JobId::from("5")]).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(err.is_temporary(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_submit_refused_because_the_schedd_is_down_is_temporary() {
+        let refused = Output {
+            exit_code: Some(71),
+            stderr: "ERROR: Can't find address of local schedd\n".into(),
+            ..Output::default()
+        };
+        let (condor, _) = backend(vec![Ok(refused)]);
+        let err = condor.submit(&spec()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(err.is_temporary(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_queue_then_history() {
+        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok("42\n")]);
+        assert_eq!(condor.submit(&spec()).await.unwrap(), JobId::from("42"));
+
+        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok("")]);
+        let err = condor.submit(&spec()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
+        assert!(err.is_temporary());
+    }
+
+    #[tokio::test]
+    async fn a_cluster_wholly_in_the_queue_costs_one_command() {
+        let queue = r#"[ { "ClusterId": 5, "ProcId": 0, "JobStatus": 2, "BatchBridgeTasks": 1 } ]"#;
+        let (condor, programs) = backend(vec![ok(queue)]);
+        let statuses = condor.status(&[JobId::from("5")]).await.unwrap();
+        assert_eq!(statuses[&JobId::from("5")].state, JobState::Running);
+        assert_eq!(*programs.lock().unwrap(), ["condor_q"]);
+
+        let (condor, programs) = backend(vec![ok(""), ok("[ ]\n")]);
+        let statuses = condor
+            .status(&[JobId::from("6"), JobId::from("not-a-number")])
+            .await
+            .unwrap();
+        assert_eq!(statuses[&JobId::from("6")].state, JobState::Unknown);
+        assert_eq!(
+            statuses[&JobId::from("not-a-number")].state,
+            JobState::Unknown
+        );
+        assert_eq!(*programs.lock().unwrap(), ["condor_q", "condor_history"]);
+    }
+}

@@ -1,0 +1,136 @@
+//! Pure readers of what `condor_q -json` and `condor_history -json` print.
+
+use batchbridge_core::{Error, ErrorKind, Result};
+use serde::Deserialize;
+
+/// The job attributes a status cycle asks for; nothing else crosses the wire.
+pub const ATTRIBUTES: &str = "ClusterId,ProcId,JobStatus,ExitCode,ExitBySignal,ExitSignal,\
+                              HoldReason,HoldReasonCode,RemoveReason,LastRejMatchReason,QDate,\
+                              JobStartDate,CompletionDate,EnteredCurrentStatus,BatchBridgeTasks";
+
+/// One proc's job ad, with the attributes of [`ATTRIBUTES`]; those the ad lacks are `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+#[allow(missing_docs)] // The fields are HTCondor's job attributes of the same names.
+pub struct ProcAd {
+    pub cluster_id: u64,
+    pub proc_id: u32,
+    pub job_status: u8,
+    pub exit_code: Option<i32>,
+    pub exit_by_signal: Option<bool>,
+    pub exit_signal: Option<i32>,
+    pub hold_reason: Option<String>,
+    pub hold_reason_code: Option<i32>,
+    pub remove_reason: Option<String>,
+    pub last_rej_match_reason: Option<String>,
+    #[serde(rename = "QDate")]
+    pub q_date: Option<i64>,
+    pub job_start_date: Option<i64>,
+    pub completion_date: Option<i64>,
+    pub entered_current_status: Option<i64>,
+    pub batch_bridge_tasks: Option<u32>,
+}
+
+/// Reads the JSON array `condor_q -json` or `condor_history -json` prints. `condor_q`
+/// prints nothing at all when no job matches.
+///
+/// ```
+/// use batchbridge_htcondor::parse::parse_ads;
+///
+/// assert!(parse_ads("")?.is_empty());
+/// assert!(parse_ads("[ ]\n")?.is_empty());
+/// let ads = parse_ads(r#"[ { "ClusterId": 7, "ProcId": 0, "JobStatus": 4, "ExitCode": 3 } ]"#)?;
+/// assert_eq!((ads[0].cluster_id, ads[0].exit_code), (7, Some(3)));
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn parse_ads(json: &str) -> Result<Vec<ProcAd>> {
+    if json.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(json).map_err(|err| {
+        Error::new(
+            ErrorKind::UnexpectedOutput,
+            format!("HTCondor printed job ads batchbridge cannot read: {err}"),
+        )
+    })
+}
+
+/// Reads `-af ClusterId` output: the first cluster id listed.
+pub fn first_cluster(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .next()
+        .filter(|id| id.bytes().all(|b| b.is_ascii_digit()))
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `condor_q -json -attributes ATTRIBUTES` on the test bed: an idle proc that matched
+    /// nothing, a held one, a running one.
+    const QUEUE: &str = r#"[
+{
+  "BatchBridgeTasks": 1,
+  "ClusterId": 11,
+  "EnteredCurrentStatus": 1795250444,
+  "JobStatus": 1,
+  "LastRejMatchReason": "no match found ",
+  "ProcId": 0,
+  "QDate": 1795250444
+}
+,
+{
+  "BatchBridgeTasks": 3,
+  "ClusterId": 9,
+  "EnteredCurrentStatus": 1795250441,
+  "HoldReason": "Error from slot1_1@vm: Failed to execute '/tmp/x/job.sh' with arguments 0 9: Cannot access initial working directory \"/tmp/x\" (errno=2: 'No such file or directory')",
+  "HoldReasonCode": 6,
+  "JobStatus": 5,
+  "ProcId": 0,
+  "QDate": 1795250438
+}
+,
+{
+  "BatchBridgeTasks": 1,
+  "ClusterId": 12,
+  "EnteredCurrentStatus": 1795250470,
+  "JobStartDate": 1795250470,
+  "JobStatus": 2,
+  "ProcId": 0,
+  "QDate": 1795250468
+}
+]
+"#;
+
+    #[test]
+    fn queue_ads_keep_every_attribute_asked_for() {
+        let ads = parse_ads(QUEUE).unwrap();
+        assert_eq!(ads.len(), 3);
+        assert_eq!(
+            ads[0].last_rej_match_reason.as_deref(),
+            Some("no match found ")
+        );
+        assert_eq!((ads[1].job_status, ads[1].hold_reason_code), (5, Some(6)));
+        assert!(ads[1].hold_reason.as_deref().unwrap().contains("errno=2"));
+        assert_eq!(
+            (ads[2].job_status, ads[2].job_start_date, ads[2].exit_code),
+            (2, Some(1_795_250_470), None)
+        );
+    }
+
+    #[test]
+    fn output_that_is_not_job_ads_is_an_error() {
+        for bad in ["garbage", "[{\"ProcId\": 0}]", "{}"] {
+            let err = parse_ads(bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{bad}");
+        }
+    }
+
+    #[test]
+    fn first_cluster_reads_af_output() {
+        assert_eq!(first_cluster("12\n13\n").as_deref(), Some("12"));
+        assert_eq!(first_cluster("").as_deref(), None);
+        assert_eq!(first_cluster("undefined\n").as_deref(), None);
+    }
+}
