@@ -1,74 +1,172 @@
-//! The test bed's HTCondor pool (tests/testbed/htcondor.sh), reached as a regular user over
-//! SSH, behaves as the backend will rely on: `queue N` makes one cluster of N procs, each
-//! proc's exit code is in `condor_history -json`, and a finished job leaves `condor_q`.
+//! The HTCondor backend against the test bed's real pool (tests/testbed/htcondor.sh), as a
+//! regular user over SSH: what the conformance suite does not cover.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use batchbridge_core::shell::Command;
-use batchbridge_testbed::{htcondor_shell, stdout_of};
+use batchbridge_core::{ArraySpec, BatchBackend, ErrorKind, JobState, OutputRequest};
+use batchbridge_htcondor::description::PASSTHROUGH_KEY;
+use batchbridge_testbed::{htcondor_shell, stdout_of, testbed_script};
+use common::{backend, spec, wait_for};
 
 #[tokio::test]
-async fn a_cluster_of_three_procs_reports_each_exit_code_in_history() {
-    let shell = htcondor_shell();
-    // Proc 1 fails; `$(Process)` is the submit language's macro for the proc number.
-    let description = "executable = /bin/sh\n\
-                       arguments = \"-c 'test $(Process) -ne 1 || exit 4'\"\n\
-                       transfer_executable = false\n\
-                       should_transfer_files = NO\n\
-                       queue 3\n";
-    let reply = stdout_of(
-        &shell,
-        Command::new("condor_submit")
-            .args(["-terse", "-"])
-            .stdin(description),
-    )
-    .await;
-    let cluster = reply.split('.').next().unwrap().trim().to_owned();
-    assert!(
-        reply.trim().ends_with(".2"),
-        "-terse prints FIRST - LAST: {reply:?}"
+async fn a_cluster_of_three_procs_with_one_failing_counts_two_succeeded_one_failed() {
+    let condor = backend();
+    let mut spec = spec(
+        "queue3",
+        "echo \"proc $BATCHBRIDGE_TASK_INDEX\"\n[ \"$BATCHBRIDGE_TASK_INDEX\" != 1 ] || exit 4\n",
     );
-
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let records = loop {
-        let history = stdout_of(
-            &shell,
-            Command::new("condor_history").args([
-                cluster.as_str(),
-                "-json",
-                "-attributes",
-                "ProcId,JobStatus,ExitCode",
-            ]),
-        )
-        .await;
-        let records: Vec<serde_json::Value> = serde_json::from_str(&history).unwrap();
-        if records.len() == 3 {
-            break records;
-        }
-        assert!(Instant::now() < deadline, "history after 120 s: {history}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    let mut ends: Vec<(u64, u64, u64)> = records
-        .iter()
-        .map(|r| {
-            let n = |name: &str| r[name].as_u64().unwrap();
-            (n("ProcId"), n("JobStatus"), n("ExitCode"))
-        })
-        .collect();
-    ends.sort_unstable();
+    spec.array = Some(ArraySpec {
+        count: 3,
+        max_parallel: None,
+    });
+    let id = condor.submit(&spec).await.unwrap();
+    let status = wait_for(&condor, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(status.state, JobState::Failed, "{status:?}");
+    let tasks = status.tasks.unwrap();
     assert_eq!(
-        ends,
-        [(0, 4, 0), (1, 4, 4), (2, 4, 0)],
-        "JobStatus 4 is completed"
+        (tasks.total, tasks.succeeded, tasks.failed),
+        (3, 2, 1),
+        "{status:?}"
     );
 
-    let queue = stdout_of(
-        &shell,
-        Command::new("condor_q").args([cluster.as_str(), "-json"]),
+    // It is one cluster of three procs, and HTCondor's own record agrees.
+    let history = stdout_of(
+        &htcondor_shell(),
+        Command::new("condor_history").args([id.as_str(), "-af", "ProcId", "ExitCode"]),
     )
     .await;
-    assert_eq!(queue.trim(), "", "finished procs have left the queue");
+    let mut ends: Vec<&str> = history.lines().collect();
+    ends.sort_unstable();
+    assert_eq!(ends, ["0 0", "1 4", "2 0"]);
+    let output = condor
+        .fetch_output(&id, &OutputRequest::tail(100).for_task(2))
+        .await
+        .unwrap();
+    assert_eq!(output.stdout.text(), "proc 2\n");
+}
+
+#[tokio::test]
+async fn a_job_whose_executable_cannot_run_is_held_with_a_readable_reason() {
+    let condor = backend();
+    let mut spec = spec("badexe", "echo never\n");
+    spec.passthrough.insert(
+        PASSTHROUGH_KEY.into(),
+        vec![
+            "executable = /nonexistent/bin/tool".into(),
+            "transfer_executable = false".into(),
+        ],
+    );
+    let id = condor.submit(&spec).await.unwrap();
+    let held = wait_for(&condor, &id, "Held", |s| s.state == JobState::Held).await;
+    let reason = held.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("/nonexistent/bin/tool"),
+        "the hold reason names the executable: {held:?}"
+    );
+    assert_eq!(held.native_state, "Held");
+
+    condor.cancel(&id).await.unwrap();
+    let end = wait_for(&condor, &id, "Cancelled", |s| s.state.is_terminal()).await;
+    assert_eq!(end.state, JobState::Cancelled, "{end:?}");
+}
+
+#[tokio::test]
+async fn a_job_removed_on_the_pool_side_is_cancelled_with_the_reason() {
+    let condor = backend();
+    let id = condor
+        .submit(&spec("outsiderm", "sleep 600\n"))
+        .await
+        .unwrap();
+    wait_for(&condor, &id, "Running", |s| s.state == JobState::Running).await;
+    stdout_of(
+        &htcondor_shell(),
+        Command::new("condor_rm").arg(id.as_str()),
+    )
+    .await;
+    let end = wait_for(&condor, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(end.state, JobState::Cancelled, "{end:?}");
+    assert!(
+        end.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("condor_rm"),
+        "{end:?}"
+    );
+    assert!(end.ended_at.is_some(), "{end:?}");
+}
+
+#[tokio::test]
+async fn a_job_is_found_by_key_after_a_restart_even_without_its_recorded_id() {
+    let spec = spec("restart", "sleep 3\n");
+    let id = backend().submit(&spec).await.unwrap();
+
+    // A new process: a new backend over a new connection.
+    let restarted = backend();
+    assert_eq!(restarted.find(&spec.key).await.unwrap(), Some(id.clone()));
+    assert_eq!(restarted.submit(&spec).await.unwrap(), id, "no second job");
+
+    // Without the id recorded in the job directory, HTCondor's own key attribute answers:
+    // condor_q while the job is queued or running, condor_history once it has ended.
+    let shell = htcondor_shell();
+    stdout_of(
+        &shell,
+        Command::sh(
+            "rm -- \"$HOME/.batchbridge/htcondor/jobs/$1/job_id\"",
+            [spec.key.as_str()],
+        ),
+    )
+    .await;
+    assert_eq!(restarted.find(&spec.key).await.unwrap(), Some(id.clone()));
+    wait_for(&restarted, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(restarted.find(&spec.key).await.unwrap(), Some(id));
+
+    let never = batchbridge_core::conformance::unique_key("never");
+    assert_eq!(restarted.find(&never).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_job_over_its_wall_time_is_removed_and_failed() {
+    let condor = backend();
+    let mut spec = spec("walltime", "echo started\nsleep 600\n");
+    spec.resources.wall_time = Some(Duration::from_secs(3));
+    let id = condor.submit(&spec).await.unwrap();
+    let end = wait_for(&condor, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(end.state, JobState::Failed, "{end:?}");
+    assert!(
+        end.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("JobCurrentStartDate > 3"),
+        "the reason shows the limit: {end:?}"
+    );
+}
+
+#[tokio::test]
+async fn removing_another_users_job_is_permission_denied() {
+    testbed_script("htcondor.sh", &["foreign-job"]);
+    let shell = htcondor_shell();
+    let listed = stdout_of(
+        &shell,
+        Command::new("condor_q").args([
+            "-allusers",
+            "-constraint",
+            "Owner == \"other\" && JobStatus == 1",
+            "-af",
+            "ClusterId",
+        ]),
+    )
+    .await;
+    let foreign = listed.lines().last().unwrap().to_owned();
+    let err = backend()
+        .cancel(&foreign.as_str().into())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    assert!(err.message().contains("other"), "{err}");
 }
