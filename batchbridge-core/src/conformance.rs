@@ -385,18 +385,28 @@ pub const HOSTILE_TEXT: &str = "quotes: ' \" \\ \\\\\nsubstitution: $(echo EXPAN
 /// An environment value that would run code if anything evaluated it.
 pub const HOSTILE_VALUE: &str = "$(echo EXPANDED) `echo EXPANDED` '\"; echo INJECTED; \"' \\n ✓";
 
+/// Variable names a job wrapper is likely to use for itself (`dir`, `task`…). A job's
+/// environment may set them, and the wrapper must not trip over them.
+const WRAPPER_NAMES: [&str; 8] = [
+    "dir", "task", "rc", "id", "cluster", "work", "script", "key",
+];
+
 /// A script full of shell metacharacters, and an environment value likewise, reach the job
-/// verbatim: nothing on the way evaluated them.
+/// verbatim: nothing on the way evaluated them. Environment variables named like a
+/// wrapper's own ([`WRAPPER_NAMES`]) reach it too, without breaking the wrapper.
 pub async fn hostile_script_runs_verbatim<B: BatchBackend + ?Sized>(
     backend: &B,
     config: &Config,
 ) -> Result<()> {
     let script = format!(
-        "cat <<'BATCHBRIDGE_END'\n{HOSTILE_TEXT}BATCHBRIDGE_END\nprintf '%s\\n' \"$HOSTILE\"\n"
+        "cat <<'BATCHBRIDGE_END'\n{HOSTILE_TEXT}BATCHBRIDGE_END\nprintf '%s\\n' \"$HOSTILE\" \"$dir$task$rc$id$cluster$work$script$key\"\n"
     );
     let mut spec = spec(config, "hostile", &script);
     spec.environment
         .insert("HOSTILE".into(), HOSTILE_VALUE.into());
+    for name in WRAPPER_NAMES {
+        spec.environment.insert(name.into(), format!("/no/{name}"));
+    }
     let (id, status) = run_to_end(backend, &spec, config).await?;
     assert_eq!(status.state, JobState::Succeeded, "{status:?}");
     let output = backend
@@ -404,7 +414,10 @@ pub async fn hostile_script_runs_verbatim<B: BatchBackend + ?Sized>(
         .await?;
     assert_eq!(
         output.stdout.text(),
-        format!("{HOSTILE_TEXT}{HOSTILE_VALUE}\n")
+        format!(
+            "{HOSTILE_TEXT}{HOSTILE_VALUE}\n{}\n",
+            WRAPPER_NAMES.map(|name| format!("/no/{name}")).concat()
+        )
     );
     Ok(())
 }

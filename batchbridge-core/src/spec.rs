@@ -220,6 +220,30 @@ impl JobSpec {
         }
     }
 
+    /// The environment as a POSIX shell script: one `export NAME=VALUE` line per variable,
+    /// each value quoted so that sourcing the script sets it verbatim. Wrappers source it
+    /// just before running the job's script, so the environment cannot clobber their own
+    /// variables.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobKey, JobSpec};
+    ///
+    /// let mut spec = JobSpec::new(JobKey::new("k")?, "n", "true");
+    /// spec.environment.insert("GREETING".into(), "it's $(here)".into());
+    /// let script = spec.environment_script()?;
+    /// assert!(script.ends_with("export GREETING=\"it's \"'$(here)'\n"));
+    /// # Ok::<(), batchbridge_core::Error>(())
+    /// ```
+    pub fn environment_script(&self) -> Result<String> {
+        let mut script = format!("# The environment of batchbridge job {}.\n", self.key);
+        for (name, value) in &self.environment {
+            let quoted = shlex::try_quote(value)
+                .map_err(|err| Error::invalid_input(format!("environment {name:?}: {err}")))?;
+            script.push_str(&format!("export {name}={quoted}\n"));
+        }
+        Ok(script)
+    }
+
     /// The number of tasks this job runs: the array's count, or 1.
     pub fn task_count(&self) -> u32 {
         self.array.map_or(1, |a| a.count)

@@ -109,7 +109,7 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "in-a-box", "python -V");
 /// spec.container = Some(Container { image: "docker://python:3.12".into(), runtime: ContainerRuntime::Apptainer });
 /// let script = batch_script(&spec, "/home/me/jobs/k")?;
-/// assert!(script.contains("exec apptainer exec --bind \"$dir\" docker://python:3.12 bash \"$dir/script.sh\""));
+/// assert!(script.contains("exec apptainer exec --bind \"$4\" docker://python:3.12 bash \"$1\""));
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
@@ -130,7 +130,7 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
                 }
             };
             format!(
-                "{program} exec --bind \"$dir\" {} ",
+                "{program} exec --bind \"$4\" {} ",
                 quote(&container.image, "container.image")?
             )
         }
@@ -287,7 +287,7 @@ mod tests {
         assert!(script.starts_with("#!/bin/bash\n"));
         let dir_line = script.lines().find(|l| l.starts_with("dir=")).unwrap();
         assert_eq!(bash_value(dir_line, "dir"), dir);
-        assert!(script.contains("exec bash \"$dir/script.sh\""));
+        assert!(script.contains("exec bash \"$1\""));
         assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
         assert!(script.contains("record \"exit $rc\""));
         assert!(
@@ -311,7 +311,7 @@ mod tests {
             let script = batch_script(&spec, "/w").unwrap();
             assert!(
                 script.contains(&format!(
-                    "exec {program} exec --bind \"$dir\" '/images/my tool.sif' bash \"$dir/script.sh\""
+                    "exec {program} exec --bind \"$4\" '/images/my tool.sif' bash \"$1\""
                 )),
                 "{script}"
             );

@@ -169,6 +169,7 @@ impl Inner {
             .map_err(|err| Error::new(ErrorKind::Io, format!("cannot serialize spec: {err}")))?;
         std::fs::write(dir.path("spec.json"), spec_json)?;
         std::fs::write(dir.path("script.sh"), &spec.script)?;
+        std::fs::write(dir.path("env.sh"), spec.environment_script()?)?;
         std::fs::write(dir.path("key.claim"), id.as_str())?;
         let claimed = std::fs::hard_link(dir.path("key.claim"), self.key_path(&spec.key));
         let _ = std::fs::remove_file(dir.path("key.claim"));
@@ -210,7 +211,6 @@ impl Inner {
             .arg(tasks.to_string())
             .arg(parallel.to_string())
             .arg(cpus.to_string())
-            .envs(&spec.environment)
             .env("BATCHBRIDGE_JOB_ID", dir.id().as_str())
             .env("BATCHBRIDGE_JOB_NAME", &spec.name)
             .env("BATCHBRIDGE_CPUS", cpus.to_string())

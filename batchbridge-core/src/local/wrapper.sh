@@ -29,8 +29,11 @@ run_task() {
         # The script must not inherit the slot locks, or a daemon it leaves behind would
         # keep the slots taken after the job ended.
         for fd in "${held[@]}"; do exec {fd}>&-; done
-        export BATCHBRIDGE_TASK_INDEX="$index"
-        exec bash "$job/script.sh" <"/dev/null" >"$dir/stdout" 2>"$dir/stderr"
+        # Positional parameters, not variables: env.sh may set any variable name.
+        set -- "$job/script.sh" "$dir" "$index"
+        . "$job/env.sh" || exit 70
+        export BATCHBRIDGE_TASK_INDEX="$3"
+        exec bash "$1" <"/dev/null" >"$2/stdout" 2>"$2/stderr"
     )
     rc=$?
     printf '%s\n' "$rc" >"$dir/exit_code.tmp" && mv "$dir/exit_code.tmp" "$dir/exit_code"

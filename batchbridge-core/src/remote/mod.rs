@@ -94,26 +94,20 @@ impl WorkDir {
     }
 }
 
-/// `env.sh`: one `export NAME=VALUE` line per variable of the spec, each value quoted for a
-/// POSIX shell, refused (with a clear error) beyond [`MAX_ENVIRONMENT_BYTES`].
+/// `env.sh`: the spec's [`environment_script`](JobSpec::environment_script), refused (with
+/// a clear error) beyond [`MAX_ENVIRONMENT_BYTES`].
 ///
 /// ```
 /// use batchbridge_core::{JobKey, JobSpec};
-/// use batchbridge_core::remote::environment_file;
+/// use batchbridge_core::remote::{MAX_ENVIRONMENT_BYTES, environment_file};
 ///
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "n", "true");
-/// spec.environment.insert("GREETING".into(), "it's $(here)".into());
-/// let file = environment_file(&spec)?;
-/// assert!(file.ends_with("export GREETING=\"it's \"'$(here)'\n"));
+/// spec.environment.insert("BIG".into(), "x".repeat(MAX_ENVIRONMENT_BYTES));
+/// assert!(environment_file(&spec).is_err());
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn environment_file(spec: &JobSpec) -> Result<String> {
-    let mut file = format!("# The environment of batchbridge job {}.\n", spec.key);
-    for (name, value) in &spec.environment {
-        let quoted = shlex::try_quote(value)
-            .map_err(|err| Error::invalid_input(format!("environment {name:?}: {err}")))?;
-        file.push_str(&format!("export {name}={quoted}\n"));
-    }
+    let file = spec.environment_script()?;
     if file.len() > MAX_ENVIRONMENT_BYTES {
         return Err(Error::invalid_input(format!(
             "environment: {} bytes once quoted, more than the {MAX_ENVIRONMENT_BYTES} a submit \

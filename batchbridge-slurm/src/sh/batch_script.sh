@@ -10,9 +10,11 @@ record() {
 # SLURM ends a cancelled or timed-out job with SIGTERM to every process of it.
 trap 'record "signal 15"; exit 143' TERM
 (
-    . "$dir/env.sh"
-    export BATCHBRIDGE_TASK_INDEX="$task" BATCHBRIDGE_JOB_ID="${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}"
-    exec @RUNNER@bash "$dir/script.sh"
+    # Positional parameters, not variables: env.sh may set any variable name.
+    set -- "$dir/script.sh" "$task" "${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" "$dir"
+    . "$dir/env.sh" || exit 70
+    export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
+    exec @RUNNER@bash "$1"
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &
 wait "$!"
 rc=$?
