@@ -117,6 +117,7 @@ TESTBED_COMPONENTS=(
     sshd
     slurm
     htcondor
+    kube
 )
 
 # choose_components [NAME...]: sets COMPONENTS to the names given, or to every component.
