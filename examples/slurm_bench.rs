@@ -14,56 +14,16 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+mod bench;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use batchbridge_core::shell::{Command, Output, Shell, SshShell};
+use batchbridge_core::shell::{Command, Shell, SshShell};
 use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobKey, JobSpec, Result};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
-use batchbridge_testbed::ssh_facts;
-use tokio::task::JoinSet;
-
-/// A shell that counts the commands run through it, by the program that matters: `env
-/// squeue` counts as squeue, `sh -c` as sh.
-#[derive(Debug)]
-struct CountingShell {
-    inner: SshShell,
-    counts: Mutex<BTreeMap<String, u64>>,
-}
-
-impl CountingShell {
-    fn take_counts(&self) -> BTreeMap<String, u64> {
-        std::mem::take(&mut *self.counts.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-#[async_trait]
-impl Shell for CountingShell {
-    fn host(&self) -> &str {
-        self.inner.host()
-    }
-
-    async fn run(&self, command: &Command) -> Result<Output> {
-        let program = match command.program() {
-            "env" => command
-                .arguments()
-                .iter()
-                .find(|a| !a.contains('='))
-                .cloned()
-                .unwrap_or_default(),
-            other => other.to_owned(),
-        };
-        *self
-            .counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(program)
-            .or_default() += 1;
-        self.inner.run(command).await
-    }
-}
+use batchbridge_testbed::{CountingShell, ssh_facts};
+use bench::{mean_ms, print_throughput, range, sizes_from_args, submit_all};
 
 /// slurmctld's RPC count for our user, from `sdiag`.
 async fn rpcs_by_user(shell: &SshShell, user: &str) -> Result<u64> {
@@ -84,24 +44,15 @@ async fn rpcs_by_user(shell: &SshShell, user: &str) -> Result<u64> {
         })
 }
 
-fn spec(run: &str, i: usize) -> Result<JobSpec> {
-    let mut spec = JobSpec::new(JobKey::new(format!("bench-{run}-{i}"))?, "bench", "true\n");
-    spec.queue = Some("debug".into());
-    Ok(spec)
-}
-
-async fn submit_all(slurm: &Arc<SlurmBackend>, run: &str, n: usize) -> Result<Vec<JobId>> {
-    let mut submits = JoinSet::new();
-    for i in 0..n {
-        let slurm = Arc::clone(slurm);
-        let spec = spec(run, i)?;
-        submits.spawn(async move { slurm.submit(&spec).await });
-    }
-    let mut ids = Vec::with_capacity(n);
-    while let Some(joined) = submits.join_next().await {
-        ids.push(joined.map_err(|e| Error::new(ErrorKind::Io, e.to_string()))??);
-    }
-    Ok(ids)
+fn specs(run: &str, n: usize) -> Result<Vec<JobSpec>> {
+    (0..n)
+        .map(|i| {
+            let mut spec =
+                JobSpec::new(JobKey::new(format!("bench-{run}-{i}"))?, "bench", "true\n");
+            spec.queue = Some("debug".into());
+            Ok(spec)
+        })
+        .collect()
 }
 
 struct Cycles {
@@ -114,7 +65,7 @@ struct Cycles {
 /// Status cycles over `ids` until all ended, measuring each one.
 async fn run_cycles(
     slurm: &SlurmBackend,
-    counting: &CountingShell,
+    counting: &CountingShell<SshShell>,
     sdiag_shell: &SshShell,
     user: &str,
     ids: &[JobId],
@@ -136,13 +87,9 @@ async fn run_cycles(
         cycles
             .rpcs
             .push(after.saturating_sub(before).saturating_sub(1));
-        let counts = counting.take_counts();
-        cycles.commands.push(
-            ["squeue", "sacct"]
-                .iter()
-                .map(|p| counts.get(*p).copied().unwrap_or(0))
-                .sum(),
-        );
+        cycles
+            .commands
+            .push(counting.take_total(&["squeue", "sacct"]));
         cycles.count += 1;
         if statuses.values().all(|s| s.state.is_terminal()) {
             return Ok(cycles);
@@ -166,35 +113,11 @@ async fn plain_sbatch_loop(shell: &SshShell, n: usize) -> Result<f64> {
     Ok(started.elapsed().as_secs_f64())
 }
 
-fn stats(values: &[u64]) -> String {
-    let min = values.iter().min().copied().unwrap_or(0);
-    let max = values.iter().max().copied().unwrap_or(0);
-    if min == max {
-        format!("{min}")
-    } else {
-        format!("{min}–{max}")
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| {
-            a.parse()
-                .map_err(|_| Error::invalid_input(format!("not a size: {a}")))
-        })
-        .collect::<Result<_>>()?;
-    let sizes = if sizes.is_empty() {
-        vec![10, 100, 1000]
-    } else {
-        sizes
-    };
+    let sizes = sizes_from_args()?;
     let facts = ssh_facts();
-    let counting = Arc::new(CountingShell {
-        inner: facts.key_shell(),
-        counts: Mutex::default(),
-    });
+    let counting = Arc::new(CountingShell::new(facts.key_shell()));
     let slurm = Arc::new(SlurmBackend::new(
         Arc::clone(&counting) as Arc<dyn Shell>,
         SlurmConfig::default(),
@@ -207,40 +130,33 @@ async fn main() -> Result<()> {
     );
     println!("|---|---|---|---|---|");
     for &n in &sizes {
-        let ids = submit_all(&slurm, &format!("{run}-{n}"), n).await?;
+        let ids = submit_all(&slurm, specs(&format!("{run}-{n}"), n)?).await?;
         let cycles = run_cycles(&slurm, &counting, &sdiag_shell, &facts.user, &ids).await?;
-        let mean = cycles.wall.iter().sum::<Duration>() / u32::try_from(cycles.count).unwrap_or(1);
         println!(
             "| {n} | {} | {} | {} | {:.0} ms |",
             cycles.count,
-            stats(&cycles.rpcs),
-            stats(&cycles.commands),
-            mean.as_secs_f64() * 1000.0
+            range(&cycles.rpcs),
+            range(&cycles.commands),
+            mean_ms(&cycles.wall)
         );
     }
 
     let n = 200;
     let plain = plain_sbatch_loop(&sdiag_shell, n).await?;
     let started = Instant::now();
-    let ids = submit_all(&slurm, &format!("{run}-throughput"), n).await?;
+    let ids = submit_all(&slurm, specs(&format!("{run}-throughput"), n)?).await?;
     let ours = started.elapsed().as_secs_f64();
     run_cycles(&slurm, &counting, &sdiag_shell, &facts.user, &ids).await?;
-    println!();
-    println!("| submit {n} jobs | seconds | jobs/s |");
-    println!("|---|---|---|");
-    println!(
-        "| plain sbatch loop, one SSH session | {plain:.2} | {:.0} |",
-        n as f64 / plain
+    print_throughput(
+        n,
+        "plain sbatch loop, one SSH session",
+        plain,
+        "SlurmBackend::submit, one connection",
+        ours,
     );
-    println!(
-        "| SlurmBackend::submit, one connection | {ours:.2} | {:.0} |",
-        n as f64 / ours
-    );
-    println!();
-    println!("backend throughput / plain loop: {:.2}", plain / ours);
     println!(
         "SSH connections opened by the backend: {}",
-        counting.inner.connections_opened()
+        counting.inner().connections_opened()
     );
     Ok(())
 }

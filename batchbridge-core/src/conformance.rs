@@ -387,7 +387,7 @@ pub const HOSTILE_VALUE: &str = "$(echo EXPANDED) `echo EXPANDED` '\"; echo INJE
 
 /// Variable names a job wrapper is likely to use for itself (`dir`, `task`…). A job's
 /// environment may set them, and the wrapper must not trip over them.
-const WRAPPER_NAMES: [&str; 8] = [
+pub const WRAPPER_NAMES: [&str; 8] = [
     "dir", "task", "rc", "id", "cluster", "work", "script", "key",
 ];
 

@@ -216,31 +216,17 @@ impl BatchBackend for HtcondorBackend {
         .await?;
         match submitted {
             Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => match self.find_in_scheduler(&spec.key).await? {
-                Some(id) => Ok(id),
-                None => Err(Error::new(
-                    ErrorKind::SubmitOutcomeUnknown,
-                    format!(
-                        "another submit of job {} is in flight or was cut off before \
-                         HTCondor answered; try again shortly (its job directory is {dir})",
-                        spec.key
-                    ),
-                )
-                .temporary()),
-            },
+            Submitted::Claimed => self
+                .find_in_scheduler(&spec.key)
+                .await?
+                .ok_or_else(|| remote::claimed_without_job(&spec.key, "HTCondor", &dir)),
             Submitted::Refused(output) => {
                 let error = scheduler_failure("condor_submit", &output);
-                if error.is_temporary() {
-                    return Err(error);
-                }
-                Err(Error::new(
-                    ErrorKind::Rejected,
-                    format!(
-                        "HTCondor refused job {}: {}",
-                        spec.key,
-                        output.stderr_text().trim()
-                    ),
-                ))
+                Err(if error.is_temporary() {
+                    error
+                } else {
+                    remote::rejected(&spec.key, "HTCondor", "", &output)
+                })
             }
         }
     }
@@ -257,21 +243,7 @@ impl BatchBackend for HtcondorBackend {
     }
 
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let mut statuses = HashMap::with_capacity(ids.len());
-        let mut clusters: Vec<&str> = Vec::with_capacity(ids.len());
-        for id in ids {
-            match job_number(id.as_str()) {
-                Some(number) => clusters.push(number),
-                None => {
-                    statuses.insert(
-                        id.clone(),
-                        JobStatus::unknown(format!("{id:?} is not an HTCondor cluster id")),
-                    );
-                }
-            }
-        }
-        clusters.sort_unstable();
-        clusters.dedup();
+        let (clusters, mut statuses) = remote::job_numbers(ids, "an HTCondor cluster id");
         if clusters.is_empty() {
             return Ok(statuses);
         }

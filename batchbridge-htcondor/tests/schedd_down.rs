@@ -8,17 +8,8 @@
 mod common;
 
 use batchbridge_core::{BatchBackend, ErrorKind, JobState};
-use batchbridge_testbed::testbed_script;
+use batchbridge_testbed::{RunOnDrop, testbed_script};
 use common::{backend, spec, wait_for};
-
-/// Brings the schedd back when the test ends, passed or failed.
-struct StartScheddOnDrop;
-
-impl Drop for StartScheddOnDrop {
-    fn drop(&mut self) {
-        testbed_script("htcondor.sh", &["start-schedd"]);
-    }
-}
 
 #[tokio::test]
 async fn with_the_schedd_down_calls_fail_temporarily_and_recover() {
@@ -33,7 +24,7 @@ async fn with_the_schedd_down_calls_fail_temporarily_and_recover() {
     .await;
 
     testbed_script("htcondor.sh", &["stop-schedd"]);
-    let restart = StartScheddOnDrop;
+    let restart = RunOnDrop::script("htcondor.sh", &["start-schedd"]);
     let err = condor
         .status(std::slice::from_ref(&running))
         .await

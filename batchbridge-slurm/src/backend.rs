@@ -310,18 +310,10 @@ impl BatchBackend for SlurmBackend {
         .await?;
         match submitted {
             Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => match self.find_in_scheduler(&spec.key).await? {
-                Some(id) => Ok(id),
-                None => Err(Error::new(
-                    ErrorKind::SubmitOutcomeUnknown,
-                    format!(
-                        "another submit of job {} is in flight or was cut off before SLURM \
-                         answered; try again shortly (its job directory is {dir})",
-                        spec.key
-                    ),
-                )
-                .temporary()),
-            },
+            Submitted::Claimed => self
+                .find_in_scheduler(&spec.key)
+                .await?
+                .ok_or_else(|| remote::claimed_without_job(&spec.key, "SLURM", &dir)),
             Submitted::Refused(output) => {
                 let error = scheduler_failure("sbatch", &output);
                 if error.is_temporary() {
@@ -333,14 +325,7 @@ impl BatchBackend for SlurmBackend {
                     .partition_for(spec)
                     .map(|p| format!(" on partition {p:?}"))
                     .unwrap_or_default();
-                Err(Error::new(
-                    ErrorKind::Rejected,
-                    format!(
-                        "SLURM refused job {}{on}: {}",
-                        spec.key,
-                        output.stderr_text().trim()
-                    ),
-                ))
+                Err(remote::rejected(&spec.key, "SLURM", &on, &output))
             }
         }
     }
@@ -357,21 +342,7 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let mut statuses = HashMap::with_capacity(ids.len());
-        let mut valid: Vec<&str> = Vec::with_capacity(ids.len());
-        for id in ids {
-            match job_number(id.as_str()) {
-                Some(number) => valid.push(number),
-                None => {
-                    statuses.insert(
-                        id.clone(),
-                        JobStatus::unknown(format!("{id:?} is not a SLURM job id")),
-                    );
-                }
-            }
-        }
-        valid.sort_unstable();
-        valid.dedup();
+        let (valid, mut statuses) = remote::job_numbers(ids, "a SLURM job id");
         if valid.is_empty() {
             return Ok(statuses);
         }

@@ -8,21 +8,12 @@
 mod common;
 
 use batchbridge_core::{BatchBackend, JobState};
-use batchbridge_testbed::{ssh_facts, testbed_script};
-
-/// Brings slurmdbd back when the test ends, passed or failed.
-struct StartSlurmdbdOnDrop;
-
-impl Drop for StartSlurmdbdOnDrop {
-    fn drop(&mut self) {
-        testbed_script("slurm.sh", &["start-slurmdbd"]);
-    }
-}
+use batchbridge_testbed::{RunOnDrop, ssh_facts, testbed_script};
 
 #[tokio::test]
 async fn with_accounting_down_the_exit_code_files_decide() {
     testbed_script("slurm.sh", &["stop-slurmdbd"]);
-    let _restart = StartSlurmdbdOnDrop;
+    let _restart = RunOnDrop::script("slurm.sh", &["start-slurmdbd"]);
     let slurm = common::backend();
     let ok = slurm
         .submit(&common::spec("dbd-ok", "echo ok\n"))

@@ -15,14 +15,16 @@
 //! Every remote command is a constant script whose values arrive as positional parameters
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
-use crate::backend::{JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
+use crate::backend::{JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
 use crate::error::{Error, ErrorKind, Result};
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
+use crate::state::JobStatus;
 
 const SUBMIT: &str = include_str!("submit.sh");
 const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
@@ -130,6 +132,63 @@ pub enum Submitted {
     Claimed,
     /// The scheduler refused the job; its output says why. The key was released.
     Refused(Output),
+}
+
+/// The error for [`Submitted::Claimed`] when the scheduler holds no job with the key
+/// either: a submit is in flight or was cut off; temporary, since trying again soon answers.
+pub fn claimed_without_job(key: &JobKey, scheduler: &str, dir: &str) -> Error {
+    Error::new(
+        ErrorKind::SubmitOutcomeUnknown,
+        format!(
+            "another submit of job {key} is in flight or was cut off before {scheduler} \
+             answered; try again shortly (its job directory is {dir})"
+        ),
+    )
+    .temporary()
+}
+
+/// The error for [`Submitted::Refused`] when the scheduler refused the job itself (not
+/// because it was unreachable): permanent [`Rejected`](ErrorKind::Rejected), with
+/// `context` (e.g. ` on partition "debug"`) and the scheduler's message.
+pub fn rejected(key: &JobKey, scheduler: &str, context: &str, refusal: &Output) -> Error {
+    Error::new(
+        ErrorKind::Rejected,
+        format!(
+            "{scheduler} refused job {key}{context}: {}",
+            refusal.stderr_text().trim()
+        ),
+    )
+}
+
+/// The job numbers among `ids`, sorted and without repeats, and an Unknown status for
+/// every id that is not one (`what` says what it is not, e.g. "a SLURM job id").
+///
+/// ```
+/// use batchbridge_core::{JobId, JobState};
+/// use batchbridge_core::remote::job_numbers;
+///
+/// let ids = [JobId::from("12"), JobId::from("x;y"), JobId::from("3"), JobId::from("12")];
+/// let (numbers, unknown) = job_numbers(&ids, "a job id");
+/// assert_eq!(numbers, ["12", "3"]);
+/// assert_eq!(unknown[&JobId::from("x;y")].state, JobState::Unknown);
+/// ```
+pub fn job_numbers<'a>(ids: &'a [JobId], what: &str) -> (Vec<&'a str>, HashMap<JobId, JobStatus>) {
+    let mut numbers = Vec::with_capacity(ids.len());
+    let mut unknown = HashMap::new();
+    for id in ids {
+        match job_number(id.as_str()) {
+            Some(number) => numbers.push(number),
+            None => {
+                unknown.insert(
+                    id.clone(),
+                    JobStatus::unknown(format!("{id:?} is not {what}")),
+                );
+            }
+        }
+    }
+    numbers.sort_unstable();
+    numbers.dedup();
+    (numbers, unknown)
 }
 
 /// A submit in one remote command: claims `WORK/jobs/KEY` with an atomic `mkdir`, writes

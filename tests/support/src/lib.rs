@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 
+mod counting;
+
+pub use counting::CountingShell;
+
 /// The SSH facts of the test bed's sshd.
 #[derive(Debug, Clone)]
 pub struct SshFacts {
@@ -138,6 +142,35 @@ pub fn testbed_script(name: &str, args: &[&str]) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Runs a test bed script when dropped: a test that takes part of the test bed away keeps
+/// one of these, so the part comes back whether the test passes or panics.
+///
+/// ```no_run
+/// use batchbridge_testbed::{RunOnDrop, testbed_script};
+///
+/// testbed_script("slurm.sh", &["stop-slurmdbd"]);
+/// let _restart = RunOnDrop::script("slurm.sh", &["start-slurmdbd"]);
+/// ```
+#[derive(Debug)]
+#[must_use = "the script runs when this is dropped"]
+pub struct RunOnDrop {
+    name: &'static str,
+    args: &'static [&'static str],
+}
+
+impl RunOnDrop {
+    /// Runs `tests/testbed/NAME ARGS...` when dropped.
+    pub fn script(name: &'static str, args: &'static [&'static str]) -> Self {
+        Self { name, args }
+    }
+}
+
+impl Drop for RunOnDrop {
+    fn drop(&mut self) {
+        testbed_script(self.name, self.args);
+    }
 }
 
 /// Runs `command` through `shell` and returns its stdout, panicking unless it exits 0: for
