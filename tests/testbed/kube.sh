@@ -50,7 +50,9 @@ SERVICE_IP=10.0.0.1
 SERVER="https://$KUBE_HOST:$API_PORT"
 ETCD_URL="http://$KUBE_HOST:$ETCD_PORT"
 
+COMPONENT_NAME=kube
 KUBE_DIR="$TESTBED_DIR/kube"
+DAEMON_DIR="$KUBE_DIR"
 BIN_DIR="$KUBE_DIR/bin"
 BUILD_DIR="$KUBE_DIR/build"
 BUILD_LOG="$BUILD_DIR/build.log"
@@ -310,78 +312,14 @@ EOF
 }
 
 # ---------------------------------------------------------------------------
-# Processes
+# Processes (helpers in lib.sh)
 
-pid_file() { printf '%s/%s.pid\n' "$KUBE_DIR" "$1"; }
-log_file() { printf '%s/%s.log\n' "$KUBE_DIR" "$1"; }
-
-# daemon_pid NAME : print the pid from NAME.pid if that process is alive and runs our binary
-# (guards against stale pid files, reused pids and someone else's etcd).
-daemon_pid() {
-    local name="$1" file pid argv0
-    file="$(pid_file "$name")"
-    [[ -r "$file" ]] || return 1
-    pid="$(tr -dc '0-9' <"$file")"
-    [[ -n "$pid" ]] || return 1
-    argv0="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1 || true)"
-    [[ "$argv0" == "$BIN_DIR/$name" ]] || return 1
-    ! process_gone "$pid" || return 1
-    printf '%s\n' "$pid"
-}
-
-# start_daemon NAME ARGS... : run $BIN_DIR/NAME detached in the background, output appended
-# to NAME.log, pid written to NAME.pid.
-start_daemon() {
-    local name="$1" log
-    shift
-    log="$(log_file "$name")"
-    printf '\n===== %s kube.sh: starting %s %s\n' "$(date '+%F %T')" "$name" "$*" >>"$log"
-    log "kube: starting $name (log: $log)"
-    (
-        # Do not let the daemon inherit the lock: the next 'up' would block on it.
-        if [[ -n "$lock_fd" ]]; then
-            exec {lock_fd}>&-
-        fi
-        exec setsid "$BIN_DIR/$name" "$@" </dev/null >>"$log" 2>&1
-    ) &
-    printf '%s\n' "$!" >"$(pid_file "$name")"
-}
-
-# stop_daemon NAME : SIGTERM, then SIGKILL after 30 s; remove the pid file.
-stop_daemon() {
-    local name="$1" pid
-    if pid="$(daemon_pid "$name")"; then
-        log "kube: stopping $name (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        if ! WAIT_FOR_SLEEP=0.1 wait_for 300 "$name pid $pid to exit" process_gone "$pid"; then
-            kill -KILL "$pid" 2>/dev/null || true
-            WAIT_FOR_SLEEP=0.1 wait_for 100 "$name pid $pid to die" process_gone "$pid"
-        fi
-    fi
-    rm -f "$(pid_file "$name")"
-}
-
-# wait_daemon NAME SECONDS DESCRIPTION CMD [ARGS...] : run CMD until it succeeds; fail early
-# (with the end of NAME's log) if NAME's process exits.
-wait_daemon() {
-    local name="$1" seconds="$2" what="$3" pid i tries
-    shift 3
-    pid="$(tr -dc '0-9' <"$(pid_file "$name")" 2>/dev/null || true)"
-    tries=$((seconds * 5))
-    for ((i = 1; i <= tries; i++)); do
-        if "$@"; then
-            return 0
-        fi
-        if [[ -z "$pid" ]] || process_gone "$pid"; then
-            log "ERROR: $name (pid ${pid:-?}) exited while waiting for $what; end of $(log_file "$name"):"
-            tail -n 30 "$(log_file "$name")" >&2 || true
-            die "$name failed to start"
-        fi
-        sleep 0.2
-    done
-    log "ERROR: timed out after ${seconds}s waiting for $what; end of $(log_file "$name"):"
-    tail -n 30 "$(log_file "$name")" >&2 || true
-    die "$name did not become ready"
+# daemon_is NAME PID : true if PID runs $BIN_DIR/NAME, our own build (not, e.g., someone
+# else's etcd).
+daemon_is() {
+    local argv0
+    argv0="$(tr '\0' '\n' <"/proc/$2/cmdline" 2>/dev/null | head -n 1 || true)"
+    [[ "$argv0" == "$BIN_DIR/$1" ]]
 }
 
 # ---------------------------------------------------------------------------
@@ -428,12 +366,12 @@ ensure_etcd() {
     if daemon_pid etcd >/dev/null && etcd_healthy && [[ "$(etcd_version)" == "$ETCD_VERSION" ]]; then
         return 0
     fi
-    stop_daemon etcd
+    stop_daemon etcd 30
     if port_open "$ETCD_PORT"; then
         die "something else already listens on $KUBE_HOST:$ETCD_PORT (not our etcd, no valid $(pid_file etcd))"
     fi
     install -d -m 700 "$ETCD_DATA_DIR"
-    start_daemon etcd \
+    start_daemon etcd "$BIN_DIR/etcd" \
         --name=batchbridge-testbed \
         --data-dir="$ETCD_DATA_DIR" \
         --listen-client-urls="$ETCD_URL" \
@@ -454,11 +392,11 @@ ensure_apiserver() {
         [[ "$(server_version)" == "$K8S_VERSION" ]]; then
         return 0
     fi
-    stop_daemon kube-apiserver
+    stop_daemon kube-apiserver 30
     if port_open "$API_PORT"; then
         die "something else already listens on $KUBE_HOST:$API_PORT (not our kube-apiserver, no valid $(pid_file kube-apiserver))"
     fi
-    start_daemon kube-apiserver \
+    start_daemon kube-apiserver "$BIN_DIR/kube-apiserver" \
         --bind-address="$KUBE_HOST" \
         --advertise-address="$KUBE_HOST" \
         --secure-port="$API_PORT" \
@@ -569,7 +507,7 @@ cmd_down() {
     take_lock
     local i
     for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
-        stop_daemon "${DAEMONS[i]}"
+        stop_daemon "${DAEMONS[i]}" 30
     done
     if port_open "$ETCD_PORT"; then
         log "kube: something still listens on $KUBE_HOST:$ETCD_PORT; keeping $ETCD_DATA_DIR"

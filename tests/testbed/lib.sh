@@ -150,6 +150,88 @@ process_gone() {
     [[ -z "$state" || "$state" == Z ]]
 }
 
+# Daemons a component script runs itself, as PID 1 need not be systemd. The script sets
+# COMPONENT_NAME (for messages) and DAEMON_DIR (holds NAME.pid and NAME.log), defines
+# `daemon_is NAME PID` and keeps the descriptor of any lock it holds in lock_fd.
+
+# pid_file NAME / log_file NAME : where daemon NAME's pid and output go.
+pid_file() { printf '%s/%s.pid\n' "$DAEMON_DIR" "$1"; }
+log_file() { printf '%s/%s.log\n' "$DAEMON_DIR" "$1"; }
+
+# daemon_pid NAME : print the pid from NAME.pid if that process is alive and daemon_is
+# accepts it (guards against stale pid files and reused pids).
+daemon_pid() {
+    local name="$1" file pid
+    file="$(pid_file "$name")"
+    [[ -r "$file" ]] || return 1
+    pid="$(tr -dc '0-9' <"$file")"
+    [[ -n "$pid" ]] || return 1
+    daemon_is "$name" "$pid" || return 1
+    ! process_gone "$pid" || return 1
+    printf '%s\n' "$pid"
+}
+
+# start_daemon NAME CMD [ARGS...] : run CMD (which must stay in the foreground) detached in
+# the background, output appended to NAME.log, pid written to NAME.pid.
+start_daemon() {
+    local name="$1" log
+    shift
+    log="$(log_file "$name")"
+    # CMD shown without its directory: the header stays short when CMD is an absolute path.
+    local shown=("${1##*/}" "${@:2}")
+    printf '\n===== %s %s.sh: starting %s\n' "$(date '+%F %T')" "$COMPONENT_NAME" "${shown[*]}" \
+        >>"$log"
+    log "$COMPONENT_NAME: starting $name (log: $log)"
+    (
+        # Do not let the daemon inherit the lock: the next 'up' would block on it.
+        if [[ -n "${lock_fd:-}" ]]; then
+            exec {lock_fd}>&-
+        fi
+        exec setsid "$@" </dev/null >>"$log" 2>&1
+    ) &
+    printf '%s\n' "$!" >"$(pid_file "$name")"
+}
+
+# stop_daemon NAME SECONDS : SIGTERM the daemon from NAME.pid, SIGKILL it if it is still
+# there after SECONDS, remove the pid file.
+stop_daemon() {
+    local name="$1" seconds="$2" pid
+    if pid="$(daemon_pid "$name")"; then
+        log "$COMPONENT_NAME: stopping $name (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        if ! WAIT_FOR_SLEEP=0.1 wait_for $((seconds * 10)) "$name pid $pid to exit" \
+            process_gone "$pid"; then
+            log "$COMPONENT_NAME: $name pid $pid ignored SIGTERM for ${seconds}s, sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            WAIT_FOR_SLEEP=0.1 wait_for 100 "$name pid $pid to die" process_gone "$pid"
+        fi
+    fi
+    rm -f "$(pid_file "$name")"
+}
+
+# wait_daemon NAME SECONDS DESCRIPTION CMD [ARGS...] : run CMD until it succeeds; fail early
+# (with the end of NAME's log) if NAME's process exits.
+wait_daemon() {
+    local name="$1" seconds="$2" what="$3" pid i tries
+    shift 3
+    pid="$(tr -dc '0-9' <"$(pid_file "$name")" 2>/dev/null || true)"
+    tries=$((seconds * 5))
+    for ((i = 1; i <= tries; i++)); do
+        if "$@"; then
+            return 0
+        fi
+        if [[ -z "$pid" ]] || process_gone "$pid"; then
+            log "ERROR: $name (pid ${pid:-?}) exited while waiting for $what; end of $(log_file "$name"):"
+            tail -n 30 "$(log_file "$name")" >&2 || true
+            die "$name failed to start"
+        fi
+        sleep 0.2
+    done
+    log "ERROR: timed out after ${seconds}s waiting for $what; end of $(log_file "$name"):"
+    tail -n 30 "$(log_file "$name")" >&2 || true
+    die "$name did not become ready"
+}
+
 # ensure_keypair PATH COMMENT: an ed25519 key pair without passphrase, made once.
 ensure_keypair() {
     local key=$1 comment=$2

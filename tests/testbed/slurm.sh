@@ -44,7 +44,9 @@ NODE_CPUS=16
 NODE_MEMORY_MB=16384
 NODE="$(hostname -s)"
 
+COMPONENT_NAME=slurm
 SLURM_DIR="$TESTBED_DIR/slurm"
+DAEMON_DIR="$SLURM_DIR"
 FACTS="$SLURM_DIR/facts.json"
 LOCK_FILE="$SLURM_DIR/.lock"
 DB_PASSWORD_FILE="$SLURM_DIR/db_password"
@@ -78,60 +80,13 @@ DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)
 lock_fd=""
 
 # ---------------------------------------------------------------------------
-# Processes
+# Processes (helpers in lib.sh)
 
-pid_file() { printf '%s/%s.pid\n' "$SLURM_DIR" "$1"; }
-log_file() { printf '%s/%s.log\n' "$SLURM_DIR" "$1"; }
-
-
-# daemon_pid NAME : print the pid from NAME's pid file if that process is alive
-# and really is NAME (guards against stale pid files and reused pids).
-daemon_pid() {
-    local name="$1" file pid comm
-    file="$(pid_file "$name")"
-    [[ -r "$file" ]] || return 1
-    pid="$(tr -dc '0-9' <"$file")"
-    [[ -n "$pid" ]] || return 1
-    comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-    [[ "$comm" == "$name" ]] || return 1
-    ! process_gone "$pid" || return 1
-    printf '%s\n' "$pid"
-}
-
-# start_daemon NAME CMD [ARGS...] : run CMD (which must stay in the foreground
-# and end up as a process called NAME) detached in the background, output
-# appended to NAME.log, pid written to NAME.pid.
-start_daemon() {
-    local name="$1" log
-    shift
-    log="$(log_file "$name")"
-    printf '\n===== %s slurm.sh: starting %s\n' "$(date '+%F %T')" "$*" >>"$log"
-    log "slurm: starting $name (log: $log)"
-    (
-        # Do not let the daemon inherit the lock: the next 'up' would block on it.
-        if [[ -n "$lock_fd" ]]; then
-            exec {lock_fd}>&-
-        fi
-        exec setsid "$@" </dev/null >>"$log" 2>&1
-    ) &
-    printf '%s\n' "$!" >"$(pid_file "$name")"
-}
-
-# stop_daemon NAME SECONDS : SIGTERM the daemon from NAME.pid, SIGKILL it if it
-# is still there after SECONDS, remove the pid file.
-stop_daemon() {
-    local name="$1" seconds="$2" pid
-    if pid="$(daemon_pid "$name")"; then
-        log "slurm: stopping $name (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        if ! WAIT_FOR_SLEEP=0.1 wait_for $((seconds * 10)) "$name pid $pid to exit" \
-            process_gone "$pid"; then
-            log "slurm: $name pid $pid ignored SIGTERM for ${seconds}s, sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            WAIT_FOR_SLEEP=0.1 wait_for 100 "$name pid $pid to die" process_gone "$pid"
-        fi
-    fi
-    rm -f "$(pid_file "$name")"
+# daemon_is NAME PID : true if PID's process is called NAME (the packaged daemons, by name).
+daemon_is() {
+    local comm
+    comm="$(cat "/proc/$2/comm" 2>/dev/null || true)"
+    [[ "$comm" == "$1" ]]
 }
 
 stop_seconds() {
@@ -141,30 +96,6 @@ stop_seconds() {
     *) echo 30 ;;
     esac
 }
-
-# wait_daemon NAME SECONDS DESCRIPTION CMD [ARGS...] : run CMD until it
-# succeeds; fail early (with the end of NAME's log) if NAME's process exits.
-wait_daemon() {
-    local name="$1" seconds="$2" what="$3" pid i tries
-    shift 3
-    pid="$(tr -dc '0-9' <"$(pid_file "$name")" 2>/dev/null || true)"
-    tries=$((seconds * 5))
-    for ((i = 1; i <= tries; i++)); do
-        if "$@"; then
-            return 0
-        fi
-        if [[ -z "$pid" ]] || process_gone "$pid"; then
-            log "ERROR: $name (pid ${pid:-?}) exited while waiting for $what; end of $(log_file "$name"):"
-            tail -n 30 "$(log_file "$name")" >&2 || true
-            die "$name failed to start"
-        fi
-        sleep 0.2
-    done
-    log "ERROR: timed out after ${seconds}s waiting for $what; end of $(log_file "$name"):"
-    tail -n 30 "$(log_file "$name")" >&2 || true
-    die "$name did not become ready"
-}
-
 
 # ---------------------------------------------------------------------------
 # Health checks (each quick, each safe to run when things are down)
