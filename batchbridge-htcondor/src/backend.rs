@@ -329,65 +329,23 @@ impl BatchBackend for HtcondorBackend {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
-    use std::sync::Mutex;
-
     use batchbridge_core::JobState;
+    use batchbridge_testbed::{Programs, reply, scripted_shell};
 
     use super::*;
 
-    mockall::mock! {
-        Pool {}
-        impl std::fmt::Debug for Pool {
-            fn fmt<'a>(&self, f: &mut std::fmt::Formatter<'a>) -> std::fmt::Result;
-        }
-        #[async_trait]
-        impl Shell for Pool {
-            fn host(&self) -> &str;
-            async fn run(&self, command: &Command) -> Result<Output>;
-        }
-    }
-
     fn ok(stdout: &str) -> Result<Output> {
-        Ok(Output {
-            exit_code: Some(0),
-            stdout: stdout.into(),
-            ..Output::default()
-        })
+        reply(0, stdout, "")
     }
 
     fn failed(stderr: &str) -> Result<Output> {
-        Ok(Output {
-            exit_code: Some(1),
-            stderr: stderr.into(),
-            ..Output::default()
-        })
+        reply(1, "", stderr)
     }
 
-    /// A backend whose shell answers its commands with `replies`, in order, after the work
-    /// directory resolved to /home/u/w, and records the programs it was asked to run.
-    fn backend(replies: Vec<Result<Output>>) -> (HtcondorBackend, Arc<Mutex<Vec<String>>>) {
-        let replies = Mutex::new(VecDeque::from(replies));
-        let programs = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&programs);
-        let mut shell = MockPool::new();
-        shell.expect_host().return_const("submit".to_owned());
-        shell.expect_run().returning(move |command| {
-            if command
-                .arguments()
-                .get(1)
-                .is_some_and(|s| s.starts_with("mkdir -p"))
-            {
-                return ok("/home/u/w\n");
-            }
-            seen.lock().unwrap().push(command.program().to_owned());
-            replies
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or_else(|| panic!("unexpected command {command:?}"))
-        });
-        let backend = HtcondorBackend::new(Arc::new(shell), HtcondorConfig::default()).unwrap();
+    /// A backend whose shell answers its commands with `replies`, in order.
+    fn backend(replies: Vec<Result<Output>>) -> (HtcondorBackend, Programs) {
+        let (shell, programs) = scripted_shell("/home/u/w", replies);
+        let backend = HtcondorBackend::new(shell, HtcondorConfig::default()).unwrap();
         (backend, programs)
     }
 
@@ -407,12 +365,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_submit_refused_because_the_schedd_is_down_is_temporary() {
-        let refused = Output {
-            exit_code: Some(71),
-            stderr: "ERROR: Can't find address of local schedd\n".into(),
-            ..Output::default()
-        };
-        let (condor, _) = backend(vec![Ok(refused)]);
+        let refused = reply(71, "", "ERROR: Can't find address of local schedd\n");
+        let (condor, _) = backend(vec![refused]);
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
         assert!(err.is_temporary(), "{err}");

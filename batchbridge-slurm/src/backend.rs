@@ -424,53 +424,19 @@ impl BatchBackend for SlurmBackend {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
-
     use batchbridge_core::JobState;
+    use batchbridge_testbed::{reply, scripted_shell};
 
     use super::*;
 
-    mockall::mock! {
-        Cluster {}
-        impl std::fmt::Debug for Cluster {
-            fn fmt<'a>(&self, f: &mut std::fmt::Formatter<'a>) -> std::fmt::Result;
-        }
-        #[async_trait]
-        impl Shell for Cluster {
-            fn host(&self) -> &str;
-            async fn run(&self, command: &Command) -> Result<Output>;
-        }
-    }
-
     fn ok(stdout: &str) -> Result<Output> {
-        Ok(Output {
-            exit_code: Some(0),
-            stdout: stdout.into(),
-            ..Output::default()
-        })
+        reply(0, stdout, "")
     }
 
-    /// A backend whose shell answers its commands with `replies`, in order, after the work
-    /// directory resolved to /w; more commands than replies fail the test.
+    /// A backend whose shell answers its commands with `replies`, in order.
     fn backend(replies: Vec<Result<Output>>) -> SlurmBackend {
-        let replies = Mutex::new(VecDeque::from(replies));
-        let mut shell = MockCluster::new();
-        shell.expect_host().return_const("login".to_owned());
-        shell.expect_run().returning(move |command| {
-            if command
-                .arguments()
-                .get(1)
-                .is_some_and(|s| s.starts_with("mkdir -p"))
-            {
-                return ok("/w\n");
-            }
-            replies
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or_else(|| panic!("unexpected command {command:?}"))
-        });
-        SlurmBackend::new(Arc::new(shell), SlurmConfig::default()).unwrap()
+        let (shell, _) = scripted_shell("/w", replies);
+        SlurmBackend::new(shell, SlurmConfig::default()).unwrap()
     }
 
     fn spec() -> JobSpec {

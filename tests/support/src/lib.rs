@@ -12,8 +12,10 @@ use std::time::Duration;
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 
 mod counting;
+mod scripted;
 
 pub use counting::CountingShell;
+pub use scripted::{MockShell, Programs, reply, scripted_shell};
 
 /// The SSH facts of the test bed's sshd.
 #[derive(Debug, Clone)]
