@@ -12,6 +12,7 @@ bash tests/testbed/up.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+diff -u <(cat deploy/crds/batchbridge.dev_*.yaml) <(cargo run --locked -q -p batchbridge-operator --bin crdgen) >&2 || { echo "deploy/crds is stale: run cargo run -p batchbridge-operator --bin crdgen -- --write" >&2; exit 1; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"

@@ -87,6 +87,27 @@ pub fn ssh_facts() -> SshFacts {
     }
 }
 
+/// The Kubernetes API server of the test bed (`tests/testbed/kube.sh`).
+#[derive(Debug, Clone)]
+pub struct KubeFacts {
+    /// The API server's URL.
+    pub server: String,
+    /// A kubeconfig that authenticates as a cluster admin.
+    pub kubeconfig: PathBuf,
+    /// A kubectl of the API server's version.
+    pub kubectl: PathBuf,
+}
+
+/// Reads `kube/facts.json`.
+pub fn kube_facts() -> KubeFacts {
+    let facts = Facts::read("kube/facts.json");
+    KubeFacts {
+        server: facts.field("server"),
+        kubeconfig: facts.field("kubeconfig").into(),
+        kubectl: facts.field("kubectl").into(),
+    }
+}
+
 /// A config failing fast (one connect attempt, 5 s), as tests want.
 fn fail_fast(config: SshConfig) -> SshConfig {
     let mut config = config;

@@ -1,0 +1,264 @@
+//! `BatchCluster`: a batch system the operator reaches, and how.
+
+// `KubeSchema` copies each struct it derives for into a function body as a `pub` item, which
+// the lint flags at the struct (kube-derive 5.0). Every type here is re-exported by `crd`.
+#![allow(unreachable_pub)]
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+use super::DURATION_OF_AT_LEAST_1S;
+
+/// The desired state of a BatchCluster: which scheduler, where it is, and the credentials
+/// and defaults to use with it.
+// The printer columns repeat `type_ = "string"`, which clippy takes for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "batchbridge.dev",
+    version = "v1alpha1",
+    kind = "BatchCluster",
+    namespaced,
+    status = "BatchClusterStatus",
+    shortname = "bcl",
+    category = "batchbridge",
+    doc = "A batch system (SLURM, HTCondor, the operator's local backend or a custom one) that BatchJobs in this namespace run on, reached over SSH as a regular user.",
+    printcolumn(
+        name = "Scheduler",
+        type_ = "string",
+        json_path = ".spec.scheduler",
+        description = "The batch system"
+    ),
+    printcolumn(
+        name = "Host",
+        type_ = "string",
+        json_path = ".spec.ssh.host",
+        description = "The SSH host the operator logs in to"
+    ),
+    printcolumn(
+        name = "Reachable",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Reachable\")].status",
+        description = "Whether the last probe reached the scheduler"
+    ),
+    printcolumn(
+        name = "Active Jobs",
+        type_ = "integer",
+        json_path = ".status.activeJobs",
+        description = "BatchJobs on this cluster that have not finished"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("!(self.scheduler in ['slurm', 'htcondor']) || has(self.ssh)")
+        .message("spec.ssh is required: slurm and htcondor clusters are reached over SSH")
+        .field_path(".ssh")
+        .reason(Reason::FieldValueRequired),
+    validation = Rule::new("!has(self.ssh) || has(self.knownHosts)")
+        .message("spec.knownHosts is required with spec.ssh: host keys are always verified")
+        .field_path(".knownHosts")
+        .reason(Reason::FieldValueRequired),
+    validation = Rule::new("!has(self.ssh) || has(self.secretRef)")
+        .message("spec.secretRef is required with spec.ssh: it holds the SSH key or password")
+        .field_path(".secretRef")
+        .reason(Reason::FieldValueRequired),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchClusterSpec {
+    /// The batch system: slurm, htcondor, local (jobs run as processes beside the operator
+    /// itself, for trying things out), or the name of a custom backend registered in the
+    /// operator (lowercase letters, digits and '-').
+    pub scheduler: Scheduler,
+    /// Where to log in: the cluster's login node. Required for slurm and htcondor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshEndpoint>,
+    /// The Secret in this namespace holding the SSH credential: of type
+    /// kubernetes.io/ssh-auth (a private key under the key ssh-privatekey) or
+    /// kubernetes.io/basic-auth (a password under the key password; the login is ssh.user).
+    /// Required with ssh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretReference>,
+    /// The login node's host keys in OpenSSH known_hosts format (what "ssh-keyscan -p PORT
+    /// HOST" prints, checked out of band). Host keys are always verified, so this is
+    /// required with ssh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub known_hosts: Option<String>,
+    /// The directory on the cluster that holds the job directories: absolute, or relative to
+    /// the login directory, on a file system the compute nodes share. The backend's default
+    /// (under ~/.batchbridge) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub work_dir: Option<String>,
+    /// How often the operator asks the scheduler about the active jobs of this cluster (one
+    /// batched query for all of them), as a duration such as "10s" or "1m"; at least 1s.
+    #[serde(default = "default_poll_interval")]
+    #[x_kube(validation = Rule::new(DURATION_OF_AT_LEAST_1S)
+        .message("pollInterval must be a duration of at least 1s, such as 10s or 1m"))]
+    #[schemars(length(max = 64))]
+    pub poll_interval: kube::core::Duration,
+    /// What jobs get when they do not choose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<ClusterDefaults>,
+}
+
+fn default_poll_interval() -> kube::core::Duration {
+    std::time::Duration::from_secs(10).into()
+}
+
+/// A batch system. In YAML it is one word: `slurm`, `htcondor`, `local`, or the name of a
+/// custom backend registered in the operator.
+///
+/// ```
+/// use batchbridge_operator::crd::Scheduler;
+///
+/// assert_eq!(Scheduler::from("htcondor".to_owned()), Scheduler::Htcondor);
+/// assert_eq!(Scheduler::from("pbs".to_owned()), Scheduler::Custom("pbs".into()));
+/// assert_eq!(Scheduler::Slurm.as_str(), "slurm");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Scheduler {
+    /// SLURM, driven with sbatch, squeue, sacct and scancel over SSH.
+    Slurm,
+    /// HTCondor, driven with condor_submit, condor_q, condor_history and condor_rm over SSH.
+    Htcondor,
+    /// The operator's own local backend: jobs run as processes beside the operator.
+    Local,
+    /// A backend registered in the operator under this name.
+    Custom(String),
+}
+
+impl Scheduler {
+    /// The scheduler's name as written in YAML.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Slurm => "slurm",
+            Self::Htcondor => "htcondor",
+            Self::Local => "local",
+            Self::Custom(name) => name,
+        }
+    }
+}
+
+impl fmt::Display for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<String> for Scheduler {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "slurm" => Self::Slurm,
+            "htcondor" => Self::Htcondor,
+            "local" => Self::Local,
+            _ => Self::Custom(name),
+        }
+    }
+}
+
+impl From<Scheduler> for String {
+    fn from(scheduler: Scheduler) -> Self {
+        match scheduler {
+            Scheduler::Custom(name) => name,
+            builtin => builtin.as_str().to_owned(),
+        }
+    }
+}
+
+impl JsonSchema for Scheduler {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Scheduler".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        // A DNS label: the built-in names and any custom backend's name fit it.
+        json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        })
+    }
+}
+
+/// An SSH server to log in to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SshEndpoint {
+    /// The host name or address of the login node.
+    #[schemars(length(min = 1, max = 253))]
+    pub host: String,
+    /// The SSH server's TCP port, 1 to 65535.
+    #[serde(default = "default_ssh_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// The (regular, unprivileged) user to log in as; jobs run as this user.
+    #[schemars(length(min = 1))]
+    pub user: String,
+}
+
+fn default_ssh_port() -> u16 {
+    22
+}
+
+/// A Secret in the same namespace as the resource that refers to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretReference {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// Defaults the cluster applies to jobs that do not choose.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDefaults {
+    /// The partition (SLURM) or queue for jobs without spec.queue; the scheduler's own
+    /// default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub partition: Option<String>,
+    /// The account jobs are charged to (SLURM --account); the user's default account when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub account: Option<String>,
+}
+
+/// What the operator last saw of a BatchCluster.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchClusterStatus {
+    /// The cluster's conditions; Reachable says whether the last probe logged in and got
+    /// an answer from the scheduler, and why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// The scheduler's version, as the last successful probe reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_version: Option<String>,
+    /// When the operator last probed the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<Time>,
+    /// How many BatchJobs on this cluster have not finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_jobs: Option<u32>,
+    /// The metadata.generation of the spec this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

@@ -1,0 +1,381 @@
+//! `BatchJob`: a batch job to run on a `BatchCluster`, and what became of it.
+
+// `KubeSchema` copies each struct it derives for into a function body as a `pub` item, which
+// the lint flags at the struct (kube-derive 5.0). Every type here is re-exported by `crd`.
+#![allow(unreachable_pub)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::DURATION_OF_AT_LEAST_1S;
+
+/// The desired state of a BatchJob: the script and what it needs. It cannot change while
+/// the job is active (status.phase Submitted, Queued, Held, Running, Suspended or Unknown);
+/// editing the spec of a finished job runs it again.
+// The printer columns repeat `type_ = "string"`, which clippy takes for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "batchbridge.dev",
+    version = "v1alpha1",
+    kind = "BatchJob",
+    namespaced,
+    status = "BatchJobStatus",
+    shortname = "bj",
+    category = "batchbridge",
+    doc = "A batch job (a bash script and the resources it needs) run on the batch system of a BatchCluster in the same namespace.",
+    printcolumn(name = "Status", type_ = "string", json_path = ".status.phase", description = "Where the job is in its life"),
+    printcolumn(name = "Job ID", type_ = "string", json_path = ".status.jobId", description = "The scheduler's id for the job"),
+    printcolumn(name = "Partition", type_ = "string", json_path = ".status.queue", description = "The partition or queue the job was submitted to"),
+    printcolumn(name = "User", type_ = "string", json_path = ".status.user", description = "The cluster user the job runs as"),
+    printcolumn(name = "Time", type_ = "date", json_path = ".status.startTime", description = "Time since the job started running"),
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterRef.name", description = "The BatchCluster the job runs on"),
+    printcolumn(name = "Exit Code", type_ = "integer", json_path = ".status.exitCode", description = "The script's exit code, once it exited"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new(SPEC_FROZEN_WHILE_ACTIVE)
+        .message(Message::Expression(SPEC_FROZEN_MESSAGE.into()))
+        .field_path(".spec")
+        .reason(Reason::FieldValueForbidden),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchJobSpec {
+    /// The BatchCluster in this namespace to run on.
+    pub cluster_ref: ClusterReference,
+    /// The job's script, run by bash on the cluster, verbatim.
+    #[x_kube(validation = Rule::new("self.trim().size() > 0").message("script must not be empty"))]
+    #[schemars(length(min = 1, max = 1048576))]
+    pub script: String,
+    /// What the job needs from the cluster; the cluster's defaults for what is absent.
+    #[serde(default)]
+    pub resources: Resources,
+    /// The partition (SLURM) or queue to submit to; the cluster's default partition when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9._-]+$"))]
+    pub queue: Option<String>,
+    /// Environment variables set for the script; each name is a letter or '_' followed by
+    /// letters, digits and '_'.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(name, name.matches('^[A-Za-z_][A-Za-z0-9_]*$'))")
+        .message("environment variable names must be a letter or '_' followed by letters, digits and '_'"))]
+    #[schemars(extend("maxProperties" = 1024))]
+    pub environment: BTreeMap<String, String>,
+    /// The directory the script starts in, on the machine that runs it; the job's own
+    /// directory on the cluster when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub working_dir: Option<String>,
+    /// Run the script as an array of tasks, each with its index in $BATCHBRIDGE_TASK_INDEX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArraySpec>,
+    /// Run the script inside a container image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerSpec>,
+    /// Extra native submit options per scheduler name ("slurm": sbatch arguments such as
+    /// "--qos=high"; "htcondor": submit description lines), passed as they are and never
+    /// through a shell. Options for other schedulers than the cluster's are ignored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub passthrough: BTreeMap<String, Vec<String>>,
+    /// Whether and when a failed job is submitted again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+    /// What the operator keeps of the job's output.
+    #[serde(default)]
+    pub output_policy: OutputPolicy,
+}
+
+/// The root rule that freezes the spec of an active job. It is a transition rule (it reads
+/// oldSelf), so the API server checks it on updates only; status updates go through the
+/// status subresource, which never changes the spec, so the operator is never refused.
+/// `Pending` (not yet submitted) and the terminal phases leave the spec editable.
+const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'Succeeded', 'Failed', 'Cancelled'] || self.spec == oldSelf.spec";
+
+const SPEC_FROZEN_MESSAGE: &str = "'spec cannot change while the job is ' + oldSelf.status.phase + ': wait until it finishes, or delete it (which cancels it)'";
+
+/// A BatchCluster in the same namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterReference {
+    /// The BatchCluster's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// What a job needs from the cluster, per task. Absent fields take the cluster's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// CPU cores per task, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cpus: Option<u32>,
+    /// Memory per task as a Kubernetes quantity, such as "4Gi" or "512Mi".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
+        .message("memory must be a positive quantity such as 4Gi or 512Mi"))]
+    #[schemars(length(max = 64))]
+    pub memory: Option<String>,
+    /// Local scratch disk per task as a Kubernetes quantity, such as "20Gi".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
+        .message("disk must be a positive quantity such as 20Gi"))]
+    #[schemars(length(max = 64))]
+    pub disk: Option<String>,
+    /// The wall-clock limit as a duration such as "30m" or "1h30m", at least 1s; the job is
+    /// stopped when it runs longer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(DURATION_OF_AT_LEAST_1S)
+        .message("wallTime must be a duration of at least 1s, such as 30m or 1h30m"))]
+    #[schemars(length(max = 64))]
+    pub wall_time: Option<kube::core::Duration>,
+    /// Nodes per task, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub nodes: Option<u32>,
+    /// GPUs per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+}
+
+/// Run the script once per task index 0..count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArraySpec {
+    /// How many tasks, at least 1.
+    #[schemars(range(min = 1))]
+    pub count: u32,
+    /// How many tasks may run at once, at least 1; unbounded when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_parallel: Option<u32>,
+}
+
+/// A container image to run the script in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerSpec {
+    /// The image, such as "docker://python:3.12" or the path of a .sif file on the cluster.
+    #[schemars(length(min = 1, max = 4096))]
+    pub image: String,
+    /// The container runtime on the cluster.
+    #[serde(default)]
+    pub runtime: ContainerRuntime,
+}
+
+/// A container runtime on the cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerRuntime {
+    /// Apptainer (formerly Singularity), the usual runtime on HPC clusters.
+    #[default]
+    Apptainer,
+    /// SingularityCE.
+    Singularity,
+    /// Docker.
+    Docker,
+    /// Podman.
+    Podman,
+}
+
+/// When a failed job is submitted again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    /// How many times a failed job is submitted again, with backoff; 0 never retries.
+    #[serde(default)]
+    #[schemars(range(max = 100))]
+    pub max_retries: u32,
+    /// Which failures are retried (NonZeroExitCode, NodeFailure, Timeout, Preempted,
+    /// Unknown); every failure when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5))]
+    pub retry_on: Vec<RetryReason>,
+}
+
+/// Why a job failed, as far as retrying is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum RetryReason {
+    /// The script exited with a code other than 0.
+    NonZeroExitCode,
+    /// A node the job ran on failed.
+    NodeFailure,
+    /// The job ran out of its wall time.
+    Timeout,
+    /// The scheduler preempted the job for another.
+    Preempted,
+    /// Any other or unknown cause.
+    Unknown,
+}
+
+/// What the operator keeps of a finished job's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputPolicy {
+    /// How many bytes of the end of the output go into status.outputTail; 0 keeps none.
+    #[serde(default = "default_tail_bytes")]
+    #[schemars(range(max = 65536))]
+    pub tail_bytes: u32,
+    /// Whether to keep the whole output (capped at the size a ConfigMap can hold) in a
+    /// ConfigMap named after the job and owned by it.
+    #[serde(default)]
+    pub config_map: bool,
+    /// Whether to create a pod that prints the output, so that "kubectl logs" shows it.
+    #[serde(default)]
+    pub log_pod: bool,
+}
+
+fn default_tail_bytes() -> u32 {
+    4096
+}
+
+impl Default for OutputPolicy {
+    fn default() -> Self {
+        Self {
+            tail_bytes: default_tail_bytes(),
+            config_map: false,
+            log_pod: false,
+        }
+    }
+}
+
+/// What the operator last saw of a BatchJob.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchJobStatus {
+    /// Where the job is in its life (the phase's own description lists them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The scheduler's id for the job, written as soon as it was submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// The partition or queue the job was submitted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The cluster user the job runs as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The scheduler's own word for the job's state (PENDING, COMPLETED, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_state: Option<String>,
+    /// Why the job is in its phase, in one CamelCase word or the scheduler's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable explanation of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The script's exit code, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the script, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// When the job was submitted to the scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_time: Option<Time>,
+    /// When the job started running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the job finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_time: Option<Time>,
+    /// How many times the job has been submitted (retries and re-runs after a spec edit
+    /// count).
+    #[serde(default)]
+    pub attempts: u32,
+    /// The metadata.generation of the spec the current attempt runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// How the tasks of an array job are spread over states.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<TaskCounts>,
+    /// The end of the job's output (stdout, then stderr), at most outputPolicy.tailBytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<String>,
+    /// The job's conditions in the standard Kubernetes form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Where the job is in its life: Pending (not submitted yet), Submitted (being submitted),
+/// then the scheduler's view: Queued, Held, Running, Suspended, and at the end Succeeded,
+/// Failed or Cancelled; Unknown when no source can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// Accepted by Kubernetes, not yet submitted (waiting for its cluster or Secret, say).
+    Pending,
+    /// Being submitted: the scheduler may already have the job, whose id is not known yet.
+    Submitted,
+    /// Waiting in the scheduler's queue.
+    Queued,
+    /// Kept from running until released.
+    Held,
+    /// Running.
+    Running,
+    /// Started, then paused by the scheduler or an administrator.
+    Suspended,
+    /// Finished with exit code 0 (every task, for an array).
+    Succeeded,
+    /// Finished unsuccessfully: a non-zero exit, a signal, a time or memory limit, a node
+    /// failure.
+    Failed,
+    /// Removed before finishing, by a user or an administrator.
+    Cancelled,
+    /// No source could tell what became of the job.
+    Unknown,
+}
+
+/// How the tasks of an array job are spread over states.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCounts {
+    /// Tasks in the array.
+    pub total: u32,
+    /// Tasks waiting: queued, held or unknown.
+    pub pending: u32,
+    /// Tasks running or suspended.
+    pub running: u32,
+    /// Tasks that succeeded.
+    pub succeeded: u32,
+    /// Tasks that failed.
+    pub failed: u32,
+    /// Tasks that were cancelled.
+    pub cancelled: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule lists phases by name: exactly Pending and the terminal ones leave the spec
+    /// editable.
+    #[test]
+    fn the_frozen_spec_rule_names_the_right_phases() {
+        let all = [
+            Phase::Pending,
+            Phase::Submitted,
+            Phase::Queued,
+            Phase::Held,
+            Phase::Running,
+            Phase::Suspended,
+            Phase::Succeeded,
+            Phase::Failed,
+            Phase::Cancelled,
+            Phase::Unknown,
+        ];
+        for phase in all {
+            let name = serde_json::to_value(phase).unwrap_or_default();
+            let listed = SPEC_FROZEN_WHILE_ACTIVE
+                .contains(&format!("'{}'", name.as_str().unwrap_or_default()));
+            assert_eq!(
+                listed,
+                phase == Phase::Pending || phase.is_terminal(),
+                "{phase:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,637 @@
+//! The checked-in CRDs (`deploy/crds/`) against the test bed's real kube-apiserver
+//! (`tests/testbed/kube.sh`): they are accepted and established, `kubectl explain` shows the
+//! fields' descriptions, and the API server itself refuses what the schema forbids: missing
+//! required fields (experiment 8 of the operator issue), values outside enums and bounds,
+//! and what the CEL rules forbid, including a spec change while the job is active.
+//!
+//! Each test works in a namespace of its own, so runs never collide. The API server has no
+//! namespace controller, so those namespaces stay behind as Terminating; `kube.sh down`
+//! clears them. A test bed that is not up fails these tests; they never skip.
+
+// Helpers panic on purpose: a refused CRD or an unreachable API server is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use batchbridge_operator::crd::{BatchCluster, BatchJob, BatchJobSpec, Phase, crd_file_name, crds};
+use batchbridge_testbed::{KubeFacts, kube_facts};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, Resource};
+use serde_json::{Value, json};
+
+const FIELD_MANAGER: &str = "batchbridge-crds-test";
+
+/// A client of the test bed's API server, with the CRDs applied from `deploy/crds/` and
+/// established, and a fresh namespace.
+struct Cluster {
+    facts: KubeFacts,
+    client: Client,
+    namespace: String,
+}
+
+impl Cluster {
+    async fn new(test: &str) -> Self {
+        let facts = kube_facts();
+        let kubeconfig = Kubeconfig::read_from(&facts.kubeconfig).unwrap();
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        let client = Client::try_from(config).unwrap();
+        apply_crds(&client, &facts).await;
+
+        static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let namespace = format!(
+            "crds-{test}-{}-{nanos}-{}",
+            std::process::id(),
+            SEQUENCE.fetch_add(1, Ordering::Relaxed)
+        );
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            facts,
+            client,
+            namespace,
+        }
+    }
+
+    fn jobs(&self) -> Api<BatchJob> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn clusters(&self) -> Api<BatchCluster> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// An untyped API for `K`, to send objects the Rust types cannot even express.
+    fn dynamic<K: Resource<DynamicType = ()>>(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &ApiResource::erase::<K>(&()),
+        )
+    }
+
+    /// Creates `object` (a `K` as JSON) and returns the API server's refusal, which must be
+    /// a 422 Invalid.
+    async fn refusal<K: Resource<DynamicType = ()>>(&self, name: &str, spec: Value) -> String {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .unwrap();
+        let result = self
+            .dynamic::<K>()
+            .create(&PostParams::default(), &object)
+            .await;
+        api_error(result, 422)
+    }
+
+    /// Runs the test bed's kubectl with `args` and returns its stdout, panicking unless it
+    /// succeeds.
+    fn kubectl(&self, args: &[&str]) -> String {
+        let output = Command::new(&self.facts.kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.facts.kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Deletes what the test made; the namespace itself stays Terminating (no controller).
+    async fn clean_up(self) {
+        let params = DeleteParams::default();
+        let list = ListParams::default();
+        self.jobs().delete_collection(&params, &list).await.unwrap();
+        self.clusters()
+            .delete_collection(&params, &list)
+            .await
+            .unwrap();
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        namespaces.delete(&self.namespace, &params).await.unwrap();
+    }
+}
+
+/// The API server's answer in `result`, which must be an error with HTTP status `code`.
+fn api_error<T: std::fmt::Debug>(result: kube::Result<T>, code: u16) -> String {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == code => status.message,
+        other => panic!("expected an API error {code}, got {other:?}"),
+    }
+}
+
+fn crd_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
+}
+
+/// Applies the checked-in CRD files with server-side apply and waits until the API server
+/// serves them. Concurrent tests apply the same content under the same manager, which is
+/// idempotent.
+async fn apply_crds(client: &Client, facts: &KubeFacts) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for generated in crds() {
+        let path = crd_dir().join(crd_file_name(&generated));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|err| {
+                panic!(
+                    "applying {name} to {}: {err}; is the test bed up (tests/testbed/up.sh)?",
+                    facts.server
+                )
+            });
+    }
+    for crd in crds() {
+        let name = crd.metadata.name.unwrap();
+        eventually(&format!("{name} to be Established"), || async {
+            let crd = api.get(&name).await.unwrap();
+            crd.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+        .await;
+    }
+}
+
+/// Polls `check` until it holds, panicking after 60 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn job_spec(extra: Value) -> BatchJobSpec {
+    let mut spec = json!({"clusterRef": {"name": "hpc"}, "script": "echo hello"});
+    for (field, value) in extra.as_object().unwrap() {
+        spec[field] = value.clone();
+    }
+    serde_json::from_value(spec).unwrap()
+}
+
+#[tokio::test]
+async fn kubectl_explain_shows_the_descriptions() {
+    let cluster = Cluster::new("explain").await;
+    // kubectl explain reads the OpenAPI document, which the API server republishes shortly
+    // after a CRD changes. It wraps descriptions at 80 columns, so whitespace is compared
+    // collapsed.
+    let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let explain = |field: &str| {
+        let output = Command::new(&cluster.facts.kubectl)
+            .arg("--kubeconfig")
+            .arg(&cluster.facts.kubeconfig)
+            .args(["explain", field])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let expectations: [(&str, &[&str]); 4] = [
+        (
+            "batchjob.spec.script",
+            &[
+                "FIELD: script <string>",
+                "The job's script, run by bash on the cluster",
+            ],
+        ),
+        (
+            "batchcluster.spec.ssh",
+            &[
+                "FIELD: ssh <Object>",
+                "Where to log in: the cluster's login node",
+                "host <string> -required-",
+                "The SSH server's TCP port, 1 to 65535.",
+            ],
+        ),
+        (
+            "batchjob.status.phase",
+            &[
+                "Where the job is in its life: Pending (not submitted yet), Submitted (being submitted), then",
+                "ENUM:",
+                "Cancelled Unknown DESCRIPTION:",
+            ],
+        ),
+        (
+            "batchjob.spec.retryPolicy.retryOn",
+            &[
+                "Which failures are retried (NonZeroExitCode, NodeFailure, Timeout, Preempted, Unknown)",
+            ],
+        ),
+    ];
+    for (field, needles) in expectations {
+        let mut last = String::new();
+        eventually(&format!("kubectl explain {field}"), || {
+            last = explain(field);
+            let ok = needles
+                .iter()
+                .all(|needle| collapse(&last).contains(&collapse(needle)));
+            async move { ok }
+        })
+        .await;
+        println!("kubectl explain {field}:\n{last}");
+    }
+    cluster.clean_up().await;
+}
+
+/// Experiment 8 of the operator issue: a BatchJob without its required fields never gets in.
+#[tokio::test]
+async fn required_fields_are_enforced_by_the_api_server() {
+    let cluster = Cluster::new("required").await;
+
+    let message = cluster
+        .refusal::<BatchJob>("no-script", json!({"clusterRef": {"name": "hpc"}}))
+        .await;
+    println!("without script: {message}");
+    assert!(message.contains("spec.script: Required value"), "{message}");
+
+    let message = cluster
+        .refusal::<BatchJob>("no-cluster", json!({"script": "echo hi"}))
+        .await;
+    println!("without clusterRef: {message}");
+    assert!(
+        message.contains("spec.clusterRef: Required value"),
+        "{message}"
+    );
+
+    let message = cluster
+        .refusal::<BatchJob>(
+            "empty-script",
+            json!({"clusterRef": {"name": "hpc"}, "script": " \n"}),
+        )
+        .await;
+    println!("blank script: {message}");
+    assert!(message.contains("spec.script") && message.contains("script must not be empty"));
+
+    let message = cluster
+        .refusal::<BatchCluster>("no-scheduler", json!({"workDir": "/w"}))
+        .await;
+    assert!(
+        message.contains("spec.scheduler: Required value"),
+        "{message}"
+    );
+
+    cluster.clean_up().await;
+}
+
+#[tokio::test]
+async fn enums_and_bounds_are_enforced_by_the_api_server() {
+    let cluster = Cluster::new("enums").await;
+    let cases: &[(&str, Value, &[&str])] = &[
+        (
+            "runtime",
+            json!({"container": {"image": "x.sif", "runtime": "lxc"}}),
+            &[
+                r#"spec.container.runtime: Unsupported value: "lxc": supported values: "apptainer", "singularity", "docker", "podman""#,
+            ],
+        ),
+        (
+            "retry-on",
+            json!({"retryPolicy": {"retryOn": ["Timeout", "CosmicRay"]}}),
+            &[r#"spec.retryPolicy.retryOn[1]: Unsupported value: "CosmicRay""#],
+        ),
+        (
+            "array",
+            json!({"array": {"count": 0}}),
+            &[
+                "spec.array.count: Invalid value: 0: spec.array.count in body should be greater than or equal to 1",
+            ],
+        ),
+        (
+            "bounds",
+            json!({"resources": {"cpus": 0, "nodes": 0}, "outputPolicy": {"tailBytes": 1_000_000}}),
+            &[
+                "spec.resources.cpus",
+                "spec.resources.nodes",
+                "spec.outputPolicy.tailBytes",
+            ],
+        ),
+        (
+            "queue",
+            json!({"queue": "debug; rm -rf ~"}),
+            &["spec.queue in body should match"],
+        ),
+        (
+            "units",
+            json!({"resources": {"memory": "4GB", "disk": "-1Gi", "wallTime": "ninety minutes"}}),
+            &[
+                "spec.resources.memory: Invalid value: \"string\": memory must be a positive quantity such as 4Gi or 512Mi",
+                "spec.resources.disk: Invalid value: \"string\": disk must be a positive quantity such as 20Gi",
+                "spec.resources.wallTime: Invalid value: \"string\": wallTime must be a duration of at least 1s, such as 30m or 1h30m",
+            ],
+        ),
+        (
+            "short-wall-time",
+            json!({"resources": {"wallTime": "500ms"}}),
+            &["wallTime must be a duration of at least 1s"],
+        ),
+        (
+            "environment",
+            json!({"environment": {"GOOD": "1", "NOT-A-NAME": "2"}}),
+            &[
+                "spec.environment: Invalid value: \"object\": environment variable names must be a letter or '_' followed by letters, digits and '_'",
+            ],
+        ),
+    ];
+    for (name, extra, needles) in cases {
+        let mut spec = json!({"clusterRef": {"name": "hpc"}, "script": "echo hi"});
+        for (field, value) in extra.as_object().unwrap() {
+            spec[field] = value.clone();
+        }
+        let message = cluster.refusal::<BatchJob>(name, spec).await;
+        println!("{name}: {message}");
+        for needle in *needles {
+            assert!(message.contains(needle), "{name}: {message}");
+        }
+    }
+
+    // The status schema holds too, for the operator's own writes.
+    let jobs = cluster.jobs();
+    jobs.create(
+        &PostParams::default(),
+        &BatchJob::new("status", job_spec(json!({}))),
+    )
+    .await
+    .unwrap();
+    let result = jobs
+        .patch_status(
+            "status",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Exploded"}})),
+        )
+        .await;
+    let message = api_error(result, 422);
+    println!("bad phase: {message}");
+    assert!(
+        message.contains(r#"status.phase: Unsupported value: "Exploded""#),
+        "{message}"
+    );
+
+    cluster.clean_up().await;
+}
+
+#[tokio::test]
+async fn batch_cluster_rules_are_enforced_by_the_api_server() {
+    let cluster = Cluster::new("cluster").await;
+    let ssh = json!({"host": "login.example.org", "user": "alice"});
+    let cases: &[(&str, Value, &[&str])] = &[
+        (
+            "slurm-without-ssh",
+            json!({"scheduler": "slurm"}),
+            &[
+                "spec.ssh: Required value: spec.ssh is required: slurm and htcondor clusters are reached over SSH",
+            ],
+        ),
+        (
+            "ssh-without-host-keys",
+            json!({"scheduler": "htcondor", "ssh": ssh, "secretRef": {"name": "key"}}),
+            &[
+                "spec.knownHosts: Required value: spec.knownHosts is required with spec.ssh: host keys are always verified",
+            ],
+        ),
+        (
+            "ssh-without-secret",
+            json!({"scheduler": "slurm", "ssh": ssh, "knownHosts": "h ssh-ed25519 AAAA"}),
+            &["spec.secretRef: Required value"],
+        ),
+        (
+            "bad-port",
+            json!({"scheduler": "local", "ssh": {"host": "h", "user": "u", "port": 65536},
+                   "secretRef": {"name": "key"}, "knownHosts": "h ssh-ed25519 AAAA"}),
+            &[
+                "spec.ssh.port: Invalid value: 65536: spec.ssh.port in body should be less than or equal to 65535",
+            ],
+        ),
+        (
+            "zero-port",
+            json!({"scheduler": "local", "ssh": {"host": "h", "user": "u", "port": 0},
+                   "secretRef": {"name": "key"}, "knownHosts": "h ssh-ed25519 AAAA"}),
+            &[
+                "spec.ssh.port: Invalid value: 0: spec.ssh.port in body should be greater than or equal to 1",
+            ],
+        ),
+        (
+            "bad-scheduler",
+            json!({"scheduler": "PBS Pro"}),
+            &[r#"spec.scheduler: Invalid value: "PBS Pro": spec.scheduler in body should match"#],
+        ),
+        (
+            "bad-poll-interval",
+            json!({"scheduler": "local", "pollInterval": "100ms"}),
+            &["pollInterval must be a duration of at least 1s, such as 10s or 1m"],
+        ),
+    ];
+    for (name, spec, needles) in cases {
+        let message = cluster.refusal::<BatchCluster>(name, spec.clone()).await;
+        println!("{name}: {message}");
+        for needle in *needles {
+            assert!(message.contains(needle), "{name}: {message}");
+        }
+    }
+
+    // A good one gets the schema's defaults and reads back into the Rust types.
+    let spec = json!({"scheduler": "slurm", "ssh": ssh, "secretRef": {"name": "key"},
+                      "knownHosts": "login.example.org ssh-ed25519 AAAA",
+                      "defaults": {"partition": "debug"}});
+    let created = cluster
+        .dynamic::<BatchCluster>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "batchbridge.dev/v1alpha1", "kind": "BatchCluster",
+                "metadata": {"name": "hpc"}, "spec": spec,
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.data["spec"]["ssh"]["port"], 22);
+    assert_eq!(created.data["spec"]["pollInterval"], "10s");
+    let typed = cluster.clusters().get("hpc").await.unwrap();
+    assert_eq!(typed.spec.ssh.unwrap().port, 22);
+    assert_eq!(
+        Duration::from(typed.spec.poll_interval),
+        Duration::from_secs(10)
+    );
+
+    // A custom backend needs no SSH.
+    cluster
+        .dynamic::<BatchCluster>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "batchbridge.dev/v1alpha1", "kind": "BatchCluster",
+                "metadata": {"name": "rest"}, "spec": {"scheduler": "flux-rest"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    cluster.clean_up().await;
+}
+
+/// The CEL rule at the root of BatchJob: the spec is frozen while the job is active and
+/// editable before submission and after the end; metadata and status stay writable.
+#[tokio::test]
+async fn spec_is_frozen_while_the_job_is_active() {
+    let cluster = Cluster::new("frozen").await;
+    let jobs = cluster.jobs();
+    let job = BatchJob::new("frozen", job_spec(json!({"queue": "debug"})));
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    // Read back with the schema's defaults applied.
+    assert_eq!(created.spec.output_policy.tail_bytes, 4096);
+    assert_eq!(created.spec.resources, Default::default());
+
+    let edit_script = |script: &'static str| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.patch(
+                "frozen",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"script": script}})),
+            )
+            .await
+        }
+    };
+    let set_phase = |phase: Phase| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.patch_status(
+                "frozen",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": phase, "jobId": "4242", "user": "batch", "queue": "debug"}})),
+            )
+            .await
+            .unwrap()
+        }
+    };
+
+    edit_script("echo before any status").await.unwrap();
+    set_phase(Phase::Pending).await;
+    edit_script("echo while pending").await.unwrap();
+
+    for phase in [
+        Phase::Submitted,
+        Phase::Queued,
+        Phase::Held,
+        Phase::Running,
+        Phase::Suspended,
+        Phase::Unknown,
+    ] {
+        let status = set_phase(phase).await;
+        assert_eq!(status.status.unwrap().phase, Some(phase));
+        let message = api_error(edit_script("echo changed while active").await, 422);
+        println!("{phase:?}: {message}");
+        assert!(
+            message.contains(&format!(
+                "spec: Forbidden: spec cannot change while the job is {phase:?}: wait until it finishes, or delete it (which cancels it)"
+            )),
+            "{message}"
+        );
+        // Re-applying the same spec is no change, and metadata stays writable (the
+        // operator's finalizer, users' labels).
+        edit_script("echo while pending").await.unwrap();
+        jobs.patch(
+            "frozen",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"phase": format!("{phase:?}").to_lowercase()}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+
+    // The printer columns while it runs.
+    set_phase(Phase::Running).await;
+    jobs.patch_status(
+        "frozen",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"startTime": Time(Timestamp::now())}})),
+    )
+    .await
+    .unwrap();
+    let table = cluster.kubectl(&["get", "batchjobs", "-n", &cluster.namespace]);
+    println!("{table}");
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "STATUS",
+            "JOB ID",
+            "PARTITION",
+            "USER",
+            "TIME",
+            "CLUSTER",
+            "EXIT CODE",
+            "AGE"
+        ]
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..5], ["frozen", "Running", "4242", "debug", "batch"]);
+    assert_eq!(row[6], "hpc");
+
+    for phase in [Phase::Succeeded, Phase::Failed, Phase::Cancelled] {
+        set_phase(phase).await;
+        let edited = edit_script(match phase {
+            Phase::Succeeded => "echo after success",
+            Phase::Failed => "echo after failure",
+            _ => "echo after cancel",
+        })
+        .await
+        .unwrap();
+        assert!(edited.spec.script.starts_with("echo after"), "{phase:?}");
+    }
+
+    cluster.clean_up().await;
+}
