@@ -73,29 +73,33 @@ impl JobDir {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// Records the wrapper that leads the job's process group, with its start time so that
+    /// a later reader can tell it from an unrelated process that reused the id.
+    pub(super) fn record_group(&self, leader: u32) -> Result<()> {
+        let record = match process_start_time(leader) {
+            Some(start) => format!("{leader} {start}"),
+            None => leader.to_string(),
+        };
+        write_atomically(&self.path("pgid"), record.as_bytes())
+    }
+
     /// The job's process group while any of its processes lives.
     pub(super) fn live_group(&self) -> Option<i32> {
-        let pgid: i32 = std::fs::read_to_string(self.path("pgid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
+        let record = std::fs::read_to_string(self.path("pgid")).ok()?;
+        let mut fields = record.split_whitespace();
+        let pgid: i32 = fields.next()?.parse().ok()?;
+        let recorded_start: Option<u64> = fields.next().and_then(|start| start.parse().ok());
         match killpg(Pid::from_raw(pgid), None) {
             Ok(()) | Err(nix::errno::Errno::EPERM) => {}
             Err(_) => return None,
         }
-        // Guard against the group id having been reused by an unrelated process: while
-        // our wrapper leads the group, its command line names this job's directory.
-        match std::fs::read(format!("/proc/{pgid}/cmdline")) {
-            Ok(cmdline) => {
-                let root = self.root.as_os_str().as_encoded_bytes();
-                cmdline
-                    .split(|b| *b == 0)
-                    .any(|arg| arg == root)
-                    .then_some(pgid)
-            }
-            // The leader is gone but members remain (or there is no /proc): still ours.
-            Err(_) => Some(pgid),
+        // A process with the group's id that started at another time reused the id after our
+        // group ended: Linux keeps an id reserved while any group member lives. The start
+        // time, unlike the command line, is fixed from fork on; the command line reads
+        // empty for a moment while the wrapper is still being exec'd.
+        match (recorded_start, process_start_time(pgid.unsigned_abs())) {
+            (Some(recorded), Some(current)) if recorded != current => None,
+            _ => Some(pgid),
         }
     }
 
@@ -211,6 +215,17 @@ impl JobDir {
     }
 }
 
+/// When a process started, in clock ticks since boot (field 22 of `/proc/PID/stat`).
+fn process_start_time(pid: u32) -> Option<u64> {
+    start_time_in_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn start_time_in_stat(stat: &str) -> Option<u64> {
+    // The command name (field 2) may hold spaces and parentheses; it ends at the last ')'.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
 fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
@@ -240,4 +255,65 @@ pub(super) fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_of_proc_stat() {
+        // Captured from this machine: the wrapper mid-exec, a zombie, and a command name
+        // chosen to confuse a parser that splits on spaces or on the first ')'.
+        let cases = [
+            (
+                "3581 (bash) R 2526 3581 21755 0 -1 4194304 2 0 0 0 0 0 0 0 20 0 1 0 603241 4096 0",
+                Some(603241),
+            ),
+            (
+                "5382 (bash) Z 5235 5382 21755 0 -1 4228108 172 0 0 0 0 0 0 0 20 0 1 0 603476 0 0",
+                Some(603476),
+            ),
+            (
+                "77 (a) b (c) S 1 77 77 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0",
+                Some(99),
+            ),
+            ("77 (bash) S 1 77", None),
+            ("no parenthesis at all", None),
+        ];
+        for (stat, expected) in cases {
+            assert_eq!(start_time_in_stat(stat), expected, "{stat}");
+        }
+    }
+
+    #[test]
+    fn a_reused_group_id_is_not_the_job() {
+        use std::os::unix::process::CommandExt;
+        let jobs = tempfile::tempdir().expect("temp dir");
+        let dir = JobDir::new(jobs.path(), JobId::from("1"));
+        std::fs::create_dir(dir.root()).expect("job dir");
+        let mut leader = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let pid = leader.id();
+        dir.record_group(pid).expect("record");
+        let recorded = std::fs::read_to_string(dir.path("pgid")).expect("pgid file");
+        let start: u64 = recorded
+            .split_whitespace()
+            .nth(1)
+            .and_then(|start| start.parse().ok())
+            .expect("start time recorded");
+        let alive = dir.live_group();
+        write_atomically(&dir.path("pgid"), format!("{pid} {}", start + 1).as_bytes())
+            .expect("record");
+        let reused = dir.live_group();
+        leader.kill().expect("kill sleep");
+        leader.wait().expect("reap sleep");
+        let ended = dir.live_group();
+        assert_eq!(alive, pid.try_into().ok(), "the recorded leader is alive");
+        assert_eq!(reused, None, "same id, another start time: not the job");
+        assert_eq!(ended, None, "the group has ended");
+    }
 }

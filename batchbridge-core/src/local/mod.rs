@@ -10,7 +10,7 @@
 //! STATE_DIR/slots/N                  lock files, one per CPU of capacity (flock)
 //! STATE_DIR/jobs/ID/spec.json        the spec as submitted
 //! STATE_DIR/jobs/ID/script.sh        the script, verbatim
-//! STATE_DIR/jobs/ID/pgid             the process group, once started
+//! STATE_DIR/jobs/ID/pgid             the process group and its leader's start time, once started
 //! STATE_DIR/jobs/ID/cancelled        written before the group is signalled
 //! STATE_DIR/jobs/ID/tasks/I/started  when task I got its CPUs
 //! STATE_DIR/jobs/ID/tasks/I/stdout, stderr, exit_code
@@ -220,13 +220,13 @@ impl Inner {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
-        let pgid = child.id().ok_or_else(|| {
+        let leader = child.id().ok_or_else(|| {
             Error::new(
                 ErrorKind::Io,
                 "the job wrapper exited before it could be tracked",
             )
         })?;
-        job_dir::write_atomically(&dir.path("pgid"), pgid.to_string().as_bytes())?;
+        dir.record_group(leader)?;
         Ok(child)
     }
 }
