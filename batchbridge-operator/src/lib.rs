@@ -22,3 +22,5 @@
 //! ```
 
 pub mod crd;
+pub mod decision;
+pub mod status;

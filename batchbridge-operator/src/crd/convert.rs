@@ -400,7 +400,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(&status).unwrap(),
-            json!({"attempts": 0, "tasks": {"total": 3, "pending": 1, "running": 1,
+            json!({"attempts": 0, "retries": 0, "tasks": {"total": 3, "pending": 1, "running": 1,
                     "succeeded": 1, "failed": 0, "cancelled": 0}})
         );
     }

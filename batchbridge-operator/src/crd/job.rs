@@ -286,6 +286,10 @@ pub struct BatchJobStatus {
     /// count).
     #[serde(default)]
     pub attempts: u32,
+    /// How many of those attempts were retries of the current spec after a failure (a spec
+    /// edit starts again at 0); the retry policy's maxRetries bounds it.
+    #[serde(default)]
+    pub retries: u32,
     /// The metadata.generation of the spec the current attempt runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
