@@ -261,6 +261,7 @@ pub struct JobOutput {
 /// - `cancel` is idempotent: cancelling a finished or unknown job is `Ok`.
 /// - `fetch_output` returns at most [`MAX_OUTPUT_CHUNK`] bytes per stream and says how large
 ///   the stream is.
+/// - `version` is one non-empty line without control characters.
 ///
 /// The trait is object safe, so `Arc<dyn BatchBackend>` works:
 ///
@@ -296,4 +297,80 @@ pub trait BatchBackend: Send + Sync {
 
     /// A bounded part of the job's stdout and stderr.
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
+
+    /// Checks that the scheduler can be reached and returns its version, such as
+    /// `"slurm 22.05.8"` or `"htcondor 23.9.6"`: one line of printable text naming the
+    /// scheduler, for status displays. Failing to reach it is an error of the same kinds
+    /// as the other methods return (temporary when retrying can help).
+    ///
+    /// How deep the check goes is up to the backend. The SLURM and HTCondor backends ask
+    /// the scheduler's command-line tools for their version over their shell, which proves
+    /// the connection and the installation, not that slurmctld or the schedd answers.
+    ///
+    /// The default implementation runs `status(&[])` and returns [`name`](Self::name), so
+    /// that backends written before this method keep compiling. It checks only what an
+    /// empty status query checks, which for many backends is nothing at all; override it
+    /// with a real round trip to the scheduler.
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, LocalBackend};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let version = backend.version().await?;
+    /// assert!(version.starts_with("local (batchbridge-core "), "{version}");
+    /// # Ok(()) }
+    /// ```
+    async fn version(&self) -> Result<String> {
+        self.status(&[]).await?;
+        Ok(self.name().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend written before [`BatchBackend::version`] existed: it does not override it.
+    struct Minimal;
+
+    #[async_trait]
+    impl BatchBackend for Minimal {
+        fn name(&self) -> &str {
+            "minimal"
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::NONE
+        }
+
+        async fn submit(&self, _: &JobSpec) -> Result<JobId> {
+            Err(Error::invalid_input("not in this test"))
+        }
+
+        async fn find(&self, _: &JobKey) -> Result<Option<JobId>> {
+            Ok(None)
+        }
+
+        async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+            assert!(ids.is_empty(), "the default version() asks about no job");
+            Ok(HashMap::new())
+        }
+
+        async fn cancel(&self, _: &JobId) -> Result<()> {
+            Ok(())
+        }
+
+        async fn fetch_output(&self, _: &JobId, _: &OutputRequest) -> Result<JobOutput> {
+            Err(Error::invalid_input("not in this test"))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_version_is_the_name_after_an_empty_status_query() {
+        let backend: &dyn BatchBackend = &Minimal;
+        assert_eq!(backend.version().await.unwrap(), "minimal");
+    }
 }

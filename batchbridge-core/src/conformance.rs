@@ -21,7 +21,8 @@
 //! finished or unknown job is Ok; submitting one key twice yields one job; `find` by key;
 //! `status` of 50 jobs in one call; an unknown id is Unknown; output is bounded (tail and
 //! range); a hostile script and environment run verbatim; an array of 3 tasks with one
-//! failing; an invalid spec is refused and leaves nothing behind.
+//! failing; an invalid spec is refused and leaves nothing behind; the version is one
+//! printable line.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -482,6 +483,28 @@ pub async fn invalid_spec_is_refused<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
+/// [`BatchBackend::version`] answers with a non-empty single line free of control
+/// characters, fit for a status display.
+pub async fn version_is_reported<B: BatchBackend + ?Sized>(
+    backend: &B,
+    _config: &Config,
+) -> Result<()> {
+    let version = backend.version().await?;
+    assert!(
+        !version.trim().is_empty(),
+        "version() returned an empty string: {version:?}"
+    );
+    assert!(
+        !version.contains(['\n', '\r']),
+        "version() returned more than one line: {version:?}"
+    );
+    assert!(
+        !version.chars().any(char::is_control),
+        "version() returned control characters: {version:?}"
+    );
+    Ok(())
+}
+
 /// Generates one `#[tokio::test]` per conformance check for the backend that `$make` (an
 /// async expression) builds, with an optional [`Config`] expression.
 #[macro_export]
@@ -504,6 +527,7 @@ macro_rules! conformance_tests {
             hostile_script_runs_verbatim,
             array_with_one_failing_task,
             invalid_spec_is_refused,
+            version_is_reported,
         );
     };
     (@each $make:expr, $config:expr; $($check:ident),* $(,)?) => {

@@ -7,7 +7,7 @@
 //!   transition rules live in [`state`].
 //! - [`BatchBackend`] is the trait every scheduler implements: `submit` (idempotent on the
 //!   spec's [`JobKey`]), `find`, batched `status`, idempotent `cancel`, bounded
-//!   `fetch_output`, `capabilities`.
+//!   `fetch_output`, `capabilities`, and `version`, a probe that names the scheduler.
 //! - [`Error`] carries an [`ErrorKind`] and whether retrying can help.
 //! - [`shell`] is the transport backends drive schedulers through: [`shell::LocalShell`]
 //!   and [`shell::SshShell`] (one multiplexed OpenSSH connection per host).

@@ -32,10 +32,11 @@ async fn stdout(backend: &LocalBackend, id: &JobId, task: u32) -> String {
     output.stdout.text().into_owned()
 }
 
-/// The process group the local backend recorded for the job.
+/// The process group the local backend recorded for the job (the file's first word; the
+/// second is the group leader's start time).
 fn job_pgid(dir: &std::path::Path, id: &JobId) -> i32 {
     let text = std::fs::read_to_string(dir.join("jobs").join(id.as_str()).join("pgid")).unwrap();
-    text.trim().parse().unwrap()
+    text.split_whitespace().next().unwrap().parse().unwrap()
 }
 
 /// Whether any process of the job's group (the wrapper, bash, the script's children) lives.
@@ -224,6 +225,21 @@ async fn a_job_killed_from_outside_is_failed_not_succeeded() {
             .unwrap()
             .contains("without recording an exit code")
     );
+}
+
+#[tokio::test]
+async fn version_names_the_crate_and_fails_once_the_state_dir_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let backend = LocalBackend::new(&state).unwrap();
+    assert_eq!(
+        backend.version().await.unwrap(),
+        format!("local (batchbridge-core {})", env!("CARGO_PKG_VERSION"))
+    );
+    std::fs::remove_dir_all(&state).unwrap();
+    let err = backend.version().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    assert!(err.message().contains("local state directory"), "{err}");
 }
 
 #[tokio::test]

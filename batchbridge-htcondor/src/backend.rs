@@ -14,7 +14,7 @@ use batchbridge_core::{
 };
 
 use crate::description::{KEY_ATTRIBUTE, submit_description};
-use crate::parse::{ATTRIBUTES, ProcAd, first_cluster, parse_ads};
+use crate::parse::{ATTRIBUTES, ProcAd, condor_version, first_cluster, parse_ads};
 use crate::state::cluster_status;
 
 const JOB_WRAPPER: &str = include_str!("sh/job.sh");
@@ -325,6 +325,17 @@ impl BatchBackend for HtcondorBackend {
         )
         .await
     }
+
+    /// `htcondor VERSION`, from the first line of `condor_version` on the submit node. It
+    /// proves the shell reaches the submit node and finds HTCondor's tools there;
+    /// condor_version does not ask the schedd, so a schedd that is down does not fail it.
+    async fn version(&self) -> Result<String> {
+        let output = self.run(Command::new("condor_version")).await?;
+        if !output.success() {
+            return Err(scheduler_failure("condor_version", &output));
+        }
+        condor_version(&output.stdout_text())
+    }
 }
 
 #[cfg(test)]
@@ -381,6 +392,20 @@ mod tests {
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
         assert!(err.is_temporary());
+    }
+
+    #[tokio::test]
+    async fn version_is_read_from_condor_version() {
+        let printed = "$CondorVersion: 23.9.6 2026-07-12 PackageID: 23.9.6+dfsg-2.1+b10 $\n\
+                       $CondorPlatform: X86_64-Debian_13 $\n";
+        let (condor, programs) = backend(vec![ok(printed)]);
+        assert_eq!(condor.version().await.unwrap(), "htcondor 23.9.6");
+        assert_eq!(*programs.lock().unwrap(), ["condor_version"]);
+
+        let (condor, _) = backend(vec![reply(127, "", "sh: condor_version: not found\n")]);
+        let err = condor.version().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(!err.is_temporary(), "{err}");
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@
 //!   ([`state`]); clusters of several procs report per-task counts.
 //! - **cancel** is `condor_rm`, idempotent; **fetch_output** streams a bounded window with
 //!   `dd`.
+//! - **version** reads the first line of `condor_version` (`htcondor 23.9.6`).
 //!
 //! ```
 //! use batchbridge_core::JobState;

@@ -63,6 +63,43 @@ pub fn first_cluster(text: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Reads what `condor_version` prints into `htcondor VERSION`. Its first line is
+/// `$CondorVersion: 23.9.6 2024-08-08 BuildID: … $`; the version is the word after the
+/// tag. Output without one is [`ErrorKind::UnexpectedOutput`].
+///
+/// ```
+/// use batchbridge_htcondor::parse::condor_version;
+///
+/// let printed = "$CondorVersion: 23.9.6 2024-08-08 BuildID: Debian-23.9.6+dfsg-2 \
+///                PackageID: Debian-23.9.6+dfsg-2 $\n$CondorPlatform: X86_64-Debian_13 $\n";
+/// assert_eq!(condor_version(printed)?, "htcondor 23.9.6");
+/// assert!(condor_version("").is_err());
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn condor_version(text: &str) -> Result<String> {
+    let version = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .and_then(|line| line.trim().strip_prefix("$CondorVersion:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|word| {
+            word.starts_with(|c: char| c.is_ascii_digit())
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '~' | '_'))
+        });
+    match version {
+        Some(version) => Ok(format!("htcondor {version}")),
+        None => {
+            let shown: String = text.chars().take(200).collect();
+            Err(Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!("condor_version printed {shown:?}, which names no $CondorVersion"),
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +169,46 @@ mod tests {
         assert_eq!(first_cluster("12\n13\n").as_deref(), Some("12"));
         assert_eq!(first_cluster("").as_deref(), None);
         assert_eq!(first_cluster("undefined\n").as_deref(), None);
+    }
+
+    #[test]
+    fn condor_versions() {
+        let cases = [
+            // The test bed's pool (Debian trixie).
+            (
+                "$CondorVersion: 23.9.6 2026-07-12 PackageID: 23.9.6+dfsg-2.1+b10 $\n\
+                 $CondorPlatform: X86_64-Debian_13 $\n",
+                Some("htcondor 23.9.6"),
+            ),
+            (
+                "$CondorVersion: 23.9.6 2024-08-08 BuildID: Debian-23.9.6+dfsg-2 \
+                 PackageID: Debian-23.9.6+dfsg-2 $\n$CondorPlatform: X86_64-Debian_13 $\n",
+                Some("htcondor 23.9.6"),
+            ),
+            (
+                "$CondorVersion: 8.8.15 Jul 14 2021 BuildID: 537466 PackageID: 8.8.15-1 $\r\n\
+                 $CondorPlatform: x86_64_CentOS7 $\r\n",
+                Some("htcondor 8.8.15"),
+            ),
+            (
+                "\n  $CondorVersion: 24.0.1 2024-10-31 $\n",
+                Some("htcondor 24.0.1"),
+            ),
+            ("", None),
+            ("condor_version: command not found\n", None),
+            ("$CondorPlatform: X86_64-Debian_13 $\n", None),
+            ("$CondorVersion: $\n", None),
+            ("$CondorVersion: 23.9.6\u{1b}[0m 2024-08-08 $\n", None),
+        ];
+        for (text, expected) in cases {
+            let parsed = condor_version(text);
+            match expected {
+                Some(version) => assert_eq!(parsed.unwrap(), version, "{text:?}"),
+                None => {
+                    let err = parsed.unwrap_err();
+                    assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{text:?}");
+                }
+            }
+        }
     }
 }

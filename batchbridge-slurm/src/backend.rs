@@ -420,6 +420,18 @@ impl BatchBackend for SlurmBackend {
         )
         .await
     }
+
+    /// What `sinfo --version` on the login node prints, trimmed: `slurm 22.05.8`, or
+    /// `slurm-wlm 22.05.8` from Debian's packages. It proves the shell reaches the login
+    /// node and finds SLURM's tools there; sinfo prints its version without asking
+    /// slurmctld, so a controller that is down does not fail it.
+    async fn version(&self) -> Result<String> {
+        let output = self.run(Command::new("sinfo").arg("--version")).await?;
+        if !output.success() {
+            return Err(scheduler_failure("sinfo --version", &output));
+        }
+        parse::sinfo_version(&output.stdout_text())
+    }
 }
 
 #[cfg(test)]
@@ -503,6 +515,47 @@ mod tests {
             assert_eq!(statuses[&JobId::from("5")].state, JobState::Succeeded);
             assert!(!slurm.capabilities().accounting);
         }
+    }
+
+    #[tokio::test]
+    async fn version_is_what_sinfo_prints_with_the_command_timeout() {
+        let config = SlurmConfig {
+            command_timeout: Duration::from_secs(7),
+            ..SlurmConfig::default()
+        };
+        let mut shell = batchbridge_testbed::MockShell::new();
+        shell.expect_host().return_const("scripted".to_owned());
+        shell
+            .expect_run()
+            .withf(|command| {
+                command.program() == "sinfo"
+                    && command.arguments() == ["--version"]
+                    && command.time_limit() == Duration::from_secs(7)
+            })
+            .times(1)
+            .returning(|_| ok("slurm-wlm 22.05.8\n"));
+        let slurm = SlurmBackend::new(Arc::new(shell), config).unwrap();
+        assert_eq!(slurm.version().await.unwrap(), "slurm-wlm 22.05.8");
+    }
+
+    #[tokio::test]
+    async fn version_fails_with_the_usual_kinds() {
+        let slurm = backend(vec![reply(127, "", "bash: sinfo: command not found\n")]);
+        let err = slurm.version().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(!err.is_temporary(), "{err}");
+        assert!(err.message().contains("command not found"), "{err}");
+
+        let slurm = backend(vec![Err(Error::new(
+            ErrorKind::ConnectionLost,
+            "master died",
+        ))]);
+        let err = slurm.version().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ConnectionLost, "{err}");
+
+        let slurm = backend(vec![ok("")]);
+        let err = slurm.version().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{err}");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!   knows. Every SLURM state maps onto [`JobState`](batchbridge_core::JobState) with its
 //!   reason kept ([`state`]); arrays report per-task counts.
 //! - **cancel** is `scancel`; **fetch_output** streams a bounded window with `dd`.
+//! - **version** is what `sinfo --version` prints, trimmed (`slurm-wlm 22.05.8`).
 //!
 //! ```
 //! use batchbridge_core::JobState;

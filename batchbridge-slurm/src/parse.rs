@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use batchbridge_core::JobStatus;
+use batchbridge_core::{Error, ErrorKind, JobStatus, Result};
 
 use crate::state::status_from;
 
@@ -145,6 +145,29 @@ pub fn find_commented(text: &str, key: &str) -> Option<String> {
         }
         parse_job_id(id).map(|(job, _tasks)| job)
     })
+}
+
+/// Reads what `sinfo --version` prints: one line such as `slurm 22.05.8` (Debian's build
+/// says `slurm-wlm 22.05.8`), trimmed. Nothing, or more than one line, is
+/// [`ErrorKind::UnexpectedOutput`].
+///
+/// ```
+/// use batchbridge_slurm::parse::sinfo_version;
+///
+/// assert_eq!(sinfo_version("slurm 22.05.8\n")?, "slurm 22.05.8");
+/// assert!(sinfo_version("  \n").is_err());
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn sinfo_version(text: &str) -> Result<String> {
+    let version = text.trim();
+    if version.is_empty() || version.chars().any(char::is_control) {
+        let shown: String = text.chars().take(200).collect();
+        return Err(Error::new(
+            ErrorKind::UnexpectedOutput,
+            format!("sinfo --version printed {shown:?}, which is not one line naming a version"),
+        ));
+    }
+    Ok(version.to_owned())
 }
 
 /// How a task ended, as the job wrapper recorded it in `task-N.exit`.
@@ -357,5 +380,30 @@ mod tests {
             [(0, TaskEnd::Exit(0)), (2, TaskEnd::Signal(15))]
         );
         assert!(jobs["14"].ended.is_empty());
+    }
+
+    #[test]
+    fn sinfo_versions() {
+        let cases = [
+            // The test bed's Debian build.
+            ("slurm-wlm 22.05.8\n", Some("slurm-wlm 22.05.8")),
+            ("slurm 23.11.4\n", Some("slurm 23.11.4")),
+            ("  slurm 24.05.1\r\n", Some("slurm 24.05.1")),
+            ("", None),
+            ("\n", None),
+            ("slurm 22.05.8\nslurm 23.02.1\n", None),
+            ("slurm\t22.05.8\n", None),
+            ("slurm \u{1b}[31m22.05.8\n", None),
+        ];
+        for (text, expected) in cases {
+            let parsed = sinfo_version(text);
+            match expected {
+                Some(version) => assert_eq!(parsed.unwrap(), version, "{text:?}"),
+                None => {
+                    let err = parsed.unwrap_err();
+                    assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{text:?}");
+                }
+            }
+        }
     }
 }

@@ -325,6 +325,25 @@ impl BatchBackend for LocalBackend {
             .await
             .map_err(|err| Error::new(ErrorKind::Io, format!("output task failed: {err}")))?
     }
+
+    /// `local (batchbridge-core VERSION)`, once the state directory is found to be there.
+    async fn version(&self) -> Result<String> {
+        let root = &self.inner.root;
+        let unusable = |why: String| {
+            Error::new(
+                ErrorKind::Io,
+                format!("local state directory {}: {why}", root.display()),
+            )
+        };
+        match tokio::fs::metadata(root).await {
+            Ok(meta) if meta.is_dir() => Ok(format!(
+                "local (batchbridge-core {})",
+                env!("CARGO_PKG_VERSION")
+            )),
+            Ok(_) => Err(unusable("not a directory".to_owned())),
+            Err(err) => Err(unusable(err.to_string()).with_source(err)),
+        }
+    }
 }
 
 fn signal_group(group: Pid, signal: Signal) -> Result<()> {
