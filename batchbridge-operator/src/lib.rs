@@ -6,9 +6,17 @@
 //! the API group `batchbridge.dev`, version `v1alpha1`, and are namespaced: a job uses a
 //! cluster, and the cluster a Secret, of its own namespace.
 //!
-//! This crate holds so far the resource types and their CRDs ([`crd`]); the `crdgen` binary
-//! prints the CRDs as YAML, or writes them to `deploy/crds/` with `--write`. The reconciler
-//! and the per-cluster poller come next.
+//! - [`crd`]: the resource types and their CRDs; the `crdgen` binary prints them as YAML, or
+//!   writes them to `deploy/crds/` with `--write`.
+//! - [`decision`] and [`status`]: the reconcile decision and the status mapping, pure.
+//! - [`cluster`]: one connection (backend, SSH connection, poller) per BatchCluster.
+//! - [`controller`]: the kube glue; [`Operator`] runs both controllers.
+//! - [`output`]: what is kept of a finished job's output, and the log pods' `fetch-output`
+//!   mode.
+//!
+//! A program can embed the operator, with its own backends registered under a scheduler
+//! name ([`Operator::backend`]); the `batchbridge-operator` binary runs it with the built-in
+//! ones.
 //!
 //! ```
 //! use batchbridge_operator::crd::{BatchJob, BatchJobSpec};
@@ -21,6 +29,11 @@
 //! assert_eq!(serde_json::to_value(&job).unwrap()["apiVersion"], "batchbridge.dev/v1alpha1");
 //! ```
 
+pub mod cluster;
+pub mod controller;
 pub mod crd;
 pub mod decision;
+pub mod output;
 pub mod status;
+
+pub use controller::Operator;

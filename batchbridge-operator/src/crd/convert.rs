@@ -2,6 +2,8 @@
 
 use batchbridge_core::spec::MAX_NAME_LEN;
 use batchbridge_core::{Error, JobKey, JobSpec, JobState, Result};
+
+use crate::decision::attempt_key;
 use bytesize::ByteSize;
 
 use super::job::{
@@ -87,16 +89,17 @@ impl BatchJobSpec {
 }
 
 impl BatchJob {
-    /// The batchbridge-core spec of this job, keyed by the resource's UID (so a re-created
-    /// resource is a new job, and a restarted operator finds the job it submitted) and named
-    /// after the resource. A resource without a UID (one not read from the API server) is
-    /// refused.
-    pub fn job_spec(&self) -> Result<JobSpec> {
+    /// The batchbridge-core spec of `attempt` of this job, keyed by the resource's UID and
+    /// the attempt ([`attempt_key`]: a re-created resource is a new job, and a restarted
+    /// operator finds the job it submitted) and named after the resource. A resource
+    /// without a UID (one not read from the API server) is refused.
+    pub fn job_spec(&self, attempt: u32) -> Result<JobSpec> {
         let uid = self.metadata.uid.as_deref().ok_or_else(|| {
             Error::invalid_input("BatchJob has no metadata.uid: read it from the API server")
         })?;
         let name = self.metadata.name.as_deref().unwrap_or_default();
-        self.spec.to_job_spec(JobKey::new(uid)?, name)
+        self.spec
+            .to_job_spec(JobKey::new(attempt_key(uid, attempt))?, name)
     }
 }
 
@@ -361,12 +364,14 @@ mod tests {
     #[test]
     fn job_spec_is_keyed_by_uid() {
         let mut job = BatchJob::new("hello", spec(json!({})));
-        let err = job.job_spec().unwrap_err();
+        let err = job.job_spec(1).unwrap_err();
         assert!(err.message().contains("metadata.uid"), "{err}");
 
         job.metadata.uid = Some(key().to_string());
-        let core = job.job_spec().unwrap();
+        let core = job.job_spec(1).unwrap();
         assert_eq!((core.key, core.name.as_str()), (key(), "hello"));
+        let retry = job.job_spec(2).unwrap();
+        assert_eq!(retry.key.as_str(), format!("{}.2", key()));
     }
 
     #[test]

@@ -87,6 +87,35 @@ pub fn ssh_facts() -> SshFacts {
     }
 }
 
+/// A login to one of the test bed's sshd servers, as the operator's tests put it into a
+/// BatchCluster and its Secret.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// Host to connect to.
+    pub host: String,
+    /// Port of the sshd.
+    pub port: u16,
+    /// The regular user.
+    pub user: String,
+    /// The client's private key.
+    pub private_key: PathBuf,
+    /// known_hosts lines for the server.
+    pub known_hosts: PathBuf,
+}
+
+/// The login to the SLURM test bed (`ssh/facts.json`) or the HTCondor pool
+/// (`htcondor/facts.json`).
+pub fn login(component: &str) -> Login {
+    let facts = Facts::read(&format!("{component}/facts.json"));
+    Login {
+        host: facts.field("host"),
+        port: facts.port(),
+        user: facts.field("user"),
+        private_key: facts.field("private_key").into(),
+        known_hosts: facts.field("known_hosts").into(),
+    }
+}
+
 /// The Kubernetes API server of the test bed (`tests/testbed/kube.sh`).
 #[derive(Debug, Clone)]
 pub struct KubeFacts {

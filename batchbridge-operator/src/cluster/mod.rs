@@ -1,0 +1,284 @@
+//! The operator's connections to its batch clusters: one backend, one SSH connection and
+//! one poller per BatchCluster, built from the BatchCluster and its Secret and rebuilt when
+//! either changes.
+
+pub mod credentials;
+pub mod poller;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use batchbridge_core::shell::{SshConfig, SshShell};
+use batchbridge_core::{BatchBackend, Error, ErrorKind, LocalBackend};
+use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
+use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::{Mutex, mpsc};
+use tokio::time::Instant;
+
+use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
+use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
+use poller::{Health, Poller};
+
+/// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
+/// spec has `ssh`, the SSH configuration made from its Secret.
+pub type BackendFactory = Arc<
+    dyn Fn(&BatchClusterSpec, Option<SshConfig>) -> batchbridge_core::Result<Arc<dyn BatchBackend>>
+        + Send
+        + Sync,
+>;
+
+/// A live connection to one BatchCluster.
+pub struct Connection {
+    /// The backend that drives the cluster's scheduler.
+    pub backend: Arc<dyn BatchBackend>,
+    /// The poller following the cluster's active jobs.
+    pub poller: Poller,
+    /// The spec the connection was built from.
+    pub spec: BatchClusterSpec,
+    fingerprint: Fingerprint,
+}
+
+/// What a connection was built from: when either part changes, it is rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    generation: Option<i64>,
+    secret_version: Option<String>,
+}
+
+impl Connection {
+    /// Why jobs cannot use the cluster now, as far as the last poll or probe found.
+    pub fn problem(&self) -> Option<ClusterProblem> {
+        match self.poller.health() {
+            Health::Failed(err) => connection_problem(&err),
+            Health::Unknown | Health::Answered(_) => None,
+        }
+    }
+
+    /// The cluster user jobs run as.
+    pub fn user(&self) -> Option<&str> {
+        self.spec.ssh.as_ref().map(|ssh| ssh.user.as_str())
+    }
+
+    /// The partition or queue for jobs that do not choose one.
+    pub fn default_queue(&self) -> Option<&str> {
+        self.spec.defaults.as_ref()?.partition.as_deref()
+    }
+}
+
+/// The problem a failed command shows when it means the cluster cannot be used at all
+/// (not reached, host key or credentials refused), rather than something about one job.
+pub fn connection_problem(err: &Error) -> Option<ClusterProblem> {
+    matches!(
+        err.kind(),
+        ErrorKind::Unreachable
+            | ErrorKind::HostKeyMismatch
+            | ErrorKind::AuthenticationFailed
+            | ErrorKind::ConnectionLost
+            | ErrorKind::Timeout
+    )
+    .then(|| ClusterProblem {
+        reason: format!("{:?}", err.kind()),
+        message: err.to_string(),
+    })
+}
+
+enum Entry {
+    Connected(Arc<Connection>),
+    /// A problem found at `at`; looked at again after [`CLUSTER_RECHECK`].
+    Failed {
+        problem: ClusterProblem,
+        at: Instant,
+    },
+}
+
+/// The connections of one operator, keyed by BatchCluster.
+pub struct Clusters {
+    client: Client,
+    store: Store<BatchCluster>,
+    wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    custom: HashMap<String, BackendFactory>,
+    local_root: PathBuf,
+    entries: Mutex<HashMap<ObjectRef<BatchCluster>, Entry>>,
+}
+
+impl std::fmt::Debug for Clusters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clusters")
+            .field("custom", &self.custom.keys().collect::<Vec<_>>())
+            .field("local_root", &self.local_root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clusters {
+    /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`;
+    /// `local` clusters keep their jobs under `local_root`.
+    pub fn new(
+        client: Client,
+        store: Store<BatchCluster>,
+        wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+        custom: HashMap<String, BackendFactory>,
+        local_root: PathBuf,
+    ) -> Self {
+        Self {
+            client,
+            store,
+            wake,
+            custom,
+            local_root,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The connection to BatchCluster `name` of `namespace`, built on first use and
+    /// rebuilt when the cluster's spec changed.
+    pub async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Connection>, ClusterProblem> {
+        let key = ObjectRef::<BatchCluster>::new(name).within(namespace);
+        let Some(cluster) = self.store.get(&key) else {
+            self.entries.lock().await.remove(&key);
+            return Err(ClusterProblem {
+                reason: "BatchClusterNotFound".into(),
+                message: format!("BatchCluster {name:?} not found in namespace {namespace:?}"),
+            });
+        };
+        {
+            let entries = self.entries.lock().await;
+            match entries.get(&key) {
+                Some(Entry::Connected(connection))
+                    if connection.fingerprint.generation == cluster.metadata.generation =>
+                {
+                    return match connection.problem() {
+                        Some(problem) => Err(problem),
+                        None => Ok(Arc::clone(connection)),
+                    };
+                }
+                Some(Entry::Failed { problem, at }) if at.elapsed() < CLUSTER_RECHECK => {
+                    return Err(problem.clone());
+                }
+                _ => {}
+            }
+        }
+        self.refresh(&cluster).await
+    }
+
+    /// Reads the cluster's Secret and rebuilds the connection if the cluster or the Secret
+    /// changed since it was built.
+    pub async fn refresh(&self, cluster: &BatchCluster) -> Result<Arc<Connection>, ClusterProblem> {
+        let namespace = cluster.namespace().unwrap_or_default();
+        let key = ObjectRef::from(cluster);
+        let secret = match &cluster.spec.secret_ref {
+            Some(reference) => Api::<Secret>::namespaced(self.client.clone(), &namespace)
+                .get_opt(&reference.name)
+                .await
+                .map_err(|err| ClusterProblem {
+                    reason: "SecretUnreadable".into(),
+                    message: format!("cannot read Secret {:?}: {err}", reference.name),
+                })?,
+            None => None,
+        };
+        let fingerprint = Fingerprint {
+            generation: cluster.metadata.generation,
+            secret_version: secret
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone()),
+        };
+        let mut entries = self.entries.lock().await;
+        if let Some(Entry::Connected(connection)) = entries.get(&key)
+            && connection.fingerprint == fingerprint
+        {
+            return Ok(Arc::clone(connection));
+        }
+        match self.connect(&namespace, cluster, secret.as_ref(), fingerprint) {
+            Ok(connection) => {
+                let connection = Arc::new(connection);
+                tracing::info!(cluster = %key, scheduler = %cluster.spec.scheduler, "connected");
+                entries.insert(key, Entry::Connected(Arc::clone(&connection)));
+                Ok(connection)
+            }
+            Err(problem) => {
+                tracing::warn!(cluster = %key, reason = %problem.reason, message = %problem.message, "cannot connect");
+                entries.insert(
+                    key,
+                    Entry::Failed {
+                        problem: problem.clone(),
+                        at: Instant::now(),
+                    },
+                );
+                Err(problem)
+            }
+        }
+    }
+
+    fn connect(
+        &self,
+        namespace: &str,
+        cluster: &BatchCluster,
+        secret: Option<&Secret>,
+        fingerprint: Fingerprint,
+    ) -> Result<Connection, ClusterProblem> {
+        let spec = &cluster.spec;
+        let invalid = |err: Error| ClusterProblem {
+            reason: "SpecInvalid".into(),
+            message: err.to_string(),
+        };
+        let ssh = |secret| -> Result<Arc<SshShell>, ClusterProblem> {
+            let config = credentials::ssh_config(namespace, spec, secret)?;
+            SshShell::new(config).map(Arc::new).map_err(invalid)
+        };
+        let backend: Arc<dyn BatchBackend> = match &spec.scheduler {
+            Scheduler::Local => Arc::new(
+                LocalBackend::new(self.local_root.join(namespace).join(cluster.name_any()))
+                    .map_err(invalid)?,
+            ),
+            Scheduler::Slurm => {
+                let mut config = SlurmConfig {
+                    defaults: SubmitDefaults {
+                        partition: spec.defaults.as_ref().and_then(|d| d.partition.clone()),
+                        account: spec.defaults.as_ref().and_then(|d| d.account.clone()),
+                    },
+                    ..SlurmConfig::default()
+                };
+                if let Some(dir) = &spec.work_dir {
+                    config.work_dir.clone_from(dir);
+                }
+                Arc::new(SlurmBackend::new(ssh(secret)?, config).map_err(invalid)?)
+            }
+            Scheduler::Htcondor => {
+                let mut config = HtcondorConfig::default();
+                if let Some(dir) = &spec.work_dir {
+                    config.work_dir.clone_from(dir);
+                }
+                Arc::new(HtcondorBackend::new(ssh(secret)?, config).map_err(invalid)?)
+            }
+            Scheduler::Custom(name) => {
+                let factory = self.custom.get(name).ok_or_else(|| ClusterProblem {
+                    reason: "UnknownScheduler".into(),
+                    message: format!(
+                        "no backend named {name:?} is registered in this operator (built in: slurm, htcondor, local)"
+                    ),
+                })?;
+                let config = match spec.ssh {
+                    Some(_) => Some(credentials::ssh_config(namespace, spec, secret)?),
+                    None => None,
+                };
+                factory(spec, config).map_err(invalid)?
+            }
+        };
+        let interval = Duration::from(spec.poll_interval).max(Duration::from_secs(1));
+        Ok(Connection {
+            poller: Poller::start(Arc::clone(&backend), interval, self.wake.clone()),
+            backend,
+            spec: spec.clone(),
+            fingerprint,
+        })
+    }
+}

@@ -1,0 +1,279 @@
+//! The per-cluster poller: one batched status call per interval for every job the cluster's
+//! BatchJobs follow, and a wake-up for the BatchJobs whose scheduler status changed.
+//!
+//! Observations are kept by job id, so the reconciler reads the latest one without asking
+//! the scheduler itself; the scheduler is asked once per interval whatever the number of
+//! jobs (the backends answer any number of ids in a constant number of commands).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use batchbridge_core::{BatchBackend, Error, JobId, JobStatus};
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use crate::crd::BatchJob;
+
+/// What the last poll or probe of a cluster found.
+#[derive(Debug, Clone)]
+pub enum Health {
+    /// Nothing was asked yet.
+    Unknown,
+    /// The scheduler answered at this time.
+    Answered(SystemTime),
+    /// The scheduler could not be asked.
+    Failed(Arc<Error>),
+}
+
+/// Follows the active jobs of one cluster. Dropping it stops the polling.
+pub struct Poller {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+struct Shared {
+    backend: Arc<dyn BatchBackend>,
+    interval: Duration,
+    state: Mutex<State>,
+    /// Polls at once, without waiting out the interval (a new job was followed).
+    poll_now: Notify,
+    wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+}
+
+struct State {
+    followed: HashMap<JobId, ObjectRef<BatchJob>>,
+    observed: HashMap<JobId, JobStatus>,
+    health: Health,
+    polls: u64,
+}
+
+impl Poller {
+    /// Starts polling `backend` every `interval`, sending the BatchJobs whose status
+    /// changed to `wake`.
+    pub fn start(
+        backend: Arc<dyn BatchBackend>,
+        interval: Duration,
+        wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            backend,
+            interval,
+            state: Mutex::new(State {
+                followed: HashMap::new(),
+                observed: HashMap::new(),
+                health: Health::Unknown,
+                polls: 0,
+            }),
+            poll_now: Notify::new(),
+            wake,
+        });
+        let task = tokio::spawn(poll_forever(Arc::clone(&shared)));
+        Self { shared, task }
+    }
+
+    /// Follows job `id` for the BatchJob `job`; a job followed for the first time is
+    /// polled at once.
+    pub fn follow(&self, id: JobId, job: ObjectRef<BatchJob>) {
+        let new = self.shared.lock().followed.insert(id, job).is_none();
+        if new {
+            self.shared.poll_now.notify_one();
+        }
+    }
+
+    /// Stops following job `id` and forgets what was seen of it.
+    pub fn forget(&self, id: &JobId) {
+        let mut state = self.shared.lock();
+        state.followed.remove(id);
+        state.observed.remove(id);
+    }
+
+    /// The latest status the scheduler reported for job `id`.
+    pub fn observation(&self, id: &JobId) -> Option<JobStatus> {
+        self.shared.lock().observed.get(id).cloned()
+    }
+
+    /// How many jobs are followed.
+    pub fn followed(&self) -> usize {
+        self.shared.lock().followed.len()
+    }
+
+    /// What the last poll found.
+    pub fn health(&self) -> Health {
+        self.shared.lock().health.clone()
+    }
+
+    /// Records what a probe outside the poller found.
+    pub fn set_health(&self, health: Health) {
+        self.shared.lock().health = health;
+    }
+
+    /// How many status calls the poller has made.
+    pub fn polls(&self) -> u64 {
+        self.shared.lock().polls
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state stays consistent under a panic (plain map updates), so a poisoned lock
+        // is still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn poll(&self) {
+        let ids: Vec<JobId> = self.lock().followed.keys().cloned().collect();
+        if ids.is_empty() {
+            return;
+        }
+        let result = self.backend.status(&ids).await;
+        let mut state = self.lock();
+        state.polls += 1;
+        let statuses = match result {
+            Ok(statuses) => statuses,
+            Err(err) => {
+                tracing::warn!(backend = self.backend.name(), error = %err, "status poll failed");
+                state.health = Health::Failed(Arc::new(err));
+                return;
+            }
+        };
+        state.health = Health::Answered(SystemTime::now());
+        let mut changed = Vec::new();
+        for (id, status) in statuses {
+            // A job forgotten while the call was in flight stays forgotten.
+            let Some(job) = state.followed.get(&id).cloned() else {
+                continue;
+            };
+            if state.observed.get(&id) != Some(&status) {
+                state.observed.insert(id, status);
+                changed.push(job);
+            }
+        }
+        drop(state);
+        for job in changed {
+            // The receiver is gone only when the operator shuts down.
+            let _ = self.wake.send(job);
+        }
+    }
+}
+
+async fn poll_forever(shared: Arc<Shared>) {
+    let start = tokio::time::Instant::now() + shared.interval;
+    let mut ticks = tokio::time::interval_at(start, shared.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = shared.poll_now.notified() => {}
+        }
+        shared.poll().await;
+        // A poll for a newly followed job counts as the interval's poll.
+        ticks.reset();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use async_trait::async_trait;
+    use batchbridge_core::{
+        Capabilities, ErrorKind, JobKey, JobOutput, JobSpec, JobState, OutputRequest, Result,
+    };
+    use mockall::mock;
+
+    use super::*;
+
+    mock! {
+        #[derive(Debug)]
+        Backend {}
+        #[async_trait]
+        impl BatchBackend for Backend {
+            fn name(&self) -> &str;
+            fn capabilities(&self) -> Capabilities;
+            async fn submit(&self, spec: &JobSpec) -> Result<JobId>;
+            async fn find(&self, key: &JobKey) -> Result<Option<JobId>>;
+            async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>>;
+            async fn cancel(&self, id: &JobId) -> Result<()>;
+            async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
+            async fn version(&self) -> Result<String>;
+        }
+    }
+
+    fn job(name: &str) -> ObjectRef<BatchJob> {
+        ObjectRef::new(name).within("research")
+    }
+
+    /// One status call per poll for all followed jobs; only changes wake their job; a
+    /// failed call marks the cluster unhealthy and wakes nobody.
+    #[tokio::test(start_paused = true)]
+    async fn one_call_per_interval_and_wake_only_on_change() {
+        let mut backend = MockBackend::new();
+        backend.expect_name().return_const("mock".to_owned());
+        let mut calls = 0;
+        backend.expect_status().returning(move |ids| {
+            calls += 1;
+            if calls == 3 {
+                return Err(Error::new(ErrorKind::Unreachable, "connection refused"));
+            }
+            let running = calls >= 2;
+            Ok(ids
+                .iter()
+                .map(|id| {
+                    let state = if running && id.as_str() == "1" {
+                        JobState::Running
+                    } else {
+                        JobState::Queued
+                    };
+                    (id.clone(), JobStatus::new(state, "X"))
+                })
+                .collect())
+        });
+        let (wake, mut woken) = mpsc::unbounded_channel();
+        let poller = Poller::start(Arc::new(backend), Duration::from_secs(10), wake);
+        poller.follow(JobId::from("1"), job("a"));
+        poller.follow(JobId::from("2"), job("b"));
+        let mut first = vec![woken.recv().await, woken.recv().await];
+        first.sort_by_key(|j| j.as_ref().map(|j| j.name.clone()));
+        assert_eq!(
+            first,
+            [Some(job("a")), Some(job("b"))],
+            "both seen for the first time"
+        );
+        assert_eq!(poller.polls(), 1, "two jobs, one call");
+
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(
+            woken.recv().await,
+            Some(job("a")),
+            "only the job that changed"
+        );
+        assert!(woken.try_recv().is_err());
+        assert_eq!(
+            poller.observation(&JobId::from("1")).map(|s| s.state),
+            Some(JobState::Running)
+        );
+
+        while poller.polls() < 3 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(
+            matches!(poller.health(), Health::Failed(err) if err.kind() == ErrorKind::Unreachable)
+        );
+        assert!(woken.try_recv().is_err(), "a failed poll wakes nobody");
+        assert_eq!(poller.polls(), 3);
+
+        poller.forget(&JobId::from("1"));
+        poller.forget(&JobId::from("2"));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(poller.polls(), 3, "nothing followed, nothing asked");
+        assert_eq!(poller.observation(&JobId::from("1")), None);
+    }
+}

@@ -1,0 +1,422 @@
+//! The BatchJob reconciler: thin glue that reads the facts, asks [`decide`], and applies
+//! the decision (status through server-side apply, then submit or output collection),
+//! inside a finalizer that cancels an active job before its resource goes away.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use batchbridge_core::{ErrorKind, JobId, JobKey};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::{Context, ReconcileError};
+use crate::cluster::{Connection, connection_problem};
+use crate::crd::{BatchJob, BatchJobStatus, Phase};
+use crate::decision::{
+    Action, Cleanup, ClusterProblem, Facts, SUBMIT_REJECTED, Watch, attempt_key, cleanup, decide,
+};
+use crate::output;
+use crate::status::{CLUSTER_READY, FINISHED, SUBMITTED, condition, set_condition, time};
+
+/// The finalizer that makes deletion wait for the job's cancellation.
+pub const FINALIZER: &str = "batchbridge.dev/cancel-on-delete";
+
+/// Reconciles one BatchJob.
+pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, job, |event| async {
+        match event {
+            Finalizer::Apply(job) => apply(&job, &ctx).await,
+            Finalizer::Cleanup(job) => remove(&job, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|err| ReconcileError::Finalizer(Box::new(err)))
+}
+
+async fn apply(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let status = job.status.clone().unwrap_or_default();
+    let connection = ctx
+        .clusters
+        .get(&namespace, &job.spec.cluster_ref.name)
+        .await;
+    let observation = match (&connection, &status.job_id) {
+        (Ok(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
+        _ => None,
+    };
+    let policy = &job.spec.output_policy;
+    let decision = decide(&Facts {
+        generation: job.metadata.generation.unwrap_or_default(),
+        status: &status,
+        retry_policy: job.spec.retry_policy.as_ref(),
+        keeps_output: policy.tail_bytes > 0 || policy.config_map || policy.log_pod,
+        cluster: connection.as_ref().map(|_| ()),
+        observation: observation.as_ref(),
+        now: SystemTime::now(),
+    });
+    if let Ok(connection) = &connection {
+        match &decision.watch {
+            Watch::Follow(id) => connection.poller.follow(id.clone(), ObjectRef::from(job)),
+            Watch::Forget(id) => connection.poller.forget(id),
+            Watch::Nothing => {}
+        }
+    }
+    let mut current = status;
+    if let Some(next) = decision.status {
+        write_status(ctx, job, &current, &next).await?;
+        current = next;
+    }
+    match (decision.action, connection) {
+        (Some(Action::Submit { attempt }), Ok(connection)) => {
+            submit(ctx, job, &connection, attempt, current).await?;
+        }
+        (Some(Action::CollectOutput { id }), Ok(connection)) => {
+            collect(ctx, job, &connection, &id, current).await?;
+        }
+        _ => {}
+    }
+    Ok(decision
+        .requeue_after
+        .map_or_else(Requeue::await_change, Requeue::requeue))
+}
+
+async fn submit(
+    ctx: &Context,
+    job: &BatchJob,
+    connection: &Connection,
+    attempt: u32,
+    current: BatchJobStatus,
+) -> Result<(), ReconcileError> {
+    let submitted = match job.job_spec(attempt) {
+        Ok(spec) => connection.backend.submit(&spec).await,
+        Err(err) => Err(err),
+    };
+    let now = SystemTime::now();
+    let mut next = current.clone();
+    match submitted {
+        Ok(id) => {
+            next.job_id = Some(id.to_string());
+            next.queue = job
+                .spec
+                .queue
+                .clone()
+                .or_else(|| connection.default_queue().map(str::to_owned));
+            next.user = connection.user().map(str::to_owned);
+            next.submit_time = Some(time(now));
+            next.reason = Some("Submitted".into());
+            next.message = Some(format!("attempt {attempt} submitted as job {id}"));
+            set_condition(
+                &mut next.conditions,
+                SUBMITTED,
+                true,
+                "Submitted",
+                &format!("job {id}"),
+                now,
+            );
+            write_status(ctx, job, &current, &next).await?;
+            connection.poller.follow(id, ObjectRef::from(job));
+            Ok(())
+        }
+        Err(err) if err.is_temporary() || connection_problem(&err).is_some() => {
+            if let Some(problem) = connection_problem(&err) {
+                set_condition(
+                    &mut next.conditions,
+                    CLUSTER_READY,
+                    false,
+                    &problem.reason,
+                    &problem.message,
+                    now,
+                );
+                write_status(ctx, job, &current, &next).await?;
+            }
+            // The status still says Submitted without an id: the next pass submits the same
+            // key again, and the backend returns the job if this attempt reached it.
+            Err(ReconcileError::Backend(err))
+        }
+        Err(err) => {
+            next.phase = Some(Phase::Failed);
+            next.reason = Some(SUBMIT_REJECTED.into());
+            next.message = Some(err.to_string());
+            next.finish_time = Some(time(now));
+            set_condition(
+                &mut next.conditions,
+                SUBMITTED,
+                false,
+                SUBMIT_REJECTED,
+                &err.to_string(),
+                now,
+            );
+            set_condition(
+                &mut next.conditions,
+                FINISHED,
+                true,
+                SUBMIT_REJECTED,
+                &err.to_string(),
+                now,
+            );
+            write_status(ctx, job, &current, &next).await
+        }
+    }
+}
+
+async fn collect(
+    ctx: &Context,
+    job: &BatchJob,
+    connection: &Connection,
+    id: &JobId,
+    current: BatchJobStatus,
+) -> Result<(), ReconcileError> {
+    let collected = output::collect(ctx, job, connection, id).await;
+    let mut next = current.clone();
+    let now = SystemTime::now();
+    match collected {
+        Ok(collected) => {
+            next.output_tail = collected.tail;
+            set_condition(
+                &mut next.conditions,
+                output::CONDITION,
+                true,
+                "Collected",
+                &collected.summary,
+                now,
+            );
+        }
+        Err(ReconcileError::Backend(err))
+            if !err.is_temporary() && connection_problem(&err).is_none() =>
+        {
+            set_condition(
+                &mut next.conditions,
+                output::CONDITION,
+                false,
+                "OutputUnavailable",
+                &err.to_string(),
+                now,
+            );
+        }
+        Err(err) => return Err(err),
+    }
+    write_status(ctx, job, &current, &next).await
+}
+
+async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let step = cleanup(job.status.as_ref());
+    if step == Cleanup::Nothing {
+        return Ok(Requeue::await_change());
+    }
+    let connection = match ctx
+        .clusters
+        .get(&namespace, &job.spec.cluster_ref.name)
+        .await
+    {
+        Ok(connection) => connection,
+        Err(problem) if problem.reason == "BatchClusterNotFound" => {
+            // With its cluster gone there is nothing to cancel through; holding the
+            // resource back would only keep it forever.
+            publish(
+                ctx,
+                job,
+                EventType::Warning,
+                "CancelSkipped",
+                &problem.message,
+            )
+            .await;
+            return Ok(Requeue::await_change());
+        }
+        Err(problem) => return Err(ReconcileError::Cluster(problem)),
+    };
+    let id = match step {
+        Cleanup::Cancel(id) => Some(id),
+        Cleanup::CancelByKey { attempt } => {
+            let key = JobKey::new(attempt_key(&job.uid().unwrap_or_default(), attempt))
+                .map_err(ReconcileError::Backend)?;
+            connection
+                .backend
+                .find(&key)
+                .await
+                .map_err(ReconcileError::Backend)?
+        }
+        Cleanup::Nothing => None,
+    };
+    if let Some(id) = id {
+        match connection.backend.cancel(&id).await {
+            Ok(()) => {}
+            Err(err) if err.kind() == ErrorKind::NotFound => {}
+            Err(err) => return Err(ReconcileError::Backend(err)),
+        }
+        connection.poller.forget(&id);
+        tracing::info!(job = %ObjectRef::from(job), %id, "cancelled on deletion");
+        publish(
+            ctx,
+            job,
+            EventType::Normal,
+            "Cancelled",
+            &format!("job {id} cancelled because the BatchJob was deleted"),
+        )
+        .await;
+    }
+    Ok(Requeue::await_change())
+}
+
+/// Writes `next` with server-side apply, and an Event for each change a user cares about.
+async fn write_status(
+    ctx: &Context,
+    job: &BatchJob,
+    current: &BatchJobStatus,
+    next: &BatchJobStatus,
+) -> Result<(), ReconcileError> {
+    let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": BatchJob::api_version(&()),
+        "kind": BatchJob::kind(&()),
+        "status": next,
+    });
+    api.patch_status(
+        &job.name_any(),
+        &PatchParams::apply(super::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(ReconcileError::Kube)?;
+    for (type_, reason, note) in transitions(current, next) {
+        publish(ctx, job, type_, &reason, &note).await;
+    }
+    Ok(())
+}
+
+/// The Events a status change is worth: a new phase, a new job id, a cluster problem or its
+/// end.
+fn transitions(
+    current: &BatchJobStatus,
+    next: &BatchJobStatus,
+) -> Vec<(EventType, String, String)> {
+    let mut events = Vec::new();
+    let ready = |s: &BatchJobStatus| {
+        condition(&s.conditions, CLUSTER_READY).map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    if ready(current) != ready(next)
+        && let Some(c) = condition(&next.conditions, CLUSTER_READY)
+    {
+        let type_ = if c.status == "True" {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        events.push((type_, c.reason.clone(), c.message.clone()));
+    }
+    if current.job_id != next.job_id
+        && let Some(id) = &next.job_id
+    {
+        events.push((
+            EventType::Normal,
+            "Submitted".into(),
+            format!("attempt {} is job {id}", next.attempts),
+        ));
+    }
+    if current.phase != next.phase
+        && let Some(phase) = next.phase
+        && phase != Phase::Submitted
+    {
+        let type_ = if matches!(phase, Phase::Failed | Phase::Unknown) {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let note = next
+            .message
+            .clone()
+            .or_else(|| next.reason.clone())
+            .unwrap_or_else(|| format!("{phase:?}"));
+        events.push((type_, format!("{phase:?}"), note));
+    }
+    events
+}
+
+async fn publish(ctx: &Context, job: &BatchJob, type_: EventType, reason: &str, note: &str) {
+    let event = Event {
+        type_,
+        reason: reason.chars().take(128).collect(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
+        tracing::warn!(job = %ObjectRef::from(job), error = %err, "cannot publish an Event");
+    }
+}
+
+/// How long to wait before a failed reconcile is tried again.
+pub fn retry_after(error: &ReconcileError) -> Duration {
+    match error {
+        ReconcileError::Cluster(ClusterProblem { .. }) => crate::decision::CLUSTER_RECHECK,
+        _ => Duration::from_secs(5),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_follow_what_changed() {
+        let now = SystemTime::UNIX_EPOCH;
+        let submitted = BatchJobStatus {
+            phase: Some(Phase::Submitted),
+            attempts: 1,
+            ..BatchJobStatus::default()
+        };
+        let with_id = BatchJobStatus {
+            job_id: Some("7".into()),
+            ..submitted.clone()
+        };
+        let running = BatchJobStatus {
+            phase: Some(Phase::Running),
+            ..with_id.clone()
+        };
+        let failed = BatchJobStatus {
+            phase: Some(Phase::Failed),
+            message: Some("exited with code 3".into()),
+            ..running.clone()
+        };
+        let mut unreachable = running.clone();
+        set_condition(
+            &mut unreachable.conditions,
+            CLUSTER_READY,
+            false,
+            "Unreachable",
+            "connection refused",
+            now,
+        );
+        let reasons = |a: &BatchJobStatus, b: &BatchJobStatus| -> Vec<(String, String)> {
+            transitions(a, b)
+                .into_iter()
+                .map(|(_, reason, note)| (reason, note))
+                .collect()
+        };
+        assert_eq!(reasons(&BatchJobStatus::default(), &submitted), []);
+        assert_eq!(
+            reasons(&submitted, &with_id),
+            [("Submitted".into(), "attempt 1 is job 7".into())]
+        );
+        assert_eq!(
+            reasons(&with_id, &running),
+            [("Running".into(), "Running".into())]
+        );
+        assert_eq!(
+            reasons(&running, &failed),
+            [("Failed".into(), "exited with code 3".into())]
+        );
+        assert_eq!(
+            reasons(&running, &unreachable),
+            [("Unreachable".into(), "connection refused".into())]
+        );
+        assert_eq!(reasons(&running, &running), []);
+    }
+}

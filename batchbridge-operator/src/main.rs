@@ -1,0 +1,94 @@
+//! The operator binary.
+//!
+//! `batchbridge-operator` runs the controllers. It reads its settings from the environment:
+//! `WATCH_NAMESPACE` (watch only that namespace; every namespace when unset),
+//! `OPERATOR_IMAGE` (the image log pods run), `LOCAL_STATE_DIR` (where `local` clusters keep
+//! their jobs), `RUST_LOG` (log filter, default `info`) and `LOG_FORMAT=json` for
+//! structured logs.
+//!
+//! `batchbridge-operator fetch-output` is the log pods' mode: it prints one job's output,
+//! reading the cluster and job from the environment and the credential from
+//! `/var/run/batchbridge/credentials`.
+
+use std::process::ExitCode;
+
+use batchbridge_operator::{Operator, output};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("LOG_FORMAT").as_deref() == Ok("json") {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        None | Some("run") => run().await,
+        Some("fetch-output") => fetch_output().await,
+        Some(other) => {
+            tracing::error!("unknown command {other:?}: use run (the default) or fetch-output");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run() -> ExitCode {
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot reach the Kubernetes API");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut operator = Operator::new(client);
+    if let Ok(namespace) = std::env::var("WATCH_NAMESPACE")
+        && !namespace.is_empty()
+    {
+        operator = operator.namespace(namespace);
+    }
+    if let Ok(image) = std::env::var("OPERATOR_IMAGE") {
+        operator = operator.image(image);
+    }
+    if let Ok(dir) = std::env::var("LOCAL_STATE_DIR") {
+        operator = operator.local_root(dir);
+    }
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        "batchbridge-operator starting"
+    );
+    operator.run(shutdown_signal()).await;
+    tracing::info!("batchbridge-operator stopped");
+    ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+async fn fetch_output() -> ExitCode {
+    let credentials = std::path::Path::new("/var/run/batchbridge/credentials");
+    let vars = |name: &str| std::env::var(name).ok();
+    match output::fetch_output_to(&vars, credentials, &mut std::io::stdout().lock()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "fetch-output failed");
+            ExitCode::FAILURE
+        }
+    }
+}

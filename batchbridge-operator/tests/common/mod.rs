@@ -1,0 +1,200 @@
+//! What the operator's tests against the test bed's real kube-apiserver share: a client
+//! with the checked-in CRDs applied, a namespace of the test's own, and polling helpers.
+//! Each test binary uses a part of it.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use batchbridge_operator::crd::{BatchCluster, BatchJob, crd_file_name, crds};
+use batchbridge_testbed::{KubeFacts, kube_facts};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, Resource};
+use serde_json::{Value, json};
+
+pub(crate) const FIELD_MANAGER: &str = "batchbridge-crds-test";
+
+/// A client of the test bed's API server, with the CRDs applied from `deploy/crds/` and
+/// established, and a fresh namespace.
+pub(crate) struct Cluster {
+    pub(crate) facts: KubeFacts,
+    pub(crate) client: Client,
+    pub(crate) namespace: String,
+}
+
+impl Cluster {
+    pub(crate) async fn new(test: &str) -> Self {
+        let facts = kube_facts();
+        let kubeconfig = Kubeconfig::read_from(&facts.kubeconfig).unwrap();
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        let client = Client::try_from(config).unwrap();
+        apply_crds(&client, &facts).await;
+
+        static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let namespace = format!(
+            "crds-{test}-{}-{nanos}-{}",
+            std::process::id(),
+            SEQUENCE.fetch_add(1, Ordering::Relaxed)
+        );
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            facts,
+            client,
+            namespace,
+        }
+    }
+
+    pub(crate) fn jobs(&self) -> Api<BatchJob> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub(crate) fn clusters(&self) -> Api<BatchCluster> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// An untyped API for `K`, to send objects the Rust types cannot even express.
+    pub(crate) fn dynamic<K: Resource<DynamicType = ()>>(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &ApiResource::erase::<K>(&()),
+        )
+    }
+
+    /// Creates `object` (a `K` as JSON) and returns the API server's refusal, which must be
+    /// a 422 Invalid.
+    pub(crate) async fn refusal<K: Resource<DynamicType = ()>>(
+        &self,
+        name: &str,
+        spec: Value,
+    ) -> String {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .unwrap();
+        let result = self
+            .dynamic::<K>()
+            .create(&PostParams::default(), &object)
+            .await;
+        api_error(result, 422)
+    }
+
+    /// Runs the test bed's kubectl with `args` and returns its stdout, panicking unless it
+    /// succeeds.
+    pub(crate) fn kubectl(&self, args: &[&str]) -> String {
+        let output = Command::new(&self.facts.kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.facts.kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Deletes what the test made; the namespace itself stays Terminating (no controller).
+    pub(crate) async fn clean_up(self) {
+        let params = DeleteParams::default();
+        let list = ListParams::default();
+        self.jobs().delete_collection(&params, &list).await.unwrap();
+        self.clusters()
+            .delete_collection(&params, &list)
+            .await
+            .unwrap();
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        namespaces.delete(&self.namespace, &params).await.unwrap();
+    }
+}
+
+/// The API server's answer in `result`, which must be an error with HTTP status `code`.
+pub(crate) fn api_error<T: std::fmt::Debug>(result: kube::Result<T>, code: u16) -> String {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == code => status.message,
+        other => panic!("expected an API error {code}, got {other:?}"),
+    }
+}
+
+pub(crate) fn crd_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
+}
+
+/// Applies the checked-in CRD files with server-side apply and waits until the API server
+/// serves them. Concurrent tests apply the same content under the same manager, which is
+/// idempotent.
+pub(crate) async fn apply_crds(client: &Client, facts: &KubeFacts) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for generated in crds() {
+        let path = crd_dir().join(crd_file_name(&generated));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|err| {
+                panic!(
+                    "applying {name} to {}: {err}; is the test bed up (tests/testbed/up.sh)?",
+                    facts.server
+                )
+            });
+    }
+    for crd in crds() {
+        let name = crd.metadata.name.unwrap();
+        eventually(&format!("{name} to be Established"), || async {
+            let crd = api.get(&name).await.unwrap();
+            crd.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+        .await;
+    }
+}
+
+/// Polls `check` until it holds, panicking after 60 s.
+pub(crate) async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,672 @@
+//! The operator end to end: the test bed's real kube-apiserver, the real SLURM over SSH
+//! (and the HTCondor pool for one test), the experiments of the original SLURM operator,
+//! a restart between submit and the write of the job id, and the latency from a SLURM
+//! state change to the BatchJob's status.
+//!
+//! Each test runs its own operator, watching a namespace of its own with a BatchCluster
+//! polled every second. What the tests check on the cluster side they ask SLURM itself
+//! (squeue, sacct, scancel over the test bed's SSH login).
+
+// Helpers panic on purpose: anything unexpected is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use batchbridge_core::shell::{Command, Shell};
+use batchbridge_operator::Operator;
+use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
+use batchbridge_operator::output;
+use batchbridge_testbed::{Login, login};
+use common::Cluster;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long any one wait may take before the test fails.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// An operator running in this process for one namespace.
+struct RunningOperator {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl RunningOperator {
+    fn start(bed: &Cluster) -> Self {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let operator = Operator::new(bed.client.clone())
+            .namespace(bed.namespace.clone())
+            .image("batchbridge-operator:test");
+        let task = tokio::spawn(operator.run(async move {
+            let _ = stopped.await;
+        }));
+        Self { stop, task }
+    }
+
+    /// Stops it the way a crash would: no graceful shutdown, whatever was in flight is lost.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+    }
+}
+
+/// A test namespace with a Secret and a BatchCluster for `component` (`ssh` for SLURM,
+/// `htcondor` for the pool), and an operator.
+async fn set_up(test: &str, component: &str, scheduler: &str) -> (Cluster, RunningOperator) {
+    let bed = Cluster::new(test).await;
+    let login = login(component);
+    create_secret(&bed, "cluster-key", &login).await;
+    create_cluster(&bed, scheduler, scheduler, &login, "cluster-key").await;
+    let operator = RunningOperator::start(&bed);
+    (bed, operator)
+}
+
+async fn create_secret(bed: &Cluster, name: &str, login: &Login) {
+    let key = std::fs::read(&login.private_key).unwrap();
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/ssh-auth".into()),
+        data: Some(BTreeMap::from([(
+            "ssh-privatekey".to_owned(),
+            ByteString(key),
+        )])),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+async fn create_cluster(bed: &Cluster, name: &str, scheduler: &str, login: &Login, secret: &str) {
+    let mut cluster = json!({
+        "apiVersion": "batchbridge.dev/v1alpha1",
+        "kind": "BatchCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "scheduler": scheduler,
+            "ssh": {"host": login.host, "port": login.port, "user": login.user},
+            "secretRef": {"name": secret},
+            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
+            "pollInterval": "1s",
+        },
+    });
+    if scheduler == "slurm" {
+        cluster["spec"]["defaults"] = json!({"partition": "debug"});
+    }
+    let cluster = serde_json::from_value(cluster).unwrap();
+    bed.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+}
+
+async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJob {
+    let job = serde_json::from_value(json!({
+        "apiVersion": "batchbridge.dev/v1alpha1",
+        "kind": "BatchJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap();
+    bed.jobs()
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap()
+}
+
+fn status(job: &BatchJob) -> BatchJobStatus {
+    job.status.clone().unwrap_or_default()
+}
+
+/// Polls job `name` every 50 ms until `check` holds; returns the job then.
+async fn wait_for(
+    bed: &Cluster,
+    name: &str,
+    what: &str,
+    check: impl Fn(&BatchJobStatus) -> bool,
+) -> BatchJob {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let job = bed.jobs().get(name).await.unwrap();
+        if check(&status(&job)) {
+            return job;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: timed out waiting for {what}; status: {:#?}",
+            job.status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_for_phase(bed: &Cluster, name: &str, phase: Phase) -> BatchJob {
+    wait_for(bed, name, &format!("phase {phase:?}"), |s| {
+        s.phase == Some(phase)
+    })
+    .await
+}
+
+/// Runs `command` on the SLURM test bed's login node and returns its stdout.
+async fn slurm(command: &str) -> String {
+    let shell = batchbridge_testbed::ssh_facts().key_shell();
+    let output = shell
+        .run(&Command::sh(command, Vec::<String>::new()))
+        .await
+        .unwrap();
+    assert!(output.success(), "{command}: {}", output.stderr_text());
+    output.stdout_text()
+}
+
+/// SLURM's state word for job `id`, from squeue while it knows the job, else sacct.
+async fn slurm_state(id: &str) -> String {
+    slurm(&format!(
+        "s=$(squeue -h -j {id} -o %T 2>/dev/null); [ -n \"$s\" ] && echo \"$s\" || sacct -X -n -P -j {id} -o State"
+    ))
+    .await
+    .trim()
+    .to_owned()
+}
+
+async fn patch_spec(bed: &Cluster, name: &str, spec: Value) {
+    bed.jobs()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn events_of(bed: &Cluster, name: &str) -> Vec<(String, String)> {
+    let events = Api::<Event>::namespaced(bed.client.clone(), &bed.namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    events
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+/// Experiments 1 and 2: a job runs and its output can be read (status tail and the
+/// ConfigMap); a failing job shows Failed with its exit code; experiment 3: fixing its
+/// script runs it again to success; experiment 4: editing a succeeded job runs it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_failure_fix_and_rerun() {
+    let (bed, operator) = set_up("e2e-runs", "ssh", "slurm").await;
+    create_job(
+        &bed,
+        "hello",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "echo \"hello from $SLURM_JOB_PARTITION\"\necho to-stderr >&2\n",
+            "outputPolicy": {"configMap": true, "logPod": true},
+        }),
+    )
+    .await;
+    create_job(
+        &bed,
+        "fails",
+        json!({"clusterRef": {"name": "slurm"}, "script": "echo about to fail\nexit 3\n"}),
+    )
+    .await;
+
+    let hello = status(&wait_for_phase(&bed, "hello", Phase::Succeeded).await);
+    assert_eq!(hello.exit_code, Some(0));
+    assert_eq!(
+        (
+            hello.attempts,
+            hello.queue.as_deref(),
+            hello.user.as_deref()
+        ),
+        (1, Some("debug"), Some("batch"))
+    );
+    let hello = status(&wait_for(&bed, "hello", "the output", |s| s.output_tail.is_some()).await);
+    assert_eq!(
+        hello.output_tail.as_deref(),
+        Some("hello from debug\nto-stderr\n")
+    );
+    let id = hello.job_id.clone().unwrap();
+    assert_eq!(slurm_state(&id).await, "COMPLETED");
+    let output = Api::<ConfigMap>::namespaced(bed.client.clone(), &bed.namespace)
+        .get("hello-output")
+        .await
+        .unwrap();
+    let data = output.data.unwrap_or_default();
+    assert_eq!(
+        data.get("stdout").map(String::as_str),
+        Some("hello from debug\n")
+    );
+    assert_eq!(data.get("stderr").map(String::as_str), Some("to-stderr\n"));
+
+    // The log pod: owned by the job, running the operator image in fetch-output mode. The
+    // test bed has no kubelet, so its fetch-output mode runs here, with the environment
+    // and the mounted Secret the pod would have.
+    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
+        .get("hello-log")
+        .await
+        .unwrap();
+    assert_eq!(pod.owner_references()[0].name, "hello");
+    let container = &pod.spec.unwrap().containers[0];
+    assert_eq!(
+        container.args.as_deref(),
+        Some(&["fetch-output".to_owned()][..])
+    );
+    let env: BTreeMap<String, String> = container
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect();
+    let credentials = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        login("ssh").private_key,
+        credentials.path().join("ssh-privatekey"),
+    )
+    .unwrap();
+    let mut printed = Vec::new();
+    output::fetch_output_to(
+        &|name: &str| env.get(name).cloned(),
+        credentials.path(),
+        &mut printed,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(printed).unwrap(),
+        "hello from debug\nto-stderr\n"
+    );
+
+    // The BatchCluster's status: reachable, the scheduler's version.
+    let cluster = bed
+        .clusters()
+        .get("slurm")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    let reachable = cluster
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Reachable")
+        .unwrap();
+    assert_eq!(reachable.status, "True", "{reachable:?}");
+    assert!(
+        cluster
+            .scheduler_version
+            .unwrap_or_default()
+            .contains("22.05"),
+        "the test bed runs SLURM 22.05"
+    );
+    assert!(cluster.last_probe_time.is_some());
+
+    let fails = status(&wait_for_phase(&bed, "fails", Phase::Failed).await);
+    assert_eq!(
+        (fails.exit_code, fails.reason.as_deref()),
+        (Some(3), Some("NonZeroExitCode"))
+    );
+    assert_eq!(
+        slurm_state(fails.job_id.as_deref().unwrap()).await,
+        "FAILED"
+    );
+
+    // Experiment 3: fix the script; the job runs again, as attempt 2 under a new id.
+    patch_spec(&bed, "fails", json!({"script": "echo fixed\n"})).await;
+    let fixed = status(
+        &wait_for(&bed, "fails", "attempt 2 to succeed", |s| {
+            s.attempts == 2 && s.phase == Some(Phase::Succeeded)
+        })
+        .await,
+    );
+    assert_ne!(fixed.job_id, fails.job_id);
+    assert_eq!(fixed.exit_code, Some(0));
+
+    // Experiment 4: edit the succeeded job; it runs again.
+    patch_spec(&bed, "hello", json!({"script": "echo edited\n"})).await;
+    let edited = status(
+        &wait_for(&bed, "hello", "attempt 2 to succeed with its output", |s| {
+            s.attempts == 2 && s.phase == Some(Phase::Succeeded) && s.output_tail.is_some()
+        })
+        .await,
+    );
+    assert_eq!(edited.output_tail.as_deref(), Some("edited\n"));
+    assert_ne!(edited.job_id.as_deref(), Some(id.as_str()));
+
+    let reasons: Vec<String> = events_of(&bed, "fails")
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
+    for expected in ["Submitted", "Failed", "Succeeded"] {
+        assert!(
+            reasons.iter().any(|r| r == expected),
+            "no {expected} Event among {reasons:?}"
+        );
+    }
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// Experiments 5 and 6 on the partition `single`, where a job gets the whole node: two
+/// jobs, one Running while the other waits, then both finish; then a job cancelled on the
+/// cluster side shows Cancelled and the waiting one starts. Also measures the time from
+/// SLURM's change (scancel) to the BatchJob's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_partition_and_cluster_side_cancel() {
+    let (bed, operator) = set_up("e2e-single", "ssh", "slurm").await;
+    let sleeper = |seconds: u32| {
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": format!("sleep {seconds}\n"),
+            "queue": "single",
+        })
+    };
+    create_job(&bed, "first", sleeper(6)).await;
+    create_job(&bed, "second", sleeper(6)).await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let phases = (
+            status(&bed.jobs().get("first").await.unwrap()).phase,
+            status(&bed.jobs().get("second").await.unwrap()).phase,
+        );
+        if matches!(
+            phases,
+            (Some(Phase::Running), Some(Phase::Queued))
+                | (Some(Phase::Queued), Some(Phase::Running))
+        ) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never one Running and one Queued: {phases:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in ["first", "second"] {
+        let done = status(&wait_for_phase(&bed, name, Phase::Succeeded).await);
+        assert_eq!(done.queue.as_deref(), Some("single"));
+    }
+
+    create_job(&bed, "long", sleeper(300)).await;
+    let long = status(&wait_for_phase(&bed, "long", Phase::Running).await);
+    create_job(&bed, "waiting", sleeper(1)).await;
+    let waiting = status(&wait_for_phase(&bed, "waiting", Phase::Queued).await);
+    assert!(
+        waiting.reason.is_some(),
+        "a queued job says why: {waiting:?}"
+    );
+    let id = long.job_id.unwrap();
+    slurm(&format!("scancel {id}")).await;
+    let cancelled_at = Instant::now();
+    let cancelled = status(&wait_for_phase(&bed, "long", Phase::Cancelled).await);
+    let latency = cancelled_at.elapsed();
+    eprintln!(
+        "latency from scancel to status Cancelled: {} ms (poll interval 1 s)",
+        latency.as_millis()
+    );
+    assert!(cancelled.finish_time.is_some());
+    wait_for_phase(&bed, "waiting", Phase::Succeeded).await;
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// Experiment 7: deleting a running BatchJob cancels its SLURM job before the resource
+/// goes away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_job_cancels_it() {
+    let (bed, operator) = set_up("e2e-delete", "ssh", "slurm").await;
+    create_job(
+        &bed,
+        "doomed",
+        json!({"clusterRef": {"name": "slurm"}, "script": "sleep 300\n"}),
+    )
+    .await;
+    let id = status(&wait_for_phase(&bed, "doomed", Phase::Running).await)
+        .job_id
+        .unwrap();
+    bed.jobs()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while bed.jobs().get_opt("doomed").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the BatchJob was never released");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let state = slurm_state(&id).await;
+    assert!(
+        state.starts_with("CANCELLED") || state == "COMPLETING",
+        "SLURM job {id} is {state}"
+    );
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// Polls BatchCluster `name` until its Reachable condition is False; returns it.
+async fn wait_for_cluster(
+    bed: &Cluster,
+    name: &str,
+    what: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let cluster = bed.clusters().get(name).await.unwrap();
+        let status = cluster.status.unwrap_or_default();
+        if let Some(c) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Reachable" && c.status == "False")
+        {
+            return c.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: timed out waiting for {what}: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Experiment 9: a BatchJob whose cluster's Secret is missing reports it (condition and
+/// Event) while a job on a good cluster in the same namespace runs; once the Secret exists,
+/// the waiting job runs too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_secret_is_reported() {
+    let (bed, operator) = set_up("e2e-secret", "ssh", "slurm").await;
+    let login = login("ssh");
+    create_cluster(&bed, "keyless", "slurm", &login, "not-yet").await;
+    create_job(
+        &bed,
+        "stuck",
+        json!({"clusterRef": {"name": "keyless"}, "script": "echo finally\n"}),
+    )
+    .await;
+    create_job(
+        &bed,
+        "fine",
+        json!({"clusterRef": {"name": "slurm"}, "script": "echo fine\n"}),
+    )
+    .await;
+
+    let stuck = status(
+        &wait_for(&bed, "stuck", "a ClusterReady condition", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ClusterReady" && c.status == "False")
+        })
+        .await,
+    );
+    let ready = stuck
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ClusterReady")
+        .unwrap();
+    assert_eq!(ready.reason, "SecretNotFound");
+    assert!(ready.message.contains("\"not-yet\""), "{}", ready.message);
+    assert_eq!(stuck.phase, Some(Phase::Pending));
+    assert_eq!(stuck.job_id, None);
+    wait_for_phase(&bed, "fine", Phase::Succeeded).await;
+    let events = events_of(&bed, "stuck").await;
+    assert!(
+        events.iter().any(|(reason, _)| reason == "SecretNotFound"),
+        "{events:?}"
+    );
+
+    create_secret(&bed, "not-yet", &login).await;
+    let ran = status(&wait_for_phase(&bed, "stuck", Phase::Succeeded).await);
+    assert_eq!(ran.attempts, 1);
+
+    // A host whose key is not the one in knownHosts: reported, nothing submitted.
+    let impostor = Login {
+        known_hosts: batchbridge_testbed::ssh_facts().wrong_known_hosts,
+        ..login.clone()
+    };
+    create_cluster(&bed, "impostor", "slurm", &impostor, "cluster-key").await;
+    create_job(
+        &bed,
+        "careful",
+        json!({"clusterRef": {"name": "impostor"}, "script": "echo never\n"}),
+    )
+    .await;
+    let careful = status(
+        &wait_for(&bed, "careful", "a HostKeyMismatch condition", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ClusterReady" && c.reason == "HostKeyMismatch")
+        })
+        .await,
+    );
+    assert_eq!(careful.job_id, None);
+    let cluster = bed.clusters().get("impostor").await.unwrap();
+    let reachable = wait_for_cluster(&bed, "impostor", "Reachable False").await;
+    assert_eq!(reachable.reason, "HostKeyMismatch", "{cluster:?}");
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// The operator killed between the submit and the write of the job id, then restarted,
+/// leaves exactly one SLURM job. The kill is made exact by putting the status back to what
+/// such a kill leaves (Submitted, attempt 1, no job id) while the operator is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_submit_and_status_write_submits_once() {
+    let (bed, operator) = set_up("e2e-restart", "ssh", "slurm").await;
+    let job = create_job(
+        &bed,
+        "once",
+        json!({"clusterRef": {"name": "slurm"}, "script": "sleep 60\n"}),
+    )
+    .await;
+    let uid = job.metadata.uid.unwrap();
+    let id = status(&wait_for(&bed, "once", "a job id", |s| s.job_id.is_some()).await)
+        .job_id
+        .unwrap();
+    operator.kill().await;
+
+    bed.jobs()
+        .patch_status(
+            "once",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Submitted", "attempts": 1, "jobId": null}})),
+        )
+        .await
+        .unwrap();
+    let operator = RunningOperator::start(&bed);
+    let adopted = status(&wait_for(&bed, "once", "the job id again", |s| s.job_id.is_some()).await);
+    assert_eq!(
+        adopted.job_id.as_deref(),
+        Some(id.as_str()),
+        "adopted, not submitted again"
+    );
+    assert_eq!(adopted.attempts, 1);
+    let keyed = slurm(&format!(
+        "squeue -h --me -o '%i %k' | awk '$2 == \"{uid}\"'"
+    ))
+    .await;
+    assert_eq!(
+        keyed.lines().count(),
+        1,
+        "SLURM jobs with the key: {keyed:?}"
+    );
+    bed.jobs()
+        .delete("once", &DeleteParams::default())
+        .await
+        .unwrap();
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A BatchJob on the HTCondor pool: an array of 2 with one failing task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_htcondor_job_runs() {
+    let (bed, operator) = set_up("e2e-htcondor", "htcondor", "htcondor").await;
+    create_job(&bed, "pair", json!({
+        "clusterRef": {"name": "htcondor"},
+        "script": "echo \"task $BATCHBRIDGE_TASK_INDEX\"\n[ \"$BATCHBRIDGE_TASK_INDEX\" = 0 ]\n",
+        "array": {"count": 2},
+    }))
+    .await;
+    let done = status(&wait_for_phase(&bed, "pair", Phase::Failed).await);
+    let tasks = done.tasks.unwrap();
+    assert_eq!((tasks.total, tasks.succeeded, tasks.failed), (2, 1, 1));
+    let done = status(&wait_for(&bed, "pair", "the output", |s| s.output_tail.is_some()).await);
+    assert_eq!(done.output_tail.as_deref(), Some("task 0\n"));
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A failed job is retried per its retry policy, after the backoff (10 s for the first
+/// retry): the script fails the first time and succeeds the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_is_retried() {
+    let (bed, operator) = set_up("e2e-retry", "ssh", "slurm").await;
+    create_job(&bed, "flaky", json!({
+        "clusterRef": {"name": "slurm"},
+        "script": "m=\"$HOME/.retry-marker-$MARKER\"\nif [ -e \"$m\" ]; then echo second try; else touch \"$m\"; exit 5; fi\n",
+        "environment": {"MARKER": bed.namespace},
+        "retryPolicy": {"maxRetries": 2, "retryOn": ["NonZeroExitCode"]},
+    }))
+    .await;
+    let first = status(&wait_for_phase(&bed, "flaky", Phase::Failed).await);
+    assert_eq!(
+        (first.exit_code, first.attempts, first.retries),
+        (Some(5), 1, 0)
+    );
+    let failed_at = Instant::now();
+    let second = status(
+        &wait_for(&bed, "flaky", "the retry to succeed", |s| {
+            s.phase == Some(Phase::Succeeded)
+        })
+        .await,
+    );
+    assert_eq!((second.attempts, second.retries), (2, 1));
+    assert_ne!(second.job_id, first.job_id);
+    assert!(
+        failed_at.elapsed() >= Duration::from_secs(8),
+        "retried after {:?}, before the backoff",
+        failed_at.elapsed()
+    );
+    slurm(&format!("rm -f \"$HOME/.retry-marker-{}\"", bed.namespace)).await;
+    operator.stop().await;
+    bed.clean_up().await;
+}
