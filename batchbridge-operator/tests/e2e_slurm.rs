@@ -490,7 +490,8 @@ async fn wait_for_cluster(
 
 /// Experiment 9: a BatchJob whose cluster's Secret is missing reports it (condition and
 /// Event) while a job on a good cluster in the same namespace runs; once the Secret exists,
-/// the waiting job runs too.
+/// the waiting job runs too. Likewise a host key mismatch and an unreachable host, on the
+/// job and on its BatchCluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_secret_is_reported() {
     let (bed, operator) = set_up("e2e-secret", "ssh", "slurm").await;
@@ -558,9 +559,41 @@ async fn a_missing_secret_is_reported() {
         .await,
     );
     assert_eq!(careful.job_id, None);
-    let cluster = bed.clusters().get("impostor").await.unwrap();
     let reachable = wait_for_cluster(&bed, "impostor", "Reachable False").await;
-    assert_eq!(reachable.reason, "HostKeyMismatch", "{cluster:?}");
+    assert_eq!(reachable.reason, "HostKeyMismatch", "{reachable:?}");
+
+    // A host nobody listens on: reported as Unreachable, on the job and on the cluster.
+    let nowhere = Login {
+        port: 1,
+        ..login.clone()
+    };
+    create_cluster(&bed, "nowhere", "slurm", &nowhere, "cluster-key").await;
+    create_job(
+        &bed,
+        "lost",
+        json!({"clusterRef": {"name": "nowhere"}, "script": "echo never\n"}),
+    )
+    .await;
+    let lost = status(
+        &wait_for(&bed, "lost", "an Unreachable condition", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ClusterReady" && c.reason == "Unreachable")
+        })
+        .await,
+    );
+    assert_eq!(
+        (lost.phase, lost.job_id),
+        (Some(Phase::Submitted), None),
+        "waits to submit its attempt again"
+    );
+    let reachable = wait_for_cluster(&bed, "nowhere", "Reachable False").await;
+    assert_eq!(reachable.reason, "Unreachable", "{reachable:?}");
+    let events = events_of(&bed, "lost").await;
+    assert!(
+        events.iter().any(|(reason, _)| reason == "Unreachable"),
+        "{events:?}"
+    );
     operator.stop().await;
     bed.clean_up().await;
 }
