@@ -34,20 +34,27 @@ const PATIENCE: Duration = Duration::from_secs(90);
 
 /// An operator running in this process for one namespace.
 struct RunningOperator {
+    client: kube::Client,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
 
 impl RunningOperator {
-    fn start(bed: &Cluster) -> Self {
+    /// Starts an operator that authenticates with `client`: the one from
+    /// [`Cluster::operator_client`], bound to exactly the role in `deploy/rbac/`.
+    fn start(bed: &Cluster, client: &kube::Client) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
-        let operator = Operator::new(bed.client.clone())
+        let operator = Operator::new(client.clone())
             .namespace(bed.namespace.clone())
             .image("batchbridge-operator:test");
         let task = tokio::spawn(operator.run(async move {
             let _ = stopped.await;
         }));
-        Self { stop, task }
+        Self {
+            client: client.clone(),
+            stop,
+            task,
+        }
     }
 
     /// Stops it the way a crash would: no graceful shutdown, whatever was in flight is lost.
@@ -63,13 +70,13 @@ impl RunningOperator {
 }
 
 /// A test namespace with a Secret and a BatchCluster for `component` (`ssh` for SLURM,
-/// `htcondor` for the pool), and an operator.
+/// `htcondor` for the pool), and an operator running with the operator's role, not admin.
 async fn set_up(test: &str, component: &str, scheduler: &str) -> (Cluster, RunningOperator) {
     let bed = Cluster::new(test).await;
     let login = login(component);
     create_secret(&bed, "cluster-key", &login).await;
     create_cluster(&bed, scheduler, scheduler, &login, "cluster-key").await;
-    let operator = RunningOperator::start(&bed);
+    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
     (bed, operator)
 }
 
@@ -614,6 +621,7 @@ async fn a_restart_between_submit_and_status_write_submits_once() {
     let id = status(&wait_for(&bed, "once", "a job id", |s| s.job_id.is_some()).await)
         .job_id
         .unwrap();
+    let client = operator.client.clone();
     operator.kill().await;
 
     bed.jobs()
@@ -624,7 +632,7 @@ async fn a_restart_between_submit_and_status_write_submits_once() {
         )
         .await
         .unwrap();
-    let operator = RunningOperator::start(&bed);
+    let operator = RunningOperator::start(&bed, &client);
     let adopted = status(&wait_for(&bed, "once", "the job id again", |s| s.job_id.is_some()).await);
     assert_eq!(
         adopted.job_id.as_deref(),
@@ -701,5 +709,53 @@ async fn a_failed_job_is_retried() {
     );
     slurm(&format!("rm -f \"$HOME/.retry-marker-{}\"", bed.namespace)).await;
     operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// The operator's role is least privilege: what the operator never does is forbidden to it
+/// (listing Secrets, changing a BatchCluster's spec, deleting BatchJobs, touching another
+/// namespace), while what it does is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_role_forbids_what_the_operator_never_does() {
+    let bed = Cluster::new("e2e-rbac").await;
+    let operator = bed.operator_client().await;
+    let forbidden = |result: Result<(), kube::Error>, what: &str| match result {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
+    };
+    let secrets = Api::<Secret>::namespaced(operator.clone(), &bed.namespace);
+    forbidden(
+        secrets.list(&ListParams::default()).await.map(drop),
+        "list secrets",
+    );
+    let clusters = Api::<batchbridge_operator::crd::BatchCluster>::namespaced(
+        operator.clone(),
+        &bed.namespace,
+    );
+    forbidden(
+        clusters
+            .patch(
+                "any",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"pollInterval": "1h"}})),
+            )
+            .await
+            .map(drop),
+        "patch a BatchCluster's spec",
+    );
+    let jobs = Api::<BatchJob>::namespaced(operator.clone(), &bed.namespace);
+    forbidden(
+        jobs.delete("any", &DeleteParams::default()).await.map(drop),
+        "delete a BatchJob",
+    );
+    forbidden(
+        Api::<BatchJob>::namespaced(operator.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .map(drop),
+        "list BatchJobs in another namespace",
+    );
+    jobs.list(&ListParams::default()).await.unwrap();
+    clusters.list(&ListParams::default()).await.unwrap();
     bed.clean_up().await;
 }

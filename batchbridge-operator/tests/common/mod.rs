@@ -11,13 +11,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_operator::crd::{BatchCluster, BatchJob, crd_file_name, crds};
 use batchbridge_testbed::{KubeFacts, kube_facts};
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
     PostParams,
 };
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
 use serde_json::{Value, json};
 
@@ -68,6 +71,60 @@ impl Cluster {
             client,
             namespace,
         }
+    }
+
+    /// A client that authenticates as a ServiceAccount of this namespace bound (by a
+    /// RoleBinding) to exactly the operator's ClusterRole in `deploy/rbac/`, with a token
+    /// from the TokenRequest API: what the operator gets when deployed to watch one
+    /// namespace.
+    pub(crate) async fn operator_client(&self) -> Client {
+        let role_file =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/rbac/cluster-role.yaml");
+        let role: ClusterRole =
+            serde_saphyr::from_str(&std::fs::read_to_string(role_file).unwrap()).unwrap();
+        let role_name = role.metadata.name.clone().unwrap();
+        Api::<ClusterRole>::all(self.client.clone())
+            .patch(
+                &role_name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&role),
+            )
+            .await
+            .unwrap();
+        let account = "batchbridge-operator";
+        let accounts = Api::<ServiceAccount>::namespaced(self.client.clone(), &self.namespace);
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
+        accounts.create(&PostParams::default(), &sa).await.unwrap();
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+        let request: TokenRequest =
+            serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+                .unwrap();
+        let token: TokenRequest = accounts
+            .create_subresource("token", account, &PostParams::default(), &request)
+            .await
+            .unwrap();
+        let token = token.status.unwrap().token;
+        let mut kubeconfig = Kubeconfig::read_from(&self.facts.kubeconfig).unwrap();
+        for named in &mut kubeconfig.auth_infos {
+            named.auth_info = Some(AuthInfo {
+                token: Some(token.clone().into()),
+                ..AuthInfo::default()
+            });
+        }
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
     }
 
     pub(crate) fn jobs(&self) -> Api<BatchJob> {
