@@ -11,8 +11,7 @@ use std::io::Write;
 
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, JobId, JobOutput, OutputRequest};
-use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
-use batchbridge_slurm::{SlurmBackend, SlurmConfig};
+use batchbridge_slurm::SubmitDefaults;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, EnvVar, Pod, PodSecurityContext, PodSpec, SecretVolumeSource,
     SecurityContext, Volume, VolumeMount,
@@ -22,13 +21,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 
-use crate::cluster::Connection;
 use crate::cluster::credentials::{BASIC_AUTH_TYPE, PASSWORD, SSH_PRIVATE_KEY};
+use crate::cluster::{Connection, ssh_backend};
 use crate::controller::{Context, FIELD_MANAGER, ReconcileError};
 use crate::crd::{BatchClusterSpec, BatchJob, Scheduler};
 
-/// Condition type set once the output was collected (or found unavailable).
-pub const CONDITION: &str = crate::status::OUTPUT_COLLECTED;
 /// The most output a ConfigMap keeps, per stream: two of these stay under the 1 MiB
 /// object limit with room for the metadata.
 pub const CONFIG_MAP_CAP: u64 = 480 * 1024;
@@ -271,28 +268,12 @@ pub async fn fetch_output_to(
     .port(port);
     let shell = Arc::new(SshShell::new(config)?);
     let work_dir = vars("BATCHBRIDGE_WORK_DIR");
-    let backend: Arc<dyn BatchBackend> = match scheduler {
-        Scheduler::Slurm => {
-            let mut config = SlurmConfig::default();
-            if let Some(dir) = work_dir {
-                config.work_dir = dir;
-            }
-            Arc::new(SlurmBackend::new(shell, config)?)
-        }
-        Scheduler::Htcondor => {
-            let mut config = HtcondorConfig::default();
-            if let Some(dir) = work_dir {
-                config.work_dir = dir;
-            }
-            Arc::new(HtcondorBackend::new(shell, config)?)
-        }
-        other => {
-            return Err(batchbridge_core::Error::new(
-                batchbridge_core::ErrorKind::Unsupported,
-                format!("fetch-output: the {other} scheduler has no remote output to fetch"),
-            ));
-        }
-    };
+    let backend = ssh_backend(
+        &scheduler,
+        shell,
+        work_dir.as_deref(),
+        SubmitDefaults::default(),
+    )?;
     stream(backend.as_ref(), &id, out).await
 }
 

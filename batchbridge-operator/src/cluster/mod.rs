@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
 use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
-use poller::{Health, Poller};
+use poller::Poller;
 
 /// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
 /// spec has `ssh`, the SSH configuration made from its Secret.
@@ -53,10 +53,9 @@ struct Fingerprint {
 impl Connection {
     /// Why jobs cannot use the cluster now, as far as the last poll or probe found.
     pub fn problem(&self) -> Option<ClusterProblem> {
-        match self.poller.health() {
-            Health::Failed(err) => connection_problem(&err),
-            Health::Unknown | Health::Answered(_) => None,
-        }
+        self.poller
+            .failure()
+            .and_then(|err| connection_problem(&err))
     }
 
     /// The cluster user jobs run as.
@@ -67,6 +66,40 @@ impl Connection {
     /// The partition or queue for jobs that do not choose one.
     pub fn default_queue(&self) -> Option<&str> {
         self.spec.defaults.as_ref()?.partition.as_deref()
+    }
+}
+
+/// The built-in backend of `scheduler` (slurm or htcondor) on the login node `shell` reaches,
+/// with its job directories under `work_dir` (the backend's default when absent) and, for
+/// SLURM, `defaults`; any other scheduler is Unsupported.
+pub fn ssh_backend(
+    scheduler: &Scheduler,
+    shell: Arc<SshShell>,
+    work_dir: Option<&str>,
+    defaults: SubmitDefaults,
+) -> batchbridge_core::Result<Arc<dyn BatchBackend>> {
+    match scheduler {
+        Scheduler::Slurm => {
+            let mut config = SlurmConfig {
+                defaults,
+                ..SlurmConfig::default()
+            };
+            if let Some(dir) = work_dir {
+                config.work_dir = dir.to_owned();
+            }
+            Ok(Arc::new(SlurmBackend::new(shell, config)?))
+        }
+        Scheduler::Htcondor => {
+            let mut config = HtcondorConfig::default();
+            if let Some(dir) = work_dir {
+                config.work_dir = dir.to_owned();
+            }
+            Ok(Arc::new(HtcondorBackend::new(shell, config)?))
+        }
+        other => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("no built-in backend reaches a {other} scheduler over SSH"),
+        )),
     }
 }
 
@@ -239,25 +272,18 @@ impl Clusters {
                 LocalBackend::new(self.local_root.join(namespace).join(cluster.name_any()))
                     .map_err(invalid)?,
             ),
-            Scheduler::Slurm => {
-                let mut config = SlurmConfig {
-                    defaults: SubmitDefaults {
-                        partition: spec.defaults.as_ref().and_then(|d| d.partition.clone()),
-                        account: spec.defaults.as_ref().and_then(|d| d.account.clone()),
-                    },
-                    ..SlurmConfig::default()
+            Scheduler::Slurm | Scheduler::Htcondor => {
+                let defaults = SubmitDefaults {
+                    partition: spec.defaults.as_ref().and_then(|d| d.partition.clone()),
+                    account: spec.defaults.as_ref().and_then(|d| d.account.clone()),
                 };
-                if let Some(dir) = &spec.work_dir {
-                    config.work_dir.clone_from(dir);
-                }
-                Arc::new(SlurmBackend::new(ssh(secret)?, config).map_err(invalid)?)
-            }
-            Scheduler::Htcondor => {
-                let mut config = HtcondorConfig::default();
-                if let Some(dir) = &spec.work_dir {
-                    config.work_dir.clone_from(dir);
-                }
-                Arc::new(HtcondorBackend::new(ssh(secret)?, config).map_err(invalid)?)
+                ssh_backend(
+                    &spec.scheduler,
+                    ssh(secret)?,
+                    spec.work_dir.as_deref(),
+                    defaults,
+                )
+                .map_err(invalid)?
             }
             Scheduler::Custom(name) => {
                 let factory = self.custom.get(name).ok_or_else(|| ClusterProblem {

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use batchbridge_core::{BatchBackend, Error, JobId, JobStatus};
 use kube::runtime::reflector::ObjectRef;
@@ -15,17 +15,6 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::crd::BatchJob;
-
-/// What the last poll or probe of a cluster found.
-#[derive(Debug, Clone)]
-pub enum Health {
-    /// Nothing was asked yet.
-    Unknown,
-    /// The scheduler answered at this time.
-    Answered(SystemTime),
-    /// The scheduler could not be asked.
-    Failed(Arc<Error>),
-}
 
 /// Follows the active jobs of one cluster. Dropping it stops the polling.
 pub struct Poller {
@@ -45,7 +34,8 @@ struct Shared {
 struct State {
     followed: HashMap<JobId, ObjectRef<BatchJob>>,
     observed: HashMap<JobId, JobStatus>,
-    health: Health,
+    /// Why the last poll or probe failed; `None` once one succeeds.
+    failure: Option<Arc<Error>>,
     polls: u64,
 }
 
@@ -63,7 +53,7 @@ impl Poller {
             state: Mutex::new(State {
                 followed: HashMap::new(),
                 observed: HashMap::new(),
-                health: Health::Unknown,
+                failure: None,
                 polls: 0,
             }),
             poll_now: Notify::new(),
@@ -99,14 +89,14 @@ impl Poller {
         self.shared.lock().followed.len()
     }
 
-    /// What the last poll found.
-    pub fn health(&self) -> Health {
-        self.shared.lock().health.clone()
+    /// Why the last poll or probe of the cluster failed, unless one succeeded since.
+    pub fn failure(&self) -> Option<Arc<Error>> {
+        self.shared.lock().failure.clone()
     }
 
     /// Records what a probe outside the poller found.
-    pub fn set_health(&self, health: Health) {
-        self.shared.lock().health = health;
+    pub fn record(&self, outcome: std::result::Result<(), Error>) {
+        self.shared.lock().failure = outcome.err().map(Arc::new);
     }
 
     /// How many status calls the poller has made.
@@ -140,11 +130,11 @@ impl Shared {
             Ok(statuses) => statuses,
             Err(err) => {
                 tracing::warn!(backend = self.backend.name(), error = %err, "status poll failed");
-                state.health = Health::Failed(Arc::new(err));
+                state.failure = Some(Arc::new(err));
                 return;
             }
         };
-        state.health = Health::Answered(SystemTime::now());
+        state.failure = None;
         let mut changed = Vec::new();
         for (id, status) in statuses {
             // A job forgotten while the call was in flight stays forgotten.
@@ -264,9 +254,7 @@ mod tests {
         while poller.polls() < 3 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        assert!(
-            matches!(poller.health(), Health::Failed(err) if err.kind() == ErrorKind::Unreachable)
-        );
+        assert!(matches!(poller.failure(), Some(err) if err.kind() == ErrorKind::Unreachable));
         assert!(woken.try_recv().is_err(), "a failed poll wakes nobody");
         assert_eq!(poller.polls(), 3);
 

@@ -5,16 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
-use serde_json::json;
 
-use super::{Context, FIELD_MANAGER, ReconcileError};
+use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::connection_problem;
-use crate::cluster::poller::Health;
-use crate::crd::{BatchCluster, BatchClusterStatus};
+use crate::crd::BatchCluster;
 use crate::decision::ClusterProblem;
 use crate::status::{condition, set_condition, time};
 
@@ -39,7 +34,7 @@ pub async fn reconcile(
                 Some(u32::try_from(connection.poller.followed()).unwrap_or(u32::MAX));
             match version {
                 Ok(version) => {
-                    connection.poller.set_health(Health::Answered(now));
+                    connection.poller.record(Ok(()));
                     Ok(version)
                 }
                 Err(err) => {
@@ -47,7 +42,7 @@ pub async fn reconcile(
                         reason: "SchedulerNotAnswering".into(),
                         message: err.to_string(),
                     });
-                    connection.poller.set_health(Health::Failed(Arc::new(err)));
+                    connection.poller.record(Err(err));
                     Err(problem)
                 }
             }
@@ -83,51 +78,22 @@ pub async fn reconcile(
     };
     status.last_probe_time = Some(time(now));
     status.observed_generation = cluster.metadata.generation;
-    write_status(&ctx, &cluster, &status).await?;
+    apply_status(&ctx, cluster.as_ref(), &status).await?;
     let after =
         condition(&status.conditions, REACHABLE).map(|c| (c.status.clone(), c.reason.clone()));
     if before != after
         && let Some(reachable) = condition(&status.conditions, REACHABLE)
     {
-        let type_ = if reachable.status == "True" {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        };
-        let event = Event {
-            type_,
-            reason: reachable.reason.clone(),
-            note: Some(reachable.message.chars().take(1000).collect()),
-            action: "Probe".into(),
-            secondary: None,
-        };
-        if let Err(err) = ctx.recorder.publish(&event, &cluster.object_ref(&())).await {
-            tracing::warn!(cluster = %cluster.name_any(), error = %err, "cannot publish an Event");
-        }
+        let holds = reachable.status == "True";
+        publish(
+            &ctx,
+            cluster.as_ref(),
+            event_type(holds),
+            &reachable.reason,
+            &reachable.message,
+            "Probe",
+        )
+        .await;
     }
     Ok(Requeue::requeue(requeue))
-}
-
-async fn write_status(
-    ctx: &Context,
-    cluster: &BatchCluster,
-    status: &BatchClusterStatus,
-) -> Result<(), ReconcileError> {
-    let api = Api::<BatchCluster>::namespaced(
-        ctx.client.clone(),
-        &cluster.namespace().unwrap_or_default(),
-    );
-    let patch = json!({
-        "apiVersion": BatchCluster::api_version(&()),
-        "kind": BatchCluster::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &cluster.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(ReconcileError::Kube)?;
-    Ok(())
 }

@@ -6,22 +6,23 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::{ErrorKind, JobId, JobKey};
-use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
-use serde_json::json;
 
-use super::{Context, ReconcileError};
+use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase};
 use crate::decision::{
     Action, Cleanup, ClusterProblem, Facts, SUBMIT_REJECTED, Watch, attempt_key, cleanup, decide,
 };
 use crate::output;
-use crate::status::{CLUSTER_READY, FINISHED, SUBMITTED, condition, set_condition, time};
+use crate::status::{
+    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, SUBMITTED, condition, set_condition, time,
+};
 
 /// The finalizer that makes deletion wait for the job's cancellation.
 pub const FINALIZER: &str = "batchbridge.dev/cancel-on-delete";
@@ -181,7 +182,7 @@ async fn collect(
             next.output_tail = collected.tail;
             set_condition(
                 &mut next.conditions,
-                output::CONDITION,
+                OUTPUT_COLLECTED,
                 true,
                 "Collected",
                 &collected.summary,
@@ -193,7 +194,7 @@ async fn collect(
         {
             set_condition(
                 &mut next.conditions,
-                output::CONDITION,
+                OUTPUT_COLLECTED,
                 false,
                 "OutputUnavailable",
                 &err.to_string(),
@@ -226,6 +227,7 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
                 EventType::Warning,
                 "CancelSkipped",
                 &problem.message,
+                "Reconcile",
             )
             .await;
             return Ok(Requeue::await_change());
@@ -259,6 +261,7 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
             EventType::Normal,
             "Cancelled",
             &format!("job {id} cancelled because the BatchJob was deleted"),
+            "Reconcile",
         )
         .await;
     }
@@ -272,21 +275,9 @@ async fn write_status(
     current: &BatchJobStatus,
     next: &BatchJobStatus,
 ) -> Result<(), ReconcileError> {
-    let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": BatchJob::api_version(&()),
-        "kind": BatchJob::kind(&()),
-        "status": next,
-    });
-    api.patch_status(
-        &job.name_any(),
-        &PatchParams::apply(super::FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(ReconcileError::Kube)?;
+    apply_status(ctx, job, next).await?;
     for (type_, reason, note) in transitions(current, next) {
-        publish(ctx, job, type_, &reason, &note).await;
+        publish(ctx, job, type_, &reason, &note, "Reconcile").await;
     }
     Ok(())
 }
@@ -304,12 +295,11 @@ fn transitions(
     if ready(current) != ready(next)
         && let Some(c) = condition(&next.conditions, CLUSTER_READY)
     {
-        let type_ = if c.status == "True" {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        };
-        events.push((type_, c.reason.clone(), c.message.clone()));
+        events.push((
+            event_type(c.status == "True"),
+            c.reason.clone(),
+            c.message.clone(),
+        ));
     }
     if current.job_id != next.job_id
         && let Some(id) = &next.job_id
@@ -337,19 +327,6 @@ fn transitions(
         events.push((type_, format!("{phase:?}"), note));
     }
     events
-}
-
-async fn publish(ctx: &Context, job: &BatchJob, type_: EventType, reason: &str, note: &str) {
-    let event = Event {
-        type_,
-        reason: reason.chars().take(128).collect(),
-        note: Some(note.chars().take(1000).collect()),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
-        tracing::warn!(job = %ObjectRef::from(job), error = %err, "cannot publish an Event");
-    }
 }
 
 /// How long to wait before a failed reconcile is tried again.

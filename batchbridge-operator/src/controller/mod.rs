@@ -12,10 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
+use kube::api::{Patch, PatchParams};
+use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action as Requeue, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::cluster::{BackendFactory, Clusters};
@@ -174,6 +179,65 @@ impl Operator {
                 .await;
         };
         tokio::join!(clusters, jobs);
+    }
+}
+
+/// Writes `status` as `object`'s status with server-side apply, under [`FIELD_MANAGER`].
+async fn apply_status<K>(
+    ctx: &Context,
+    object: &K,
+    status: &impl Serialize,
+) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(ReconcileError::Kube)?;
+    Ok(())
+}
+
+/// Publishes an Event about `object`; an Event the API server refuses is logged, never a
+/// reason to fail the reconcile.
+async fn publish<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    object: &K,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+    action: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.chars().take(128).collect(),
+        note: Some(note.chars().take(1000).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
+        tracing::warn!(object = %object.name_any(), error = %err, "cannot publish an Event");
+    }
+}
+
+/// Normal for a condition that holds, Warning for one that does not.
+fn event_type(holds: bool) -> EventType {
+    if holds {
+        EventType::Normal
+    } else {
+        EventType::Warning
     }
 }
 
