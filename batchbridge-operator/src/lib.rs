@@ -13,6 +13,8 @@
 //! - [`controller`]: the kube glue; [`Operator`] runs both controllers.
 //! - [`output`]: what is kept of a finished job's output, and the log pods' `fetch-output`
 //!   mode.
+//! - [`metrics`], [`endpoints`] and [`leader`]: Prometheus metrics, `/metrics`, `/healthz`
+//!   and `/readyz`, and leader election on a Lease for running several replicas.
 //!
 //! A program can embed the operator, with its own backends registered under a scheduler
 //! name ([`Operator::backend`]); the `batchbridge-operator` binary runs it with the built-in
@@ -33,6 +35,9 @@ pub mod cluster;
 pub mod controller;
 pub mod crd;
 pub mod decision;
+pub mod endpoints;
+pub mod leader;
+pub mod metrics;
 pub mod output;
 pub mod status;
 

@@ -3,8 +3,11 @@
 //! `batchbridge-operator` runs the controllers. It reads its settings from the environment:
 //! `WATCH_NAMESPACE` (watch only that namespace; every namespace when unset),
 //! `OPERATOR_IMAGE` (the image log pods run), `LOCAL_STATE_DIR` (where `local` clusters keep
-//! their jobs), `RUST_LOG` (log filter, default `info`) and `LOG_FORMAT=json` for
-//! structured logs.
+//! their jobs), `RUST_LOG` (log filter, default `info`), `LOG_FORMAT=json` for structured
+//! logs, `METRICS_ADDR` (where `/metrics`, `/healthz` and `/readyz` are served, default
+//! `0.0.0.0:8080`), and for leader election `LEASE_NAMESPACE` (turns it on: the namespace of
+//! the Lease, the operator's own), `LEASE_NAME` (default `batchbridge-operator`) and
+//! `POD_NAME` (this replica's identity).
 //!
 //! `batchbridge-operator fetch-output` is the log pods' mode: it prints one job's output,
 //! reading the cluster and job from the environment and the credential from
@@ -12,6 +15,7 @@
 
 use std::process::ExitCode;
 
+use batchbridge_operator::leader::LeaderElection;
 use batchbridge_operator::{Operator, output};
 use tracing_subscriber::EnvFilter;
 
@@ -57,6 +61,24 @@ async fn run() -> ExitCode {
     if let Ok(dir) = std::env::var("LOCAL_STATE_DIR") {
         operator = operator.local_root(dir);
     }
+    let address = std::env::var("METRICS_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
+    match tokio::net::TcpListener::bind(&address).await {
+        Ok(listener) => operator = operator.endpoints(listener),
+        Err(err) => {
+            tracing::error!(%address, error = %err, "cannot serve the metrics and health endpoints");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Ok(namespace) = std::env::var("LEASE_NAMESPACE")
+        && !namespace.is_empty()
+    {
+        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| hostname());
+        let mut election = LeaderElection::new(namespace, identity);
+        if let Ok(name) = std::env::var("LEASE_NAME") {
+            election = election.lease_name(name);
+        }
+        operator = operator.leader_election(election);
+    }
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         "batchbridge-operator starting"
@@ -91,4 +113,11 @@ async fn fetch_output() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The kernel's host name (a pod's name), for a replica's identity without `POD_NAME`.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| format!("batchbridge-operator-{}", std::process::id()))
 }

@@ -13,8 +13,8 @@ use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, JobId, JobOutput, OutputRequest};
 use batchbridge_slurm::SubmitDefaults;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, EnvVar, Pod, PodSecurityContext, PodSpec, SecretVolumeSource,
-    SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMap, Container, EmptyDirVolumeSource, EnvVar, Pod, PodSecurityContext,
+    PodSpec, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -159,33 +159,47 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
     if let Some(dir) = &cluster.work_dir {
         env.push(env_var("BATCHBRIDGE_WORK_DIR", dir));
     }
-    let (volumes, mounts) = match &cluster.secret_ref {
-        Some(secret) => (
-            vec![Volume {
-                name: "credentials".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(secret.name.clone()),
-                    default_mode: Some(0o400),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            }],
-            vec![VolumeMount {
-                name: "credentials".into(),
-                mount_path: SECRET_MOUNT.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }],
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
+    // The SSH client keeps its control socket and known_hosts under /tmp, the one writable
+    // place on the read-only root filesystem.
+    let mut volumes = vec![Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: "tmp".into(),
+        mount_path: "/tmp".into(),
+        ..VolumeMount::default()
+    }];
+    if let Some(secret) = &cluster.secret_ref {
+        volumes.push(Volume {
+            name: "credentials".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.name.clone()),
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(VolumeMount {
+            name: "credentials".into(),
+            mount_path: SECRET_MOUNT.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
     Pod {
         metadata: owned_meta(job, log_pod_name(job)),
         spec: Some(PodSpec {
             restart_policy: Some("Never".into()),
             automount_service_account_token: Some(false),
+            // What the Pod Security Standards' "restricted" profile asks.
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..SeccompProfile::default()
+                }),
                 ..PodSecurityContext::default()
             }),
             containers: vec![Container {
@@ -197,6 +211,10 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
                 security_context: Some(SecurityContext {
                     allow_privilege_escalation: Some(false),
                     read_only_root_filesystem: Some(true),
+                    capabilities: Some(Capabilities {
+                        drop: Some(vec!["ALL".into()]),
+                        ..Capabilities::default()
+                    }),
                     ..SecurityContext::default()
                 }),
                 ..Container::default()
@@ -411,7 +429,7 @@ mod tests {
             env.values().all(|v| !v.contains("PRIVATE KEY")),
             "the key only as a mounted Secret"
         );
-        let volume = &spec.volumes.unwrap_or_default()[0];
+        let volume = &spec.volumes.unwrap_or_default()[1];
         assert_eq!(
             volume
                 .secret

@@ -15,205 +15,15 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use batchbridge_core::shell::{Command, Shell};
-use batchbridge_operator::Operator;
-use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
+use batchbridge_operator::crd::{BatchJob, Phase};
 use batchbridge_operator::output;
 use batchbridge_testbed::{Login, login};
 use common::Cluster;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
+use common::operator::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-/// How long any one wait may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(90);
-
-/// An operator running in this process for one namespace.
-struct RunningOperator {
-    client: kube::Client,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl RunningOperator {
-    /// Starts an operator that authenticates with `client`: the one from
-    /// [`Cluster::operator_client`], bound to exactly the role in `deploy/rbac/`.
-    fn start(bed: &Cluster, client: &kube::Client) -> Self {
-        let (stop, stopped) = oneshot::channel::<()>();
-        let operator = Operator::new(client.clone())
-            .namespace(bed.namespace.clone())
-            .image("batchbridge-operator:test");
-        let task = tokio::spawn(operator.run(async move {
-            let _ = stopped.await;
-        }));
-        Self {
-            client: client.clone(),
-            stop,
-            task,
-        }
-    }
-
-    /// Stops it the way a crash would: no graceful shutdown, whatever was in flight is lost.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
-    }
-}
-
-/// A test namespace with a Secret and a BatchCluster for `component` (`ssh` for SLURM,
-/// `htcondor` for the pool), and an operator running with the operator's role, not admin.
-async fn set_up(test: &str, component: &str, scheduler: &str) -> (Cluster, RunningOperator) {
-    let bed = Cluster::new(test).await;
-    let login = login(component);
-    create_secret(&bed, "cluster-key", &login).await;
-    create_cluster(&bed, scheduler, scheduler, &login, "cluster-key").await;
-    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
-    (bed, operator)
-}
-
-async fn create_secret(bed: &Cluster, name: &str, login: &Login) {
-    let key = std::fs::read(&login.private_key).unwrap();
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/ssh-auth".into()),
-        data: Some(BTreeMap::from([(
-            "ssh-privatekey".to_owned(),
-            ByteString(key),
-        )])),
-        ..Secret::default()
-    };
-    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-}
-
-async fn create_cluster(bed: &Cluster, name: &str, scheduler: &str, login: &Login, secret: &str) {
-    let mut cluster = json!({
-        "apiVersion": "batchbridge.dev/v1alpha1",
-        "kind": "BatchCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "scheduler": scheduler,
-            "ssh": {"host": login.host, "port": login.port, "user": login.user},
-            "secretRef": {"name": secret},
-            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
-            "pollInterval": "1s",
-        },
-    });
-    if scheduler == "slurm" {
-        cluster["spec"]["defaults"] = json!({"partition": "debug"});
-    }
-    let cluster = serde_json::from_value(cluster).unwrap();
-    bed.clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
-}
-
-async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJob {
-    let job = serde_json::from_value(json!({
-        "apiVersion": "batchbridge.dev/v1alpha1",
-        "kind": "BatchJob",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .unwrap();
-    bed.jobs()
-        .create(&PostParams::default(), &job)
-        .await
-        .unwrap()
-}
-
-fn status(job: &BatchJob) -> BatchJobStatus {
-    job.status.clone().unwrap_or_default()
-}
-
-/// Polls job `name` every 50 ms until `check` holds; returns the job then.
-async fn wait_for(
-    bed: &Cluster,
-    name: &str,
-    what: &str,
-    check: impl Fn(&BatchJobStatus) -> bool,
-) -> BatchJob {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let job = bed.jobs().get(name).await.unwrap();
-        if check(&status(&job)) {
-            return job;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: timed out waiting for {what}; status: {:#?}",
-            job.status
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn wait_for_phase(bed: &Cluster, name: &str, phase: Phase) -> BatchJob {
-    wait_for(bed, name, &format!("phase {phase:?}"), |s| {
-        s.phase == Some(phase)
-    })
-    .await
-}
-
-/// Runs `command` on the SLURM test bed's login node and returns its stdout.
-async fn slurm(command: &str) -> String {
-    let shell = batchbridge_testbed::ssh_facts().key_shell();
-    let output = shell
-        .run(&Command::sh(command, Vec::<String>::new()))
-        .await
-        .unwrap();
-    assert!(output.success(), "{command}: {}", output.stderr_text());
-    output.stdout_text()
-}
-
-/// SLURM's state word for job `id`, from squeue while it knows the job, else sacct.
-async fn slurm_state(id: &str) -> String {
-    slurm(&format!(
-        "s=$(squeue -h -j {id} -o %T 2>/dev/null); [ -n \"$s\" ] && echo \"$s\" || sacct -X -n -P -j {id} -o State"
-    ))
-    .await
-    .trim()
-    .to_owned()
-}
-
-async fn patch_spec(bed: &Cluster, name: &str, spec: Value) {
-    bed.jobs()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": spec})),
-        )
-        .await
-        .unwrap();
-}
-
-async fn events_of(bed: &Cluster, name: &str) -> Vec<(String, String)> {
-    let events = Api::<Event>::namespaced(bed.client.clone(), &bed.namespace)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    events
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
-        .collect()
-}
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
 
 /// Experiments 1 and 2: a job runs and its output can be read (status tail and the
 /// ConfigMap); a failing job shows Failed with its exit code; experiment 3: fixing its
@@ -221,6 +31,15 @@ async fn events_of(bed: &Cluster, name: &str) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_failure_fix_and_rerun() {
     let (bed, operator) = set_up("e2e-runs", "ssh", "slurm").await;
+    // The log pod must pass the Pod Security Standards' strictest profile.
+    Api::<Namespace>::all(bed.client.clone())
+        .patch(
+            &bed.namespace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})),
+        )
+        .await
+        .unwrap();
     create_job(
         &bed,
         "hello",

@@ -115,6 +115,26 @@ impl Command {
         &self.program
     }
 
+    /// The tool that does the work, for counting commands by tool: the program, or for
+    /// `env NAME=VALUE… PROGRAM` (how backends set a command's environment) that program.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::Command;
+    ///
+    /// assert_eq!(Command::new("env").args(["SQUEUE_FORMAT=%i", "squeue"]).tool(), "squeue");
+    /// assert_eq!(Command::new("sbatch").arg("--parsable").tool(), "sbatch");
+    /// ```
+    pub fn tool(&self) -> &str {
+        match self.program.as_str() {
+            "env" => self
+                .args
+                .iter()
+                .find(|arg| !arg.contains('='))
+                .map_or("env", String::as_str),
+            program => program,
+        }
+    }
+
     /// The arguments.
     pub fn arguments(&self) -> &[String] {
         &self.args

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchbridge_core::shell::{SshConfig, SshShell};
+use batchbridge_core::shell::{Shell, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, Error, ErrorKind, LocalBackend};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
 use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
+use crate::metrics::{ClusterLabels, Metrics};
 use poller::Poller;
 
 /// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
@@ -40,6 +41,8 @@ pub struct Connection {
     pub poller: Poller,
     /// The spec the connection was built from.
     pub spec: BatchClusterSpec,
+    /// The cluster's labels in the metrics.
+    pub labels: ClusterLabels,
     fingerprint: Fingerprint,
 }
 
@@ -74,7 +77,7 @@ impl Connection {
 /// SLURM, `defaults`; any other scheduler is Unsupported.
 pub fn ssh_backend(
     scheduler: &Scheduler,
-    shell: Arc<SshShell>,
+    shell: Arc<dyn Shell>,
     work_dir: Option<&str>,
     defaults: SubmitDefaults,
 ) -> batchbridge_core::Result<Arc<dyn BatchBackend>> {
@@ -136,6 +139,7 @@ pub struct Clusters {
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
     custom: HashMap<String, BackendFactory>,
     local_root: PathBuf,
+    metrics: Arc<Metrics>,
     entries: Mutex<HashMap<ObjectRef<BatchCluster>, Entry>>,
 }
 
@@ -150,13 +154,15 @@ impl std::fmt::Debug for Clusters {
 
 impl Clusters {
     /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`;
-    /// `local` clusters keep their jobs under `local_root`.
+    /// `local` clusters keep their jobs under `local_root`; polls, commands and SSH
+    /// connections are counted in `metrics`.
     pub fn new(
         client: Client,
         store: Store<BatchCluster>,
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
         custom: HashMap<String, BackendFactory>,
         local_root: PathBuf,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             client,
@@ -164,6 +170,7 @@ impl Clusters {
             wake,
             custom,
             local_root,
+            metrics,
             entries: Mutex::new(HashMap::new()),
         }
     }
@@ -259,13 +266,18 @@ impl Clusters {
         fingerprint: Fingerprint,
     ) -> Result<Connection, ClusterProblem> {
         let spec = &cluster.spec;
+        let labels = ClusterLabels {
+            namespace: namespace.to_owned(),
+            cluster: cluster.name_any(),
+        };
         let invalid = |err: Error| ClusterProblem {
             reason: "SpecInvalid".into(),
             message: err.to_string(),
         };
-        let ssh = |secret| -> Result<Arc<SshShell>, ClusterProblem> {
+        let ssh = |secret| -> Result<Arc<dyn Shell>, ClusterProblem> {
             let config = credentials::ssh_config(namespace, spec, secret)?;
-            SshShell::new(config).map(Arc::new).map_err(invalid)
+            let shell = SshShell::new(config).map(Arc::new).map_err(invalid)?;
+            Ok(Arc::new(self.metrics.metered(shell, labels.clone())))
         };
         let backend: Arc<dyn BatchBackend> = match &spec.scheduler {
             Scheduler::Local => Arc::new(
@@ -301,9 +313,15 @@ impl Clusters {
         };
         let interval = Duration::from(spec.poll_interval).max(Duration::from_secs(1));
         Ok(Connection {
-            poller: Poller::start(Arc::clone(&backend), interval, self.wake.clone()),
+            poller: Poller::start(
+                Arc::clone(&backend),
+                interval,
+                self.wake.clone(),
+                self.metrics.poll_duration(&labels),
+            ),
             backend,
             spec: spec.clone(),
+            labels,
             fingerprint,
         })
     }

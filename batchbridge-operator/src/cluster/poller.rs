@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use batchbridge_core::{BatchBackend, Error, JobId, JobStatus};
 use kube::runtime::reflector::ObjectRef;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
@@ -29,6 +30,7 @@ struct Shared {
     /// Polls at once, without waiting out the interval (a new job was followed).
     poll_now: Notify,
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    duration: Histogram,
 }
 
 struct State {
@@ -41,11 +43,12 @@ struct State {
 
 impl Poller {
     /// Starts polling `backend` every `interval`, sending the BatchJobs whose status
-    /// changed to `wake`.
+    /// changed to `wake`, and each poll's duration to `duration`.
     pub fn start(
         backend: Arc<dyn BatchBackend>,
         interval: Duration,
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+        duration: Histogram,
     ) -> Self {
         let shared = Arc::new(Shared {
             backend,
@@ -58,6 +61,7 @@ impl Poller {
             }),
             poll_now: Notify::new(),
             wake,
+            duration,
         });
         let task = tokio::spawn(poll_forever(Arc::clone(&shared)));
         Self { shared, task }
@@ -123,7 +127,9 @@ impl Shared {
         if ids.is_empty() {
             return;
         }
+        let started = std::time::Instant::now();
         let result = self.backend.status(&ids).await;
+        self.duration.observe(started.elapsed().as_secs_f64());
         let mut state = self.lock();
         state.polls += 1;
         let statuses = match result {
@@ -227,7 +233,13 @@ mod tests {
                 .collect())
         });
         let (wake, mut woken) = mpsc::unbounded_channel();
-        let poller = Poller::start(Arc::new(backend), Duration::from_secs(10), wake);
+        let duration = Histogram::new([1.0]);
+        let poller = Poller::start(
+            Arc::new(backend),
+            Duration::from_secs(10),
+            wake,
+            duration.clone(),
+        );
         poller.follow(JobId::from("1"), job("a"));
         poller.follow(JobId::from("2"), job("b"));
         let mut first = vec![woken.recv().await, woken.recv().await];
@@ -257,6 +269,14 @@ mod tests {
         assert!(matches!(poller.failure(), Some(err) if err.kind() == ErrorKind::Unreachable));
         assert!(woken.try_recv().is_err(), "a failed poll wakes nobody");
         assert_eq!(poller.polls(), 3);
+        let mut text = String::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("poll_duration", "", duration);
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("poll_duration_count 3"),
+            "every poll is timed, failed ones too: {text}"
+        );
 
         poller.forget(&JobId::from("1"));
         poller.forget(&JobId::from("2"));

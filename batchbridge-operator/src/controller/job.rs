@@ -96,7 +96,11 @@ async fn submit(
     current: BatchJobStatus,
 ) -> Result<(), ReconcileError> {
     let submitted = match job.job_spec(attempt) {
-        Ok(spec) => connection.backend.submit(&spec).await,
+        Ok(spec) => {
+            let submitted = connection.backend.submit(&spec).await;
+            ctx.metrics.submitted(&connection.labels, submitted.is_ok());
+            submitted
+        }
         Err(err) => Err(err),
     };
     let now = SystemTime::now();
@@ -248,7 +252,13 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
         Cleanup::Nothing => None,
     };
     if let Some(id) = id {
-        match connection.backend.cancel(&id).await {
+        let cancelled = connection.backend.cancel(&id).await;
+        ctx.metrics.cancelled(
+            &connection.labels,
+            cancelled.is_ok()
+                || matches!(&cancelled, Err(err) if err.kind() == ErrorKind::NotFound),
+        );
+        match cancelled {
             Ok(()) => {}
             Err(err) if err.kind() == ErrorKind::NotFound => {}
             Err(err) => return Err(ReconcileError::Backend(err)),

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
@@ -21,11 +22,15 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::cluster::{BackendFactory, Clusters};
 use crate::crd::{BatchCluster, BatchJob};
 use crate::decision::ClusterProblem;
+use crate::endpoints::{Endpoints, Readiness};
+use crate::leader::LeaderElection;
+use crate::metrics::Metrics;
 
 /// The field manager of everything the operator writes with server-side apply.
 pub const FIELD_MANAGER: &str = "batchbridge-operator";
@@ -47,6 +52,18 @@ pub enum ReconcileError {
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<ReconcileError>>),
 }
 
+impl ReconcileError {
+    /// What failed, as the `reason` label of `batchbridge_reconcile_errors_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Kube(_) => "KubernetesApi",
+            Self::Backend(_) => "Backend",
+            Self::Cluster(_) => "Cluster",
+            Self::Finalizer(_) => "Finalizer",
+        }
+    }
+}
+
 /// What every reconcile shares.
 pub struct Context {
     /// The Kubernetes client.
@@ -57,6 +74,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// The operator's own image, which log pods run.
     pub image: String,
+    /// The operator's metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The operator: both controllers, configured and ready to run.
@@ -80,7 +99,14 @@ pub struct Operator {
     local_root: PathBuf,
     image: String,
     instance: String,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    endpoints: Option<TcpListener>,
+    election: Option<LeaderElection>,
 }
+
+/// A future every part of the operator can wait on.
+type Stop = Shared<BoxFuture<'static, ()>>;
 
 impl Operator {
     /// An operator watching every namespace, with only the built-in backends.
@@ -92,6 +118,10 @@ impl Operator {
             local_root: std::env::temp_dir().join("batchbridge-operator"),
             image: format!("ghcr.io/batchbridge/operator:{}", env!("CARGO_PKG_VERSION")),
             instance: std::env::var("POD_NAME").unwrap_or_else(|_| "batchbridge-operator".into()),
+            metrics: Arc::new(Metrics::new()),
+            readiness: Arc::default(),
+            endpoints: None,
+            election: None,
         }
     }
 
@@ -120,9 +150,102 @@ impl Operator {
         self
     }
 
-    /// Runs both controllers until `shutdown` completes.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let shutdown = shutdown.boxed().shared();
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (see [`crate::endpoints`]).
+    pub fn endpoints(mut self, listener: TcpListener) -> Self {
+        self.endpoints = Some(listener);
+        self
+    }
+
+    /// Runs the controllers only while this replica holds the leader Lease (see
+    /// [`crate::leader`]); without it, they run at once.
+    pub fn leader_election(mut self, election: LeaderElection) -> Self {
+        self.election = Some(election);
+        self
+    }
+
+    /// The operator's metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Runs both controllers until `shutdown` completes: at once, or with leader election
+    /// whenever this replica leads.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let shutdown: Stop = shutdown.boxed().shared();
+        if let Some(listener) = self.endpoints.take() {
+            let endpoints = Endpoints {
+                metrics: Arc::clone(&self.metrics),
+                readiness: Arc::clone(&self.readiness),
+            };
+            tokio::spawn(endpoints.serve(listener, shutdown.clone()));
+        }
+        match self.election.take() {
+            None => self.run_controllers(shutdown).await,
+            Some(election) => self.lead(&election, shutdown).await,
+        }
+    }
+
+    /// Waits for the Lease, runs the controllers while holding it, and waits again when it
+    /// is lost, until `shutdown`; then releases the Lease.
+    async fn lead(&self, election: &LeaderElection, shutdown: Stop) {
+        self.readiness.not_ready("connecting to the leader Lease");
+        let manager = loop {
+            match election.manager(self.client.clone()).await {
+                Ok(manager) => break manager,
+                Err(err) => {
+                    tracing::warn!(lease = %election.lease_name, error = %err, "cannot reach the leader Lease");
+                    self.readiness
+                        .not_ready(format!("cannot reach the leader Lease: {err}"));
+                }
+            }
+            tokio::select! {
+                () = shutdown.clone() => return,
+                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+        };
+        let (mut leading, lease_task) = manager.watch().await;
+        loop {
+            self.readiness.ready();
+            tracing::info!(identity = %election.identity, lease = %election.lease_name, "standing by for the leader Lease");
+            tokio::select! {
+                () = shutdown.clone() => break,
+                held = leading.wait_for(|leads| *leads) => if held.is_err() {
+                    tracing::error!("the leader election stopped");
+                    break;
+                },
+            }
+            tracing::info!(identity = %election.identity, "leading: starting the controllers");
+            self.metrics.set_leader(true);
+            let mut watching = leading.clone();
+            let lost = async move {
+                // A closed channel means the election stopped: stop leading as well.
+                let _ = watching.wait_for(|leads| !*leads).await;
+            };
+            let stop: Stop = futures::future::select(shutdown.clone(), lost.boxed())
+                .map(drop)
+                .boxed()
+                .shared();
+            self.run_controllers(stop).await;
+            self.metrics.set_leader(false);
+            if shutdown.peek().is_some() {
+                break;
+            }
+            tracing::warn!(identity = %election.identity, "lost the leader Lease: controllers stopped");
+        }
+        // Closing the channel makes the election task release the Lease, so that it shows
+        // no holder rather than a replica that is gone.
+        drop(leading);
+        match tokio::time::timeout(election.grace, lease_task).await {
+            Ok(Ok(Ok(_))) => tracing::info!("leader Lease released"),
+            Ok(Ok(Err(err))) => tracing::warn!(error = %err, "cannot release the leader Lease"),
+            Ok(Err(_)) | Err(_) => tracing::warn!("the leader Lease was not released in time"),
+        }
+    }
+
+    /// Runs both controllers until `stop` completes.
+    async fn run_controllers(&self, stop: Stop) {
+        self.readiness
+            .not_ready("waiting for the BatchCluster and BatchJob caches");
         let (jobs, clusters) = match &self.namespace {
             Some(namespace) => (
                 Api::<BatchJob>::namespaced(self.client.clone(), namespace),
@@ -131,24 +254,26 @@ impl Operator {
             None => (Api::all(self.client.clone()), Api::all(self.client.clone())),
         };
         let cluster_controller = Controller::new(clusters, watcher::Config::default())
-            .graceful_shutdown_on(shutdown.clone());
+            .graceful_shutdown_on(stop.clone());
         let store = cluster_controller.store();
         let (wake, woken) = mpsc::unbounded_channel();
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
-            instance: Some(self.instance),
+            instance: Some(self.instance.clone()),
         };
         let ctx = Arc::new(Context {
             clusters: Clusters::new(
                 self.client.clone(),
                 store.clone(),
                 wake,
-                self.custom,
-                self.local_root,
+                self.custom.clone(),
+                self.local_root.clone(),
+                Arc::clone(&self.metrics),
             ),
             recorder: Recorder::new(self.client.clone(), reporter),
-            client: self.client,
-            image: self.image,
+            client: self.client.clone(),
+            image: self.image.clone(),
+            metrics: Arc::clone(&self.metrics),
         });
         let woken = futures::stream::unfold(woken, |mut woken| async move {
             woken.recv().await.map(|job| (job, woken))
@@ -163,22 +288,31 @@ impl Operator {
         let job_controller = Controller::new(jobs, watcher::Config::default())
             .with_config(ControllerConfig::default().concurrency(32))
             .reconcile_on(woken)
-            .graceful_shutdown_on(shutdown);
+            .graceful_shutdown_on(stop);
+        self.metrics.count_jobs_in(Some(job_controller.store()));
+        let job_store = job_controller.store();
+        let readiness = Arc::clone(&self.readiness);
         let jobs = async move {
             // Jobs need their clusters: start once the BatchClusters are listed.
             if store.wait_until_ready().await.is_err() {
                 return;
             }
-            job_controller
+            let running = job_controller
                 .run(job::reconcile, requeue_job, ctx)
                 .for_each(|result| async move {
                     if let Err(err) = result {
                         tracing::debug!(error = %err, "BatchJob reconcile");
                     }
-                })
-                .await;
+                });
+            let ready = async move {
+                if job_store.wait_until_ready().await.is_ok() {
+                    readiness.ready();
+                }
+            };
+            tokio::join!(running, ready);
         };
         tokio::join!(clusters, jobs);
+        self.metrics.count_jobs_in(None);
     }
 }
 
@@ -241,12 +375,18 @@ fn event_type(holds: bool) -> EventType {
     }
 }
 
-fn requeue_job(job: Arc<BatchJob>, error: &ReconcileError, _: Arc<Context>) -> Requeue {
+fn requeue_job(job: Arc<BatchJob>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+    ctx.metrics.reconcile_failed("BatchJob", error.reason());
     tracing::warn!(job = %kube::runtime::reflector::ObjectRef::from(job.as_ref()), %error, "reconcile failed");
     Requeue::requeue(job::retry_after(error))
 }
 
-fn requeue_cluster(cluster: Arc<BatchCluster>, error: &ReconcileError, _: Arc<Context>) -> Requeue {
+fn requeue_cluster(
+    cluster: Arc<BatchCluster>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Requeue {
+    ctx.metrics.reconcile_failed("BatchCluster", error.reason());
     tracing::warn!(cluster = %kube::runtime::reflector::ObjectRef::from(cluster.as_ref()), %error, "reconcile failed");
     Requeue::requeue(Duration::from_secs(15))
 }

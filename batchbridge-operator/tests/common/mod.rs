@@ -14,7 +14,7 @@ use batchbridge_testbed::{KubeFacts, kube_facts};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
@@ -23,6 +23,8 @@ use kube::api::{
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
 use serde_json::{Value, json};
+
+pub(crate) mod operator;
 
 pub(crate) const FIELD_MANAGER: &str = "batchbridge-crds-test";
 
@@ -74,38 +76,63 @@ impl Cluster {
     }
 
     /// A client that authenticates as a ServiceAccount of this namespace bound (by a
-    /// RoleBinding) to exactly the operator's ClusterRole in `deploy/rbac/`, with a token
-    /// from the TokenRequest API: what the operator gets when deployed to watch one
-    /// namespace.
+    /// RoleBinding) to exactly the operator's ClusterRole in `deploy/rbac/`, and to its
+    /// leader-election Role, with a token from the TokenRequest API: what the operator gets
+    /// when deployed to watch one namespace.
     pub(crate) async fn operator_client(&self) -> Client {
-        let role_file =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/rbac/cluster-role.yaml");
-        let role: ClusterRole =
-            serde_saphyr::from_str(&std::fs::read_to_string(role_file).unwrap()).unwrap();
-        let role_name = role.metadata.name.clone().unwrap();
-        Api::<ClusterRole>::all(self.client.clone())
-            .patch(
-                &role_name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&role),
-            )
-            .await
-            .unwrap();
+        let config = Config::from_custom_kubeconfig(
+            self.operator_kubeconfig().await,
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    /// The kubeconfig behind [`Cluster::operator_client`], for an operator process.
+    pub(crate) async fn operator_kubeconfig(&self) -> Kubeconfig {
         let account = "batchbridge-operator";
         let accounts = Api::<ServiceAccount>::namespaced(self.client.clone(), &self.namespace);
-        let sa: ServiceAccount =
-            serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
-        accounts.create(&PostParams::default(), &sa).await.unwrap();
-        let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
-        }))
-        .unwrap();
-        Api::<RoleBinding>::namespaced(self.client.clone(), &self.namespace)
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
+        if accounts.get_opt(account).await.unwrap().is_none() {
+            let role: ClusterRole = rbac_file("cluster-role.yaml");
+            let role_name = role.metadata.name.clone().unwrap();
+            Api::<ClusterRole>::all(self.client.clone())
+                .patch(
+                    &role_name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&role),
+                )
+                .await
+                .unwrap();
+            let election: Role = rbac_file("leader-election-role.yaml");
+            let election_name = election.metadata.name.clone().unwrap();
+            Api::<Role>::namespaced(self.client.clone(), &self.namespace)
+                .create(&PostParams::default(), &election)
+                .await
+                .unwrap();
+            let sa: ServiceAccount =
+                serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
+            accounts.create(&PostParams::default(), &sa).await.unwrap();
+            for (binding, kind, role) in [
+                (account, "ClusterRole", role_name),
+                (
+                    "batchbridge-operator-leader-election",
+                    "Role",
+                    election_name,
+                ),
+            ] {
+                let binding: RoleBinding = serde_json::from_value(json!({
+                    "metadata": {"name": binding},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
+                }))
+                .unwrap();
+                Api::<RoleBinding>::namespaced(self.client.clone(), &self.namespace)
+                    .create(&PostParams::default(), &binding)
+                    .await
+                    .unwrap();
+            }
+        }
         let request: TokenRequest =
             serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
                 .unwrap();
@@ -121,10 +148,7 @@ impl Cluster {
                 ..AuthInfo::default()
             });
         }
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .unwrap();
-        Client::try_from(config).unwrap()
+        kubeconfig
     }
 
     pub(crate) fn jobs(&self) -> Api<BatchJob> {
@@ -202,6 +226,14 @@ pub(crate) fn api_error<T: std::fmt::Debug>(result: kube::Result<T>, code: u16) 
         Err(kube::Error::Api(status)) if status.code == code => status.message,
         other => panic!("expected an API error {code}, got {other:?}"),
     }
+}
+
+/// An object from `deploy/rbac/`.
+fn rbac_file<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/rbac")
+        .join(name);
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 pub(crate) fn crd_dir() -> PathBuf {

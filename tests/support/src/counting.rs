@@ -53,15 +53,7 @@ impl<S: Shell> Shell for CountingShell<S> {
     }
 
     async fn run(&self, command: &Command) -> Result<Output> {
-        let program = match command.program() {
-            "env" => command
-                .arguments()
-                .iter()
-                .find(|a| !a.contains('='))
-                .cloned()
-                .unwrap_or_default(),
-            other => other.to_owned(),
-        };
+        let program = command.tool().to_owned();
         *self
             .counts
             .lock()

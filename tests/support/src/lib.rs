@@ -1,7 +1,7 @@
-//! What tests need to reach the test bed that `tests/testbed/up.sh` starts: the SSH
-//! connection facts it writes to `$BATCHBRIDGE_TESTBED_DIR/ssh/facts.json` (default
-//! `/var/lib/batchbridge-testbed`). A missing test bed fails the test with the command that
-//! starts it; it never skips.
+//! What tests need to reach the test bed that `tests/testbed/up.sh` starts: the facts each
+//! component writes to `$BATCHBRIDGE_TESTBED_DIR/NAME/facts.json` (default
+//! `/var/lib/batchbridge-testbed`): SSH logins, the Kubernetes API server, the helm client.
+//! A missing test bed fails the test with the command that starts it; it never skips.
 
 // Test support panics on purpose: a test bed that is not there is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -134,6 +134,25 @@ pub fn kube_facts() -> KubeFacts {
         server: facts.field("server"),
         kubeconfig: facts.field("kubeconfig").into(),
         kubectl: facts.field("kubectl").into(),
+    }
+}
+
+/// The helm client of the test bed (`tests/testbed/helm.sh`), for the tests of the
+/// operator's chart.
+#[derive(Debug, Clone)]
+pub struct HelmFacts {
+    /// The helm binary.
+    pub helm: PathBuf,
+    /// The version it reports, such as `v3.22.0`.
+    pub version: String,
+}
+
+/// Reads `helm/facts.json`.
+pub fn helm_facts() -> HelmFacts {
+    let facts = Facts::read("helm/facts.json");
+    HelmFacts {
+        helm: facts.field("helm").into(),
+        version: facts.field("version"),
     }
 }
 

@@ -1,0 +1,44 @@
+# The batchbridge operator image.
+#
+#   docker build -t ghcr.io/batchbridge/operator:0.1.0 .
+#
+# The tag the code assumes by default is ghcr.io/batchbridge/operator:<crate version>; the
+# Helm chart and the kustomize base pass the image they deploy to the operator as
+# OPERATOR_IMAGE, because the log pods (`fetch-output` mode) run this same image.
+
+# Build stage: the official Rust image of the toolchain the project uses (rustc 1.95), on
+# the same Debian release as the runtime stage, so the binary links against the glibc it
+# will run with.
+FROM docker.io/library/rust:1.95-bookworm AS build
+WORKDIR /src
+# The whole workspace: cargo needs every member's manifest to resolve the workspace, and
+# Cargo.lock pins every dependency (--locked refuses to change it). .dockerignore keeps
+# target/, .git/ and deploy/ out of the context.
+COPY . .
+RUN cargo build --release --locked -p batchbridge-operator --bin batchbridge-operator \
+    && install -D -m 0755 target/release/batchbridge-operator /out/batchbridge-operator
+
+# Runtime stage: Debian slim with only what the operator executes itself. The SSH client
+# is the OpenSSH `ssh` binary (driven by the openssh crate), not a Rust library, and
+# ca-certificates lets it and the Kubernetes client verify TLS peers outside the cluster.
+FROM docker.io/library/debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openssh-client ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+# A numeric non-root user that also exists in /etc/passwd: ssh refuses to run for a uid
+# without a passwd entry ("No user exists for uid"), and a numeric USER lets the kubelet
+# verify runAsNonRoot (the log pods set runAsNonRoot without a runAsUser). Its home does
+# not exist: the operator runs ssh with `-F none` and every file (control sockets,
+# known_hosts, keys) in a private directory under $TMPDIR, so a read-only root file system
+# needs only a writable /tmp (the manifests mount an emptyDir there).
+RUN groupadd --system --gid 65532 batchbridge \
+    && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home \
+        --shell /usr/sbin/nologin batchbridge
+COPY --from=build /out/batchbridge-operator /usr/local/bin/batchbridge-operator
+USER 65532:65532
+ENV TMPDIR=/tmp
+# METRICS_ADDR's default port: /metrics, /healthz and /readyz.
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/batchbridge-operator"]
+# `run` runs the controllers; the log pods run `fetch-output` instead.
+CMD ["run"]

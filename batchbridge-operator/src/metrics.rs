@@ -1,0 +1,422 @@
+//! The operator's Prometheus metrics, served at `/metrics` (see [`crate::endpoints`]).
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `batchbridge_jobs` | gauge | `namespace`, `cluster`, `phase` |
+//! | `batchbridge_submits_total`, `batchbridge_submit_failures_total` | counter | `namespace`, `cluster` |
+//! | `batchbridge_cancels_total`, `batchbridge_cancel_failures_total` | counter | `namespace`, `cluster` |
+//! | `batchbridge_poll_duration_seconds` | histogram | `namespace`, `cluster` |
+//! | `batchbridge_scheduler_commands_total` | counter | `namespace`, `cluster`, `command` |
+//! | `batchbridge_ssh_connections_opened_total`, `batchbridge_ssh_reconnects_total` | counter | `namespace`, `cluster` |
+//! | `batchbridge_reconcile_errors_total` | counter | `controller`, `reason` |
+//! | `batchbridge_leader` | gauge | |
+//!
+//! `batchbridge_jobs` is counted from the BatchJob cache at each scrape, so it is exact and
+//! a deleted job leaves no stale series; a replica that is not the leader has no cache and
+//! reports no jobs.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use batchbridge_core::Result;
+use batchbridge_core::shell::{Command, Output, Shell, SshShell};
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::crd::{BatchJob, Phase};
+
+/// Which BatchCluster a series is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// The BatchCluster's namespace.
+    pub namespace: String,
+    /// The BatchCluster's name.
+    pub cluster: String,
+}
+
+/// A command run on a cluster's login node, by tool (`squeue`, `condor_q`…; `sh` for the
+/// backends' small scripts, such as a submit that claims the job's key, then calls `sbatch`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CommandLabels {
+    namespace: String,
+    cluster: String,
+    command: String,
+}
+
+/// A failed reconcile, by controller (`BatchJob`, `BatchCluster`) and what failed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    controller: String,
+    reason: String,
+}
+
+type HistogramFamily = Family<ClusterLabels, Histogram, fn() -> Histogram>;
+
+/// Every metric of one operator.
+///
+/// ```
+/// use batchbridge_operator::metrics::{ClusterLabels, Metrics};
+///
+/// let metrics = Metrics::new();
+/// let hpc = ClusterLabels { namespace: "research".into(), cluster: "hpc".into() };
+/// metrics.submitted(&hpc, true);
+/// assert!(metrics.encode().contains(r#"batchbridge_submits_total{namespace="research",cluster="hpc"} 1"#));
+/// ```
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    submits: Family<ClusterLabels, Counter>,
+    submit_failures: Family<ClusterLabels, Counter>,
+    cancels: Family<ClusterLabels, Counter>,
+    cancel_failures: Family<ClusterLabels, Counter>,
+    poll_duration: HistogramFamily,
+    scheduler_commands: Family<CommandLabels, Counter>,
+    ssh_connections: Family<ClusterLabels, Counter>,
+    ssh_reconnects: Family<ClusterLabels, Counter>,
+    reconcile_errors: Family<ErrorLabels, Counter>,
+    leader: Gauge,
+    jobs: Arc<JobCounts>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All metrics at zero, registered under the prefix `batchbridge`.
+    pub fn new() -> Self {
+        let metrics = Self {
+            registry: Registry::with_prefix("batchbridge"),
+            submits: Family::default(),
+            submit_failures: Family::default(),
+            cancels: Family::default(),
+            cancel_failures: Family::default(),
+            // 10 ms to about 80 s: a status call is one or two commands over SSH.
+            poll_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.01, 2.0, 14))
+            }),
+            scheduler_commands: Family::default(),
+            ssh_connections: Family::default(),
+            ssh_reconnects: Family::default(),
+            reconcile_errors: Family::default(),
+            leader: Gauge::default(),
+            jobs: Arc::default(),
+        };
+        let mut registry = metrics.registry;
+        registry.register(
+            "submits",
+            "Jobs submitted to a scheduler (every attempt)",
+            metrics.submits.clone(),
+        );
+        registry.register(
+            "submit_failures",
+            "Submits the scheduler or the connection refused",
+            metrics.submit_failures.clone(),
+        );
+        registry.register(
+            "cancels",
+            "Jobs cancelled on a scheduler because their BatchJob was deleted",
+            metrics.cancels.clone(),
+        );
+        registry.register(
+            "cancel_failures",
+            "Cancels that failed (retried until they succeed)",
+            metrics.cancel_failures.clone(),
+        );
+        registry.register(
+            "poll_duration_seconds",
+            "How long one status poll of a cluster's followed jobs took",
+            metrics.poll_duration.clone(),
+        );
+        registry.register(
+            "scheduler_commands",
+            "Commands run on a cluster's login node, by tool",
+            metrics.scheduler_commands.clone(),
+        );
+        registry.register(
+            "ssh_connections_opened",
+            "SSH master connections opened to a cluster (the first and every reconnect)",
+            metrics.ssh_connections.clone(),
+        );
+        registry.register(
+            "ssh_reconnects",
+            "SSH master connections re-opened after one was lost",
+            metrics.ssh_reconnects.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed and were requeued, by controller and cause",
+            metrics.reconcile_errors.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease and runs the controllers",
+            metrics.leader.clone(),
+        );
+        registry.register_collector(Box::new(Arc::clone(&metrics.jobs)));
+        Self {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail, and the label sets are plain strings.
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::error!(error = %err, "cannot encode the metrics");
+        }
+        text
+    }
+
+    /// Counts one submit to `cluster`; `ok` when the scheduler took it.
+    pub fn submitted(&self, cluster: &ClusterLabels, ok: bool) {
+        self.submits.get_or_create(cluster).inc();
+        if !ok {
+            self.submit_failures.get_or_create(cluster).inc();
+        }
+    }
+
+    /// Counts one cancel on `cluster`; `ok` when it succeeded.
+    pub fn cancelled(&self, cluster: &ClusterLabels, ok: bool) {
+        self.cancels.get_or_create(cluster).inc();
+        if !ok {
+            self.cancel_failures.get_or_create(cluster).inc();
+        }
+    }
+
+    /// The poll-duration histogram of `cluster`, for its poller.
+    pub fn poll_duration(&self, cluster: &ClusterLabels) -> Histogram {
+        self.poll_duration.get_or_create(cluster).clone()
+    }
+
+    /// Counts a failed reconcile of `controller` (its kind) caused by `reason`.
+    pub fn reconcile_failed(&self, controller: &str, reason: &str) {
+        self.reconcile_errors
+            .get_or_create(&ErrorLabels {
+                controller: controller.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// Records whether this replica leads.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts `batchbridge_jobs` from `store` (the job controller's cache) from now on;
+    /// `None` while this replica runs no controller.
+    pub fn count_jobs_in(&self, store: Option<Store<BatchJob>>) {
+        *self
+            .jobs
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = store;
+    }
+
+    /// `shell` with every command and SSH connection it makes counted for `cluster`.
+    pub fn metered(&self, shell: Arc<SshShell>, cluster: ClusterLabels) -> MeteredShell {
+        MeteredShell {
+            inner: shell,
+            commands: self.scheduler_commands.clone(),
+            connections: self.ssh_connections.get_or_create(&cluster).clone(),
+            reconnects: self.ssh_reconnects.get_or_create(&cluster).clone(),
+            counted_connections: AtomicU64::new(0),
+            cluster,
+        }
+    }
+}
+
+/// The BatchJobs in the cache, by namespace, cluster and phase, counted at each scrape.
+#[derive(Debug, Default)]
+struct JobCounts {
+    store: Mutex<Option<Store<BatchJob>>>,
+}
+
+impl Collector for JobCounts {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let store = self
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(store) = store else {
+            return Ok(());
+        };
+        let counts = count_by_phase(store.state().iter().map(AsRef::as_ref));
+        let mut family = encoder.encode_descriptor(
+            "jobs",
+            "BatchJobs by namespace, cluster and phase.",
+            None,
+            ConstGauge::new(0i64).metric_type(),
+        )?;
+        for (labels, count) in &counts {
+            ConstGauge::new(*count).encode(family.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct PhaseLabels {
+    namespace: String,
+    cluster: String,
+    phase: String,
+}
+
+/// How many of `jobs` are in each phase, per namespace and cluster; a job not yet
+/// reconciled counts as Pending.
+fn count_by_phase<'a>(jobs: impl Iterator<Item = &'a BatchJob>) -> BTreeMap<PhaseLabels, i64> {
+    let mut counts = BTreeMap::new();
+    for job in jobs {
+        let phase = job
+            .status
+            .as_ref()
+            .and_then(|status| status.phase)
+            .unwrap_or(Phase::Pending);
+        let labels = PhaseLabels {
+            namespace: job.namespace().unwrap_or_default(),
+            cluster: job.spec.cluster_ref.name.clone(),
+            phase: format!("{phase:?}"),
+        };
+        *counts.entry(labels).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// An SSH shell whose commands and connections are counted.
+#[derive(Debug)]
+pub struct MeteredShell {
+    inner: Arc<SshShell>,
+    cluster: ClusterLabels,
+    commands: Family<CommandLabels, Counter>,
+    connections: Counter,
+    reconnects: Counter,
+    /// The shell's connection count as last added to the counters.
+    counted_connections: AtomicU64,
+}
+
+impl MeteredShell {
+    /// Adds the connections opened since the last look; all but a shell's first are
+    /// reconnects.
+    fn count_connections(&self) {
+        let opened = self.inner.connections_opened();
+        let before = self.counted_connections.swap(opened, Ordering::Relaxed);
+        if opened > before {
+            self.connections.inc_by(opened - before);
+            self.reconnects.inc_by(opened - before.max(1));
+        }
+    }
+}
+
+#[async_trait]
+impl Shell for MeteredShell {
+    fn host(&self) -> &str {
+        self.inner.host()
+    }
+
+    async fn run(&self, command: &Command) -> Result<Output> {
+        let output = self.inner.run(command).await;
+        self.commands
+            .get_or_create(&CommandLabels {
+                namespace: self.cluster.namespace.clone(),
+                cluster: self.cluster.cluster.clone(),
+                command: command.tool().to_owned(),
+            })
+            .inc();
+        self.count_connections();
+        output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BatchJobSpec, BatchJobStatus};
+
+    fn job(namespace: &str, cluster: &str, phase: Option<Phase>) -> BatchJob {
+        let spec: BatchJobSpec = serde_json::from_value(
+            serde_json::json!({"clusterRef": {"name": cluster}, "script": "true"}),
+        )
+        .expect("a valid spec");
+        let mut job = BatchJob::new("j", spec);
+        job.metadata.namespace = Some(namespace.into());
+        job.status = phase.map(|phase| BatchJobStatus {
+            phase: Some(phase),
+            ..BatchJobStatus::default()
+        });
+        job
+    }
+
+    #[test]
+    fn jobs_are_counted_by_namespace_cluster_and_phase() {
+        let jobs = [
+            job("a", "hpc", Some(Phase::Running)),
+            job("a", "hpc", Some(Phase::Running)),
+            job("a", "hpc", None),
+            job("a", "hpc", Some(Phase::Pending)),
+            job("a", "condor", Some(Phase::Succeeded)),
+            job("b", "hpc", Some(Phase::Failed)),
+        ];
+        let counts: Vec<(String, String, String, i64)> = count_by_phase(jobs.iter())
+            .into_iter()
+            .map(|(l, n)| (l.namespace, l.cluster, l.phase, n))
+            .collect();
+        let expected = [
+            ("a", "condor", "Succeeded", 1),
+            ("a", "hpc", "Pending", 2),
+            ("a", "hpc", "Running", 2),
+            ("b", "hpc", "Failed", 1),
+        ]
+        .map(|(ns, c, p, n)| (ns.to_owned(), c.to_owned(), p.to_owned(), n));
+        assert_eq!(counts, expected);
+    }
+
+    #[test]
+    fn the_text_format_names_every_metric_with_help_and_type() {
+        let metrics = Metrics::new();
+        let hpc = ClusterLabels {
+            namespace: "ns".into(),
+            cluster: "hpc".into(),
+        };
+        metrics.submitted(&hpc, true);
+        metrics.submitted(&hpc, false);
+        metrics.cancelled(&hpc, true);
+        metrics.poll_duration(&hpc).observe(0.3);
+        metrics.reconcile_failed("BatchJob", "Kube");
+        metrics.set_leader(true);
+        let store = kube::runtime::reflector::store::Writer::<BatchJob>::default();
+        metrics.count_jobs_in(Some(store.as_reader()));
+        let text = metrics.encode();
+        for line in [
+            "# TYPE batchbridge_submits counter",
+            r#"batchbridge_submits_total{namespace="ns",cluster="hpc"} 2"#,
+            r#"batchbridge_submit_failures_total{namespace="ns",cluster="hpc"} 1"#,
+            r#"batchbridge_cancels_total{namespace="ns",cluster="hpc"} 1"#,
+            "# TYPE batchbridge_poll_duration_seconds histogram",
+            r#"batchbridge_poll_duration_seconds_count{namespace="ns",cluster="hpc"} 1"#,
+            r#"batchbridge_reconcile_errors_total{controller="BatchJob",reason="Kube"} 1"#,
+            "batchbridge_leader 1",
+            "# TYPE batchbridge_jobs gauge",
+            "# EOF",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
+    }
+}

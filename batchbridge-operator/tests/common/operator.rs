@@ -1,0 +1,235 @@
+//! Running the operator in a test: an operator in this process for a test namespace with a
+//! BatchCluster on the test bed, and helpers to create jobs and wait for their status.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use batchbridge_core::shell::{Command, Shell};
+use batchbridge_operator::Operator;
+use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
+use batchbridge_testbed::{Login, login};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::Cluster;
+
+/// How long any one wait may take before the test fails.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(90);
+
+/// An operator running in this process for one namespace.
+pub(crate) struct RunningOperator {
+    pub(crate) client: kube::Client,
+    pub(crate) stop: oneshot::Sender<()>,
+    pub(crate) task: JoinHandle<()>,
+}
+
+impl RunningOperator {
+    /// Starts an operator that authenticates with `client`: the one from
+    /// [`Cluster::operator_client`], bound to exactly the role in `deploy/rbac/`.
+    pub(crate) fn start(bed: &Cluster, client: &kube::Client) -> Self {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let operator = Operator::new(client.clone())
+            .namespace(bed.namespace.clone())
+            .image("batchbridge-operator:test");
+        let task = tokio::spawn(operator.run(async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            client: client.clone(),
+            stop,
+            task,
+        }
+    }
+
+    /// Stops it the way a crash would: no graceful shutdown, whatever was in flight is lost.
+    pub(crate) async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+    }
+}
+
+/// A test namespace with a Secret and a BatchCluster for `component` (`ssh` for SLURM,
+/// `htcondor` for the pool), and an operator running with the operator's role, not admin.
+pub(crate) async fn set_up(
+    test: &str,
+    component: &str,
+    scheduler: &str,
+) -> (Cluster, RunningOperator) {
+    let bed = Cluster::new(test).await;
+    let login = login(component);
+    create_secret(&bed, "cluster-key", &login).await;
+    create_cluster(&bed, scheduler, scheduler, &login, "cluster-key").await;
+    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
+    (bed, operator)
+}
+
+pub(crate) async fn create_secret(bed: &Cluster, name: &str, login: &Login) {
+    let key = std::fs::read(&login.private_key).unwrap();
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/ssh-auth".into()),
+        data: Some(BTreeMap::from([(
+            "ssh-privatekey".to_owned(),
+            ByteString(key),
+        )])),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn create_cluster(
+    bed: &Cluster,
+    name: &str,
+    scheduler: &str,
+    login: &Login,
+    secret: &str,
+) {
+    let mut cluster = json!({
+        "apiVersion": "batchbridge.dev/v1alpha1",
+        "kind": "BatchCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "scheduler": scheduler,
+            "ssh": {"host": login.host, "port": login.port, "user": login.user},
+            "secretRef": {"name": secret},
+            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
+            "pollInterval": "1s",
+        },
+    });
+    if scheduler == "slurm" {
+        cluster["spec"]["defaults"] = json!({"partition": "debug"});
+    }
+    let cluster = serde_json::from_value(cluster).unwrap();
+    bed.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJob {
+    let job = serde_json::from_value(json!({
+        "apiVersion": "batchbridge.dev/v1alpha1",
+        "kind": "BatchJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap();
+    bed.jobs()
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap()
+}
+
+pub(crate) fn status(job: &BatchJob) -> BatchJobStatus {
+    job.status.clone().unwrap_or_default()
+}
+
+/// Polls job `name` every 50 ms until `check` holds; returns the job then.
+pub(crate) async fn wait_for(
+    bed: &Cluster,
+    name: &str,
+    what: &str,
+    check: impl Fn(&BatchJobStatus) -> bool,
+) -> BatchJob {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let job = bed.jobs().get(name).await.unwrap();
+        if check(&status(&job)) {
+            return job;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: timed out waiting for {what}; status: {:#?}",
+            job.status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub(crate) async fn wait_for_phase(bed: &Cluster, name: &str, phase: Phase) -> BatchJob {
+    wait_for(bed, name, &format!("phase {phase:?}"), |s| {
+        s.phase == Some(phase)
+    })
+    .await
+}
+
+/// Runs `command` on the SLURM test bed's login node and returns its stdout.
+pub(crate) async fn slurm(command: &str) -> String {
+    let shell = batchbridge_testbed::ssh_facts().key_shell();
+    let output = shell
+        .run(&Command::sh(command, Vec::<String>::new()))
+        .await
+        .unwrap();
+    assert!(output.success(), "{command}: {}", output.stderr_text());
+    output.stdout_text()
+}
+
+/// SLURM's state word for job `id`, from squeue while it knows the job, else sacct.
+pub(crate) async fn slurm_state(id: &str) -> String {
+    slurm(&format!(
+        "s=$(squeue -h -j {id} -o %T 2>/dev/null); [ -n \"$s\" ] && echo \"$s\" || sacct -X -n -P -j {id} -o State"
+    ))
+    .await
+    .trim()
+    .to_owned()
+}
+
+pub(crate) async fn patch_spec(bed: &Cluster, name: &str, spec: Value) {
+    bed.jobs()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn events_of(bed: &Cluster, name: &str) -> Vec<(String, String)> {
+    let events = Api::<Event>::namespaced(bed.client.clone(), &bed.namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    events
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+/// `GET path` from an operator's endpoints: the status code and body, or `None` when
+/// nothing answers.
+pub(crate) async fn http_get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: operator\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+/// The value of the series `series` (name and labels, as Prometheus prints them) in the
+/// metrics `text`.
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.split(' ').next()?.parse().ok())
+}

@@ -1,0 +1,269 @@
+//! Two operator processes, the `batchbridge-operator` binary as deployed, electing a leader
+//! on a Lease of the test bed's real kube-apiserver, with ServiceAccount tokens bound to
+//! exactly the roles in `deploy/rbac/`, running jobs on the real SLURM.
+//!
+//! Checked: only the Lease holder submits; the holder's crash (SIGKILL, so the Lease is not
+//! released) hands over to the other replica once the Lease expires; a graceful stop
+//! (SIGTERM) releases the Lease, and the standby takes it when it next looks (at the latest
+//! when the Lease would have expired); every job runs exactly once; both replicas never
+//! report leading at the same moment; and the metrics, health and readiness endpoints answer.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use batchbridge_operator::crd::Phase;
+use batchbridge_testbed::login;
+use common::Cluster;
+use common::operator::{
+    create_cluster, create_job, create_secret, http_get, metric, slurm, status, wait_for_phase,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+const LEASE: &str = "batchbridge-operator-test";
+/// The binary's Lease duration: a crashed leader is replaced within it.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// One operator process.
+struct Replica {
+    name: &'static str,
+    address: SocketAddr,
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Replica {
+    fn start(name: &'static str, bed: &Cluster, dir: &Path) -> Self {
+        // A free port: bound, then released for the operator to bind.
+        let address = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_batchbridge-operator"))
+            .arg("run")
+            .env_clear()
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .env("WATCH_NAMESPACE", &bed.namespace)
+            .env("LEASE_NAMESPACE", &bed.namespace)
+            .env("LEASE_NAME", LEASE)
+            .env("POD_NAME", name)
+            .env("METRICS_ADDR", address.to_string())
+            .env("LOCAL_STATE_DIR", dir.join(name))
+            .env("RUST_LOG", "info")
+            .env("PATH", std::env::var("PATH").unwrap())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            name,
+            address,
+            child,
+            log,
+        }
+    }
+
+    async fn metrics(&self) -> String {
+        http_get(self.address, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    async fn leads(&self) -> bool {
+        metric(&self.metrics().await, "batchbridge_leader") == Some(1.0)
+    }
+
+    async fn submits(&self, namespace: &str) -> f64 {
+        let series =
+            format!(r#"batchbridge_submits_total{{namespace="{namespace}",cluster="slurm"}}"#);
+        metric(&self.metrics().await, &series).unwrap_or(0.0)
+    }
+
+    /// Waits until `check` holds for this replica; fails with its log otherwise.
+    async fn wait_until(&self, what: &str, patience: Duration, check: impl AsyncFn(&Self) -> bool) {
+        let deadline = Instant::now() + patience;
+        while !check(self).await {
+            assert!(
+                Instant::now() < deadline,
+                "replica {}: timed out waiting until {what}; its log:\n{}",
+                self.name,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    async fn exited(mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the replica exits")
+            .unwrap()
+    }
+}
+
+async fn holder(bed: &Cluster) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(bed.client.clone(), &bed.namespace)
+        .get_opt(LEASE)
+        .await
+        .unwrap()?;
+    lease.spec?.holder_identity
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
+    let bed = Cluster::new("leader").await;
+    let login = login("ssh");
+    create_secret(&bed, "cluster-key", &login).await;
+    create_cluster(&bed, "slurm", "slurm", &login, "cluster-key").await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = serde_saphyr::to_string(&bed.operator_kubeconfig().await).unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), kubeconfig).unwrap();
+    let ns = bed.namespace.clone();
+
+    let a = Replica::start("a", &bed, dir.path());
+    a.wait_until("it leads", Duration::from_secs(30), async |r| {
+        r.leads().await
+    })
+    .await;
+    let b = Replica::start("b", &bed, dir.path());
+    b.wait_until("it is ready", Duration::from_secs(30), async |r| {
+        http_get(r.address, "/readyz").await.map(|(code, _)| code) == Some(200)
+    })
+    .await;
+    assert_eq!(http_get(b.address, "/healthz").await.unwrap().0, 200);
+    assert!(!b.leads().await, "the second replica stands by");
+    assert_eq!(holder(&bed).await.as_deref(), Some("a"));
+
+    // Both replicas' view of who leads, sampled until the end of the test.
+    let both_led = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (a, b, both_led) = (a.address, b.address, Arc::clone(&both_led));
+        tokio::spawn(async move {
+            loop {
+                let leads = async |address| {
+                    let text = http_get(address, "/metrics").await.unwrap_or_default().1;
+                    metric(&text, "batchbridge_leader") == Some(1.0)
+                };
+                if leads(a).await && leads(b).await {
+                    both_led.store(true, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let script = json!({"clusterRef": {"name": "slurm"}, "script": "echo once\n"});
+    create_job(&bed, "first", script.clone()).await;
+    let first = wait_for_phase(&bed, "first", Phase::Succeeded).await;
+    assert_eq!(status(&first).attempts, 1);
+    assert_eq!(a.submits(&ns).await, 1.0, "the leader submitted");
+    assert_eq!(b.submits(&ns).await, 0.0, "the standby did not");
+    let a_metrics = a.metrics().await;
+    for series in [
+        format!(r#"batchbridge_jobs{{namespace="{ns}",cluster="slurm",phase="Succeeded"}}"#),
+        format!(r#"batchbridge_ssh_connections_opened_total{{namespace="{ns}",cluster="slurm"}}"#),
+    ] {
+        assert_eq!(
+            metric(&a_metrics, &series),
+            Some(1.0),
+            "{series} in:\n{a_metrics}"
+        );
+    }
+    for series in [
+        format!(r#"batchbridge_poll_duration_seconds_count{{namespace="{ns}",cluster="slurm"}}"#),
+        format!(
+            r#"batchbridge_scheduler_commands_total{{namespace="{ns}",cluster="slurm",command="squeue"}}"#
+        ),
+    ] {
+        let value = metric(&a_metrics, &series).unwrap_or(0.0);
+        assert!(value >= 1.0, "{series} in:\n{a_metrics}");
+    }
+
+    // A crash: the Lease is not released, so B waits for it to expire.
+    a.signal("-KILL");
+    let crashed = Instant::now();
+    a.exited().await;
+    create_job(&bed, "second", script.clone()).await;
+    b.wait_until("it leads", LEASE_DURATION * 2, async |r| r.leads().await)
+        .await;
+    let takeover = crashed.elapsed();
+    let second = wait_for_phase(&bed, "second", Phase::Succeeded).await;
+    assert_eq!(holder(&bed).await.as_deref(), Some("b"));
+    assert_eq!(b.submits(&ns).await, 1.0);
+
+    // A graceful stop releases the Lease: the new replica leads at once.
+    let a = Replica::start("a2", &bed, dir.path());
+    a.wait_until("it is ready", Duration::from_secs(30), async |r| {
+        http_get(r.address, "/readyz").await.map(|(code, _)| code) == Some(200)
+    })
+    .await;
+    assert!(!a.leads().await);
+    b.signal("-TERM");
+    let stopped = Instant::now();
+    assert!(b.exited().await.success(), "a graceful stop exits 0");
+    assert_eq!(
+        holder(&bed).await,
+        None,
+        "a graceful stop releases the Lease"
+    );
+    a.wait_until("it leads", LEASE_DURATION, async |r| r.leads().await)
+        .await;
+    let handover = stopped.elapsed();
+    create_job(&bed, "third", script).await;
+    let third = wait_for_phase(&bed, "third", Phase::Succeeded).await;
+    assert_eq!(a.submits(&ns).await, 1.0);
+    sampler.abort();
+    assert!(
+        !both_led.load(Ordering::Relaxed),
+        "two replicas reported leading at the same time"
+    );
+
+    // Every job ran exactly once on SLURM: one accounting record per key (the UID). The
+    // last record may reach slurmdbd a moment after the job's end.
+    let uids = [&first, &second, &third].map(|job| job.metadata.uid.clone().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runs = loop {
+        let comments = slurm("sacct -X -n -P -S now-1hour -o Comment").await;
+        let runs = uids
+            .clone()
+            .map(|uid| comments.lines().filter(|c| *c == uid).count());
+        if !runs.contains(&0) || Instant::now() > deadline {
+            break runs;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(runs, [1, 1, 1], "SLURM jobs with each job's key");
+    assert!(
+        takeover < LEASE_DURATION + Duration::from_secs(10),
+        "a crashed leader was replaced in {takeover:?}"
+    );
+    assert!(
+        handover < LEASE_DURATION + Duration::from_secs(10),
+        "a released Lease was taken in {handover:?}"
+    );
+    eprintln!("takeover after a crash: {takeover:?}; after a graceful stop: {handover:?}");
+    drop(a);
+    bed.clean_up().await;
+}
