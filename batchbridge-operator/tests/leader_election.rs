@@ -12,9 +12,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,103 +22,14 @@ use common::Cluster;
 use common::operator::{
     create_cluster, create_job, create_secret, http_get, metric, slurm, status, wait_for_phase,
 };
+use common::process::{OperatorProcess, write_operator_kubeconfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
-use tokio::process::{Child, Command};
 
 const LEASE: &str = "batchbridge-operator-test";
 /// The binary's Lease duration: a crashed leader is replaced within it.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
-
-/// One operator process.
-struct Replica {
-    name: &'static str,
-    address: SocketAddr,
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl Replica {
-    fn start(name: &'static str, bed: &Cluster, dir: &Path) -> Self {
-        // A free port: bound, then released for the operator to bind.
-        let address = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let log = dir.join(format!("{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_batchbridge-operator"))
-            .arg("run")
-            .env_clear()
-            .env("KUBECONFIG", dir.join("kubeconfig"))
-            .env("WATCH_NAMESPACE", &bed.namespace)
-            .env("LEASE_NAMESPACE", &bed.namespace)
-            .env("LEASE_NAME", LEASE)
-            .env("POD_NAME", name)
-            .env("METRICS_ADDR", address.to_string())
-            .env("LOCAL_STATE_DIR", dir.join(name))
-            .env("RUST_LOG", "info")
-            .env("PATH", std::env::var("PATH").unwrap())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        Self {
-            name,
-            address,
-            child,
-            log,
-        }
-    }
-
-    async fn metrics(&self) -> String {
-        http_get(self.address, "/metrics")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
-    async fn leads(&self) -> bool {
-        metric(&self.metrics().await, "batchbridge_leader") == Some(1.0)
-    }
-
-    async fn submits(&self, namespace: &str) -> f64 {
-        let series =
-            format!(r#"batchbridge_submits_total{{namespace="{namespace}",cluster="slurm"}}"#);
-        metric(&self.metrics().await, &series).unwrap_or(0.0)
-    }
-
-    /// Waits until `check` holds for this replica; fails with its log otherwise.
-    async fn wait_until(&self, what: &str, patience: Duration, check: impl AsyncFn(&Self) -> bool) {
-        let deadline = Instant::now() + patience;
-        while !check(self).await {
-            assert!(
-                Instant::now() < deadline,
-                "replica {}: timed out waiting until {what}; its log:\n{}",
-                self.name,
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn signal(&self, signal: &str) {
-        let pid = self.child.id().unwrap().to_string();
-        let status = std::process::Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    async fn exited(mut self) -> std::process::ExitStatus {
-        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("the replica exits")
-            .unwrap()
-    }
-}
 
 async fn holder(bed: &Cluster) -> Option<String> {
     let lease = Api::<Lease>::namespaced(bed.client.clone(), &bed.namespace)
@@ -138,16 +46,15 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
     create_secret(&bed, "cluster-key", &login).await;
     create_cluster(&bed, "slurm", "slurm", &login, "cluster-key").await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = serde_saphyr::to_string(&bed.operator_kubeconfig().await).unwrap();
-    std::fs::write(dir.path().join("kubeconfig"), kubeconfig).unwrap();
+    write_operator_kubeconfig(&bed, dir.path()).await;
     let ns = bed.namespace.clone();
 
-    let a = Replica::start("a", &bed, dir.path());
+    let a = OperatorProcess::start("a", &bed, dir.path(), Some(LEASE));
     a.wait_until("it leads", Duration::from_secs(30), async |r| {
         r.leads().await
     })
     .await;
-    let b = Replica::start("b", &bed, dir.path());
+    let b = OperatorProcess::start("b", &bed, dir.path(), Some(LEASE));
     b.wait_until("it is ready", Duration::from_secs(30), async |r| {
         http_get(r.address, "/readyz").await.map(|(code, _)| code) == Some(200)
     })
@@ -214,7 +121,7 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
     assert_eq!(b.submits(&ns).await, 1.0);
 
     // A graceful stop releases the Lease: the new replica leads at once.
-    let a = Replica::start("a2", &bed, dir.path());
+    let a = OperatorProcess::start("a2", &bed, dir.path(), Some(LEASE));
     a.wait_until("it is ready", Duration::from_secs(30), async |r| {
         http_get(r.address, "/readyz").await.map(|(code, _)| code) == Some(200)
     })

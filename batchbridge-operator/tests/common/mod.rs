@@ -25,6 +25,7 @@ use kube::{Client, Config, Resource};
 use serde_json::{Value, json};
 
 pub(crate) mod operator;
+pub(crate) mod process;
 
 pub(crate) const FIELD_MANAGER: &str = "batchbridge-crds-test";
 

@@ -1,0 +1,128 @@
+//! The operator binary as a process of its own, for tests that kill it like a crashed pod.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use super::Cluster;
+use super::operator::{http_get, metric};
+
+/// Writes `dir/kubeconfig`: the operator's ServiceAccount token for `bed`
+/// ([`Cluster::operator_kubeconfig`]).
+pub(crate) async fn write_operator_kubeconfig(bed: &Cluster, dir: &Path) {
+    let kubeconfig = serde_saphyr::to_string(&bed.operator_kubeconfig().await).unwrap();
+    std::fs::write(dir.join("kubeconfig"), kubeconfig).unwrap();
+}
+
+/// The `batchbridge-operator` binary running for a test namespace, as a process of its own
+/// (so it can be killed like a crashed pod), with its endpoints on a free port.
+pub(crate) struct OperatorProcess {
+    pub(crate) name: &'static str,
+    pub(crate) address: SocketAddr,
+    pub(crate) child: Child,
+    pub(crate) log: PathBuf,
+}
+
+impl OperatorProcess {
+    /// Starts replica `name`, authenticating with `dir/kubeconfig` (see
+    /// [`write_operator_kubeconfig`]), electing a leader on Lease `lease` when given; its log
+    /// goes to `dir/NAME.log`.
+    pub(crate) fn start(
+        name: &'static str,
+        bed: &Cluster,
+        dir: &Path,
+        lease: Option<&str>,
+    ) -> Self {
+        // A free port: bound, then released for the operator to bind.
+        let address = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_batchbridge-operator"));
+        if let Some(lease) = lease {
+            command
+                .env("LEASE_NAMESPACE", &bed.namespace)
+                .env("LEASE_NAME", lease);
+        }
+        let child = command
+            .arg("run")
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .env("WATCH_NAMESPACE", &bed.namespace)
+            .env("POD_NAME", name)
+            .env("METRICS_ADDR", address.to_string())
+            .env("LOCAL_STATE_DIR", dir.join(name))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            name,
+            address,
+            child,
+            log,
+        }
+    }
+
+    /// What `/metrics` shows; empty when the process does not answer.
+    pub(crate) async fn metrics(&self) -> String {
+        http_get(self.address, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// Whether it reports holding the leader Lease.
+    pub(crate) async fn leads(&self) -> bool {
+        metric(&self.metrics().await, "batchbridge_leader") == Some(1.0)
+    }
+
+    /// `batchbridge_submits_total` for the BatchCluster `slurm` of `namespace`.
+    pub(crate) async fn submits(&self, namespace: &str) -> f64 {
+        let series =
+            format!(r#"batchbridge_submits_total{{namespace="{namespace}",cluster="slurm"}}"#);
+        metric(&self.metrics().await, &series).unwrap_or(0.0)
+    }
+
+    /// Waits until `check` holds for this replica; fails with its log otherwise.
+    pub(crate) async fn wait_until(
+        &self,
+        what: &str,
+        patience: Duration,
+        check: impl AsyncFn(&Self) -> bool,
+    ) {
+        let deadline = Instant::now() + patience;
+        while !check(self).await {
+            assert!(
+                Instant::now() < deadline,
+                "replica {}: timed out waiting until {what}; its log:\n{}",
+                self.name,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Sends `signal` (`-KILL`, `-TERM`…) to the process.
+    pub(crate) fn signal(&self, signal: &str) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to end.
+    pub(crate) async fn exited(mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the replica exits")
+            .unwrap()
+    }
+}
