@@ -114,26 +114,41 @@ impl Metrics {
             jobs: Arc::default(),
         };
         let mut registry = metrics.registry;
-        registry.register(
-            "submits",
-            "Jobs submitted to a scheduler (every attempt)",
-            metrics.submits.clone(),
-        );
-        registry.register(
-            "submit_failures",
-            "Submits the scheduler or the connection refused",
-            metrics.submit_failures.clone(),
-        );
-        registry.register(
-            "cancels",
-            "Jobs cancelled on a scheduler because their BatchJob was deleted",
-            metrics.cancels.clone(),
-        );
-        registry.register(
-            "cancel_failures",
-            "Cancels that failed (retried until they succeed)",
-            metrics.cancel_failures.clone(),
-        );
+        let per_cluster = [
+            (
+                "submits",
+                "Jobs submitted to a scheduler (every attempt)",
+                &metrics.submits,
+            ),
+            (
+                "submit_failures",
+                "Submits the scheduler or the connection refused",
+                &metrics.submit_failures,
+            ),
+            (
+                "cancels",
+                "Jobs cancelled on a scheduler because their BatchJob was deleted",
+                &metrics.cancels,
+            ),
+            (
+                "cancel_failures",
+                "Cancels that failed (retried until they succeed)",
+                &metrics.cancel_failures,
+            ),
+            (
+                "ssh_connections_opened",
+                "SSH master connections opened to a cluster (the first and every reconnect)",
+                &metrics.ssh_connections,
+            ),
+            (
+                "ssh_reconnects",
+                "SSH master connections re-opened after one was lost",
+                &metrics.ssh_reconnects,
+            ),
+        ];
+        for (name, help, family) in per_cluster {
+            registry.register(name, help, family.clone());
+        }
         registry.register(
             "poll_duration_seconds",
             "How long one status poll of a cluster's followed jobs took",
@@ -143,16 +158,6 @@ impl Metrics {
             "scheduler_commands",
             "Commands run on a cluster's login node, by tool",
             metrics.scheduler_commands.clone(),
-        );
-        registry.register(
-            "ssh_connections_opened",
-            "SSH master connections opened to a cluster (the first and every reconnect)",
-            metrics.ssh_connections.clone(),
-        );
-        registry.register(
-            "ssh_reconnects",
-            "SSH master connections re-opened after one was lost",
-            metrics.ssh_reconnects.clone(),
         );
         registry.register(
             "reconcile_errors",

@@ -147,10 +147,15 @@ impl Tools {
     /// The server-side dry run of `yaml`: every object must be accepted. Returns what kubectl
     /// reports, one `resource/name` per object.
     fn dry_run(&self, yaml: &str) -> Vec<String> {
+        self.dry_run_in(yaml, &[])
+    }
+
+    /// [`Tools::dry_run`] with more kubectl arguments (`-n NAMESPACE`).
+    fn dry_run_in(&self, yaml: &str, more: &[&str]) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("manifests.yaml");
         std::fs::write(&file, yaml).unwrap();
-        let out = self.kubectl(&[
+        let mut args = vec![
             "apply",
             "--server-side",
             "--dry-run=server",
@@ -161,7 +166,9 @@ impl Tools {
             "name",
             "-f",
             file.to_str().unwrap(),
-        ]);
+        ];
+        args.extend_from_slice(more);
+        let out = self.kubectl(&args);
         out.lines().map(str::to_owned).collect()
     }
 }
@@ -871,24 +878,8 @@ fn readme_deploy_examples_are_valid() {
         for object in &objects.0 {
             kinds.insert(object["kind"].as_str().unwrap().to_owned());
         }
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("example.yaml");
-        std::fs::write(&file, block).unwrap();
-        let out = tools.kubectl(&[
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--field-manager",
-            FIELD_MANAGER,
-            "-n",
-            &ns,
-            "-o",
-            "name",
-            "-f",
-            file.to_str().unwrap(),
-        ]);
-        println!("{block}\n=> {out}");
-        assert_eq!(out.lines().count(), objects.0.len(), "{out}");
+        let accepted = tools.dry_run_in(block, &["-n", &ns]);
+        assert_eq!(accepted.len(), objects.0.len(), "{block}\n=> {accepted:?}");
     }
     for kind in ["Secret", "BatchCluster", "BatchJob"] {
         assert!(

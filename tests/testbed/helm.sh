@@ -36,17 +36,6 @@ LOCK_FILE="$HELM_DIR/.lock"
 
 lock_fd=""
 
-# find_go : print the go tool; CI images put it in /usr/local/go/bin, not always on PATH.
-find_go() {
-    if command -v go >/dev/null; then
-        command -v go
-    elif [[ -x /usr/local/go/bin/go ]]; then
-        echo /usr/local/go/bin/go
-    else
-        die "the go tool is needed to build helm (Debian's golang is too old; install Go >= 1.26)"
-    fi
-}
-
 # go_logged ARGS... : go with every cache inside $BUILD_DIR (a rebuild downloads and compiles
 # nothing; CI can cache one directory), module-cache files writable so `rm -rf` works, no
 # toolchain downloaded behind our back; output in the build log, shown only on failure.
@@ -76,7 +65,7 @@ helm_ok() {
 # the version `helm lint` checks deprecated APIs against).
 build_helm() {
     local started=$SECONDS client_go minor ldflags
-    GO="$(find_go)"
+    GO="$(find_go "helm")"
     log "helm: building helm $HELM_VERSION with $("$GO" version) (log: $BUILD_LOG)"
     install -d "$BIN_DIR" "$BUILD_DIR"
     client_go="$(cd "$BUILD_DIR" && env GOMODCACHE="$BUILD_DIR/gomodcache" GOFLAGS=-modcacherw \

@@ -72,17 +72,6 @@ PKI_CHANGED=0
 # ---------------------------------------------------------------------------
 # Build
 
-# find_go : print the go tool; CI images put it in /usr/local/go/bin, not always on PATH.
-find_go() {
-    if command -v go >/dev/null; then
-        command -v go
-    elif [[ -x /usr/local/go/bin/go ]]; then
-        echo /usr/local/go/bin/go
-    else
-        die "the go tool is needed to build kube-apiserver and etcd (Debian's golang is too old; install Go >= 1.25)"
-    fi
-}
-
 # go_in DIR ARGS... : go with every cache inside $BUILD_DIR, so a rebuild downloads and
 # compiles nothing and CI can cache a single directory; module-cache files stay writable so
 # `rm -rf` works, and no toolchain is downloaded behind our back.
@@ -185,7 +174,7 @@ ensure_binaries() {
     [[ "$(binary_version etcd)" == "$ETCD_VERSION" ]] || need_etcd=1
     ((need_kube || need_etcd)) || return 0
 
-    GO="$(find_go)"
+    GO="$(find_go "kube-apiserver and etcd")"
     log "kube: using $("$GO" version)"
     install -d "$BIN_DIR" "$BUILD_DIR"
     if ((need_etcd)); then

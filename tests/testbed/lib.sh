@@ -261,3 +261,15 @@ component_main() {
         ;;
     esac
 }
+
+# find_go WHAT : print the go tool that builds WHAT; CI images put it in /usr/local/go/bin,
+# not always on PATH.
+find_go() {
+    if command -v go >/dev/null; then
+        command -v go
+    elif [[ -x /usr/local/go/bin/go ]]; then
+        echo /usr/local/go/bin/go
+    else
+        die "the go tool is needed to build $1 (Debian's golang is too old; install Go >= 1.26)"
+    fi
+}
