@@ -5,6 +5,16 @@
 # The tag the code assumes by default is ghcr.io/batchbridge/operator:<crate version>; the
 # Helm chart and the kustomize base pass the image they deploy to the operator as
 # OPERATOR_IMAGE, because the log pods (`fetch-output` mode) run this same image.
+#
+# CI has no docker daemon, so it verifies the runtime stage without one:
+# tests/testbed/image.sh builds the stage's root filesystem from this file's own
+# instructions (debootstrap of the FROM suite, then every RUN of the last stage, with its ENV),
+# and batchbridge-operator/tests/image_runtime.rs runs the operator binary in it as the USER
+# below, on a read-only root with only /tmp writable, as the Deployment and the log pods run
+# it, up to a log pod's fetch-output over SSH against the SLURM test bed. Keep the last stage
+# to what image.sh understands (FROM debian:SUITE[-slim], shell-form RUN, ENV, USER, WORKDIR,
+# one COPY --from, EXPOSE, LABEL, exec-form ENTRYPOINT and CMD); it stops with a message on
+# anything else.
 
 # Build stage: the official Rust image of the toolchain the project uses (rustc 1.95), on
 # the same Debian release as the runtime stage, so the binary links against the glibc it

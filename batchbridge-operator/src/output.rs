@@ -29,6 +29,9 @@ use crate::crd::{BatchClusterSpec, BatchJob, Scheduler};
 /// The most output a ConfigMap keeps, per stream: two of these stay under the 1 MiB
 /// object limit with room for the metadata.
 pub const CONFIG_MAP_CAP: u64 = 480 * 1024;
+/// The group of the operator image's user (uid and gid 65532, see the Dockerfile).
+const IMAGE_GROUP: i64 = 65532;
+
 /// Where the log pod mounts the cluster's Secret.
 const SECRET_MOUNT: &str = "/var/run/batchbridge/credentials";
 
@@ -196,6 +199,9 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
             // What the Pod Security Standards' "restricted" profile asks.
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
+                // The kubelet writes the Secret's key as root; this group (the image's user's)
+                // lets the non-root user read it.
+                fs_group: Some(IMAGE_GROUP),
                 seccomp_profile: Some(SeccompProfile {
                     type_: "RuntimeDefault".into(),
                     ..SeccompProfile::default()

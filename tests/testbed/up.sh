@@ -4,7 +4,7 @@
 # usage: up.sh [COMPONENT...]     (default: all components)
 #
 # Each component is tests/testbed/<name>.sh and understands up|down|status: those lib.sh
-# lists, then helm.
+# lists, then helm and image.
 # Connection facts end up under $BATCHBRIDGE_TESTBED_DIR
 # (default /var/lib/batchbridge-testbed), e.g. ssh/facts.json.
 set -euo pipefail
@@ -16,8 +16,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 choose_components "$@"
 # The helm client (helm.sh; nothing to start, only a binary to build once) comes after the
 # services: the tests of the operator's chart render with it and validate against kube.
-if (($# == 0)) && [[ " ${COMPONENTS[*]} " != *" helm "* ]]; then
-    COMPONENTS+=(helm)
+# Then the image's runtime stage as a root filesystem (image.sh; nothing to start either,
+# built once and again when the Dockerfile's runtime stage changes), in which
+# batchbridge-operator/tests/image_runtime.rs runs the operator binary.
+if (($# == 0)); then
+    for extra in helm image; do
+        [[ " ${COMPONENTS[*]} " == *" $extra "* ]] || COMPONENTS+=("$extra")
+    done
 fi
 
 for component in "${COMPONENTS[@]}"; do

@@ -1,0 +1,442 @@
+//! The operator image's runtime contract, checked without docker: the binary cargo built
+//! runs in the Dockerfile's runtime stage (Debian slim with only the packages the Dockerfile
+//! installs, built by `tests/testbed/image.sh` from the Dockerfile's own instructions), as
+//! the numeric non-root user of its USER line, on a read-only root filesystem with only
+//! `/tmp` writable, as the Helm chart's and kustomize's Deployment and the log pods run it.
+//!
+//! Each run gets a private mount namespace (`unshare --mount`): an overlay of the image's
+//! root filesystem (so nothing touches the test bed's copy), the binary bind-mounted read-only
+//! where the Dockerfile's COPY puts it, a container's /proc and /dev, the pod's volumes (a
+//! fresh tmpfs for an emptyDir, a read-only bind mount of a Secret's files), then the root
+//! remounted read-only and `chroot --userspec` to the image's user with the image's
+//! environment. Everything is unmounted when the run ends. The tests need root, as CI runs
+//! them; a test bed that is not up fails them, they never skip.
+//!
+//! The log pod is checked end to end: a job runs on the SLURM test bed, then fetch-output
+//! runs in the image with the environment, arguments and volumes of the pod
+//! `output::log_pod` builds, reaching the cluster with the image's OpenSSH client as the
+//! image's user, with no home directory. The same run without a writable /tmp must fail,
+//! so the tests really run on a read-only root.
+
+// Helpers panic on purpose: anything unexpected is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::Arc;
+
+use batchbridge_core::conformance::{self, unique_key};
+use batchbridge_core::{BatchBackend, JobSpec, JobState};
+use batchbridge_operator::crd::{BatchClusterSpec, BatchJob};
+use batchbridge_operator::output;
+use batchbridge_slurm::{SlurmBackend, SlurmConfig};
+use batchbridge_testbed::{login, ssh_facts, testbed_dir, testbed_script};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use serde_json::{Value, json};
+
+/// The user the image must run as (README, Dockerfile, and the manifests' runAsUser).
+const UID: u32 = 65532;
+/// The longest one run in the image may take.
+const RUN_TIMEOUT_SECS: &str = "120";
+
+/// What `tests/testbed/image.sh` recorded in `image/facts.json`.
+#[derive(Debug)]
+struct ImageFacts {
+    rootfs: PathBuf,
+    uid: u32,
+    gid: u32,
+    user_name: String,
+    home: String,
+    binary: String,
+    env: BTreeMap<String, String>,
+    entrypoint: Vec<String>,
+}
+
+/// Reads `image/facts.json`, after `image.sh status` has confirmed that the root filesystem
+/// was built from the Dockerfile as it is now.
+fn image_facts() -> ImageFacts {
+    testbed_script("image.sh", &["status"]);
+    let path = testbed_dir().join("image/facts.json");
+    let facts: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|err| {
+            panic!("{}: {err}; run tests/testbed/image.sh up", path.display())
+        }))
+        .unwrap();
+    let text = |name: &str| {
+        facts[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: no {name}", path.display()))
+            .to_owned()
+    };
+    let id = |name: &str| {
+        let id = facts[name].as_u64().unwrap_or_else(|| {
+            panic!(
+                "{}: no numeric {name}: the Dockerfile must set USER",
+                path.display()
+            )
+        });
+        u32::try_from(id).unwrap()
+    };
+    ImageFacts {
+        rootfs: text("rootfs").into(),
+        uid: id("uid"),
+        gid: id("gid"),
+        user_name: text("user_name"),
+        home: text("home"),
+        binary: text("binary"),
+        env: serde_json::from_value(facts["env"].clone()).unwrap(),
+        entrypoint: serde_json::from_value(facts["entrypoint"].clone()).unwrap(),
+    }
+}
+
+/// Makes the container in a private mount namespace and runs the command in it. Arguments:
+/// ROOTFS WORK BINARY DEST USER MOUNT... -- ENV... -- COMMAND...; a MOUNT is `tmpfs:PATH` or
+/// `ro:SOURCE:PATH`. Paths inside the root are resolved in it (/var/run is a symlink to /run).
+const CONTAINER: &str = r#"
+set -euo pipefail
+rootfs=$1 work=$2 binary=$3 dest=$4 user=$5
+shift 5
+mounts=()
+while [[ $1 != -- ]]; do mounts+=("$1"); shift; done
+shift
+envs=()
+while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+shift
+chroot_bin=$(command -v chroot)
+mount -t tmpfs -o mode=0700 image-runtime "$work"
+mkdir "$work/upper" "$work/work" "$work/root"
+root=$work/root
+mount -t overlay -o "lowerdir=$rootfs,upperdir=$work/upper,workdir=$work/work" image-runtime "$root"
+inside() { printf '%s%s' "$root" "$("$chroot_bin" "$root" realpath -m -- "$1")"; }
+# COPY --from=build: the binary, read-only, root-owned.
+"$chroot_bin" "$root" mkdir -p -- "$(dirname "$dest")"
+: >"$(inside "$dest")"
+mount --bind -o ro "$binary" "$(inside "$dest")"
+# What a container runtime provides.
+mount -t proc proc "$root/proc"
+mount -t tmpfs -o mode=0755,nosuid image-runtime "$root/dev"
+for node in null zero full random urandom tty; do
+    : >"$root/dev/$node"
+    mount --bind "/dev/$node" "$root/dev/$node"
+done
+ln -s /proc/self/fd "$root/dev/fd"
+# The pod's volumes.
+for spec in "${mounts[@]}"; do
+    case $spec in
+    tmpfs:*) mount -t tmpfs -o mode=0777,nosuid,nodev image-runtime "$(inside "${spec#tmpfs:}")" ;;
+    ro:*)
+        spec=${spec#ro:}
+        "$chroot_bin" "$root" mkdir -p -- "${spec#*:}"
+        mount --bind -o ro "${spec%%:*}" "$(inside "${spec#*:}")"
+        ;;
+    *) echo "unknown mount $spec" >&2; exit 100 ;;
+    esac
+done
+# readOnlyRootFilesystem: the root read-only, the mounts on it as they are.
+mount -o remount,bind,ro "$root"
+exec env -i "${envs[@]}" "$chroot_bin" --userspec="$user" "$root" "$@"
+"#;
+
+/// A volume of the container: what the pod mounts where.
+enum Volume {
+    /// An emptyDir: a fresh, empty, writable file system.
+    EmptyDir(String),
+    /// A Secret, read-only: the directory holding its files, and where it goes.
+    Secret(PathBuf, String),
+}
+
+/// Runs `args` (the image's ENTRYPOINT first, unless `command` replaces it) in the image as
+/// its user, with the image's environment plus `env`, on a read-only root with `volumes`.
+fn run_in_image(
+    facts: &ImageFacts,
+    volumes: &[Volume],
+    env: &[(String, String)],
+    command: Option<&[&str]>,
+    args: &[&str],
+) -> Output {
+    assert!(
+        is_root(),
+        "these tests make mount namespaces and chroot: run them as root (as CI does)"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_batchbridge-operator"));
+    let mut cmd = std::process::Command::new("flock");
+    // image.sh replaces the root filesystem only under the lock's exclusive side.
+    cmd.arg("--shared")
+        .arg(testbed_dir().join("image/.lock"))
+        .args(["timeout", "--kill-after=5", RUN_TIMEOUT_SECS])
+        .args(["unshare", "--mount", "--propagation", "private"])
+        .args(["bash", "-c", CONTAINER, "image-runtime"])
+        .arg(&facts.rootfs)
+        .arg(work.path())
+        .arg(&binary)
+        .arg(&facts.binary)
+        .arg(format!("{}:{}", facts.uid, facts.gid));
+    for volume in volumes {
+        match volume {
+            Volume::EmptyDir(path) => cmd.arg(format!("tmpfs:{path}")),
+            Volume::Secret(source, path) => cmd.arg(format!("ro:{}:{path}", source.display())),
+        };
+    }
+    cmd.arg("--");
+    // A container's environment: the image's, HOME from the user's passwd entry (as docker
+    // and the kubelet's runtimes set it), then the pod's.
+    let home = if facts.home.is_empty() {
+        "/"
+    } else {
+        &facts.home
+    };
+    cmd.arg(format!("HOME={home}"));
+    for (name, value) in facts.env.iter().chain(env.iter().map(|(n, v)| (n, v))) {
+        cmd.arg(format!("{name}={value}"));
+    }
+    cmd.arg("--");
+    match command {
+        Some(command) => cmd.args(command),
+        None => cmd.args(&facts.entrypoint),
+    };
+    cmd.args(args);
+    let output = cmd.output().unwrap();
+    assert_ne!(
+        output.status.code(),
+        Some(124),
+        "timed out after {RUN_TIMEOUT_SECS}s: {}",
+        text(&output.stderr)
+    );
+    output
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A /tmp emptyDir, as the Deployment and the log pods mount one.
+fn writable_tmp() -> Volume {
+    Volume::EmptyDir("/tmp".into())
+}
+
+/// The image is what the manifests assume: the numeric user 65532 with a passwd entry and
+/// no home directory, and an ENTRYPOINT that is the binary the Dockerfile copies in. In it,
+/// the binary starts (its dynamic libraries are all there) and refuses an unknown command
+/// with exit code 2 and a message naming the commands.
+#[test]
+fn the_binary_starts_in_the_image_as_its_non_root_user() {
+    let facts = image_facts();
+    assert_eq!((facts.uid, facts.gid), (UID, UID), "{facts:?}");
+    assert!(
+        !facts.user_name.is_empty(),
+        "uid {UID} needs a passwd entry: ssh refuses to run without one"
+    );
+    assert_eq!(facts.entrypoint, std::slice::from_ref(&facts.binary));
+    assert_eq!(facts.env.get("TMPDIR").map(String::as_str), Some("/tmp"));
+
+    // The harness itself: the user, and a root that cannot be written outside /tmp.
+    let probe = run_in_image(
+        &facts,
+        &[writable_tmp()],
+        &[],
+        Some(&["/bin/sh", "-c"][..]),
+        &[
+            "id; test ! -e \"$HOME\" && echo no home; touch /probe || true; touch /tmp/probe && echo tmp writable",
+        ],
+    );
+    let name = &facts.user_name;
+    assert_eq!(
+        text(&probe.stdout),
+        format!(
+            "uid={UID}({name}) gid={UID}({name}) groups={UID}({name})\nno home\ntmp writable\n"
+        ),
+        "{}",
+        text(&probe.stderr)
+    );
+    assert!(
+        text(&probe.stderr).contains("Read-only file system"),
+        "{}",
+        text(&probe.stderr)
+    );
+
+    let output = run_in_image(&facts, &[writable_tmp()], &[], None, &["unknown-cmd"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(r#"unknown command "unknown-cmd": use run (the default) or fetch-output"#),
+        "{stderr}"
+    );
+}
+
+/// The controllers' mode starts in the image and, with no Kubernetes API to reach (no
+/// in-cluster service account, no kubeconfig under the nonexistent home), exits 1 saying so
+/// rather than panicking or hanging.
+#[test]
+fn run_without_a_kubernetes_api_fails_readably() {
+    let facts = image_facts();
+    let output = run_in_image(&facts, &[writable_tmp()], &[], None, &["run"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the Kubernetes API"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// The log pod for a job of the SLURM test bed, as the operator would create it.
+fn log_pod(job_id: &batchbridge_core::JobId) -> Pod {
+    let ssh = login("ssh");
+    let cluster: BatchClusterSpec = serde_json::from_value(json!({
+        "scheduler": "slurm",
+        "ssh": {"host": ssh.host, "port": ssh.port, "user": ssh.user},
+        "secretRef": {"name": "slurm-login"},
+        "knownHosts": std::fs::read_to_string(&ssh.known_hosts).unwrap(),
+    }))
+    .unwrap();
+    let job: BatchJob = serde_json::from_value(json!({
+        "apiVersion": "batchbridge.dev/v1alpha1",
+        "kind": "BatchJob",
+        "metadata": {"name": "image-runtime", "namespace": "research", "uid": "image-runtime-uid"},
+        "spec": {"clusterRef": {"name": "slurm"}, "script": "true"},
+    }))
+    .unwrap();
+    output::log_pod(&job, &cluster, job_id, "ghcr.io/batchbridge/operator:test")
+}
+
+/// The Secret volume the kubelet would make of a `kubernetes.io/ssh-auth` Secret holding the
+/// test bed's key: its atomic-writer layout (`ssh-privatekey` -> `..data/ssh-privatekey`,
+/// `..data` -> a timestamped directory) and the key owned by root with the volume's
+/// defaultMode, plus group read for the pod's fsGroup, whose group it gets. The log pod sets
+/// no fsGroup today, and then the kubelet leaves the key root:root 0400, which the image's
+/// user cannot read; until it does, the key gets the group the Deployment's fsGroup gives,
+/// the image's 65532. Returns the directory and the temporary directory holding it.
+fn secret_volume(spec: &PodSpec, default_mode: u32) -> (tempfile::TempDir, PathBuf) {
+    let holder = tempfile::tempdir().unwrap();
+    let dir = holder.path().join("credentials");
+    let data = dir.join("..2026_01_01_00_00_00.000000000");
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("ssh-privatekey");
+    std::fs::copy(login("ssh").private_key, &key).unwrap();
+    // What the kubelet does: with an fsGroup the key is root:FSGROUP and group-readable,
+    // without one it is root:root with the Secret's mode.
+    let (group, mode) = match spec.security_context.as_ref().and_then(|c| c.fs_group) {
+        Some(group) => (u32::try_from(group).unwrap(), default_mode | 0o440),
+        None => (0, default_mode),
+    };
+    std::os::unix::fs::chown(&key, Some(0), Some(group)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+    for dir in [&dir, &data] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::symlink(data.file_name().unwrap(), dir.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/ssh-privatekey", dir.join("ssh-privatekey")).unwrap();
+    (holder, dir)
+}
+
+/// The log pod's container: its one container, which must keep the root read-only.
+fn container(pod: &Pod) -> &Container {
+    let container = &pod.spec.as_ref().unwrap().containers[0];
+    let security = container.security_context.as_ref().unwrap();
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    container
+}
+
+/// fetch-output, run in the image exactly as the log pod says (arguments, environment,
+/// volumes), prints a SLURM job's stdout and stderr: the image's OpenSSH client reaches the
+/// cluster as uid 65532 with no home and only /tmp writable. Without the writable /tmp the
+/// same run fails, naming the read-only file system.
+#[tokio::test]
+async fn fetch_output_in_the_image_prints_a_slurm_jobs_output() {
+    let facts = image_facts();
+    let backend =
+        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
+    let spec = JobSpec::new(
+        unique_key("image-runtime"),
+        "image-runtime",
+        "printf 'hello from job %s\\n' \"$SLURM_JOB_ID\"\necho to-stderr >&2\n",
+    );
+    let id = backend.submit(&spec).await.unwrap();
+    let status = conformance::wait_terminal(&backend, &id, &conformance::Config::default())
+        .await
+        .unwrap();
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let expected = format!("hello from job {id}\nto-stderr\n");
+
+    let pod = log_pod(&id);
+    let pod_spec = pod.spec.as_ref().unwrap();
+    let container = container(&pod);
+    let args: Vec<&str> = container
+        .args
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(args, ["fetch-output"]);
+    assert!(
+        container.command.is_none(),
+        "the log pod runs the image's ENTRYPOINT"
+    );
+    let env: Vec<(String, String)> = container
+        .env
+        .iter()
+        .flatten()
+        .map(|var| (var.name.clone(), var.value.clone().unwrap_or_default()))
+        .collect();
+    let mut holders = Vec::new();
+    let mut volumes = Vec::new();
+    for mount in container.volume_mounts.iter().flatten() {
+        let volume = pod_spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|volume| volume.name == mount.name)
+            .unwrap();
+        if volume.empty_dir.is_some() {
+            volumes.push(Volume::EmptyDir(mount.mount_path.clone()));
+        } else if let Some(secret) = &volume.secret {
+            assert_eq!(mount.read_only, Some(true));
+            let mode = u32::try_from(secret.default_mode.unwrap_or(0o644)).unwrap();
+            let (holder, dir) = secret_volume(pod_spec, mode);
+            holders.push(holder);
+            volumes.push(Volume::Secret(dir, mount.mount_path.clone()));
+        } else {
+            panic!("the test does not model volume {volume:?}");
+        }
+    }
+    assert!(
+        volumes
+            .iter()
+            .any(|v| matches!(v, Volume::EmptyDir(path) if path == "/tmp")),
+        "the log pod must mount an emptyDir on /tmp"
+    );
+
+    let output = run_in_image(&facts, &volumes, &env, None, &args);
+    assert!(
+        output.status.success(),
+        "fetch-output failed in the image ({}): {}",
+        output.status,
+        text(&output.stderr)
+    );
+    assert_eq!(text(&output.stdout), expected, "{}", text(&output.stderr));
+
+    // The same run without the writable /tmp: the SSH client has nowhere for its control
+    // socket and known_hosts.
+    volumes.retain(|v| !matches!(v, Volume::EmptyDir(path) if path == "/tmp"));
+    let output = run_in_image(&facts, &volumes, &env, None, &args);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(text(&output.stdout).is_empty(), "{}", text(&output.stdout));
+    assert!(stderr.contains("fetch-output failed"), "{stderr}");
+    assert!(
+        stderr.contains("Read-only file system") && stderr.contains("/tmp/batchbridge-ssh-"),
+        "{stderr}"
+    );
+}
