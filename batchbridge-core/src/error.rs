@@ -154,6 +154,40 @@ impl Error {
     }
 }
 
+/// The most bytes of a program's output or of a caller's input that an error message
+/// quotes: a scheduler may echo a 100 KB option back (sbatch does with `--begin`), and a
+/// message that long is no use to a reader, and too long for where messages go (the
+/// operator copies one into a BatchJob's status three times; a Kubernetes condition's
+/// message is meant to stay under 32 KiB).
+pub const MAX_QUOTED: usize = 2048;
+
+/// `text` as an error message quotes it: whole up to [`MAX_QUOTED`] bytes, else its first
+/// [`MAX_QUOTED`] bytes (cut on a character boundary) and how many bytes were left out.
+///
+/// ```
+/// use batchbridge_core::error::{MAX_QUOTED, excerpt};
+///
+/// assert_eq!(excerpt("short"), "short");
+/// let megabyte = "x".repeat(1 << 20);
+/// let long = excerpt(&megabyte);
+/// assert!(long.len() < MAX_QUOTED + 40, "{}", long.len());
+/// assert!(long.ends_with("… (1046528 more bytes)"), "{long}");
+/// ```
+pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_QUOTED {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = MAX_QUOTED;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}… ({} more bytes)",
+        &text[..end],
+        text.len() - end
+    ))
+}
+
 impl From<std::io::Error> for Error {
     fn from(err: std::io::Error) -> Self {
         Self::new(ErrorKind::Io, err.to_string()).with_source(err)
@@ -185,6 +219,23 @@ mod tests {
         for (kind, temporary) in cases {
             assert_eq!(Error::new(kind, "x").is_temporary(), temporary, "{kind:?}");
         }
+    }
+
+    #[test]
+    fn excerpts_are_bounded_and_cut_on_character_boundaries() {
+        assert_eq!(excerpt(""), "");
+        let exact = "y".repeat(MAX_QUOTED);
+        assert_eq!(
+            excerpt(&exact),
+            exact.as_str(),
+            "the limit itself is kept whole"
+        );
+        // 'é' is two bytes: the cut falls inside one and moves back before it.
+        let accented = format!("a{}", "é".repeat(MAX_QUOTED));
+        let cut = excerpt(&accented);
+        let kept = cut.split('…').next().unwrap();
+        assert_eq!(kept.len(), MAX_QUOTED - 1, "{}", kept.len());
+        assert!(cut.ends_with(&format!("({} more bytes)", accented.len() - kept.len())));
     }
 
     #[test]

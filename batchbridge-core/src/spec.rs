@@ -17,6 +17,12 @@ use crate::error::{Error, Result};
 pub const MAX_KEY_LEN: usize = 64;
 /// Longest accepted job name.
 pub const MAX_NAME_LEN: usize = 128;
+/// Longest accepted working directory or container image, in bytes: Linux's `PATH_MAX`.
+pub const MAX_PATH_LEN: usize = 4096;
+/// Longest accepted environment variable as the process environment holds it
+/// (`NAME=VALUE`), in bytes: Linux refuses to start a program with a longer one
+/// (`MAX_ARG_STRLEN`, 128 KiB with its terminating NUL).
+pub const MAX_ENV_ENTRY_LEN: usize = 128 * 1024 - 1;
 
 /// A caller-chosen unique id that makes `submit` idempotent.
 ///
@@ -43,7 +49,8 @@ impl JobKey {
         let key = key.into();
         if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(is_token_byte) {
             return Err(Error::invalid_input(format!(
-                "job key {key:?}: must be 1 to {MAX_KEY_LEN} characters of letters, digits, '.', '_' and '-'"
+                "job key {:?}: must be 1 to {MAX_KEY_LEN} characters of letters, digits, '.', '_' and '-'",
+                truncate_for_message(&key)
             )));
         }
         Ok(Self(key))
@@ -237,8 +244,12 @@ impl JobSpec {
     pub fn environment_script(&self) -> Result<String> {
         let mut script = format!("# The environment of batchbridge job {}.\n", self.key);
         for (name, value) in &self.environment {
-            let quoted = shlex::try_quote(value)
-                .map_err(|err| Error::invalid_input(format!("environment {name:?}: {err}")))?;
+            let quoted = shlex::try_quote(value).map_err(|err| {
+                Error::invalid_input(format!(
+                    "environment {:?}: {err}",
+                    truncate_for_message(name)
+                ))
+            })?;
             script.push_str(&format!("export {name}={quoted}\n"));
         }
         Ok(script)
@@ -326,13 +337,29 @@ impl JobSpec {
             );
             check(
                 !value.contains('\0'),
-                format!("environment {name:?}: the value must not contain NUL bytes"),
+                format!(
+                    "environment {:?}: the value must not contain NUL bytes",
+                    truncate_for_message(name)
+                ),
+            );
+            let entry = name.len() + 1 + value.len();
+            check(
+                entry <= MAX_ENV_ENTRY_LEN,
+                format!(
+                    "environment {:?}: NAME=VALUE is {entry} bytes, more than the \
+                     {MAX_ENV_ENTRY_LEN} a process environment entry may hold; put large \
+                     values in a file the script reads",
+                    truncate_for_message(name)
+                ),
             );
         }
         if let Some(dir) = &self.working_dir {
             check(
-                !dir.is_empty() && !dir.contains(['\0', '\n']),
-                "workingDir: must be a non-empty path without NUL bytes or newlines".into(),
+                !dir.is_empty() && dir.len() <= MAX_PATH_LEN && !dir.contains(['\0', '\n']),
+                format!(
+                    "workingDir: must be a non-empty path of at most {MAX_PATH_LEN} bytes \
+                     without NUL bytes or newlines"
+                ),
             );
         }
         if let Some(array) = self.array {
@@ -344,8 +371,13 @@ impl JobSpec {
         }
         if let Some(container) = &self.container {
             check(
-                !container.image.trim().is_empty() && !container.image.contains(['\0', '\n']),
-                "container.image: must be a non-empty image reference without NUL bytes or newlines".into(),
+                !container.image.trim().is_empty()
+                    && container.image.len() <= MAX_PATH_LEN
+                    && !container.image.contains(['\0', '\n']),
+                format!(
+                    "container.image: must be a non-empty image reference of at most \
+                     {MAX_PATH_LEN} bytes without NUL bytes or newlines"
+                ),
             );
         }
         for (backend, options) in &self.passthrough {
@@ -387,8 +419,16 @@ fn is_valid_env_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-/// Keeps error messages readable when the offending input is huge.
-fn truncate_for_message(s: &str) -> &str {
+/// Keeps error messages readable when the offending input is huge: its first 40
+/// characters.
+///
+/// ```
+/// use batchbridge_core::spec::truncate_for_message;
+///
+/// assert_eq!(truncate_for_message("short"), "short");
+/// assert_eq!(truncate_for_message(&"ü".repeat(1000)).chars().count(), 40);
+/// ```
+pub fn truncate_for_message(s: &str) -> &str {
     match s.char_indices().nth(40) {
         Some((at, _)) => &s[..at],
         None => s,
@@ -591,6 +631,42 @@ mod tests {
                 Some("workingDir"),
             ),
             (
+                "working dir at PATH_MAX",
+                |s| s.working_dir = Some(format!("/{}", "d".repeat(MAX_PATH_LEN - 1))),
+                None,
+            ),
+            (
+                "working dir beyond PATH_MAX",
+                |s| s.working_dir = Some(format!("/{}", "d".repeat(MAX_PATH_LEN))),
+                Some("workingDir: must be a non-empty path of at most 4096 bytes"),
+            ),
+            (
+                "env entry at the limit",
+                |s| {
+                    s.environment
+                        .insert("V".into(), "v".repeat(MAX_ENV_ENTRY_LEN - 2));
+                },
+                None,
+            ),
+            (
+                "env entry beyond the limit",
+                |s| {
+                    s.environment
+                        .insert("V".into(), "v".repeat(MAX_ENV_ENTRY_LEN - 1));
+                },
+                Some("environment \"V\": NAME=VALUE is 131072 bytes"),
+            ),
+            (
+                "container image beyond PATH_MAX",
+                |s| {
+                    s.container = Some(Container {
+                        image: "i".repeat(MAX_PATH_LEN + 1),
+                        runtime: ContainerRuntime::Apptainer,
+                    })
+                },
+                Some("container.image"),
+            ),
+            (
                 "zero array",
                 |s| {
                     s.array = Some(ArraySpec {
@@ -675,6 +751,24 @@ mod tests {
             "message stays short: {} bytes",
             message.len()
         );
+    }
+
+    #[test]
+    fn messages_quote_at_most_the_start_of_huge_names_and_keys() {
+        let huge = "A".repeat(1 << 20);
+        let mut spec = valid();
+        spec.environment.insert(huge.clone(), "nul\0".into());
+        let err = spec.validate().unwrap_err();
+        assert!(
+            err.message()
+                .contains("the value must not contain NUL bytes"),
+            "{err}"
+        );
+        assert!(err.message().len() < 1_000, "{} bytes", err.message().len());
+
+        let err = JobKey::new(format!("{huge};")).unwrap_err();
+        assert!(err.message().starts_with("job key \"AAAA"), "{err}");
+        assert!(err.message().len() < 1_000, "{} bytes", err.message().len());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{self, Submitted, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
@@ -164,8 +165,9 @@ fn scheduler_failure(what: &str, output: &Output) -> Error {
     let error = Error::new(
         ErrorKind::CommandFailed,
         format!(
-            "{what} failed (exit code {:?}): {message}",
-            output.exit_code
+            "{what} failed (exit code {:?}): {}",
+            output.exit_code,
+            excerpt(message)
         ),
     );
     if unreachable {
@@ -295,8 +297,12 @@ impl BatchBackend for HtcondorBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let cluster = job_number(id.as_str())
-            .ok_or_else(|| Error::invalid_input(format!("{id:?} is not an HTCondor cluster id")))?;
+        let cluster = job_number(id.as_str()).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "{:?} is not an HTCondor cluster id",
+                excerpt(id.as_str())
+            ))
+        })?;
         let output = self.run(Command::sh(CANCEL, [cluster])).await?;
         if !output.success() {
             return Err(scheduler_failure("condor_rm", &output));
@@ -381,6 +387,39 @@ mod tests {
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
         assert!(err.is_temporary(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_that_echoes_a_huge_value_is_quoted_only_in_part() {
+        let echo = format!(
+            "ERROR: Parse error in expression: {}\n",
+            "x".repeat(1 << 20)
+        );
+        let (condor, _) = backend(vec![reply(71, "", &echo)]);
+        let err = condor.submit(&spec()).await.unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Rejected,
+            "{}",
+            excerpt(err.message())
+        );
+        assert!(err.message().contains("Parse error in expression"));
+        assert!(err.message().len() < 2 * batchbridge_core::error::MAX_QUOTED);
+
+        let (condor, _) = backend(vec![reply(1, "", &echo)]);
+        let err = condor.status(&[JobId::from("5")]).await.unwrap_err();
+        assert!(err.message().len() < 2 * batchbridge_core::error::MAX_QUOTED);
+    }
+
+    #[tokio::test]
+    async fn cancelling_a_huge_id_quotes_it_only_in_part() {
+        let (condor, _) = backend(Vec::new());
+        let err = condor
+            .cancel(&JobId::from(format!("1;{}", "x".repeat(1 << 20))))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().len() < 2 * batchbridge_core::error::MAX_QUOTED);
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 //! plain text: keys and names are tokens, paths are refused when they hold anything the
 //! language would expand or split, and passthrough commands are single lines.
 
+use batchbridge_core::error::excerpt;
 use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose entries are submit commands
@@ -140,7 +141,10 @@ fn passthrough(spec: &JobSpec) -> Result<Vec<&str>> {
         .iter()
         .map(|entry| {
             let invalid = |why: &str| {
-                Error::invalid_input(format!("passthrough.{PASSTHROUGH_KEY}: {entry:?} {why}"))
+                Error::invalid_input(format!(
+                    "passthrough.{PASSTHROUGH_KEY}: {:?} {why}",
+                    excerpt(entry)
+                ))
             };
             if entry.contains(['\n', '\r', '\0']) {
                 return Err(invalid("must be one line"));
@@ -180,7 +184,8 @@ fn container_image(container: &batchbridge_core::Container) -> Result<String> {
     let image = container.image.as_str();
     if image.is_empty() || image.contains(['\n', '\r', '\0', '$', ' ', '"']) {
         return Err(Error::invalid_input(format!(
-            "container.image {image:?}: must be one word without `$` or quotes"
+            "container.image {:?}: must be one word without `$` or quotes",
+            excerpt(image)
         )));
     }
     match container.runtime {
@@ -204,8 +209,9 @@ fn plain_path<'a>(path: &'a str, what: &str) -> Result<&'a str> {
             .all(|b| b.is_ascii_alphanumeric() || b"/._+@-".contains(&b));
     if !plain {
         return Err(Error::invalid_input(format!(
-            "{what} {path:?}: HTCondor needs an absolute path of letters, digits and /._+@- \
-             only"
+            "{what} {:?}: HTCondor needs an absolute path of letters, digits and /._+@- \
+             only",
+            excerpt(path)
         )));
     }
     let private = ["/tmp", "/var/tmp"]
@@ -213,8 +219,9 @@ fn plain_path<'a>(path: &'a str, what: &str) -> Result<&'a str> {
         .any(|tmp| path == *tmp || path.starts_with(&format!("{tmp}/")));
     if private {
         return Err(Error::invalid_input(format!(
-            "{what} {path:?}: HTCondor gives every job a private /tmp and /var/tmp, so the \
-             job could not see it; use a directory under the home directory"
+            "{what} {:?}: HTCondor gives every job a private /tmp and /var/tmp, so the \
+             job could not see it; use a directory under the home directory",
+            excerpt(path)
         )));
     }
     Ok(path)
@@ -452,6 +459,38 @@ mod tests {
             let err = submit_description(&spec, DIR).unwrap_err();
             assert_eq!(err.kind(), kind, "{err}");
             assert!(err.message().contains(words), "{words:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn huge_values_are_quoted_only_in_part() {
+        let huge = "x".repeat(1 << 20);
+        let limit = 2 * batchbridge_core::error::MAX_QUOTED;
+        type Edit = fn(&mut JobSpec, &str);
+        let edits: [Edit; 3] = [
+            |s, huge| s.working_dir = Some(format!("/home/{huge} x")),
+            |s, huge| {
+                s.passthrough
+                    .insert(PASSTHROUGH_KEY.into(), vec![format!("queue {huge}")]);
+            },
+            |s, huge| {
+                s.container = Some(Container {
+                    image: format!("{huge} $"),
+                    runtime: ContainerRuntime::Apptainer,
+                })
+            },
+        ];
+        for edit in edits {
+            let mut spec = spec();
+            edit(&mut spec, &huge);
+            let err = submit_description(&spec, DIR).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                ErrorKind::InvalidInput,
+                "{}",
+                excerpt(err.message())
+            );
+            assert!(err.message().len() < limit, "{} bytes", err.message().len());
         }
     }
 

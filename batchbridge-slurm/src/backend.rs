@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{self, Submitted, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
     OutputRequest, Result,
@@ -97,7 +99,26 @@ pub struct SlurmBackend {
 
 impl SlurmBackend {
     /// A backend that works through `shell`. Nothing runs until the first call.
+    ///
+    /// The defaults' partition and account are refused when they are empty or hold
+    /// whitespace or control characters, which no SLURM name has.
     pub fn new(shell: Arc<dyn Shell>, config: SlurmConfig) -> Result<Self> {
+        let defaults = [
+            ("partition", &config.defaults.partition),
+            ("account", &config.defaults.account),
+        ];
+        for (what, value) in defaults {
+            if let Some(value) = value
+                && (value.is_empty()
+                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::invalid_input(format!(
+                    "SlurmConfig defaults.{what} {:?}: must be a non-empty name without \
+                     whitespace or control characters",
+                    truncate_for_message(value)
+                )));
+            }
+        }
         Ok(Self {
             shell,
             work_dir: WorkDir::new(config.work_dir.as_str())?,
@@ -256,7 +277,11 @@ fn scheduler_failure(what: &str, output: &Output) -> Error {
     .any(|sign| stderr.contains(sign));
     let error = Error::new(
         ErrorKind::CommandFailed,
-        format!("{what} failed (exit code {:?}): {stderr}", output.exit_code),
+        format!(
+            "{what} failed (exit code {:?}): {}",
+            output.exit_code,
+            excerpt(stderr)
+        ),
     );
     if unreachable {
         error.temporary()
@@ -390,8 +415,9 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = job_number(id.as_str())
-            .ok_or_else(|| Error::invalid_input(format!("{id:?} is not a SLURM job id")))?;
+        let number = job_number(id.as_str()).ok_or_else(|| {
+            Error::invalid_input(format!("{:?} is not a SLURM job id", excerpt(id.as_str())))
+        })?;
         let work = self.work_dir().await?;
         let output = self.run(Command::sh(CANCEL, [work, number])).await?;
         if output.success() || output.stderr_text().contains("Invalid job id") {
@@ -556,6 +582,61 @@ mod tests {
         let slurm = backend(vec![ok("")]);
         let err = slurm.version().await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{err}");
+    }
+
+    #[test]
+    fn defaults_that_no_slurm_name_can_be_are_refused_up_front() {
+        for (partition, account, ok) in [
+            (Some("debug"), Some("lab-1"), true),
+            (Some("debug,single"), None, true),
+            (None, Some("x; touch /tmp/c"), false),
+            (None, Some("lab\0"), false),
+            (Some(""), None, false),
+            (Some("debug\n--wrap=x"), None, false),
+        ] {
+            let config = SlurmConfig {
+                defaults: SubmitDefaults {
+                    partition: partition.map(str::to_owned),
+                    account: account.map(str::to_owned),
+                },
+                ..SlurmConfig::default()
+            };
+            let (shell, _) = scripted_shell("/w", Vec::new());
+            match SlurmBackend::new(shell, config) {
+                Ok(_) => assert!(ok, "{partition:?} {account:?}"),
+                Err(err) => {
+                    assert!(!ok, "{partition:?} {account:?}: {err}");
+                    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+                    assert!(err.message().starts_with("SlurmConfig defaults."), "{err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_scheduler_that_echoes_a_huge_value_is_quoted_only_in_part() {
+        let output = Output {
+            exit_code: Some(1),
+            stderr: format!(
+                "sbatch: error: Invalid time specification (pos=0): {}",
+                "x".repeat(1 << 20)
+            )
+            .into_bytes(),
+            ..Output::default()
+        };
+        let error = scheduler_failure("sbatch", &output);
+        assert!(error.message().len() < 2 * batchbridge_core::error::MAX_QUOTED);
+    }
+
+    #[tokio::test]
+    async fn cancelling_a_huge_id_quotes_it_only_in_part() {
+        let slurm = backend(Vec::new());
+        let err = slurm
+            .cancel(&JobId::from(format!("1;{}", "x".repeat(1 << 20))))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().len() < 2 * batchbridge_core::error::MAX_QUOTED);
     }
 
     #[test]

@@ -2,12 +2,32 @@
 //! generated batch script (the environment file is [`batchbridge_core::remote::environment_file`]). Every value from the spec reaches the
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
+use batchbridge_core::error::excerpt;
 use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
 pub const PASSTHROUGH_KEY: &str = "slurm";
 
 const BATCH_SCRIPT: &str = include_str!("sh/batch_script.sh");
+/// sbatch's long options that change what sbatch does instead of what the job is: each
+/// would leave batchbridge without a job id (`--quiet`, `--test-only`, `--help`,
+/// `--usage`, `--version`), with another job than the one it wrote (`--wrap`), blocked
+/// until the job ends (`--wait`), or with more tasks than it tracks (`--array`: that is
+/// [`JobSpec::array`]'s job). getopt accepts any unambiguous abbreviation (`--wra`), so a
+/// passthrough option whose name begins one of these is refused as well.
+const NOT_JOB_OPTIONS: [(&str, char); 8] = [
+    ("array", 'a'),
+    ("help", 'h'),
+    ("quiet", 'Q'),
+    ("test-only", '\0'),
+    ("usage", 'u'),
+    ("version", 'V'),
+    ("wait", 'W'),
+    ("wrap", '\0'),
+];
+/// sbatch's short options that take a value, which may follow the letter (`-Jname`);
+/// after any other letter, more letters would be more options (`-vQ` is `-v -Q`).
+const SHORT_WITH_VALUE: &str = "AbBcCdDeFGiIJkLmMnNopqStwx";
 const MIB: u64 = 1024 * 1024;
 /// Cluster-wide choices a spec does not make itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,11 +64,7 @@ impl SubmitDefaults {
 pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> Result<Vec<String>> {
     let mut options = Vec::new();
     for option in spec.passthrough.get(PASSTHROUGH_KEY).into_iter().flatten() {
-        if !option.starts_with('-') {
-            return Err(Error::invalid_input(format!(
-                "passthrough.{PASSTHROUGH_KEY}: {option:?} is not an option; write options as `--name=value`"
-            )));
-        }
+        check_passthrough(option)?;
         options.push(option.clone());
     }
     options.push(format!("--job-name={}", spec.name));
@@ -96,6 +112,43 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
     options.push(format!("--output={dir}/wrapper.log"));
     options.push("--open-mode=append".to_owned());
     Ok(options)
+}
+
+/// Refuses a passthrough entry that is not one sbatch option about the job.
+fn check_passthrough(option: &str) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::invalid_input(format!(
+            "passthrough.{PASSTHROUGH_KEY}: {:?} {why}",
+            excerpt(option)
+        )))
+    };
+    let not_a_job_option = |long: &str| {
+        format!(
+            "is sbatch's --{long}, which changes what sbatch does rather than the job; \
+             batchbridge needs sbatch to submit its own script and print the job id"
+        )
+    };
+    if let Some(long) = option.strip_prefix("--") {
+        let name = long.split_once('=').map_or(long, |(name, _)| name);
+        if name.is_empty() {
+            return refuse("would end sbatch's options; write options as `--name=value`".into());
+        }
+        if let Some((long, _)) = NOT_JOB_OPTIONS.iter().find(|(o, _)| o.starts_with(name)) {
+            return refuse(not_a_job_option(long));
+        }
+        return Ok(());
+    }
+    let mut letters = option.strip_prefix('-').unwrap_or_default().chars();
+    let Some(letter) = letters.next() else {
+        return refuse("is not an option; write options as `--name=value`".into());
+    };
+    if let Some((long, _)) = NOT_JOB_OPTIONS.iter().find(|(_, short)| *short == letter) {
+        return refuse(not_a_job_option(long));
+    }
+    if letters.next().is_some() && !SHORT_WITH_VALUE.contains(letter) {
+        return refuse("combines short options; pass one option per entry".into());
+    }
+    Ok(())
 }
 
 /// The batch script sbatch runs: it sources the environment file, runs the job's script
@@ -267,6 +320,68 @@ mod tests {
         let err = sbatch_options(&spec, &SubmitDefaults::default(), "/w").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.message().contains("--name=value"), "{err}");
+    }
+
+    #[test]
+    fn passthrough_options_that_change_what_sbatch_does_are_refused() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("--qos=high", None),
+            ("--comment=$(touch /tmp/x)", None),
+            ("--export=ALL,X='; touch y'", None),
+            ("--wait-all-nodes=1", None),
+            ("--begin=now+1hour", None),
+            ("-Jname; touch x", None),
+            ("-pdebug", None),
+            ("-H", None),
+            ("-k", None),
+            ("--wrap=touch /tmp/x", Some("is sbatch's --wrap")),
+            ("--wra=touch /tmp/x", Some("is sbatch's --wrap")),
+            ("--test-only", Some("is sbatch's --test-only")),
+            ("--test", Some("is sbatch's --test-only")),
+            ("--quiet", Some("is sbatch's --quiet")),
+            ("-Q", Some("is sbatch's --quiet")),
+            ("--help", Some("is sbatch's --help")),
+            ("-h", Some("is sbatch's --help")),
+            ("--usage", Some("is sbatch's --usage")),
+            ("--version", Some("is sbatch's --version")),
+            ("-V", Some("is sbatch's --version")),
+            ("--wait", Some("is sbatch's --wait")),
+            ("-W", Some("is sbatch's --wait")),
+            ("--array=0-2", Some("is sbatch's --array")),
+            ("-a0-2", Some("is sbatch's --array")),
+            ("-vQ", Some("combines short options")),
+            ("-Hv", Some("combines short options")),
+            ("--", Some("would end sbatch's options")),
+            ("--=x", Some("would end sbatch's options")),
+            ("-", Some("is not an option")),
+            ("", Some("is not an option")),
+            ("touch /tmp/x", Some("is not an option")),
+        ];
+        for (option, refusal) in cases {
+            let mut spec = spec();
+            spec.passthrough
+                .insert("slurm".into(), vec![(*option).to_owned()]);
+            let result = sbatch_options(&spec, &SubmitDefaults::default(), "/w");
+            match (result, refusal) {
+                (Ok(options), None) => assert_eq!(options[0], *option),
+                (Err(err), Some(words)) => {
+                    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{option:?}");
+                    assert!(err.message().starts_with("passthrough.slurm: "), "{err}");
+                    assert!(err.message().contains(words), "{option:?}: {err}");
+                }
+                (result, _) => panic!("{option:?}: expected {refusal:?}, got {result:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_passthrough_option_is_quoted_only_in_part() {
+        let mut spec = spec();
+        spec.passthrough
+            .insert("slurm".into(), vec![format!("x{}", "y".repeat(1 << 20))]);
+        let err = sbatch_options(&spec, &SubmitDefaults::default(), "/w").unwrap_err();
+        let limit = 2 * batchbridge_core::error::MAX_QUOTED;
+        assert!(err.message().len() < limit, "{} bytes", err.message().len());
     }
 
     #[test]

@@ -31,7 +31,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 use job_dir::JobDir;
@@ -39,6 +39,9 @@ use job_dir::JobDir;
 const WRAPPER: &str = include_str!("wrapper.sh");
 /// How long a cancelled job gets between SIGTERM and SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
+/// The most tasks one local array job may have: a status reads every task's files, so an
+/// array of four billion tasks would take for ever and exhaust memory.
+pub const MAX_ARRAY_TASKS: u32 = 10_000;
 
 /// Runs jobs as local processes, with a CPU capacity shared by every `LocalBackend` on the
 /// same state directory.
@@ -195,7 +198,7 @@ impl Inner {
     fn start(&self, spec: &JobSpec, dir: &JobDir) -> Result<tokio::process::Child> {
         let cpus = spec.resources.cpus.unwrap_or(1);
         let tasks = spec.task_count();
-        let parallel = spec.array.and_then(|a| a.max_parallel).unwrap_or(tasks);
+        let parallel = concurrent_tasks(spec, self.capacity);
         let log = std::fs::File::create(dir.path("wrapper.log"))?;
         let working_dir = spec
             .working_dir
@@ -244,6 +247,13 @@ impl BatchBackend for LocalBackend {
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
         spec.validate()?;
         self.capabilities().check(spec, self.name())?;
+        if spec.task_count() > MAX_ARRAY_TASKS {
+            return Err(Error::invalid_input(format!(
+                "array.count {}: the local backend runs at most {MAX_ARRAY_TASKS} tasks per job (job {})",
+                spec.task_count(),
+                spec.key
+            )));
+        }
         if let Some(dir) = &spec.working_dir
             && !Path::new(dir).is_dir()
         {
@@ -280,7 +290,9 @@ impl BatchBackend for LocalBackend {
                 .map(|id| {
                     let status = match inner.job(&id) {
                         Some(dir) => dir.status(inner.capacity),
-                        None => JobStatus::unknown(format!("no local job {id}")),
+                        None => {
+                            JobStatus::unknown(format!("no local job {}", excerpt(id.as_str())))
+                        }
                     };
                     (id, status)
                 })
@@ -316,10 +328,12 @@ impl BatchBackend for LocalBackend {
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let dir = self
-            .inner
-            .job(id)
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no local job {id}")))?;
+        let dir = self.inner.job(id).ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("no local job {}", excerpt(id.as_str())),
+            )
+        })?;
         let request = *request;
         tokio::task::spawn_blocking(move || dir.output(&request))
             .await
@@ -346,6 +360,19 @@ impl BatchBackend for LocalBackend {
     }
 }
 
+/// How many of a job's tasks the wrapper starts at once: its `maxParallel` (all tasks when
+/// absent), but never more than can hold their CPUs at the same time. More would only be
+/// processes waiting for a slot, and an array of ten thousand tasks would start ten
+/// thousand of them.
+fn concurrent_tasks(spec: &JobSpec, capacity: u32) -> u32 {
+    let cpus = spec.resources.cpus.unwrap_or(1).max(1);
+    let wanted = spec
+        .array
+        .and_then(|a| a.max_parallel)
+        .unwrap_or_else(|| spec.task_count());
+    wanted.min(capacity / cpus).max(1)
+}
+
 fn signal_group(group: Pid, signal: Signal) -> Result<()> {
     match killpg(group, signal) {
         Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
@@ -353,5 +380,134 @@ fn signal_group(group: Pid, signal: Signal) -> Result<()> {
             ErrorKind::PermissionDenied,
             format!("cannot signal process group {group}: {errno}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::ArraySpec;
+
+    fn array(count: u32, max_parallel: Option<u32>, cpus: Option<u32>) -> JobSpec {
+        let mut spec = JobSpec::new(JobKey::new("k").unwrap(), "n", "true");
+        spec.array = Some(ArraySpec {
+            count,
+            max_parallel,
+        });
+        spec.resources.cpus = cpus;
+        spec
+    }
+
+    #[test]
+    fn the_wrapper_starts_no_more_tasks_than_can_hold_their_cpus() {
+        let cases = [
+            // (count, maxParallel, cpus, capacity) -> tasks started at once
+            ((3, None, None, 16), 3),
+            ((3, Some(2), None, 16), 2),
+            ((10_000, None, None, 16), 16),
+            ((10_000, None, Some(4), 16), 4),
+            ((10_000, Some(2), Some(4), 16), 2),
+            ((5, None, Some(64), 16), 1),
+            ((1, None, None, 1), 1),
+        ];
+        for ((count, max_parallel, cpus, capacity), expected) in cases {
+            let spec = array(count, max_parallel, cpus);
+            assert_eq!(
+                concurrent_tasks(&spec, capacity),
+                expected,
+                "{count} tasks, maxParallel {max_parallel:?}, {cpus:?} CPUs, capacity {capacity}"
+            );
+        }
+        let single = JobSpec::new(JobKey::new("k").unwrap(), "n", "true");
+        assert_eq!(concurrent_tasks(&single, 4), 1);
+    }
+
+    #[tokio::test]
+    async fn a_huge_id_is_quoted_only_in_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = LocalBackend::with_capacity(dir.path(), 1).unwrap();
+        let huge = JobId::from("9".repeat(1 << 20));
+        let limit = 2 * crate::error::MAX_QUOTED;
+        let status = &backend.status(std::slice::from_ref(&huge)).await.unwrap()[&huge];
+        assert!(status.reason.as_ref().unwrap().len() < limit);
+        let err = backend
+            .fetch_output(&huge, &OutputRequest::tail(1))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert!(err.message().len() < limit, "{} bytes", err.message().len());
+    }
+
+    #[tokio::test]
+    async fn why_the_environment_could_not_be_set_is_the_tasks_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = LocalBackend::with_capacity(dir.path(), 1).unwrap();
+        // UID is read-only in bash: sourcing env.sh fails and the task exits 70.
+        let mut spec = JobSpec::new(JobKey::new("uid").unwrap(), "n", "echo never\n");
+        spec.environment.insert("UID".into(), "0".into());
+        let id = backend.submit(&spec).await.unwrap();
+        let config = crate::conformance::Config {
+            poll_interval: Duration::from_millis(50),
+            ..crate::conformance::Config::default()
+        };
+        let status = crate::conformance::wait_terminal(&backend, &id, &config)
+            .await
+            .unwrap();
+        assert_eq!(status.exit_code, Some(70), "{status:?}");
+        let output = backend
+            .fetch_output(&id, &OutputRequest::tail(4096))
+            .await
+            .unwrap();
+        assert!(output.stdout.data.is_empty());
+        assert!(
+            output.stderr.text().contains("UID: readonly variable"),
+            "{:?}",
+            output.stderr.text()
+        );
+
+        // A job whose environment is fine keeps its stderr as before.
+        let mut spec = JobSpec::new(
+            JobKey::new("fine").unwrap(),
+            "n",
+            "echo out\necho err >&2\n",
+        );
+        spec.environment.insert("FINE".into(), "1".into());
+        let id = backend.submit(&spec).await.unwrap();
+        crate::conformance::wait_terminal(&backend, &id, &config)
+            .await
+            .unwrap();
+        let output = backend
+            .fetch_output(&id, &OutputRequest::tail(4096))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&*output.stdout.text(), &*output.stderr.text()),
+            ("out\n", "err\n")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_array_too_large_to_track_is_refused_before_anything_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = LocalBackend::with_capacity(dir.path(), 2).unwrap();
+        let err = backend
+            .submit(&array(u32::MAX, None, None))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        assert!(
+            err.message().starts_with("array.count 4294967295: "),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("jobs")).unwrap().count(),
+            0
+        );
+        assert!(
+            backend
+                .submit(&array(MAX_ARRAY_TASKS + 1, Some(1), None))
+                .await
+                .is_err()
+        );
     }
 }

@@ -31,9 +31,11 @@ run_task() {
         for fd in "${held[@]}"; do exec {fd}>&-; done
         # Positional parameters, not variables: env.sh may set any variable name.
         set -- "$job/script.sh" "$dir" "$index"
-        . "$job/env.sh" || exit 70
+        # What sourcing the environment says (a read-only variable, say) is the task's
+        # stderr too, so that a job failing with 70 shows why.
+        . "$job/env.sh" 2>"$2/stderr" || exit 70
         export BATCHBRIDGE_TASK_INDEX="$3"
-        exec bash "$1" <"/dev/null" >"$2/stdout" 2>"$2/stderr"
+        exec bash "$1" <"/dev/null" >"$2/stdout" 2>>"$2/stderr"
     )
     rc=$?
     printf '%s\n' "$rc" >"$dir/exit_code.tmp" && mv "$dir/exit_code.tmp" "$dir/exit_code"

@@ -21,8 +21,8 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use crate::backend::{JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
-use crate::error::{Error, ErrorKind, Result};
-use crate::shell::{Command, Output, Shell};
+use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 
@@ -155,7 +155,7 @@ pub fn rejected(key: &JobKey, scheduler: &str, context: &str, refusal: &Output) 
         ErrorKind::Rejected,
         format!(
             "{scheduler} refused job {key}{context}: {}",
-            refusal.stderr_text().trim()
+            excerpt(refusal.stderr_text().trim())
         ),
     )
 }
@@ -181,7 +181,7 @@ pub fn job_numbers<'a>(ids: &'a [JobId], what: &str) -> (Vec<&'a str>, HashMap<J
             None => {
                 unknown.insert(
                     id.clone(),
-                    JobStatus::unknown(format!("{id:?} is not {what}")),
+                    JobStatus::unknown(format!("{:?} is not {what}", excerpt(id.as_str()))),
                 );
             }
         }
@@ -195,6 +195,10 @@ pub fn job_numbers<'a>(ids: &'a [JobId], what: &str) -> (Vec<&'a str>, HashMap<J
 /// the spec's script (as `script.sh`, from stdin, any size) and each of `files` (name,
 /// content; `job.sh` is made executable), then runs `scheduler_command` and records the job
 /// id it prints first (its leading digits).
+///
+/// Everything but the script travels on the command line, which is refused (as
+/// [`InvalidInput`](ErrorKind::InvalidInput), before anything is sent) when it would be
+/// longer than a remote shell accepts ([`MAX_COMMAND_LINE`]).
 ///
 /// A connection lost or a timeout mid-way is
 /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown), temporary: submitting the same
@@ -221,6 +225,7 @@ pub async fn submit(
     let command = Command::sh(SUBMIT, args)
         .stdin(spec.script.as_bytes())
         .timeout(timeout);
+    check_command_line(&command, spec)?;
     let output = match shell.run(&command).await {
         Ok(output) => output,
         Err(err) if matches!(err.kind(), ErrorKind::ConnectionLost | ErrorKind::Timeout) => {
@@ -246,7 +251,7 @@ pub async fn submit(
                     "submitting job {} failed (exit code {:?}): {}",
                     spec.key,
                     output.exit_code,
-                    output.stderr_text().trim()
+                    excerpt(output.stderr_text().trim())
                 ),
             ));
         }
@@ -262,6 +267,22 @@ pub async fn submit(
             format!("submitting job {} printed {reply:?}", spec.key),
         )),
     }
+}
+
+/// Refuses a submit command too long for a remote shell with a message that names the
+/// spec fields that travel on the command line, so that the caller knows what to shorten.
+fn check_command_line(command: &Command, spec: &JobSpec) -> Result<()> {
+    let length = command.to_shell_line()?.len();
+    if length > MAX_COMMAND_LINE {
+        return Err(Error::invalid_input(format!(
+            "job spec {}: the submit command is {length} bytes once quoted, more than the \
+             {MAX_COMMAND_LINE} a remote shell accepts on one command line; shorten the \
+             environment, workingDir or passthrough options (the script travels apart and \
+             may be any size)",
+            spec.key
+        )));
+    }
+    Ok(())
 }
 
 /// The id recorded in `WORK/jobs/KEY/job_id`, if the key has a job submitted through this
@@ -309,7 +330,8 @@ pub async fn fetch_output(
         Error::new(
             ErrorKind::NotFound,
             format!(
-                "job {id} has no output here: it was not submitted through this work directory"
+                "job {} has no output here: it was not submitted through this work directory",
+                excerpt(id)
             ),
         )
     };
@@ -397,6 +419,92 @@ mod tests {
         assert!(err.message().contains("environment"), "{err}");
         spec.environment.insert("BIG".into(), "x".repeat(60 * 1024));
         assert!(environment_file(&spec).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_submit_command_too_long_for_a_remote_shell_is_refused_before_it_is_sent() {
+        let mut shell = crate::shell::MockShell::new();
+        shell.expect_run().never();
+        // 80 000 bytes that quoting grows past the limit: what counts is the quoted line.
+        let content = "'$".repeat(40_000);
+        let err = submit(
+            &shell,
+            "/w",
+            &spec(),
+            &[("env.sh", content.as_str())],
+            vec!["sbatch".to_owned()],
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        assert!(!err.is_temporary());
+        for words in [
+            "job spec key-1",
+            "bytes once quoted",
+            "environment, workingDir or passthrough",
+        ] {
+            assert!(err.message().contains(words), "{words:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_quotes_a_bounded_excerpt_of_what_the_scheduler_said() {
+        let echo = Output {
+            exit_code: Some(1),
+            stderr: format!(
+                "sbatch: error: Invalid time specification (pos=0): {}",
+                "x".repeat(1 << 20)
+            )
+            .into_bytes(),
+            ..Output::default()
+        };
+        let err = rejected(&JobKey::new("key-1").unwrap(), "SLURM", "", &echo);
+        assert_eq!(err.kind(), ErrorKind::Rejected);
+        assert!(
+            err.message()
+                .starts_with("SLURM refused job key-1: sbatch: error: Invalid time")
+        );
+        assert!(
+            err.message().len() < 2 * crate::error::MAX_QUOTED,
+            "{}",
+            err.message().len()
+        );
+        assert!(
+            err.message().ends_with("more bytes)"),
+            "{}",
+            &err.message()[2000..]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_huge_id_is_quoted_only_in_part() {
+        let huge = JobId::from(format!("1;{}", "x".repeat(1 << 20)));
+        let (_, unknown) = job_numbers(std::slice::from_ref(&huge), "a job id");
+        let reason = unknown[&huge].reason.clone().unwrap();
+        assert!(
+            reason.len() < 2 * crate::error::MAX_QUOTED,
+            "{} bytes",
+            reason.len()
+        );
+
+        let mut shell = crate::shell::MockShell::new();
+        shell.expect_run().never();
+        let err = fetch_output(
+            &shell,
+            "/w",
+            huge.as_str(),
+            &OutputRequest::tail(1),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert!(
+            err.message().len() < 2 * crate::error::MAX_QUOTED,
+            "{} bytes",
+            err.message().len()
+        );
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub use ssh::{HostKeys, Password, SshAuth, SshConfig, SshShell};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default size limit for each captured stream.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
+/// The longest command line a remote shell accepts: `sshd` hands the whole line to the
+/// login shell as one argument (`bash -c LINE`), and Linux refuses any one argument longer
+/// than this (`MAX_ARG_STRLEN`, 128 KiB with its terminating NUL). [`SshShell`] refuses a
+/// longer line itself, as invalid input, instead of sending one that cannot run.
+pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
 
 /// One program invocation: no shell interprets the arguments on the local side, and on a
 /// remote host they arrive quoted, verbatim.

@@ -21,7 +21,7 @@ use openssh::Session;
 use tokio::sync::{Mutex, Semaphore};
 
 use super::capture::exchange;
-use super::{Command, Output, Shell};
+use super::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A password that never shows up in `Debug` output or logs.
@@ -496,6 +496,7 @@ impl Shell for SshShell {
 
     async fn run(&self, command: &Command) -> Result<Output> {
         let line = command.to_shell_line()?;
+        check_line_length(&line, command)?;
         let _permit = self.sessions.acquire().await.map_err(|_| {
             Error::new(
                 ErrorKind::ConnectionLost,
@@ -543,6 +544,22 @@ fn connection_lost(
     .with_source(err)
 }
 
+/// Refuses a command line no remote shell can run. Sent anyway, it fails in a way that
+/// says nothing of the cause: the shell exits 1 with "Argument list too long", or, beyond
+/// the multiplexer's packet size, the channel is refused and the command reads as a lost
+/// connection, which callers would retry for ever.
+fn check_line_length(line: &str, command: &Command) -> Result<()> {
+    if line.len() > MAX_COMMAND_LINE {
+        return Err(Error::invalid_input(format!(
+            "command {:?}: {} bytes once quoted, more than the {MAX_COMMAND_LINE} a remote \
+             shell accepts on one command line",
+            command.program(),
+            line.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Prints the password file that sits beside it; ssh runs it with no arguments we control.
 const ASKPASS: &str = "#!/bin/sh\nexec cat \"$(dirname \"$0\")/password\"\n";
 
@@ -583,6 +600,23 @@ fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_lines_longer_than_a_remote_shell_takes_are_invalid_input() {
+        let fits = Command::new("echo").arg("x".repeat(MAX_COMMAND_LINE - "echo ".len()));
+        let line = fits.to_shell_line().unwrap();
+        assert_eq!(line.len(), MAX_COMMAND_LINE);
+        assert!(check_line_length(&line, &fits).is_ok());
+
+        // Quoting counts: 70 000 bytes of `'$` grow past the limit once quoted.
+        let grows = Command::new("sh").arg("'$".repeat(35_000));
+        let err = check_line_length(&grows.to_shell_line().unwrap(), &grows).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(!err.is_temporary(), "retrying cannot help");
+        assert!(err.message().starts_with("command \"sh\": "), "{err}");
+        assert!(err.message().contains("bytes once quoted"), "{err}");
+        assert!(err.message().len() < 200, "the line itself is not quoted");
+    }
 
     #[test]
     fn connect_failures_are_classified_from_real_ssh_messages() {

@@ -1,0 +1,53 @@
+//! The hostile-input table (`batchbridge-core/tests/hostile/`, shared with the local and
+//! HTCondor backends) through the SLURM backend on the test bed's cluster, over SSH as the
+//! regular user `batch`: every case refused with a clear error or run with its values
+//! intact, no canary file on the cluster or here, and bounded memory while reading 100 MB
+//! of output. Run alone: `cargo test -p batchbridge-slurm --test hostile_input -- --nocapture`.
+
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../batchbridge-core/tests/hostile/mod.rs"]
+mod hostile;
+
+use std::sync::Arc;
+
+use batchbridge_core::BatchBackend;
+use batchbridge_core::shell::Shell;
+use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
+use batchbridge_testbed::ssh_facts;
+use hostile::{Backend, Bed};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_inputs_through_the_slurm_backend() {
+    let shell: Arc<dyn Shell> = Arc::new(ssh_facts().key_shell());
+    let dirs = hostile::RemoteDirs::make(shell.as_ref()).await;
+
+    let with_account = {
+        let shell = Arc::clone(&shell);
+        move |account: &str| -> batchbridge_core::Result<Arc<dyn BatchBackend>> {
+            let config = SlurmConfig {
+                defaults: SubmitDefaults {
+                    partition: None,
+                    account: Some(account.to_owned()),
+                },
+                ..SlurmConfig::default()
+            };
+            Ok(Arc::new(SlurmBackend::new(Arc::clone(&shell), config)?))
+        }
+    };
+    let bed = Bed {
+        which: Backend::Slurm,
+        backend: Arc::new(SlurmBackend::new(Arc::clone(&shell), SlurmConfig::default()).unwrap()),
+        cluster: Arc::clone(&shell),
+        canary_dir: dirs.home.clone(),
+        search_dirs: vec![dirs.home.clone(), "/tmp".to_owned()],
+        hostile_dir: dirs.hostile_dir.clone(),
+        with_account: Some(Box::new(with_account)),
+    };
+    let report = hostile::run(bed).await;
+    hostile::print(&report, Backend::Slurm);
+    // The hostile directory and the 100 MB of output have served their purpose.
+    dirs.remove(shell.as_ref(), "slurm").await;
+    report.assert_clean();
+}
