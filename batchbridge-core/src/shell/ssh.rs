@@ -202,6 +202,15 @@ impl SshShell {
         let dir = tempfile::Builder::new()
             .prefix("batchbridge-ssh-")
             .tempdir()?;
+        if let SshAuth::KeyFile(path) = &config.auth {
+            // ssh reports a key it cannot read as refused credentials; say what is wrong.
+            std::fs::File::open(path).map_err(|err| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("cannot read the private key {}: {err}", path.display()),
+                )
+            })?;
+        }
         if let SshAuth::Key(key) = &config.auth {
             let mut text = key.0.clone();
             if !text.ends_with('\n') {
@@ -600,6 +609,23 @@ fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_key_file_is_named_not_blamed_on_the_server() {
+        let config = SshConfig::new(
+            "login",
+            "alice",
+            SshAuth::KeyFile("/nonexistent/id_ed25519".into()),
+            HostKeys::Entries("login ssh-ed25519 AAAA".into()),
+        );
+        let err = SshShell::new(config).map(drop).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(
+            err.message()
+                .starts_with("cannot read the private key /nonexistent/id_ed25519: "),
+            "{err}"
+        );
+    }
 
     #[test]
     fn command_lines_longer_than_a_remote_shell_takes_are_invalid_input() {
