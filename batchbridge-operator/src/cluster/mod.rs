@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
 use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
 use crate::metrics::{ClusterLabels, Metrics};
-use poller::Poller;
+use poller::{HealthReport, Poller};
 
 /// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
 /// spec has `ssh`, the SSH configuration made from its Secret.
@@ -137,6 +137,7 @@ pub struct Clusters {
     client: Client,
     store: Store<BatchCluster>,
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    probe: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
     custom: HashMap<String, BackendFactory>,
     local_root: PathBuf,
     metrics: Arc<Metrics>,
@@ -153,13 +154,15 @@ impl std::fmt::Debug for Clusters {
 }
 
 impl Clusters {
-    /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`;
-    /// `local` clusters keep their jobs under `local_root`; polls, commands and SSH
-    /// connections are counted in `metrics`.
+    /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`,
+    /// and their BatchCluster through `probe` when polls begin or stop failing; `local`
+    /// clusters keep their jobs under `local_root`; polls, commands and SSH connections are
+    /// counted in `metrics`.
     pub fn new(
         client: Client,
         store: Store<BatchCluster>,
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+        probe: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
         custom: HashMap<String, BackendFactory>,
         local_root: PathBuf,
         metrics: Arc<Metrics>,
@@ -168,6 +171,7 @@ impl Clusters {
             client,
             store,
             wake,
+            probe,
             custom,
             local_root,
             metrics,
@@ -317,6 +321,10 @@ impl Clusters {
                 Arc::clone(&backend),
                 interval,
                 self.wake.clone(),
+                Some(HealthReport {
+                    cluster: ObjectRef::from(cluster),
+                    wake: self.probe.clone(),
+                }),
                 self.metrics.poll_duration(&labels),
             ),
             backend,

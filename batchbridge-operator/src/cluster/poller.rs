@@ -15,7 +15,18 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
-use crate::crd::BatchJob;
+use crate::crd::{BatchCluster, BatchJob};
+
+/// Where a poller says that its polls began or stopped failing: the BatchCluster's
+/// reconciler, which then probes the cluster and updates its `Reachable` condition at once
+/// rather than at its next periodic probe.
+#[derive(Debug, Clone)]
+pub struct HealthReport {
+    /// The BatchCluster whose jobs the poller follows.
+    pub cluster: ObjectRef<BatchCluster>,
+    /// Wakes the BatchCluster's reconciler.
+    pub wake: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
+}
 
 /// Follows the active jobs of one cluster. Dropping it stops the polling.
 pub struct Poller {
@@ -30,6 +41,7 @@ struct Shared {
     /// Polls at once, without waiting out the interval (a new job was followed).
     poll_now: Notify,
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    health: Option<HealthReport>,
     duration: Histogram,
 }
 
@@ -38,16 +50,20 @@ struct State {
     observed: HashMap<JobId, JobStatus>,
     /// Why the last poll or probe failed; `None` once one succeeds.
     failure: Option<Arc<Error>>,
+    /// Whether the poller's own last status call failed (probes do not change it).
+    last_poll_failed: bool,
     polls: u64,
 }
 
 impl Poller {
     /// Starts polling `backend` every `interval`, sending the BatchJobs whose status
-    /// changed to `wake`, and each poll's duration to `duration`.
+    /// changed to `wake`, a word to `health` whenever polls begin or stop failing, and each
+    /// poll's duration to `duration`.
     pub fn start(
         backend: Arc<dyn BatchBackend>,
         interval: Duration,
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+        health: Option<HealthReport>,
         duration: Histogram,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -57,10 +73,12 @@ impl Poller {
                 followed: HashMap::new(),
                 observed: HashMap::new(),
                 failure: None,
+                last_poll_failed: false,
                 polls: 0,
             }),
             poll_now: Notify::new(),
             wake,
+            health,
             duration,
         });
         let task = tokio::spawn(poll_forever(Arc::clone(&shared)));
@@ -132,6 +150,13 @@ impl Shared {
         self.duration.observe(started.elapsed().as_secs_f64());
         let mut state = self.lock();
         state.polls += 1;
+        let failed = result.is_err();
+        if std::mem::replace(&mut state.last_poll_failed, failed) != failed
+            && let Some(health) = &self.health
+        {
+            // The receiver is gone only when the operator shuts down.
+            let _ = health.wake.send(health.cluster.clone());
+        }
         let statuses = match result {
             Ok(statuses) => statuses,
             Err(err) => {
@@ -238,6 +263,7 @@ mod tests {
             Arc::new(backend),
             Duration::from_secs(10),
             wake,
+            None,
             duration.clone(),
         );
         poller.follow(JobId::from("1"), job("a"));
@@ -283,5 +309,60 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(poller.polls(), 3, "nothing followed, nothing asked");
         assert_eq!(poller.observation(&JobId::from("1")), None);
+    }
+
+    /// The cluster's reconciler hears when polls begin to fail and when they stop failing,
+    /// once each, not at every poll; a probe recorded in between changes nothing of that.
+    #[tokio::test(start_paused = true)]
+    async fn polls_beginning_or_ending_to_fail_wake_the_cluster() {
+        let mut backend = MockBackend::new();
+        backend.expect_name().return_const("mock".to_owned());
+        // Polls 1 and 2 answer, 3 to 5 fail, 6 and 7 answer.
+        let mut calls = 0;
+        backend.expect_status().returning(move |ids| {
+            calls += 1;
+            if (3..=5).contains(&calls) {
+                return Err(Error::new(ErrorKind::Unreachable, "connection refused"));
+            }
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), JobStatus::new(JobState::Running, "RUNNING")))
+                .collect())
+        });
+        let (wake, _woken) = mpsc::unbounded_channel();
+        let (probe, mut probed) = mpsc::unbounded_channel();
+        let cluster = ObjectRef::<BatchCluster>::new("hpc").within("research");
+        let health = HealthReport {
+            cluster: cluster.clone(),
+            wake: probe,
+        };
+        let poller = Poller::start(
+            Arc::new(backend),
+            Duration::from_secs(10),
+            wake,
+            Some(health),
+            Histogram::new([1.0]),
+        );
+        poller.follow(JobId::from("1"), job("a"));
+        let mut heard = Vec::new();
+        for poll in 1..=7 {
+            while poller.polls() < poll {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            if poll == 4 {
+                // A successful probe clears the failure the jobs see, not the poller's own.
+                poller.record(Ok(()));
+            }
+            while let Ok(woken) = probed.try_recv() {
+                assert_eq!(woken, cluster);
+                heard.push(poll);
+            }
+        }
+        assert_eq!(
+            heard,
+            [3, 6],
+            "told at the first failed and the first good poll"
+        );
+        assert!(poller.failure().is_none());
     }
 }

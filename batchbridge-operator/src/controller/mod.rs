@@ -253,7 +253,14 @@ impl Operator {
             ),
             None => (Api::all(self.client.clone()), Api::all(self.client.clone())),
         };
+        // Pollers ask for a probe of their BatchCluster when its polls begin or stop
+        // failing, so that Reachable follows an outage within a poll interval.
+        let (probe, probed) = mpsc::unbounded_channel();
+        let probed = futures::stream::unfold(probed, |mut probed| async move {
+            probed.recv().await.map(|cluster| (cluster, probed))
+        });
         let cluster_controller = Controller::new(clusters, watcher::Config::default())
+            .reconcile_on(probed)
             .graceful_shutdown_on(stop.clone());
         let store = cluster_controller.store();
         let (wake, woken) = mpsc::unbounded_channel();
@@ -266,6 +273,7 @@ impl Operator {
                 self.client.clone(),
                 store.clone(),
                 wake,
+                probe,
                 self.custom.clone(),
                 self.local_root.clone(),
                 Arc::clone(&self.metrics),
