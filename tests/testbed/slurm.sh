@@ -188,6 +188,10 @@ DefMemPerCPU=1024
 SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=30
+# The operator's scale benchmark (batchbridge-operator/tests/scale_bench.rs) queues up to
+# 10,000 jobs at once: the default MaxJobCount of 10000 (finished jobs count until
+# MinJobAge) would refuse submits, the benchmark's and other tests' alike.
+MaxJobCount=50000
 KillWait=5
 InactiveLimit=0
 Waittime=0
