@@ -185,15 +185,26 @@ impl Shared {
     }
 }
 
+/// The least time between the starts of two polls when newly followed jobs ask for one
+/// early: a burst of submits costs a poll per gap, not one per job.
+const EARLY_POLL_GAP: Duration = Duration::from_secs(1);
+
 async fn poll_forever(shared: Arc<Shared>) {
+    let gap = shared.interval.min(EARLY_POLL_GAP);
     let start = tokio::time::Instant::now() + shared.interval;
     let mut ticks = tokio::time::interval_at(start, shared.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
-            () = shared.poll_now.notified() => {}
+            () = shared.poll_now.notified() => {
+                if let Some(last) = last {
+                    tokio::time::sleep_until(last + gap).await;
+                }
+            }
         }
+        last = Some(tokio::time::Instant::now());
         shared.poll().await;
         // A poll for a newly followed job counts as the interval's poll.
         ticks.reset();
@@ -364,5 +375,39 @@ mod tests {
             "told at the first failed and the first good poll"
         );
         assert!(poller.failure().is_none());
+    }
+
+    /// A burst of newly followed jobs (a thousand BatchJobs created at once) costs a poll
+    /// per second, not a poll per job.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_new_jobs_is_polled_once_per_gap() {
+        let mut backend = MockBackend::new();
+        backend.expect_name().return_const("mock".to_owned());
+        backend.expect_status().returning(|ids| {
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), JobStatus::new(JobState::Queued, "PENDING")))
+                .collect())
+        });
+        let (wake, _woken) = mpsc::unbounded_channel();
+        let poller = Poller::start(
+            Arc::new(backend),
+            Duration::from_secs(10),
+            wake,
+            None,
+            Histogram::new([1.0]),
+        );
+        for i in 0..100 {
+            poller.follow(JobId::from(i.to_string().as_str()), job(&format!("j{i}")));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Two seconds of new jobs: the first polled at once, then one poll a second.
+        assert!(
+            (2..=3).contains(&poller.polls()),
+            "{} polls",
+            poller.polls()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(poller.polls() <= 4, "{} polls", poller.polls());
     }
 }

@@ -43,7 +43,22 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
 
 async fn apply(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
     let namespace = job.namespace().unwrap_or_default();
-    let status = job.status.clone().unwrap_or_default();
+    let mut status = job.status.clone().unwrap_or_default();
+    if status.phase == Some(Phase::Submitted) && status.job_id.is_none() {
+        // The watch cache may not have this operator's own write of the job id yet: the
+        // reconcile that submitted ends with it, and the next one (woken by the earlier
+        // write) can start before its event arrives. Read the job itself before submitting
+        // again: a resubmit would be safe (same key) but costs a command on the login node,
+        // a status write and an Event.
+        let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
+        if let Some(fresh) = api
+            .get_opt(&job.name_any())
+            .await
+            .map_err(ReconcileError::Kube)?
+        {
+            status = fresh.status.unwrap_or_default();
+        }
+    }
     let connection = ctx
         .clusters
         .get(&namespace, &job.spec.cluster_ref.name)

@@ -17,7 +17,7 @@ use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action as Requeue, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -293,7 +293,15 @@ impl Operator {
                     tracing::debug!(error = %err, "BatchCluster reconcile");
                 }
             });
-        let job_controller = Controller::new(jobs, watcher::Config::default())
+        // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
+        // here) are dropped before they are stored.
+        let (job_reader, job_writer) = kube::runtime::reflector::store();
+        let job_stream = watcher(jobs, watcher::Config::default())
+            .default_backoff()
+            .modify(|job: &mut BatchJob| job.managed_fields_mut().clear())
+            .reflect(job_writer)
+            .applied_objects();
+        let job_controller = Controller::for_stream(job_stream, job_reader)
             .with_config(ControllerConfig::default().concurrency(32))
             .reconcile_on(woken)
             .graceful_shutdown_on(stop);
