@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, Submitted, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{self, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
@@ -207,7 +207,7 @@ impl BatchBackend for HtcondorBackend {
             "-terse".to_owned(),
             format!("{dir}/job.sub"),
         ];
-        let submitted = remote::submit(
+        remote::submit(
             self.shell.as_ref(),
             work,
             spec,
@@ -215,22 +215,22 @@ impl BatchBackend for HtcondorBackend {
             condor_submit,
             self.config.command_timeout,
         )
-        .await?;
-        match submitted {
-            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => self
-                .find_in_scheduler(&spec.key)
-                .await?
-                .ok_or_else(|| remote::claimed_without_job(&spec.key, "HTCondor", &dir)),
-            Submitted::Refused(output) => {
+        .await?
+        .into_job_id(
+            &spec.key,
+            "HTCondor",
+            &dir,
+            self.find_in_scheduler(&spec.key),
+            |output| {
                 let error = scheduler_failure("condor_submit", &output);
-                Err(if error.is_temporary() {
+                if error.is_temporary() {
                     error
                 } else {
                     remote::rejected(&spec.key, "HTCondor", "", &output)
-                })
-            }
-        }
+                }
+            },
+        )
+        .await
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {

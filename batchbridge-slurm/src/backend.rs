@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, Submitted, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{self, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
@@ -324,7 +324,7 @@ impl BatchBackend for SlurmBackend {
             ("env.sh", environment.as_str()),
             ("tasks", tasks.as_str()),
         ];
-        let submitted = remote::submit(
+        remote::submit(
             self.shell.as_ref(),
             work,
             spec,
@@ -332,17 +332,16 @@ impl BatchBackend for SlurmBackend {
             sbatch,
             self.config.command_timeout,
         )
-        .await?;
-        match submitted {
-            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => self
-                .find_in_scheduler(&spec.key)
-                .await?
-                .ok_or_else(|| remote::claimed_without_job(&spec.key, "SLURM", &dir)),
-            Submitted::Refused(output) => {
+        .await?
+        .into_job_id(
+            &spec.key,
+            "SLURM",
+            &dir,
+            self.find_in_scheduler(&spec.key),
+            |output| {
                 let error = scheduler_failure("sbatch", &output);
                 if error.is_temporary() {
-                    return Err(error);
+                    return error;
                 }
                 let on = self
                     .config
@@ -350,9 +349,10 @@ impl BatchBackend for SlurmBackend {
                     .partition_for(spec)
                     .map(|p| format!(" on partition {p:?}"))
                     .unwrap_or_default();
-                Err(remote::rejected(&spec.key, "SLURM", &on, &output))
-            }
-        }
+                remote::rejected(&spec.key, "SLURM", &on, &output)
+            },
+        )
+        .await
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {

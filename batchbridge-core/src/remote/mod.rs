@@ -134,9 +134,32 @@ pub enum Submitted {
     Refused(Output),
 }
 
+impl Submitted {
+    /// The job's id: the one the scheduler gave or the key already had; for a claimed key,
+    /// the one `find_in_scheduler` finds (a temporary
+    /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown) when it finds none); for a
+    /// refusal, the error `refused` makes of the scheduler's output.
+    pub async fn into_job_id(
+        self,
+        key: &JobKey,
+        scheduler: &str,
+        dir: &str,
+        find_in_scheduler: impl Future<Output = Result<Option<JobId>>>,
+        refused: impl FnOnce(Output) -> Error,
+    ) -> Result<JobId> {
+        match self {
+            Self::New(id) | Self::Existing(id) => Ok(JobId::from(id)),
+            Self::Claimed => find_in_scheduler
+                .await?
+                .ok_or_else(|| claimed_without_job(key, scheduler, dir)),
+            Self::Refused(output) => Err(refused(output)),
+        }
+    }
+}
+
 /// The error for [`Submitted::Claimed`] when the scheduler holds no job with the key
 /// either: a submit is in flight or was cut off; temporary, since trying again soon answers.
-pub fn claimed_without_job(key: &JobKey, scheduler: &str, dir: &str) -> Error {
+fn claimed_without_job(key: &JobKey, scheduler: &str, dir: &str) -> Error {
     Error::new(
         ErrorKind::SubmitOutcomeUnknown,
         format!(
