@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `batchbridge_jobs` | gauge | `namespace`, `cluster`, `phase` |
 //! | `batchbridge_submits_total`, `batchbridge_submit_failures_total` | counter | `namespace`, `cluster` |
+//! | `batchbridge_submits_in_progress` | gauge | |
 //! | `batchbridge_cancels_total`, `batchbridge_cancel_failures_total` | counter | `namespace`, `cluster` |
 //! | `batchbridge_poll_duration_seconds` | histogram | `namespace`, `cluster` |
 //! | `batchbridge_scheduler_commands_total` | counter | `namespace`, `cluster`, `command` |
@@ -83,6 +84,7 @@ pub struct Metrics {
     ssh_connections: Family<ClusterLabels, Counter>,
     ssh_reconnects: Family<ClusterLabels, Counter>,
     reconcile_errors: Family<ErrorLabels, Counter>,
+    submits_in_progress: Gauge,
     leader: Gauge,
     jobs: Arc<JobCounts>,
 }
@@ -110,6 +112,7 @@ impl Metrics {
             ssh_connections: Family::default(),
             ssh_reconnects: Family::default(),
             reconcile_errors: Family::default(),
+            submits_in_progress: Gauge::default(),
             leader: Gauge::default(),
             jobs: Arc::default(),
         };
@@ -165,6 +168,11 @@ impl Metrics {
             metrics.reconcile_errors.clone(),
         );
         registry.register(
+            "submits_in_progress",
+            "BatchJobs whose submit is running or waiting for a free slot on its cluster",
+            metrics.submits_in_progress.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this replica holds the leader Lease and runs the controllers",
             metrics.leader.clone(),
@@ -215,6 +223,12 @@ impl Metrics {
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    /// Records how many BatchJobs have a submit in progress.
+    pub fn set_submits_in_progress(&self, count: usize) {
+        self.submits_in_progress
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Records whether this replica leads.
@@ -403,6 +417,7 @@ mod tests {
         metrics.poll_duration(&hpc).observe(0.3);
         metrics.reconcile_failed("BatchJob", "Kube");
         metrics.set_leader(true);
+        metrics.set_submits_in_progress(3);
         let store = kube::runtime::reflector::store::Writer::<BatchJob>::default();
         metrics.count_jobs_in(Some(store.as_reader()));
         let text = metrics.encode();
@@ -415,6 +430,8 @@ mod tests {
             r#"batchbridge_poll_duration_seconds_count{namespace="ns",cluster="hpc"} 1"#,
             r#"batchbridge_reconcile_errors_total{controller="BatchJob",reason="Kube"} 1"#,
             "batchbridge_leader 1",
+            "# TYPE batchbridge_submits_in_progress gauge",
+            "batchbridge_submits_in_progress 3",
             "# TYPE batchbridge_jobs gauge",
             "# EOF",
         ] {

@@ -179,8 +179,7 @@ fn is_terminal(job: &BatchJob) -> bool {
     phase(job).is_some_and(Phase::is_terminal)
 }
 
-/// An operator process of this test. Dropped while it runs (a test failed), it goes as in
-/// [`Operator::crash`], so that no OpenSSH master outlives it.
+/// An operator process of this test.
 struct Operator {
     /// `None` once stopped or killed.
     process: Option<OperatorProcess>,
@@ -217,14 +216,11 @@ impl Operator {
         std::fs::read_to_string(&self.process().log).unwrap_or_default()
     }
 
-    /// Kills it the way a crashed or evicted pod goes: SIGKILL for the operator and the
-    /// processes it started (a container's processes die together, while a SIGKILLed
-    /// process cannot kill its children itself). Removes the killed OpenSSH masters'
-    /// private directories, which hold a copy of the key.
+    /// Kills it the way a crashed or evicted pod goes: the operator and its OpenSSH
+    /// masters at once ([`OperatorProcess::crash`]).
     async fn crash(mut self) {
         let process = self.process.take().unwrap();
-        let pid = process.child.id().unwrap();
-        kill_with_children(pid);
+        process.crash();
         let status = process.exited().await;
         assert_eq!(status.code(), None, "killed by a signal: {status:?}");
     }
@@ -235,37 +231,6 @@ impl Operator {
         process.signal("-TERM");
         let status = process.exited().await;
         assert!(status.success(), "a graceful stop exits 0: {status:?}");
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        if let Some(pid) = self.process.as_ref().and_then(|p| p.child.id()) {
-            kill_with_children(pid);
-        }
-    }
-}
-
-/// SIGKILLs process `pid` and its children. It is stopped first, so that it cannot start
-/// another child in between; a child caught between fork and exec is killed as well.
-fn kill_with_children(pid: u32) {
-    let signal = |signal: &str, pid: u32| {
-        let _ = std::process::Command::new("kill")
-            .args([signal, &pid.to_string()])
-            .status();
-    };
-    signal("-STOP", pid);
-    let children = children(pid);
-    signal("-KILL", pid);
-    for child in children {
-        // Read again: a child listed between fork and exec has run `ssh` since.
-        let control_dir = Proc::read(child.pid)
-            .filter(|now| now.start == child.start)
-            .and_then(|now| now.control_dir().map(Path::to_path_buf));
-        child.kill("-KILL");
-        if let Some(dir) = control_dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
     }
 }
 
@@ -310,16 +275,6 @@ impl Proc {
             .first()
             .is_some_and(|program| Path::new(program).file_name() == Some("ssh".as_ref()))
             && self.args.iter().any(|arg| arg == "-M")
-    }
-
-    /// The directory of an `ssh -M -S DIR/master`'s control socket.
-    fn control_dir(&self) -> Option<&Path> {
-        let at = self.args.iter().position(|arg| arg == "-S")?;
-        let dir = Path::new(self.args.get(at + 1)?).parent()?;
-        dir.file_name()?
-            .to_str()?
-            .starts_with("batchbridge-ssh-")
-            .then_some(dir)
     }
 
     /// Sends `signal` unless the pid now belongs to another process.

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use batchbridge_core::shell::{Shell, SshConfig, SshShell};
-use batchbridge_core::{BatchBackend, Error, ErrorKind, LocalBackend};
+use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobSpec, LocalBackend};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
@@ -43,8 +43,14 @@ pub struct Connection {
     pub spec: BatchClusterSpec,
     /// The cluster's labels in the metrics.
     pub labels: ClusterLabels,
+    submit_slots: Semaphore,
     fingerprint: Fingerprint,
 }
+
+/// How many submits run at once on one connection. An SSH connection runs 8 commands at
+/// once (`SshConfig::max_sessions`); the rest stay free for the poller, the probe and output
+/// collection, so that a burst of submits does not hold up the status of running jobs.
+pub const SUBMITS_AT_ONCE: usize = 6;
 
 /// What a connection was built from: when either part changes, it is rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +70,13 @@ impl Connection {
     /// The cluster user jobs run as.
     pub fn user(&self) -> Option<&str> {
         self.spec.ssh.as_ref().map(|ssh| ssh.user.as_str())
+    }
+
+    /// Submits `spec` once one of the [`SUBMITS_AT_ONCE`] slots is free.
+    pub async fn submit(&self, spec: &JobSpec) -> batchbridge_core::Result<JobId> {
+        // The semaphore is never closed, so a permit always comes.
+        let _slot = self.submit_slots.acquire().await.ok();
+        self.backend.submit(spec).await
     }
 
     /// The partition or queue for jobs that do not choose one.
@@ -330,6 +343,7 @@ impl Clusters {
             backend,
             spec: spec.clone(),
             labels,
+            submit_slots: Semaphore::new(SUBMITS_AT_ONCE),
             fingerprint,
         })
     }

@@ -33,7 +33,7 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
     let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, job, |event| async {
         match event {
-            Finalizer::Apply(job) => apply(&job, &ctx).await,
+            Finalizer::Apply(job) => apply(job, &ctx).await,
             Finalizer::Cleanup(job) => remove(&job, &ctx).await,
         }
     })
@@ -41,15 +41,19 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
     .map_err(|err| ReconcileError::Finalizer(Box::new(err)))
 }
 
-async fn apply(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
+async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
+    if ctx.submissions.is_running(&job) {
+        // The submit writes what came of it and wakes the job when it is over.
+        return Ok(Requeue::await_change());
+    }
     let namespace = job.namespace().unwrap_or_default();
     let mut status = job.status.clone().unwrap_or_default();
     if status.phase == Some(Phase::Submitted) && status.job_id.is_none() {
         // The watch cache may not have this operator's own write of the job id yet: the
-        // reconcile that submitted ends with it, and the next one (woken by the earlier
-        // write) can start before its event arrives. Read the job itself before submitting
-        // again: a resubmit would be safe (same key) but costs a command on the login node,
-        // a status write and an Event.
+        // submit ends with it, and a reconcile woken by an earlier write can start before
+        // its event arrives. Read the job itself before submitting again: a resubmit would
+        // be safe (same key) but costs a command on the login node, a status write and an
+        // Event.
         let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
         if let Some(fresh) = api
             .get_opt(&job.name_any())
@@ -63,44 +67,76 @@ async fn apply(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError>
         .clusters
         .get(&namespace, &job.spec.cluster_ref.name)
         .await;
-    let observation = match (&connection, &status.job_id) {
-        (Ok(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
-        _ => None,
-    };
     let policy = &job.spec.output_policy;
-    let decision = decide(&Facts {
-        generation: job.metadata.generation.unwrap_or_default(),
-        status: &status,
-        retry_policy: job.spec.retry_policy.as_ref(),
-        keeps_output: policy.tail_bytes > 0 || policy.config_map || policy.log_pod,
-        cluster: connection.as_ref().map(|_| ()),
-        observation: observation.as_ref(),
-        now: SystemTime::now(),
+    // A job seen finishing is decided again at once with the status just written (to
+    // forget it and collect its output); deciding from the cache instead would read it
+    // from before that write, and write the phase and its Event again.
+    let mut passes = 0;
+    loop {
+        passes += 1;
+        let observation = match (&connection, &status.job_id) {
+            (Ok(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
+            _ => None,
+        };
+        let decision = decide(&Facts {
+            generation: job.metadata.generation.unwrap_or_default(),
+            status: &status,
+            retry_policy: job.spec.retry_policy.as_ref(),
+            keeps_output: policy.tail_bytes > 0 || policy.config_map || policy.log_pod,
+            cluster: connection.as_ref().map(|_| ()),
+            observation: observation.as_ref(),
+            now: SystemTime::now(),
+        });
+        if let Ok(connection) = &connection {
+            match &decision.watch {
+                Watch::Follow(id) => connection.poller.follow(id.clone(), ObjectRef::from(&*job)),
+                Watch::Forget(id) => connection.poller.forget(id),
+                Watch::Nothing => {}
+            }
+        }
+        if let Some(next) = decision.status {
+            write_status(ctx, &job, &status, &next).await?;
+            status = next;
+        }
+        match (decision.action, &connection) {
+            (Some(Action::Submit { attempt }), Ok(connection)) => {
+                start_submit(ctx, job, Arc::clone(connection), attempt, status);
+                return Ok(Requeue::await_change());
+            }
+            (Some(Action::CollectOutput { id }), Ok(connection)) => {
+                collect(ctx, &job, connection, &id, status).await?;
+                return Ok(Requeue::await_change());
+            }
+            _ => {}
+        }
+        match decision.requeue_after {
+            Some(Duration::ZERO) if passes < 2 => {}
+            Some(after) => return Ok(Requeue::requeue(after)),
+            None => return Ok(Requeue::await_change()),
+        }
+    }
+}
+
+/// Hands the submit of `attempt` to [`Submissions`](super::submissions::Submissions), to
+/// run beside the reconciles; `current` is the status that says Submitted.
+fn start_submit(
+    ctx: &Arc<Context>,
+    job: Arc<BatchJob>,
+    connection: Arc<Connection>,
+    attempt: u32,
+    current: BatchJobStatus,
+) {
+    let submitting = Arc::clone(ctx);
+    let submitted = Arc::clone(&job);
+    ctx.submissions.start(&job, async move {
+        let ctx = submitting;
+        let error = submit(&ctx, &submitted, &connection, attempt, current)
+            .await
+            .err()?;
+        ctx.metrics.reconcile_failed("BatchJob", error.reason());
+        tracing::warn!(job = %ObjectRef::from(&*submitted), %error, "submit failed");
+        Some(retry_after(&error))
     });
-    if let Ok(connection) = &connection {
-        match &decision.watch {
-            Watch::Follow(id) => connection.poller.follow(id.clone(), ObjectRef::from(job)),
-            Watch::Forget(id) => connection.poller.forget(id),
-            Watch::Nothing => {}
-        }
-    }
-    let mut current = status;
-    if let Some(next) = decision.status {
-        write_status(ctx, job, &current, &next).await?;
-        current = next;
-    }
-    match (decision.action, connection) {
-        (Some(Action::Submit { attempt }), Ok(connection)) => {
-            submit(ctx, job, &connection, attempt, current).await?;
-        }
-        (Some(Action::CollectOutput { id }), Ok(connection)) => {
-            collect(ctx, job, &connection, &id, current).await?;
-        }
-        _ => {}
-    }
-    Ok(decision
-        .requeue_after
-        .map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
 async fn submit(
@@ -112,7 +148,7 @@ async fn submit(
 ) -> Result<(), ReconcileError> {
     let submitted = match job.job_spec(attempt) {
         Ok(spec) => {
-            let submitted = connection.backend.submit(&spec).await;
+            let submitted = connection.submit(&spec).await;
             ctx.metrics.submitted(&connection.labels, submitted.is_ok());
             submitted
         }
@@ -226,6 +262,11 @@ async fn collect(
 }
 
 async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
+    if ctx.submissions.is_running(job) {
+        // Cancelling now could miss a job its submit is about to create; the submit wakes
+        // the job when it is over.
+        return Ok(Requeue::await_change());
+    }
     let namespace = job.namespace().unwrap_or_default();
     let step = cleanup(job.status.as_ref());
     if step == Cleanup::Nothing {
@@ -308,7 +349,7 @@ async fn write_status(
 }
 
 /// The Events a status change is worth: a new phase, a new job id, a cluster problem or its
-/// end.
+/// end. A cluster found ready the first time is not news: every new job would get one.
 fn transitions(
     current: &BatchJobStatus,
     next: &BatchJobStatus,
@@ -317,8 +358,10 @@ fn transitions(
     let ready = |s: &BatchJobStatus| {
         condition(&s.conditions, CLUSTER_READY).map(|c| (c.status.clone(), c.reason.clone()))
     };
-    if ready(current) != ready(next)
+    let (was, is) = (ready(current), ready(next));
+    if was != is
         && let Some(c) = condition(&next.conditions, CLUSTER_READY)
+        && (was.is_some() || c.status != "True")
     {
         events.push((
             event_type(c.status == "True"),
@@ -417,6 +460,30 @@ mod tests {
         );
         assert_eq!(
             reasons(&running, &unreachable),
+            [("Unreachable".into(), "connection refused".into())]
+        );
+        let mut ready = running.clone();
+        set_condition(
+            &mut ready.conditions,
+            CLUSTER_READY,
+            true,
+            "Ready",
+            "the cluster answered",
+            now,
+        );
+        assert_eq!(
+            reasons(&unreachable, &ready),
+            [("Ready".into(), "the cluster answered".into())]
+        );
+        let mut first_ready = submitted.clone();
+        first_ready.conditions = ready.conditions.clone();
+        assert_eq!(reasons(&BatchJobStatus::default(), &first_ready), []);
+        let first_unreachable = BatchJobStatus {
+            conditions: unreachable.conditions.clone(),
+            ..BatchJobStatus::default()
+        };
+        assert_eq!(
+            reasons(&BatchJobStatus::default(), &first_unreachable),
             [("Unreachable".into(), "connection refused".into())]
         );
         assert_eq!(reasons(&running, &running), []);

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod job;
+pub mod submissions;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,6 +32,7 @@ use crate::decision::ClusterProblem;
 use crate::endpoints::{Endpoints, Readiness};
 use crate::leader::LeaderElection;
 use crate::metrics::Metrics;
+use submissions::Submissions;
 
 /// The field manager of everything the operator writes with server-side apply.
 pub const FIELD_MANAGER: &str = "batchbridge-operator";
@@ -76,6 +78,8 @@ pub struct Context {
     pub image: String,
     /// The operator's metrics.
     pub metrics: Arc<Metrics>,
+    /// The BatchJobs' submits in progress.
+    pub submissions: Submissions,
 }
 
 /// The operator: both controllers, configured and ready to run.
@@ -269,6 +273,7 @@ impl Operator {
             instance: Some(self.instance.clone()),
         };
         let ctx = Arc::new(Context {
+            submissions: Submissions::new(wake.clone(), Arc::clone(&self.metrics)),
             clusters: Clusters::new(
                 self.client.clone(),
                 store.clone(),
@@ -308,6 +313,7 @@ impl Operator {
         self.metrics.count_jobs_in(Some(job_controller.store()));
         let job_store = job_controller.store();
         let readiness = Arc::clone(&self.readiness);
+        let stopping = Arc::clone(&ctx);
         let jobs = async move {
             // Jobs need their clusters: start once the BatchClusters are listed.
             if store.wait_until_ready().await.is_err() {
@@ -328,6 +334,7 @@ impl Operator {
             tokio::join!(running, ready);
         };
         tokio::join!(clusters, jobs);
+        stopping.submissions.abort_all();
         self.metrics.count_jobs_in(None);
     }
 }

@@ -19,11 +19,18 @@ pub(crate) async fn write_operator_kubeconfig(bed: &Cluster, dir: &Path) {
 
 /// The `batchbridge-operator` binary running for a test namespace, as a process of its own
 /// (so it can be killed like a crashed pod), with its endpoints on a free port.
+///
+/// It leads a process group of its own, with the OpenSSH masters it starts: killing the
+/// group kills them together, as a container's processes die together, while a SIGKILLed
+/// process cannot stop its children itself. Its temporary files (the masters' private
+/// directories, which hold a copy of the key) go under the test's directory.
 pub(crate) struct OperatorProcess {
     pub(crate) name: &'static str,
     pub(crate) address: SocketAddr,
     pub(crate) child: Child,
     pub(crate) log: PathBuf,
+    /// Its process group, which is its pid.
+    group: String,
 }
 
 impl OperatorProcess {
@@ -42,6 +49,8 @@ impl OperatorProcess {
             .local_addr()
             .unwrap();
         let log = dir.join(format!("{name}.log"));
+        let tmp = dir.join(format!("{name}.tmp"));
+        std::fs::create_dir_all(&tmp).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_batchbridge-operator"));
         if let Some(lease) = lease {
             command
@@ -56,16 +65,19 @@ impl OperatorProcess {
             .env("METRICS_ADDR", address.to_string())
             .env("LOCAL_STATE_DIR", dir.join(name))
             .env("RUST_LOG", "info")
+            .env("TMPDIR", &tmp)
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
             .spawn()
             .unwrap();
+        let group = format!("-{}", child.id().unwrap());
         Self {
             name,
             address,
             child,
             log,
+            group,
         }
     }
 
@@ -108,11 +120,21 @@ impl OperatorProcess {
         }
     }
 
-    /// Sends `signal` (`-KILL`, `-TERM`…) to the process.
+    /// Sends `signal` (`-TERM`…) to the operator process alone, as Kubernetes stops a pod.
     pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id().unwrap().to_string();
         let status = std::process::Command::new("kill")
             .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGKILLs the operator and every process it started, the way a crashed or evicted
+    /// pod goes.
+    pub(crate) fn crash(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", "--", &self.group])
             .status()
             .unwrap();
         assert!(status.success());
@@ -124,5 +146,16 @@ impl OperatorProcess {
             .await
             .expect("the replica exits")
             .unwrap()
+    }
+}
+
+impl Drop for OperatorProcess {
+    /// No operator or OpenSSH master outlives its test, even one that failed. (A group's id
+    /// comes back only once all its processes are gone and the pids have come round.)
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &self.group])
+            .stderr(Stdio::null())
+            .status();
     }
 }
