@@ -109,7 +109,7 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
     }
 
     // A crash: the Lease is not released, so B waits for it to expire.
-    a.signal("-KILL");
+    a.crash();
     let crashed = Instant::now();
     a.exited().await;
     create_job(&bed, "second", script.clone()).await;
