@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `batchbridge_jobs` | gauge | `namespace`, `cluster`, `phase` |
 //! | `batchbridge_submits_total`, `batchbridge_submit_failures_total` | counter | `namespace`, `cluster` |
-//! | `batchbridge_submits_in_progress` | gauge | |
+//! | `batchbridge_actions_in_progress` | gauge | `action` |
 //! | `batchbridge_cancels_total`, `batchbridge_cancel_failures_total` | counter | `namespace`, `cluster` |
 //! | `batchbridge_poll_duration_seconds` | histogram | `namespace`, `cluster` |
 //! | `batchbridge_scheduler_commands_total` | counter | `namespace`, `cluster`, `command` |
@@ -53,6 +53,12 @@ struct CommandLabels {
     command: String,
 }
 
+/// An action on a cluster, by what it does (`submit`, `collect_output`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: &'static str,
+}
+
 /// A failed reconcile, by controller (`BatchJob`, `BatchCluster`) and what failed.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
@@ -84,7 +90,7 @@ pub struct Metrics {
     ssh_connections: Family<ClusterLabels, Counter>,
     ssh_reconnects: Family<ClusterLabels, Counter>,
     reconcile_errors: Family<ErrorLabels, Counter>,
-    submits_in_progress: Gauge,
+    actions_in_progress: Family<ActionLabels, Gauge>,
     leader: Gauge,
     jobs: Arc<JobCounts>,
 }
@@ -112,7 +118,7 @@ impl Metrics {
             ssh_connections: Family::default(),
             ssh_reconnects: Family::default(),
             reconcile_errors: Family::default(),
-            submits_in_progress: Gauge::default(),
+            actions_in_progress: Family::default(),
             leader: Gauge::default(),
             jobs: Arc::default(),
         };
@@ -168,9 +174,9 @@ impl Metrics {
             metrics.reconcile_errors.clone(),
         );
         registry.register(
-            "submits_in_progress",
-            "BatchJobs whose submit is running or waiting for a free slot on its cluster",
-            metrics.submits_in_progress.clone(),
+            "actions_in_progress",
+            "BatchJobs whose submit or output collection is running or waiting for a free slot on its cluster",
+            metrics.actions_in_progress.clone(),
         );
         registry.register(
             "leader",
@@ -225,10 +231,18 @@ impl Metrics {
             .inc();
     }
 
-    /// Records how many BatchJobs have a submit in progress.
-    pub fn set_submits_in_progress(&self, count: usize) {
-        self.submits_in_progress
-            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    /// Counts an `action` (`submit`, `collect_output`) that started.
+    pub fn action_started(&self, action: &'static str) {
+        self.actions_in_progress
+            .get_or_create(&ActionLabels { action })
+            .inc();
+    }
+
+    /// Counts an `action` that ended.
+    pub fn action_ended(&self, action: &'static str) {
+        self.actions_in_progress
+            .get_or_create(&ActionLabels { action })
+            .dec();
     }
 
     /// Records whether this replica leads.
@@ -417,7 +431,9 @@ mod tests {
         metrics.poll_duration(&hpc).observe(0.3);
         metrics.reconcile_failed("BatchJob", "Kube");
         metrics.set_leader(true);
-        metrics.set_submits_in_progress(3);
+        metrics.action_started("submit");
+        metrics.action_started("submit");
+        metrics.action_ended("submit");
         let store = kube::runtime::reflector::store::Writer::<BatchJob>::default();
         metrics.count_jobs_in(Some(store.as_reader()));
         let text = metrics.encode();
@@ -430,8 +446,8 @@ mod tests {
             r#"batchbridge_poll_duration_seconds_count{namespace="ns",cluster="hpc"} 1"#,
             r#"batchbridge_reconcile_errors_total{controller="BatchJob",reason="Kube"} 1"#,
             "batchbridge_leader 1",
-            "# TYPE batchbridge_submits_in_progress gauge",
-            "batchbridge_submits_in_progress 3",
+            "# TYPE batchbridge_actions_in_progress gauge",
+            r#"batchbridge_actions_in_progress{action="submit"} 1"#,
             "# TYPE batchbridge_jobs gauge",
             "# EOF",
         ] {

@@ -58,7 +58,6 @@ pub async fn collect(
         u64::from(policy.tail_bytes)
     };
     let output = connection
-        .backend
         .fetch_output(id, &OutputRequest::tail(bytes))
         .await
         .map_err(ReconcileError::Backend)?;

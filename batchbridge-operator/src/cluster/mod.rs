@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use batchbridge_core::shell::{Shell, SshConfig, SshShell};
-use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobSpec, LocalBackend};
+use batchbridge_core::{
+    BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
+};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
 use k8s_openapi::api::core::v1::Secret;
@@ -44,13 +46,17 @@ pub struct Connection {
     /// The cluster's labels in the metrics.
     pub labels: ClusterLabels,
     submit_slots: Semaphore,
+    output_slots: Semaphore,
     fingerprint: Fingerprint,
 }
 
 /// How many submits run at once on one connection. An SSH connection runs 8 commands at
-/// once (`SshConfig::max_sessions`); the rest stay free for the poller, the probe and output
-/// collection, so that a burst of submits does not hold up the status of running jobs.
-pub const SUBMITS_AT_ONCE: usize = 6;
+/// once (`SshConfig::max_sessions`): 5 for submits and 2 for output fetches leave one for
+/// the poller and the probe, so that neither a burst of new jobs nor one of finished jobs
+/// holds up the other, or the status of running jobs.
+pub const SUBMITS_AT_ONCE: usize = 5;
+/// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
+pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
 
 /// What a connection was built from: when either part changes, it is rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +83,16 @@ impl Connection {
         // The semaphore is never closed, so a permit always comes.
         let _slot = self.submit_slots.acquire().await.ok();
         self.backend.submit(spec).await
+    }
+
+    /// Fetches job `id`'s output once one of the [`OUTPUT_FETCHES_AT_ONCE`] slots is free.
+    pub async fn fetch_output(
+        &self,
+        id: &JobId,
+        request: &OutputRequest,
+    ) -> batchbridge_core::Result<JobOutput> {
+        let _slot = self.output_slots.acquire().await.ok();
+        self.backend.fetch_output(id, request).await
     }
 
     /// The partition or queue for jobs that do not choose one.
@@ -344,6 +360,7 @@ impl Clusters {
             spec: spec.clone(),
             labels,
             submit_slots: Semaphore::new(SUBMITS_AT_ONCE),
+            output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
             fingerprint,
         })
     }

@@ -13,6 +13,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 
+use super::actions::ActionKind;
 use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase};
@@ -42,8 +43,8 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
 }
 
 async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
-    if ctx.submissions.is_running(&job) {
-        // The submit writes what came of it and wakes the job when it is over.
+    if ctx.actions.is_running(&job) {
+        // The action writes what came of it and wakes the job when it is over.
         return Ok(Requeue::await_change());
     }
     let namespace = job.namespace().unwrap_or_default();
@@ -98,16 +99,9 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
             write_status(ctx, &job, &status, &next).await?;
             status = next;
         }
-        match (decision.action, &connection) {
-            (Some(Action::Submit { attempt }), Ok(connection)) => {
-                start_submit(ctx, job, Arc::clone(connection), attempt, status);
-                return Ok(Requeue::await_change());
-            }
-            (Some(Action::CollectOutput { id }), Ok(connection)) => {
-                collect(ctx, &job, connection, &id, status).await?;
-                return Ok(Requeue::await_change());
-            }
-            _ => {}
+        if let (Some(action), Ok(connection)) = (decision.action, &connection) {
+            start(ctx, job, Arc::clone(connection), action, status);
+            return Ok(Requeue::await_change());
         }
         match decision.requeue_after {
             Some(Duration::ZERO) if passes < 2 => {}
@@ -117,24 +111,34 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
     }
 }
 
-/// Hands the submit of `attempt` to [`Submissions`](super::submissions::Submissions), to
-/// run beside the reconciles; `current` is the status that says Submitted.
-fn start_submit(
+/// Hands `action` over to [`Actions`](super::actions::Actions), to run beside the
+/// reconciles; `current` is the status written before it.
+fn start(
     ctx: &Arc<Context>,
     job: Arc<BatchJob>,
     connection: Arc<Connection>,
-    attempt: u32,
+    action: Action,
     current: BatchJobStatus,
 ) {
-    let submitting = Arc::clone(ctx);
-    let submitted = Arc::clone(&job);
-    ctx.submissions.start(&job, async move {
-        let ctx = submitting;
-        let error = submit(&ctx, &submitted, &connection, attempt, current)
-            .await
-            .err()?;
+    let kind = match action {
+        Action::Submit { .. } => ActionKind::Submit,
+        Action::CollectOutput { .. } => ActionKind::CollectOutput,
+    };
+    let acting = Arc::clone(ctx);
+    let subject = Arc::clone(&job);
+    ctx.actions.start(&job, kind, async move {
+        let ctx = acting;
+        let done = match action {
+            Action::Submit { attempt } => {
+                submit(&ctx, &subject, &connection, attempt, current).await
+            }
+            Action::CollectOutput { id } => {
+                collect(&ctx, &subject, &connection, &id, current).await
+            }
+        };
+        let error = done.err()?;
         ctx.metrics.reconcile_failed("BatchJob", error.reason());
-        tracing::warn!(job = %ObjectRef::from(&*submitted), %error, "submit failed");
+        tracing::warn!(job = %ObjectRef::from(&*subject), action = kind.label(), %error, "action failed");
         Some(retry_after(&error))
     });
 }
@@ -262,8 +266,8 @@ async fn collect(
 }
 
 async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
-    if ctx.submissions.is_running(job) {
-        // Cancelling now could miss a job its submit is about to create; the submit wakes
+    if ctx.actions.is_running(job) {
+        // Cancelling now could miss a job its submit is about to create; the action wakes
         // the job when it is over.
         return Ok(Requeue::await_change());
     }

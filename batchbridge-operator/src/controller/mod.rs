@@ -2,9 +2,9 @@
 //! BatchJobs reconciled, and the clusters' pollers wake the jobs whose scheduler status
 //! changed.
 
+pub mod actions;
 pub mod cluster;
 pub mod job;
-pub mod submissions;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -32,7 +32,7 @@ use crate::decision::ClusterProblem;
 use crate::endpoints::{Endpoints, Readiness};
 use crate::leader::LeaderElection;
 use crate::metrics::Metrics;
-use submissions::Submissions;
+use actions::Actions;
 
 /// The field manager of everything the operator writes with server-side apply.
 pub const FIELD_MANAGER: &str = "batchbridge-operator";
@@ -78,8 +78,8 @@ pub struct Context {
     pub image: String,
     /// The operator's metrics.
     pub metrics: Arc<Metrics>,
-    /// The BatchJobs' submits in progress.
-    pub submissions: Submissions,
+    /// The BatchJobs' actions in progress on their clusters.
+    pub actions: Actions,
 }
 
 /// The operator: both controllers, configured and ready to run.
@@ -273,7 +273,7 @@ impl Operator {
             instance: Some(self.instance.clone()),
         };
         let ctx = Arc::new(Context {
-            submissions: Submissions::new(wake.clone(), Arc::clone(&self.metrics)),
+            actions: Actions::new(wake.clone(), Arc::clone(&self.metrics)),
             clusters: Clusters::new(
                 self.client.clone(),
                 store.clone(),
@@ -334,7 +334,7 @@ impl Operator {
             tokio::join!(running, ready);
         };
         tokio::join!(clusters, jobs);
-        stopping.submissions.abort_all();
+        stopping.actions.abort_all();
         self.metrics.count_jobs_in(None);
     }
 }
