@@ -7,6 +7,10 @@
 //! would wait behind all of them for its status. So a reconcile that decides on an action
 //! hands it over here and returns; the job's further reconciles stand aside while its
 //! action runs, and the action wakes the job when it is over.
+//!
+//! The wake-up can come before the watch brings the action's own status write, so the
+//! version written is kept until the job's next reconcile, which reads the job afresh
+//! when its cache is not at that version ([`Actions::cache_lags`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,6 +29,8 @@ use crate::metrics::Metrics;
 #[derive(Debug)]
 pub struct Actions {
     running: Arc<Mutex<HashMap<String, (ActionKind, AbortHandle)>>>,
+    /// The resourceVersion each job's last action wrote, until its next reconcile.
+    written: Mutex<HashMap<String, String>>,
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
     metrics: Arc<Metrics>,
 }
@@ -53,6 +59,7 @@ impl Actions {
     pub fn new(wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>, metrics: Arc<Metrics>) -> Self {
         Self {
             running: Arc::default(),
+            written: Mutex::default(),
             wake,
             metrics,
         }
@@ -61,6 +68,30 @@ impl Actions {
     /// Whether `job` has an action in progress.
     pub fn is_running(&self, job: &BatchJob) -> bool {
         self.lock().contains_key(&job.uid().unwrap_or_default())
+    }
+
+    /// Records that an action of `job` wrote its status, giving it `version`; `None`
+    /// forgets what the last one wrote.
+    pub fn wrote(&self, job: &BatchJob, version: Option<String>) {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let uid = job.uid().unwrap_or_default();
+        match version {
+            Some(version) => written.insert(uid, version),
+            None => written.remove(&uid),
+        };
+    }
+
+    /// Whether `job`, as the cache has it, may be older than its last action's status
+    /// write; answered once per write (the caller reads the job afresh).
+    pub fn cache_lags(&self, job: &BatchJob) -> bool {
+        let uid = job.uid().unwrap_or_default();
+        let written = self
+            .written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&uid);
+        // Versions are opaque: only equality says the cache has the write.
+        written.is_some_and(|version| job.resource_version().as_ref() != Some(&version))
     }
 
     /// Runs `action` for `job` as a task of its own. `action` answers how long to wait
@@ -184,6 +215,27 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         // The job may be reconciled (and act) again during the wait.
         assert!(!actions.is_running(&a));
+    }
+
+    #[test]
+    fn a_cache_older_than_an_actions_write_lags_once() {
+        let (wake, _woken) = mpsc::unbounded_channel();
+        let actions = Actions::new(wake, Arc::new(Metrics::new()));
+        let at = |version: &str| {
+            let mut job = job("a");
+            job.metadata.resource_version = Some(version.into());
+            job
+        };
+        assert!(!actions.cache_lags(&at("7")), "no action wrote");
+        actions.wrote(&at("7"), Some("9".into()));
+        assert!(
+            actions.cache_lags(&at("7")),
+            "the cache has 7, the action wrote 9"
+        );
+        assert!(!actions.cache_lags(&at("7")), "asked once per write");
+        actions.wrote(&at("7"), Some("9".into()));
+        assert!(!actions.cache_lags(&at("9")), "the cache has the write");
+        assert!(!actions.cache_lags(&job("b")), "another job");
     }
 
     #[tokio::test(start_paused = true)]

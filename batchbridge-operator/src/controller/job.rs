@@ -49,12 +49,11 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
     }
     let namespace = job.namespace().unwrap_or_default();
     let mut status = job.status.clone().unwrap_or_default();
-    if status.phase == Some(Phase::Submitted) && status.job_id.is_none() {
-        // The watch cache may not have this operator's own write of the job id yet: the
-        // submit ends with it, and a reconcile woken by an earlier write can start before
-        // its event arrives. Read the job itself before submitting again: a resubmit would
-        // be safe (same key) but costs a command on the login node, a status write and an
-        // Event.
+    if ctx.actions.cache_lags(&job) {
+        // An action wrote the status, and the watch has not brought that write yet (its
+        // wake-up came first). Deciding from the cache would act again on a status already
+        // overtaken: submit the same key a second time, fetch an output once more. Read
+        // the job itself.
         let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
         if let Some(fresh) = api
             .get_opt(&job.name_any())
@@ -180,7 +179,7 @@ async fn submit(
                 &format!("job {id}"),
                 now,
             );
-            write_status(ctx, job, &current, &next).await?;
+            write_action_status(ctx, job, &current, &next).await?;
             connection.poller.follow(id, ObjectRef::from(job));
             Ok(())
         }
@@ -194,7 +193,7 @@ async fn submit(
                     &problem.message,
                     now,
                 );
-                write_status(ctx, job, &current, &next).await?;
+                write_action_status(ctx, job, &current, &next).await?;
             }
             // The status still says Submitted without an id: the next pass submits the same
             // key again, and the backend returns the job if this attempt reached it.
@@ -221,7 +220,7 @@ async fn submit(
                 &err.to_string(),
                 now,
             );
-            write_status(ctx, job, &current, &next).await
+            write_action_status(ctx, job, &current, &next).await
         }
     }
 }
@@ -262,7 +261,7 @@ async fn collect(
         }
         Err(err) => return Err(err),
     }
-    write_status(ctx, job, &current, &next).await
+    write_action_status(ctx, job, &current, &next).await
 }
 
 async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
@@ -271,6 +270,8 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
         // the job when it is over.
         return Ok(Requeue::await_change());
     }
+    // What the last action wrote no longer matters: the job is going away.
+    ctx.actions.wrote(job, None);
     let namespace = job.namespace().unwrap_or_default();
     let step = cleanup(job.status.as_ref());
     if step == Cleanup::Nothing {
@@ -338,17 +339,31 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
     Ok(Requeue::await_change())
 }
 
-/// Writes `next` with server-side apply, and an Event for each change a user cares about.
+/// Writes `next` with server-side apply, and an Event for each change a user cares about;
+/// returns the job's resourceVersion after the write.
 async fn write_status(
     ctx: &Context,
     job: &BatchJob,
     current: &BatchJobStatus,
     next: &BatchJobStatus,
-) -> Result<(), ReconcileError> {
-    apply_status(ctx, job, next).await?;
+) -> Result<Option<String>, ReconcileError> {
+    let version = apply_status(ctx, job, next).await?;
     for (type_, reason, note) in transitions(current, next) {
         publish(ctx, job, type_, &reason, &note, "Reconcile").await;
     }
+    Ok(version)
+}
+
+/// [`write_status`] for an action: the version written is remembered, so that the job's
+/// next reconcile does not decide from a cache older than it.
+async fn write_action_status(
+    ctx: &Context,
+    job: &BatchJob,
+    current: &BatchJobStatus,
+    next: &BatchJobStatus,
+) -> Result<(), ReconcileError> {
+    let version = write_status(ctx, job, current, next).await?;
+    ctx.actions.wrote(job, version);
     Ok(())
 }
 

@@ -339,12 +339,13 @@ impl Operator {
     }
 }
 
-/// Writes `status` as `object`'s status with server-side apply, under [`FIELD_MANAGER`].
+/// Writes `status` as `object`'s status with server-side apply, under [`FIELD_MANAGER`];
+/// returns the object's resourceVersion after the write.
 async fn apply_status<K>(
     ctx: &Context,
     object: &K,
     status: &impl Serialize,
-) -> Result<(), ReconcileError>
+) -> Result<Option<String>, ReconcileError>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -357,14 +358,15 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        &object.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(ReconcileError::Kube)?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(ReconcileError::Kube)?;
+    Ok(written.resource_version())
 }
 
 /// Publishes an Event about `object`; an Event the API server refuses is logged, never a
