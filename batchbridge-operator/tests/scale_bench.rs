@@ -46,7 +46,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_core::shell::{Command as ShellCommand, Shell};
 use batchbridge_operator::crd::{BatchCluster, BatchJob, Phase};
-use batchbridge_operator::status::{OUTPUT_COLLECTED, condition};
+use batchbridge_operator::status::{FINISHED, OUTPUT_COLLECTED, condition};
 use batchbridge_testbed::login;
 use common::Cluster;
 use common::operator::{create_secret, http_get};
@@ -250,6 +250,11 @@ struct Seen {
     created: Option<SystemTime>,
     submitted: Option<SystemTime>,
     finished: Option<(SystemTime, Phase)>,
+    /// When the operator decided the terminal phase: its Finished condition's
+    /// lastTransitionTime (whole seconds).
+    finished_written: Option<f64>,
+    /// The scheduler's end time of the job (status.finishTime, whole seconds).
+    scheduler_end: Option<f64>,
     collected: Option<SystemTime>,
     tail: Option<String>,
     phase: Option<Phase>,
@@ -314,6 +319,9 @@ fn watch_jobs(bed: &Cluster, book: &Book) -> tokio::task::JoinHandle<()> {
                 && seen.finished.is_none()
             {
                 seen.finished = Some((now, phase));
+                seen.finished_written = condition(&status.conditions, FINISHED)
+                    .map(|c| c.last_transition_time.0.as_second() as f64);
+                seen.scheduler_end = status.finish_time.as_ref().map(|t| t.0.as_second() as f64);
             }
             if condition(&status.conditions, OUTPUT_COLLECTED).is_some() && seen.collected.is_none()
             {
@@ -801,6 +809,23 @@ fn report(
         latencies
     };
     let latencies = sorted(&mut ends.iter());
+    // The same in two legs, from the status's own times (whole seconds), which the
+    // benchmark's watch cannot delay: the job's end to the scheduler's end time, and that
+    // to the operator's decision of the terminal phase (its Finished condition).
+    let legs = |leg: fn(&Seen, f64) -> Option<f64>| {
+        let mut legs: Vec<f64> = book
+            .values()
+            .filter_map(|s| {
+                let (_, phase) = s.finished?;
+                (phase == Phase::Succeeded).then_some(())?;
+                leg(s, printed_end(s.tail.as_deref()?)?)
+            })
+            .collect();
+        legs.sort_by(f64::total_cmp);
+        legs
+    };
+    let to_scheduler_end = legs(|s, printed| Some(s.scheduler_end? - printed));
+    let to_written = legs(|s, _| Some(s.finished_written? - s.scheduler_end?));
     // Jobs that ended while the operator was still submitting, and those that ended after.
     let all_submitted = phases
         .submitted
@@ -865,6 +890,27 @@ fn report(
             latencies.len()
         ),
     );
+    for (name, latencies) in [
+        (
+            "… job end → scheduler's end time (s, whole seconds)",
+            &to_scheduler_end,
+        ),
+        (
+            "… scheduler's end time → Finished condition written by the operator (s, whole seconds)",
+            &to_written,
+        ),
+    ] {
+        row(
+            name,
+            format!(
+                "{:.2} / {:.2} / {:.2} (of {} jobs)",
+                quantile(latencies, 0.5),
+                quantile(latencies, 0.99),
+                latencies.last().copied().unwrap_or(f64::NAN),
+                latencies.len()
+            ),
+        );
+    }
     if let Some((during, after)) = &split {
         for (name, latencies) in [
             ("… of jobs that ended while submits went on", during),
