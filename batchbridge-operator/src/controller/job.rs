@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::{ErrorKind, JobId, JobKey};
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 
 use super::actions::ActionKind;
 use super::{Context, ReconcileError, apply_status, event_type, publish};
@@ -30,12 +30,6 @@ pub const FINALIZER: &str = "batchbridge.dev/cancel-on-delete";
 
 /// Reconciles one BatchJob.
 pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
-    if awaits_submit(&job) {
-        // Nothing runs for it yet, so nothing needs cancelling: its submit adds the
-        // finalizer first. A burst of new BatchJobs thus costs the reconcile queue no API
-        // request, and the jobs the poller wakes do not wait behind them.
-        return apply(job, &ctx).await;
-    }
     let namespace = job.namespace().unwrap_or_default();
     let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, job, |event| async {
@@ -46,40 +40,6 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
     })
     .await
     .map_err(|err| ReconcileError::Finalizer(Box::new(err)))
-}
-
-/// Whether `job` has never been submitted and has no finalizer yet (and is not being
-/// deleted).
-fn awaits_submit(job: &BatchJob) -> bool {
-    let phase = job.status.as_ref().and_then(|status| status.phase);
-    job.meta().deletion_timestamp.is_none()
-        && !job.finalizers().iter().any(|f| f == FINALIZER)
-        && matches!(phase, None | Some(Phase::Pending))
-}
-
-/// Adds the finalizer to `job` if it lacks it, before anything is submitted for it; false
-/// when the job is gone or being deleted meanwhile, so that nothing should be.
-async fn add_finalizer(ctx: &Context, job: Arc<BatchJob>) -> Result<bool, ReconcileError> {
-    if job.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(true);
-    }
-    let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    let name = job.name_any();
-    // kube's helper adds it (a JSON patch that fails if the list changed meanwhile) and
-    // then returns without running the closure.
-    let added = finalizer(&api, FINALIZER, job, |_| async {
-        Ok::<_, ReconcileError>(Requeue::await_change())
-    })
-    .await;
-    match added {
-        Ok(_) => Ok(true),
-        Err(err) => match api.get_opt(&name).await.map_err(ReconcileError::Kube)? {
-            // Deleted while it waited for its turn: a deletion is not refused.
-            None => Ok(false),
-            Some(now) if now.meta().deletion_timestamp.is_some() => Ok(false),
-            Some(_) => Err(ReconcileError::Finalizer(Box::new(err))),
-        },
-    }
 }
 
 async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
@@ -134,17 +94,12 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
                 Watch::Nothing => {}
             }
         }
-        // A submit writes its Submitted status itself, once its turn comes.
-        let (write_now, submitting) = match decision.action {
-            Some(Action::Submit { .. }) => (None, decision.status),
-            _ => (decision.status, None),
-        };
-        if let Some(next) = write_now {
+        if let Some(next) = decision.status {
             write_status(ctx, &job, &status, &next).await?;
             status = next;
         }
         if let (Some(action), Ok(connection)) = (decision.action, &connection) {
-            start(ctx, job, Arc::clone(connection), action, status, submitting);
+            start(ctx, job, Arc::clone(connection), action, status);
             return Ok(Requeue::await_change());
         }
         match decision.requeue_after {
@@ -156,15 +111,13 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
 }
 
 /// Hands `action` over to [`Actions`](super::actions::Actions), to run beside the
-/// reconciles; `current` is the job's status, and `submitting` the one a submit writes
-/// before it asks the backend.
+/// reconciles; `current` is the status written before it.
 fn start(
     ctx: &Arc<Context>,
     job: Arc<BatchJob>,
     connection: Arc<Connection>,
     action: Action,
     current: BatchJobStatus,
-    submitting: Option<BatchJobStatus>,
 ) {
     let kind = match action {
         Action::Submit { .. } => ActionKind::Submit,
@@ -176,7 +129,7 @@ fn start(
         let ctx = acting;
         let done = match action {
             Action::Submit { attempt } => {
-                submit(&ctx, &subject, &connection, attempt, current, submitting).await
+                submit(&ctx, &subject, &connection, attempt, current).await
             }
             Action::CollectOutput { id } => {
                 collect(&ctx, &subject, &connection, &id, current).await
@@ -189,25 +142,13 @@ fn start(
     });
 }
 
-/// Submits attempt `attempt`: the finalizer and the status `submitting` (Submitted, with
-/// the attempt number) first, so that a restart submits the same key again and a deletion
-/// cancels what the backend made; then the backend; then what came of it.
 async fn submit(
     ctx: &Context,
-    job: &Arc<BatchJob>,
+    job: &BatchJob,
     connection: &Connection,
     attempt: u32,
-    mut current: BatchJobStatus,
-    submitting: Option<BatchJobStatus>,
+    current: BatchJobStatus,
 ) -> Result<(), ReconcileError> {
-    if !add_finalizer(ctx, Arc::clone(job)).await? {
-        tracing::info!(job = %ObjectRef::from(job.as_ref()), "deleted before its submit");
-        return Ok(());
-    }
-    if let Some(next) = submitting {
-        write_action_status(ctx, job, &current, &next).await?;
-        current = next;
-    }
     let submitted = match job.job_spec(attempt) {
         Ok(spec) => {
             let submitted = connection.submit(&spec).await;
@@ -239,7 +180,7 @@ async fn submit(
                 now,
             );
             write_action_status(ctx, job, &current, &next).await?;
-            connection.poller.follow(id, ObjectRef::from(job.as_ref()));
+            connection.poller.follow(id, ObjectRef::from(job));
             Ok(())
         }
         Err(err) if err.is_temporary() || connection_problem(&err).is_some() => {
