@@ -33,7 +33,9 @@
 //! - the latency from a job's end to its BatchJob's terminal phase: each job prints
 //!   `date +%s.%N` as its last line (so the time is in `status.outputTail`), a moment before
 //!   SLURM's state change, and a watch on the BatchJobs records when each is first seen
-//!   Succeeded. Latency = seen − printed: an upper bound of the true latency.
+//!   Succeeded. Latency = seen − printed: an upper bound of the true latency. Also in two
+//!   legs from the status's own times, which this watch cannot delay: printed → SLURM's
+//!   end time (`finishTime`) → the operator's `Finished` condition.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
