@@ -882,62 +882,34 @@ fn report(
         "time to drain: last output collected (s)",
         format!("{:.1}", since_start(last_collected)),
     );
-    row(
-        "latency job end → Succeeded seen: p50 / p99 / max (s)",
+    let spread = |values: &[f64]| {
         format!(
             "{:.2} / {:.2} / {:.2} (of {} jobs)",
-            quantile(&latencies, 0.5),
-            quantile(&latencies, 0.99),
-            latencies.last().copied().unwrap_or(f64::NAN),
-            latencies.len()
-        ),
+            quantile(values, 0.5),
+            quantile(values, 0.99),
+            values.last().copied().unwrap_or(f64::NAN),
+            values.len()
+        )
+    };
+    row(
+        "latency job end → Succeeded seen: p50 / p99 / max (s)",
+        spread(&latencies),
     );
-    for (name, latencies) in [
-        (
-            "… job end → scheduler's end time (s, whole seconds)",
-            &to_scheduler_end,
-        ),
-        (
-            "… scheduler's end time → Finished condition written by the operator (s, whole seconds)",
-            &to_written,
-        ),
-    ] {
-        row(
-            name,
-            format!(
-                "{:.2} / {:.2} / {:.2} (of {} jobs)",
-                quantile(latencies, 0.5),
-                quantile(latencies, 0.99),
-                latencies.last().copied().unwrap_or(f64::NAN),
-                latencies.len()
-            ),
-        );
-    }
+    row(
+        "… job end → scheduler's end time (s, whole seconds)",
+        spread(&to_scheduler_end),
+    );
+    row(
+        "… scheduler's end time → Finished condition written by the operator (s, whole seconds)",
+        spread(&to_written),
+    );
     if let Some((during, after)) = &split {
-        for (name, latencies) in [
-            ("… of jobs that ended while submits went on", during),
-            ("… of jobs that ended after the last submit", after),
-        ] {
-            row(
-                name,
-                format!(
-                    "{:.2} / {:.2} / {:.2} (of {} jobs)",
-                    quantile(latencies, 0.5),
-                    quantile(latencies, 0.99),
-                    latencies.last().copied().unwrap_or(f64::NAN),
-                    latencies.len()
-                ),
-            );
-        }
+        row("… of jobs that ended while submits went on", spread(during));
+        row("… of jobs that ended after the last submit", spread(after));
     }
     row(
         "create → job id in status: p50 / p99 / max (s)",
-        format!(
-            "{:.2} / {:.2} / {:.2}",
-            quantile(&submit_latencies, 0.5),
-            quantile(&submit_latencies, 0.99),
-            submit_latencies.last().copied().unwrap_or(f64::NAN)
-        ),
+        spread(&submit_latencies),
     );
     row(
         "operator peak RSS (VmHWM)",
