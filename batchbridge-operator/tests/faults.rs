@@ -28,7 +28,7 @@ use batchbridge_operator::crd::{BatchJob, Phase};
 use batchbridge_testbed::{RunOnDrop, login, ssh_facts, testbed_script};
 use common::Cluster;
 use common::operator::{
-    create_cluster, create_job, create_secret, http_get, metric, slurm, status,
+    batch_job, create_cluster, create_job, create_secret, http_get, metric, slurm, status,
 };
 use common::process::{OperatorProcess, write_operator_kubeconfig};
 use futures::StreamExt;
@@ -895,14 +895,9 @@ async fn operator_killed_during_200_jobs() {
                 .map(|(name, spec)| {
                     let jobs = jobs.clone();
                     async move {
-                        let job = serde_json::from_value(json!({
-                            "apiVersion": "batchbridge.dev/v1alpha1",
-                            "kind": "BatchJob",
-                            "metadata": {"name": name},
-                            "spec": spec,
-                        }))
-                        .unwrap();
-                        jobs.create(&Default::default(), &job).await.unwrap();
+                        jobs.create(&Default::default(), &batch_job(&name, spec))
+                            .await
+                            .unwrap();
                     }
                 })
                 .buffer_unordered(16)

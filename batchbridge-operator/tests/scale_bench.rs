@@ -51,7 +51,7 @@ use batchbridge_operator::crd::{BatchCluster, BatchJob, Phase};
 use batchbridge_operator::status::{FINISHED, OUTPUT_COLLECTED, condition};
 use batchbridge_testbed::login;
 use common::Cluster;
-use common::operator::{create_secret, http_get};
+use common::operator::{batch_job, create_secret, http_get};
 use common::process::{OperatorProcess, write_operator_kubeconfig};
 use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
@@ -666,13 +666,7 @@ async fn create_jobs(bed: &Cluster, settings: &Settings, book: &Book) {
         .map(|i| {
             let api = bed.jobs();
             let name = format!("bench-{i:05}");
-            let job: BatchJob = serde_json::from_value(json!({
-                "apiVersion": "batchbridge.dev/v1alpha1",
-                "kind": "BatchJob",
-                "metadata": {"name": name},
-                "spec": spec,
-            }))
-            .unwrap();
+            let job = batch_job(&name, spec.clone());
             async move {
                 api.create(&PostParams::default(), &job)
                     .await

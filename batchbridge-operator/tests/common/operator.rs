@@ -121,16 +121,20 @@ pub(crate) async fn create_cluster(
         .unwrap();
 }
 
-pub(crate) async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJob {
-    let job = serde_json::from_value(json!({
+/// A BatchJob named `name` with `spec`, to create.
+pub(crate) fn batch_job(name: &str, spec: Value) -> BatchJob {
+    serde_json::from_value(json!({
         "apiVersion": "batchbridge.dev/v1alpha1",
         "kind": "BatchJob",
         "metadata": {"name": name},
         "spec": spec,
     }))
-    .unwrap();
+    .unwrap()
+}
+
+pub(crate) async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJob {
     bed.jobs()
-        .create(&PostParams::default(), &job)
+        .create(&PostParams::default(), &batch_job(name, spec))
         .await
         .unwrap()
 }
