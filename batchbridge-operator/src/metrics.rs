@@ -59,6 +59,12 @@ struct ActionLabels {
     action: &'static str,
 }
 
+/// The BatchJobs waiting to be reconciled, by why (`woken`, `watched`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LaneLabels {
+    lane: &'static str,
+}
+
 /// A failed reconcile, by controller (`BatchJob`, `BatchCluster`) and what failed.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
@@ -91,6 +97,7 @@ pub struct Metrics {
     ssh_reconnects: Family<ClusterLabels, Counter>,
     reconcile_errors: Family<ErrorLabels, Counter>,
     actions_in_progress: Family<ActionLabels, Gauge>,
+    reconciles_waiting: Family<LaneLabels, Gauge>,
     leader: Gauge,
     jobs: Arc<JobCounts>,
 }
@@ -119,6 +126,7 @@ impl Metrics {
             ssh_reconnects: Family::default(),
             reconcile_errors: Family::default(),
             actions_in_progress: Family::default(),
+            reconciles_waiting: Family::default(),
             leader: Gauge::default(),
             jobs: Arc::default(),
         };
@@ -177,6 +185,11 @@ impl Metrics {
             "actions_in_progress",
             "BatchJobs whose submit or output collection is running or waiting for a free slot on its cluster",
             metrics.actions_in_progress.clone(),
+        );
+        registry.register(
+            "reconciles_waiting",
+            "BatchJobs waiting to be reconciled, by lane: woken (their scheduler state changed or their action ended) or watched (new, or changed in Kubernetes)",
+            metrics.reconciles_waiting.clone(),
         );
         registry.register(
             "leader",
@@ -243,6 +256,13 @@ impl Metrics {
         self.actions_in_progress
             .get_or_create(&ActionLabels { action })
             .dec();
+    }
+
+    /// Records that `count` BatchJobs wait in `lane` (`woken`, `watched`) to be reconciled.
+    pub fn reconciles_waiting(&self, lane: &'static str, count: usize) {
+        self.reconciles_waiting
+            .get_or_create(&LaneLabels { lane })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Records whether this replica leads.

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod cluster;
+pub mod intake;
 pub mod job;
 
 use std::collections::HashMap;
@@ -288,9 +289,6 @@ impl Operator {
             image: self.image.clone(),
             metrics: Arc::clone(&self.metrics),
         });
-        let woken = futures::stream::unfold(woken, |mut woken| async move {
-            woken.recv().await.map(|job| (job, woken))
-        });
         let clusters = cluster_controller
             .run(cluster::reconcile, requeue_cluster, Arc::clone(&ctx))
             .for_each(|result| async move {
@@ -301,14 +299,21 @@ impl Operator {
         // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
         // here) are dropped before they are stored.
         let (job_reader, job_writer) = kube::runtime::reflector::store();
-        let job_stream = watcher(jobs, watcher::Config::default())
+        let watched = watcher(jobs, watcher::Config::default())
             .default_backoff()
             .modify(|job: &mut BatchJob| job.managed_fields_mut().clear())
             .reflect(job_writer)
             .applied_objects();
-        let job_controller = Controller::for_stream(job_stream, job_reader)
-            .with_config(ControllerConfig::default().concurrency(32))
-            .reconcile_on(woken)
+        // Reconcile requests come only through the intake, which orders them.
+        let (reconciled, ended) = mpsc::unbounded_channel();
+        let job_controller = Controller::for_stream(futures::stream::empty(), job_reader)
+            .with_config(ControllerConfig::default().concurrency(intake::RECONCILES_AT_ONCE))
+            .reconcile_on(intake::requests(
+                watched,
+                woken,
+                ended,
+                Arc::clone(&self.metrics),
+            ))
             .graceful_shutdown_on(stop);
         self.metrics.count_jobs_in(Some(job_controller.store()));
         let job_store = job_controller.store();
@@ -321,9 +326,15 @@ impl Operator {
             }
             let running = job_controller
                 .run(job::reconcile, requeue_job, ctx)
-                .for_each(|result| async move {
-                    if let Err(err) = result {
-                        tracing::debug!(error = %err, "BatchJob reconcile");
+                .for_each(|result| {
+                    if let Some(job) = intake::reconciled_job(&result) {
+                        // The intake is gone only when the controller stops.
+                        let _ = reconciled.send(job);
+                    }
+                    async move {
+                        if let Err(err) = result {
+                            tracing::debug!(error = %err, "BatchJob reconcile");
+                        }
                     }
                 });
             let ready = async move {
