@@ -368,7 +368,8 @@ async fn write_action_status(
 }
 
 /// The Events a status change is worth: a new phase, a new job id, a cluster problem or its
-/// end. A cluster found ready the first time is not news: every new job would get one.
+/// end. Not news, since every new job would get one: a cluster found ready the first time,
+/// and a submitted job found queued (its `Submitted` Event says so already).
 fn transitions(
     current: &BatchJobStatus,
     next: &BatchJobStatus,
@@ -400,6 +401,7 @@ fn transitions(
     if current.phase != next.phase
         && let Some(phase) = next.phase
         && phase != Phase::Submitted
+        && (phase, current.phase) != (Phase::Queued, Some(Phase::Submitted))
     {
         let type_ = if matches!(phase, Phase::Failed | Phase::Unknown) {
             EventType::Warning
@@ -440,6 +442,10 @@ mod tests {
             job_id: Some("7".into()),
             ..submitted.clone()
         };
+        let queued = BatchJobStatus {
+            phase: Some(Phase::Queued),
+            ..with_id.clone()
+        };
         let running = BatchJobStatus {
             phase: Some(Phase::Running),
             ..with_id.clone()
@@ -469,9 +475,14 @@ mod tests {
             reasons(&submitted, &with_id),
             [("Submitted".into(), "attempt 1 is job 7".into())]
         );
+        assert_eq!(reasons(&with_id, &queued), []);
         assert_eq!(
-            reasons(&with_id, &running),
+            reasons(&queued, &running),
             [("Running".into(), "Running".into())]
+        );
+        assert_eq!(
+            reasons(&running, &queued),
+            [("Queued".into(), "Queued".into())]
         );
         assert_eq!(
             reasons(&running, &failed),
