@@ -9,8 +9,8 @@
 //! action runs, and the action wakes the job when it is over.
 //!
 //! The wake-up can come before the watch brings the action's own status write, so the
-//! version written is kept until the job's next reconcile, which reads the job afresh
-//! when its cache is not at that version ([`Actions::cache_lags`]).
+//! version written is kept until the job's cache has it, and a reconcile before that reads
+//! the job afresh ([`Actions::cache_lags`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -82,16 +82,31 @@ impl Actions {
     }
 
     /// Whether `job`, as the cache has it, may be older than its last action's status
-    /// write; answered once per write (the caller reads the job afresh).
+    /// write (the caller reads the job afresh). The write is forgotten once the cache has
+    /// it; every reconcile before that is told, since any of them could act again on the
+    /// older status (submit the same key a second time).
     pub fn cache_lags(&self, job: &BatchJob) -> bool {
         let uid = job.uid().unwrap_or_default();
-        let written = self
-            .written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&uid);
-        // Versions are opaque: only equality says the cache has the write.
-        written.is_some_and(|version| job.resource_version().as_ref() != Some(&version))
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(version) = written.get(&uid) else {
+            return false;
+        };
+        let cached = job.resource_version().unwrap_or_default();
+        let lags = match (cached.parse::<u64>(), version.parse::<u64>()) {
+            // The API server's versions are etcd revisions, which only grow.
+            (Ok(cached), Ok(version)) => cached < version,
+            // Versions that are not numbers are opaque: only equality says the cache has
+            // the write, and a cache that skipped it would never show it. Tell once.
+            _ => {
+                let lags = cached != *version;
+                written.remove(&uid);
+                return lags;
+            }
+        };
+        if !lags {
+            written.remove(&uid);
+        }
+        lags
     }
 
     /// Runs `action` for `job` as a task of its own. `action` answers how long to wait
@@ -218,7 +233,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cache_older_than_an_actions_write_lags_once() {
+    fn a_cache_older_than_an_actions_write_lags_until_it_has_it() {
         let (wake, _woken) = mpsc::unbounded_channel();
         let actions = Actions::new(wake, Arc::new(Metrics::new()));
         let at = |version: &str| {
@@ -232,10 +247,19 @@ mod tests {
             actions.cache_lags(&at("7")),
             "the cache has 7, the action wrote 9"
         );
-        assert!(!actions.cache_lags(&at("7")), "asked once per write");
+        assert!(actions.cache_lags(&at("8")), "lags until the cache has 9");
+        assert!(!actions.cache_lags(&job("b")), "another job");
+        assert!(
+            !actions.cache_lags(&at("10")),
+            "the cache is past the write"
+        );
+        assert!(!actions.cache_lags(&at("7")), "the write is forgotten");
         actions.wrote(&at("7"), Some("9".into()));
         assert!(!actions.cache_lags(&at("9")), "the cache has the write");
-        assert!(!actions.cache_lags(&job("b")), "another job");
+        assert!(!actions.cache_lags(&at("7")), "the write is forgotten");
+        actions.wrote(&at("7"), Some("v9".into()));
+        assert!(actions.cache_lags(&at("v7")), "opaque and different");
+        assert!(!actions.cache_lags(&at("v7")), "opaque: told once");
     }
 
     #[tokio::test(start_paused = true)]
