@@ -19,7 +19,8 @@ use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action as Requeue, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -264,7 +265,17 @@ impl Operator {
         let probed = futures::stream::unfold(probed, |mut probed| async move {
             probed.recv().await.map(|cluster| (cluster, probed))
         });
-        let cluster_controller = Controller::new(clusters, watcher::Config::default())
+        // A probe writes the BatchCluster's status, and a status change would trigger the
+        // next probe: with activeJobs changing, a probe every few seconds while jobs run
+        // instead of every minute. Only a new generation (a spec change) or a first sight
+        // triggers one; the cache still gets every change.
+        let (cluster_reader, cluster_writer) = kube::runtime::reflector::store();
+        let cluster_changes = watcher(clusters, watcher::Config::default())
+            .default_backoff()
+            .reflect(cluster_writer)
+            .applied_objects()
+            .predicate_filter(predicates::generation, PredicateConfig::default());
+        let cluster_controller = Controller::for_stream(cluster_changes, cluster_reader)
             .reconcile_on(probed)
             .graceful_shutdown_on(stop.clone());
         let store = cluster_controller.store();

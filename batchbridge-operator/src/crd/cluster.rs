@@ -255,7 +255,7 @@ pub struct BatchClusterStatus {
     /// When the operator last probed the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_time: Option<Time>,
-    /// How many BatchJobs on this cluster have not finished.
+    /// How many BatchJobs on this cluster had not finished at the last probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_jobs: Option<u32>,
     /// The metadata.generation of the spec this status was computed from.
