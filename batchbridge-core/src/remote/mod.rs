@@ -223,6 +223,9 @@ pub fn job_numbers<'a>(ids: &'a [JobId], what: &str) -> (Vec<&'a str>, HashMap<J
 /// [`InvalidInput`](ErrorKind::InvalidInput), before anything is sent) when it would be
 /// longer than a remote shell accepts ([`MAX_COMMAND_LINE`]).
 ///
+/// A script that arrives shorter than it was sent (the connection dropped while it was on
+/// its way) is never submitted: the remote command releases the key and fails.
+///
 /// A connection lost or a timeout mid-way is
 /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown), temporary: submitting the same
 /// key again returns the same job.
@@ -237,6 +240,7 @@ pub async fn submit(
     let mut args = vec![
         work.to_owned(),
         spec.key.to_string(),
+        spec.script.len().to_string(),
         files.len().to_string(),
     ];
     for (name, content) in files {
@@ -469,6 +473,61 @@ mod tests {
         ] {
             assert!(err.message().contains(words), "{words:?} in {err}");
         }
+    }
+
+    /// Runs submit.sh locally in `work` with `stdin` as the script, announced as `size`
+    /// bytes, and `command` as the scheduler's.
+    async fn run_submit(
+        work: &std::path::Path,
+        size: usize,
+        stdin: &[u8],
+        command: &[&str],
+    ) -> Output {
+        let mut args = vec![
+            work.to_str().unwrap().to_owned(),
+            "key-1".to_owned(),
+            size.to_string(),
+            "0".to_owned(),
+            "--".to_owned(),
+        ];
+        args.extend(command.iter().map(|word| (*word).to_owned()));
+        crate::shell::LocalShell
+            .run(&Command::sh(SUBMIT, args).stdin(stdin))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_script_cut_short_on_its_way_is_never_submitted() {
+        let work = tempfile::tempdir().unwrap();
+        for dir in ["jobs", "ids"] {
+            std::fs::create_dir(work.path().join(dir)).unwrap();
+        }
+        let scheduler_ran = work.path().join("scheduler-ran");
+        let scheduler = ["touch", scheduler_ran.to_str().unwrap()];
+        let script = b"sleep 1\nexit 8\n";
+
+        let cut = run_submit(work.path(), script.len(), &script[..5], &scheduler).await;
+        assert_eq!(cut.exit_code, Some(70), "{cut:?}");
+        assert!(
+            cut.stderr_text().contains(&format!(
+                "the script arrived cut short: 5 of {} bytes",
+                script.len()
+            )),
+            "{cut:?}"
+        );
+        assert!(!scheduler_ran.exists(), "the scheduler was never asked");
+        assert!(
+            !work.path().join("jobs/key-1").exists(),
+            "the key is free again"
+        );
+
+        let whole = run_submit(work.path(), script.len(), script, &["echo", "42"]).await;
+        assert_eq!(whole.stdout_text(), "submitted 42\n", "{whole:?}");
+        assert_eq!(
+            std::fs::read(work.path().join("jobs/key-1/script.sh")).unwrap(),
+            script
+        );
     }
 
     #[test]

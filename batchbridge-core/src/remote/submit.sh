@@ -1,16 +1,16 @@
-# Submits one job: `sh -c "$SUBMIT" sh WORK KEY NFILES NAME CONTENT... -- COMMAND...` with the
-# job's script on stdin. Claims WORK/jobs/KEY, writes script.sh from stdin and each NAME with
-# its CONTENT (job.sh is made executable), runs COMMAND, and records the id it printed (its
-# leading digits). Prints `submitted ID`, `existing ID` (the key already has a job) or
-# `claimed` (a submit of the key is in flight or was cut off). Exits 71 with the scheduler's
-# message when it refuses the job. Builtins besides mkdir, cat, chmod and ln: forks are what
-# a submit costs on a busy login node.
+# Submits one job: `sh -c "$SUBMIT" sh WORK KEY SIZE NFILES NAME CONTENT... -- COMMAND...`
+# with the job's script (SIZE bytes) on stdin. Claims WORK/jobs/KEY, writes script.sh from
+# stdin and each NAME with its CONTENT (job.sh is made executable), runs COMMAND, and records
+# the id it printed (its leading digits). Prints `submitted ID`, `existing ID` (the key
+# already has a job) or `claimed` (a submit of the key is in flight or was cut off). Exits 71
+# with the scheduler's message when it refuses the job. Builtins besides mkdir, cat, wc,
+# chmod and ln: forks are what a submit costs on a busy login node.
 # Hang-ups are ignored so that a dropped connection cannot stop it between the scheduler's
 # reply and recording the id.
 trap '' HUP PIPE
 set -u
-work=$1 key=$2 nfiles=$3
-shift 3
+work=$1 key=$2 size=$3 nfiles=$4
+shift 4
 dir=$work/jobs/$key
 umask 077
 # mkdir is atomic: of two submits of one key, one claims it.
@@ -36,6 +36,11 @@ done
 [ "$1" = -- ] || fail "submit.sh: expected -- before the command" 70
 shift
 cat >"$dir/script.sh" || fail "cannot write $dir/script.sh" 70
+# A connection dropped mid-upload ends stdin early, and hang-ups are ignored: a script cut
+# short must never reach the scheduler. Failing releases the key for the next submit.
+got=$(wc -c <"$dir/script.sh") || fail "cannot read $dir/script.sh" 70
+got=${got##* }
+[ "$got" = "$size" ] || fail "the script arrived cut short: $got of $size bytes" 70
 if [ -f "$dir/job.sh" ]; then chmod u+x "$dir/job.sh" || fail "cannot chmod $dir/job.sh" 70; fi
 # A refused job releases its key, so that a corrected spec can be submitted under it.
 reply=$("$@") || { rm -rf "$dir"; exit 71; }
