@@ -92,18 +92,14 @@ impl Actions {
             return false;
         };
         let cached = job.resource_version().unwrap_or_default();
-        let lags = match (cached.parse::<u64>(), version.parse::<u64>()) {
+        let (lags, forget) = match (cached.parse::<u64>(), version.parse::<u64>()) {
             // The API server's versions are etcd revisions, which only grow.
-            (Ok(cached), Ok(version)) => cached < version,
+            (Ok(cached), Ok(version)) => (cached < version, cached >= version),
             // Versions that are not numbers are opaque: only equality says the cache has
             // the write, and a cache that skipped it would never show it. Tell once.
-            _ => {
-                let lags = cached != *version;
-                written.remove(&uid);
-                return lags;
-            }
+            _ => (cached != *version, true),
         };
-        if !lags {
+        if forget {
             written.remove(&uid);
         }
         lags

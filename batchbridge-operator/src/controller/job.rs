@@ -51,9 +51,9 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
     let mut status = job.status.clone().unwrap_or_default();
     if ctx.actions.cache_lags(&job) {
         // An action wrote the status, and the watch has not brought that write yet (the
-        // action's wake-up, or another request for this job, came first). Deciding from the cache would act again on a status already
-        // overtaken: submit the same key a second time, fetch an output once more. Read
-        // the job itself.
+        // action's wake-up, or another request for this job, came first). Deciding from
+        // the cache would act again on a status already overtaken: submit the same key a
+        // second time, fetch an output once more. Read the job itself.
         let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
         if let Some(fresh) = api
             .get_opt(&job.name_any())
