@@ -317,3 +317,46 @@ async fn working_directory_environment_and_unsupported_requests() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
 }
+
+/// By default a job inherits this program's environment (cargo sets CARGO_MANIFEST_DIR for
+/// this test); with `clean_environment` it sees only PATH, HOME, LANG, the BATCHBRIDGE_*
+/// variables and the spec's own.
+#[tokio::test]
+async fn a_clean_environment_keeps_this_programs_variables_from_the_job() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let print_env = "env | cut -d= -f1 | sort | tr '\\n' ' '; echo; echo \"$PATH|$HOME\"\n";
+    for clean in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut backend = LocalBackend::new(dir.path()).unwrap();
+        if clean {
+            backend = backend.clean_environment();
+        }
+        let mut job = spec("env", print_env);
+        job.environment.insert("MINE".into(), "1".into());
+        let id = backend.submit(&job).await.unwrap();
+        wait_terminal(&backend, &id, &config()).await.unwrap();
+        let out = stdout(&backend, &id, 0).await;
+        let (names, paths) = out.split_once('\n').unwrap();
+        let names: Vec<&str> = names.split_whitespace().collect();
+        assert!(names.contains(&"MINE"), "{out}");
+        assert!(names.contains(&"BATCHBRIDGE_JOB_ID"), "{out}");
+        assert_eq!(names.contains(&"CARGO_MANIFEST_DIR"), !clean, "{out}");
+        if clean {
+            let shell_own = ["PWD", "SHLVL", "_", "OLDPWD"];
+            let unexpected: Vec<_> = names
+                .iter()
+                .filter(|name| {
+                    !name.starts_with("BATCHBRIDGE_")
+                        && !["PATH", "HOME", "LANG", "MINE"].contains(name)
+                        && !shell_own.contains(name)
+                })
+                .collect();
+            assert!(unexpected.is_empty(), "inherited: {unexpected:?}");
+            let job_dir = dir.path().join("jobs").join(id.as_str());
+            assert_eq!(
+                paths.trim_end(),
+                format!("/usr/local/bin:/usr/bin:/bin|{}", job_dir.display())
+            );
+        }
+    }
+}

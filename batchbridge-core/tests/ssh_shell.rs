@@ -275,3 +275,70 @@ async fn a_killed_connection_is_reestablished() {
     assert_eq!(whoami(&shell).await.unwrap(), "batch");
     assert_eq!(shell.connections_opened(), 2);
 }
+
+/// Every file under `dir`, with its mode and whether it holds `secret`.
+fn files_holding(dir: &std::path::Path, secret: &str) -> Vec<(std::path::PathBuf, u32, bool)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o7777;
+        if entry.file_type().unwrap().is_dir() {
+            found.push((path.clone(), mode, false));
+            found.extend(files_holding(&path, secret));
+        } else {
+            let text = std::fs::read(&path).unwrap_or_default();
+            let holds = String::from_utf8_lossy(&text).contains(secret);
+            found.push((path, mode, holds));
+        }
+    }
+    found
+}
+
+/// A key or password given as text is on disk only while the master authenticates, also
+/// when it reconnects; the private directory is 0700, in the runtime directory asked for, and
+/// gone with the shell.
+#[tokio::test]
+async fn credentials_are_on_disk_only_while_the_master_authenticates() {
+    let f = ssh_facts();
+    let key = std::fs::read_to_string(&f.private_key).unwrap();
+    let key_body = key.lines().nth(1).unwrap().to_owned();
+    for (auth, secret) in [
+        (SshAuth::Key(Password::new(key.clone())), key_body),
+        (
+            SshAuth::Password(Password::new(f.password.clone())),
+            f.password.clone(),
+        ),
+    ] {
+        let runtime = tempfile::tempdir().unwrap();
+        let mut config = f.config(auth, HostKeys::File(f.known_hosts.clone()));
+        config.runtime_dir = Some(runtime.path().to_owned());
+        let shell = SshShell::new(config).unwrap();
+        for round in 0..2 {
+            assert_eq!(whoami(&shell).await.unwrap(), "batch");
+            let files = files_holding(runtime.path(), &secret);
+            let dirs: Vec<_> = files.iter().filter(|(p, _, _)| p.is_dir()).collect();
+            assert_eq!(dirs.len(), 1, "one private directory: {files:?}");
+            assert_eq!(dirs[0].1, 0o700, "{files:?}");
+            assert!(
+                files.iter().all(|(_, _, holds)| !holds),
+                "round {round}: the credential is still on disk: {files:?}"
+            );
+            // Drop the connection from the server's side: the next command reconnects.
+            let _ = shell
+                .run(&Command::new("sh").args([
+                    "-c",
+                    "kill -9 $(ps -o ppid= -p $PPID) $PPID 2>/dev/null; sleep 5",
+                ]))
+                .await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert_eq!(shell.connections_opened(), 2);
+        drop(shell);
+        assert_eq!(
+            std::fs::read_dir(runtime.path()).unwrap().count(),
+            0,
+            "the private directory goes with the shell"
+        );
+    }
+}

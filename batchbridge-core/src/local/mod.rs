@@ -23,7 +23,7 @@ use std::io::ErrorKind as IoErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,6 +37,8 @@ use crate::state::JobStatus;
 use job_dir::JobDir;
 
 const WRAPPER: &str = include_str!("wrapper.sh");
+/// The `PATH` of a job started with [`LocalBackend::clean_environment`].
+const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long a cancelled job gets between SIGTERM and SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// The most tasks one local array job may have: a status reads every task's files, so an
@@ -74,6 +76,7 @@ struct Inner {
     root: PathBuf,
     capacity: u32,
     next_id: AtomicU64,
+    clean_environment: AtomicBool,
 }
 
 impl LocalBackend {
@@ -108,8 +111,29 @@ impl LocalBackend {
                 root,
                 capacity,
                 next_id: AtomicU64::new(next_id),
+                clean_environment: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// Starts jobs with none of this program's environment: only `PATH=/usr/local/bin:/usr/bin:/bin`,
+    /// `HOME` (the job's directory), `LANG=C.UTF-8`, the `BATCHBRIDGE_*` variables and the
+    /// spec's own environment. By default a job inherits this program's environment, as a
+    /// child process does; a program holding credentials in its environment (a Kubernetes
+    /// operator's service account variables, `KUBECONFIG`, cloud keys) should not let jobs
+    /// see them.
+    ///
+    /// ```
+    /// # fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = batchbridge_core::LocalBackend::new(dir.path())?.clean_environment();
+    /// # drop(backend);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn clean_environment(self) -> Self {
+        self.inner.clean_environment.store(true, Ordering::Relaxed);
+        self
     }
 
     /// The CPU slots jobs share.
@@ -204,7 +228,15 @@ impl Inner {
             .working_dir
             .as_ref()
             .map_or_else(|| dir.root().to_path_buf(), PathBuf::from);
-        let child = tokio::process::Command::new("bash")
+        let mut command = tokio::process::Command::new("bash");
+        if self.clean_environment.load(Ordering::Relaxed) {
+            command
+                .env_clear()
+                .env("PATH", CLEAN_PATH)
+                .env("HOME", dir.root())
+                .env("LANG", "C.UTF-8");
+        }
+        let child = command
             .arg("-c")
             .arg(WRAPPER)
             .arg("bash")

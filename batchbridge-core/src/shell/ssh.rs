@@ -5,6 +5,11 @@
 //! so can never use a password through askpass. Commands then travel as channels of that
 //! one connection through `openssh`'s native mux client: no new TCP connection, no new
 //! authentication, no new `ssh` process per command.
+//!
+//! The master must not outlive this process, however it ends: `kill_on_drop` covers a
+//! graceful end, and a parent-death signal (`PR_SET_PDEATHSIG`) a SIGKILL. Credentials
+//! touch the disk only while a master authenticates, in a directory only this user can
+//! enter (see [`SshConfig::runtime_dir`]).
 
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
@@ -52,10 +57,12 @@ impl fmt::Debug for Password {
 pub enum SshAuth {
     /// A private key file (OpenSSH or PEM format, no passphrase).
     KeyFile(PathBuf),
-    /// A private key's text, e.g. from a `kubernetes.io/ssh-auth` Secret; it is written to a
-    /// file only this process can read, for the life of the shell.
+    /// A private key's text, e.g. from a `kubernetes.io/ssh-auth` Secret. It is kept in
+    /// memory, and written (mode 0600, in the shell's private directory) only while the
+    /// master connection authenticates; the file is removed as soon as it has.
     Key(Password),
-    /// A password, handed to `ssh` through an askpass helper, never on a command line.
+    /// A password, handed to `ssh` through an askpass helper, never on a command line; like
+    /// [`SshAuth::Key`], it is on disk only while the master connection authenticates.
     Password(Password),
 }
 
@@ -109,6 +116,11 @@ pub struct SshConfig {
     /// An ssh_config file to read; none is read when absent, so the behaviour does not
     /// depend on the user's or the system's configuration.
     pub ssh_config_file: Option<PathBuf>,
+    /// Where the shell makes its private directory (mode 0700: the control socket, the
+    /// master's log, known_hosts entries, and a credential while the master authenticates).
+    /// When absent: `$XDG_RUNTIME_DIR` (a per-user, memory-backed directory) if set, else the
+    /// system's temporary directory.
+    pub runtime_dir: Option<PathBuf>,
 }
 
 impl SshConfig {
@@ -131,6 +143,7 @@ impl SshConfig {
             connect_attempts: 3,
             ssh_program: PathBuf::from("ssh"),
             ssh_config_file: None,
+            runtime_dir: None,
         }
     }
 
@@ -166,8 +179,8 @@ impl SshConfig {
 pub struct SshShell {
     config: SshConfig,
     target: String,
-    /// Private (0700) directory holding the control socket, the master's log and any
-    /// credential files.
+    /// Private (0700) directory holding the control socket, the master's log, known_hosts
+    /// entries and, while a master authenticates, its credential; removed with the shell.
     dir: tempfile::TempDir,
     connection: Mutex<Option<Connection>>,
     sessions: Semaphore,
@@ -199,9 +212,24 @@ enum RunFailure {
 impl SshShell {
     /// Prepares a shell; the connection opens on the first command.
     pub fn new(config: SshConfig) -> Result<Self> {
+        let parent = config
+            .runtime_dir
+            .clone()
+            .or_else(|| std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from))
+            .unwrap_or_else(std::env::temp_dir);
         let dir = tempfile::Builder::new()
             .prefix("batchbridge-ssh-")
-            .tempdir()?;
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&parent)
+            .map_err(|err| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "cannot make the SSH shell's private directory in {}: {err}",
+                        parent.display()
+                    ),
+                )
+            })?;
         if let SshAuth::KeyFile(path) = &config.auth {
             // ssh reports a key it cannot read as refused credentials; say what is wrong.
             std::fs::File::open(path).map_err(|err| {
@@ -210,13 +238,6 @@ impl SshShell {
                     format!("cannot read the private key {}: {err}", path.display()),
                 )
             })?;
-        }
-        if let SshAuth::Key(key) = &config.auth {
-            let mut text = key.0.clone();
-            if !text.ends_with('\n') {
-                text.push('\n'); // OpenSSH refuses a key file without the final newline
-            }
-            write_private(&dir.path().join("id"), text.as_bytes(), 0o600)?;
         }
         if let HostKeys::Entries(entries) = &config.host_keys {
             write_private(&dir.path().join("known_hosts"), entries.as_bytes(), 0o600)?;
@@ -286,7 +307,11 @@ impl SshShell {
     async fn open(&self) -> Result<Connection> {
         let control = self.dir.path().join("master");
         let log = self.dir.path().join("master.log");
-        let password_file = self.dir.path().join("password");
+        // The credential, on disk only until the master has authenticated (or failed to).
+        let credential_file = self.dir.path().join(match &self.config.auth {
+            SshAuth::Password(_) => "password",
+            _ => "id",
+        });
         // Leftovers of a dead master would be mistaken for a live one or its errors.
         let _ = std::fs::remove_file(&control);
         std::fs::write(&log, b"")?;
@@ -332,23 +357,29 @@ impl SshShell {
             "ForwardAgent=no".to_owned(),
             "ForwardX11=no".to_owned(),
         ];
+        let key_options = [
+            "BatchMode=yes",
+            "IdentitiesOnly=yes",
+            "IdentityAgent=none",
+            "PasswordAuthentication=no",
+            "KbdInteractiveAuthentication=no",
+        ];
         match &self.config.auth {
-            SshAuth::KeyFile(_) | SshAuth::Key(_) => {
-                let key = match &self.config.auth {
-                    SshAuth::KeyFile(path) => path.clone(),
-                    _ => self.dir.path().join("id"),
-                };
-                options.extend([
-                    "BatchMode=yes".to_owned(),
-                    "IdentitiesOnly=yes".to_owned(),
-                    "IdentityAgent=none".to_owned(),
-                    "PasswordAuthentication=no".to_owned(),
-                    "KbdInteractiveAuthentication=no".to_owned(),
-                ]);
-                ssh.arg("-i").arg(key);
+            SshAuth::KeyFile(path) => {
+                options.extend(key_options.map(str::to_owned));
+                ssh.arg("-i").arg(path);
+            }
+            SshAuth::Key(key) => {
+                let mut text = key.0.clone();
+                if !text.ends_with('\n') {
+                    text.push('\n'); // OpenSSH refuses a key file without the final newline
+                }
+                write_private(&credential_file, text.as_bytes(), 0o600)?;
+                options.extend(key_options.map(str::to_owned));
+                ssh.arg("-i").arg(&credential_file);
             }
             SshAuth::Password(password) => {
-                write_private(&password_file, password.0.as_bytes(), 0o600)?;
+                write_private(&credential_file, password.0.as_bytes(), 0o600)?;
                 options.extend([
                     "BatchMode=no".to_owned(),
                     "PubkeyAuthentication=no".to_owned(),
@@ -369,6 +400,7 @@ impl SshShell {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true);
+        die_with_parent(&mut ssh);
 
         tracing::debug!(target = %self.target, "opening SSH master connection");
         let master = ssh.spawn().map_err(|err| {
@@ -380,7 +412,7 @@ impl SshShell {
             .permanent()
         })?;
         let result = self.await_master(master, &control, &log).await;
-        let _ = std::fs::remove_file(&password_file);
+        let _ = std::fs::remove_file(&credential_file);
         result
     }
 
@@ -572,8 +604,41 @@ fn check_line_length(line: &str, command: &Command) -> Result<()> {
 /// Prints the password file that sits beside it; ssh runs it with no arguments we control.
 const ASKPASS: &str = "#!/bin/sh\nexec cat \"$(dirname \"$0\")/password\"\n";
 
+/// Arms a parent-death signal in `command`'s process: it gets SIGKILL when the thread that
+/// spawned it ends. `SshShell` spawns its masters from the async task that needs the
+/// connection, so on a runtime's worker thread, which lives as long as the runtime: a
+/// SIGKILLed program leaves no master behind, where `kill_on_drop` cannot act. (A master
+/// spawned from a thread that ends earlier dies with it, and the next command reconnects.)
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the child between fork and exec. It calls only prctl(2)
+    // and getppid(2), which are async-signal-safe, and allocates nothing (an `io::Error`
+    // made from an errno holds no heap data).
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+            // The parent may have ended before the signal was armed: nobody would send it.
+            if nix::unistd::getppid() != parent {
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Writes `contents` to a new file that has `mode` from its creation on, never a wider one.
 fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
-    std::fs::write(path, contents)?;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?
+        .write_all(contents)?;
+    // The umask may have narrowed `mode` (an askpass helper must stay executable).
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(())
 }
