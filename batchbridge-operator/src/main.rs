@@ -2,8 +2,11 @@
 //!
 //! `batchbridge-operator` runs the controllers. It reads its settings from the environment:
 //! `WATCH_NAMESPACE` (watch only that namespace; every namespace when unset),
-//! `OPERATOR_IMAGE` (the image log pods run), `LOCAL_STATE_DIR` (where `local` clusters keep
-//! their jobs), `RUST_LOG` (log filter, default `info`), `LOG_FORMAT=json` for structured
+//! `OPERATOR_IMAGE` (the image log pods run), `ENABLE_LOCAL_SCHEDULER` (`true` enables the
+//! `local` scheduler, whose jobs run with the operator's rights; off by default, see
+//! SECURITY.md), `LOCAL_STATE_DIR` (where `local` clusters keep their jobs),
+//! `XDG_RUNTIME_DIR` (where the SSH connections keep their private directories; the system's
+//! temporary directory when unset), `RUST_LOG` (log filter, default `info`), `LOG_FORMAT=json` for structured
 //! logs, `METRICS_ADDR` (where `/metrics`, `/healthz` and `/readyz` are served, default
 //! `0.0.0.0:8080`), and for leader election `LEASE_NAMESPACE` (turns it on: the namespace of
 //! the Lease, the operator's own), `LEASE_NAME` (default `batchbridge-operator`) and
@@ -58,8 +61,23 @@ async fn run() -> ExitCode {
     if let Ok(image) = std::env::var("OPERATOR_IMAGE") {
         operator = operator.image(image);
     }
-    if let Ok(dir) = std::env::var("LOCAL_STATE_DIR") {
-        operator = operator.local_root(dir);
+    match std::env::var("ENABLE_LOCAL_SCHEDULER").as_deref() {
+        Err(_) | Ok("" | "false") => {}
+        Ok("true") => {
+            let dir = std::env::var_os("LOCAL_STATE_DIR").map_or_else(
+                || std::env::temp_dir().join("batchbridge-operator"),
+                std::path::PathBuf::from,
+            );
+            tracing::warn!(
+                state_dir = %dir.display(),
+                "the local scheduler is enabled: local jobs run with the operator's rights"
+            );
+            operator = operator.local_scheduler(dir);
+        }
+        Ok(other) => {
+            tracing::error!("ENABLE_LOCAL_SCHEDULER={other:?}: use true or false");
+            return ExitCode::from(2);
+        }
     }
     let address = std::env::var("METRICS_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
     match tokio::net::TcpListener::bind(&address).await {

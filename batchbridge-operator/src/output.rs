@@ -42,6 +42,10 @@ pub struct Collected {
     pub tail: Option<String>,
     /// One line for the OutputCollected condition.
     pub summary: String,
+    /// The objects the policy asked for that were not written because an object of that
+    /// name exists and belongs to something else (`ConfigMap NAME`, `Pod NAME`): the
+    /// operator never overwrites or deletes what its job does not own.
+    pub refused: Vec<String>,
 }
 
 /// Fetches job `id`'s output and keeps it as `job`'s output policy says.
@@ -62,17 +66,19 @@ pub async fn collect(
         .await
         .map_err(ReconcileError::Backend)?;
     let namespace = job.namespace().unwrap_or_default();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut refused = Vec::new();
     if policy.config_map {
         let map = config_map(job, &output);
-        Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace)
-            .patch(&map.name_any(), &params, &Patch::Apply(&map))
-            .await
-            .map_err(ReconcileError::Kube)?;
+        let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace);
+        if !write_config_map(&api, job, &map).await? {
+            refused.push(format!("ConfigMap {}", map.name_any()));
+        }
     }
     if policy.log_pod {
         let pod = log_pod(job, &connection.spec, id, &ctx.image);
-        replace_pod(&Api::namespaced(ctx.client.clone(), &namespace), &pod).await?;
+        if !replace_pod(&Api::namespaced(ctx.client.clone(), &namespace), job, &pod).await? {
+            refused.push(format!("Pod {}", pod.name_any()));
+        }
     }
     let tail = (policy.tail_bytes > 0).then(|| tail(&output, policy.tail_bytes as usize));
     Ok(Collected {
@@ -81,14 +87,61 @@ pub async fn collect(
             "{} bytes of stdout, {} of stderr",
             output.stdout.total_size, output.stderr.total_size
         ),
+        refused,
     })
 }
 
-/// Creates `pod`, replacing one of the same name made for an earlier attempt: a pod's spec
-/// cannot change.
-async fn replace_pod(api: &Api<Pod>, pod: &Pod) -> Result<(), ReconcileError> {
+/// Whether `object` is controlled by `job` (its controller owner reference names the job's
+/// uid), so the operator may change or delete it for the job.
+fn owned_by(object: &ObjectMeta, job: &BatchJob) -> bool {
+    let uid = job.uid();
+    object
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.controller == Some(true) && Some(&owner.uid) == uid.as_ref())
+}
+
+/// Writes the output ConfigMap `map`: creates it, or updates the one `job` owns (an earlier
+/// attempt's). False, with nothing written, when the name belongs to another object.
+async fn write_config_map(
+    api: &Api<ConfigMap>,
+    job: &BatchJob,
+    map: &ConfigMap,
+) -> Result<bool, ReconcileError> {
+    let name = map.name_any();
+    let create = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match api.create(&create, map).await {
+        Ok(_) => return Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => return Err(ReconcileError::Kube(err)),
+    }
+    let existing = api.get(&name).await.map_err(ReconcileError::Kube)?;
+    if !owned_by(&existing.metadata, job) {
+        return Ok(false);
+    }
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(map),
+    )
+    .await
+    .map_err(ReconcileError::Kube)?;
+    Ok(true)
+}
+
+/// Creates `pod`, replacing one of the same name that `job` owns (made for an earlier
+/// attempt: a pod's spec cannot change). False, with nothing changed, when the name belongs
+/// to another pod.
+async fn replace_pod(api: &Api<Pod>, job: &BatchJob, pod: &Pod) -> Result<bool, ReconcileError> {
     let name = pod.name_any();
     if let Some(existing) = api.get_opt(&name).await.map_err(ReconcileError::Kube)? {
+        if !owned_by(&existing.metadata, job) {
+            return Ok(false);
+        }
         // The API server fills in defaults, so compare what matters: the job it prints.
         let job_id = |pod: &Pod| {
             let env = pod.spec.as_ref()?.containers.first()?.env.clone()?;
@@ -97,7 +150,7 @@ async fn replace_pod(api: &Api<Pod>, pod: &Pod) -> Result<(), ReconcileError> {
                 .value
         };
         if job_id(&existing) == job_id(pod) {
-            return Ok(());
+            return Ok(true);
         }
         api.delete(&name, &DeleteParams::background())
             .await
@@ -106,7 +159,7 @@ async fn replace_pod(api: &Api<Pod>, pod: &Pod) -> Result<(), ReconcileError> {
     api.create(&PostParams::default(), pod)
         .await
         .map_err(ReconcileError::Kube)?;
-    Ok(())
+    Ok(true)
 }
 
 /// The last `max` bytes of stdout followed by stderr, cut on a character boundary.

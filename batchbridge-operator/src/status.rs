@@ -18,6 +18,9 @@ pub const SUBMITTED: &str = "Submitted";
 pub const FINISHED: &str = "Finished";
 /// Condition type: whether the finished job's output was collected.
 pub const OUTPUT_COLLECTED: &str = "OutputCollected";
+/// OutputCollected's reason when the output ConfigMap's or log pod's name belongs to an
+/// object the job does not own, which the operator leaves alone.
+pub const OUTPUT_NAME_TAKEN: &str = "OutputNameTaken";
 
 /// `status` updated with what the scheduler reports for the job, the attempt's own fields
 /// (attempts, job id, output) kept.

@@ -234,6 +234,9 @@ fn normalized(value: &Value) -> Value {
     }
 }
 
+/// The tenants' ClusterRoles (deploy/rbac/tenant-roles.yaml).
+const TENANT_ROLES: [&str; 2] = ["batchbridge-edit", "batchbridge-view"];
+
 /// The objects of a rendered multi-document YAML stream.
 struct Manifests(Vec<Value>);
 
@@ -246,6 +249,17 @@ impl Manifests {
 
     fn of_kind(&self, kind: &str) -> Vec<&Value> {
         self.0.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    /// The operator's own ClusterRole: the one that is not a tenants' role.
+    fn operator_role(&self) -> &Value {
+        let roles: Vec<_> = self
+            .of_kind("ClusterRole")
+            .into_iter()
+            .filter(|role| !TENANT_ROLES.contains(&name(role)))
+            .collect();
+        assert_eq!(roles.len(), 1, "{roles:#?}");
+        roles[0]
     }
 
     fn only(&self, kind: &str) -> &Value {
@@ -277,6 +291,8 @@ struct Expect<'a> {
     watch_namespace: Option<&'a str>,
     /// The operator's image, which its log pods also run.
     image: &'a str,
+    /// Whether the rendering turns the `local` scheduler on (off unless the installer asks).
+    local_scheduler: bool,
 }
 
 /// The checks a user would make of a rendering, and the dry run that proves the API server
@@ -335,11 +351,78 @@ fn check(tools: &Tools, yaml: &str, expect: &Expect<'_>) {
     }
 
     // The operator's permissions are deploy/rbac/'s, word for word.
-    let cluster_role = objects.only("ClusterRole");
+    let cluster_role = objects.operator_role();
     let source = read_yaml(&repo().join("deploy/rbac/cluster-role.yaml"));
     assert!(source["rules"].as_array().is_some_and(|r| !r.is_empty()));
     assert_eq!(cluster_role["rules"], source["rules"], "ClusterRole rules");
     let lease_source = read_yaml(&repo().join("deploy/rbac/leader-election-role.yaml"));
+
+    // The tenants' roles, word for word, aggregating into the built-in roles: edit into
+    // `edit` and `admin` (never `view`: it can use the namespace's Secrets), view into `view`.
+    let tenant_source = Manifests::parse(
+        &std::fs::read_to_string(repo().join("deploy/rbac/tenant-roles.yaml")).unwrap(),
+    );
+    for (role, aggregates_to) in [
+        ("batchbridge-edit", &["edit", "admin"][..]),
+        ("batchbridge-view", &["view"][..]),
+    ] {
+        let find = |objects: &Manifests| {
+            objects
+                .of_kind("ClusterRole")
+                .into_iter()
+                .find(|r| name(r) == role)
+                .cloned()
+                .unwrap_or_else(|| panic!("no ClusterRole {role}"))
+        };
+        let (got, want) = (find(&objects), find(&tenant_source));
+        assert_eq!(got["rules"], want["rules"], "{role}");
+        let aggregated: BTreeSet<&str> = got["metadata"]["labels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, value)| **value == "true")
+            .filter_map(|(key, _)| key.strip_prefix("rbac.authorization.k8s.io/aggregate-to-"))
+            .collect();
+        assert_eq!(
+            aggregated,
+            aggregates_to.iter().copied().collect(),
+            "{role}"
+        );
+        let verbs = |resource: &str| -> BTreeSet<&str> {
+            got["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|rule| {
+                    rule["resources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|r| r == resource)
+                })
+                .flat_map(|rule| {
+                    rule["verbs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap())
+                })
+                .collect()
+        };
+        for status in ["batchjobs/status", "batchclusters/status"] {
+            assert!(
+                verbs(status)
+                    .iter()
+                    .all(|v| ["get", "list", "watch"].contains(v)),
+                "{role} must not write {status}"
+            );
+        }
+        assert_eq!(
+            verbs("batchjobs").contains("create"),
+            role == "batchbridge-edit",
+            "{role}"
+        );
+    }
 
     let deployment = objects.only("Deployment");
     assert_eq!(namespace(deployment), Some(op_ns));
@@ -441,7 +524,32 @@ fn check(tools: &Tools, yaml: &str, expect: &Expect<'_>) {
     assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
     assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
 
-    // A writable /tmp for ssh's control sockets and known_hosts: an emptyDir.
+    // The local scheduler, whose jobs would run with the operator's rights: off unless asked.
+    let local = if expect.local_scheduler {
+        "true"
+    } else {
+        "false"
+    };
+    assert_eq!(env_value("ENABLE_LOCAL_SCHEDULER"), Some(local));
+    assert_eq!(env("LOCAL_STATE_DIR").is_some(), expect.local_scheduler);
+
+    // The SSH connections' private directories: in memory, under XDG_RUNTIME_DIR.
+    let runtime_dir = env_value("XDG_RUNTIME_DIR").expect("XDG_RUNTIME_DIR is set");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == runtime_dir)
+        .unwrap_or_else(|| panic!("nothing mounted on {runtime_dir}"));
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["emptyDir"]["medium"], "Memory", "{volume}");
+
+    // A writable /tmp: an emptyDir.
     let tmp = container["volumeMounts"]
         .as_array()
         .unwrap()
@@ -539,6 +647,7 @@ fn the_chart_links_the_single_sources() {
             "files/leader-election-role.yaml",
             "deploy/rbac/leader-election-role.yaml",
         ),
+        ("files/tenant-roles.yaml", "deploy/rbac/tenant-roles.yaml"),
     ];
     for (link, target) in links {
         let path = chart().join(link);
@@ -610,7 +719,8 @@ fn the_chart_lints_and_packages_with_its_linked_files() {
     let yaml = tools.template(&packages[0], "batchbridge-system", &[]);
     let objects = Manifests::parse(&yaml);
     let source = read_yaml(&repo().join("deploy/rbac/cluster-role.yaml"));
-    assert_eq!(objects.only("ClusterRole")["rules"], source["rules"]);
+    assert_eq!(objects.operator_role()["rules"], source["rules"]);
+    assert_eq!(objects.of_kind("ClusterRole").len(), 1 + TENANT_ROLES.len());
     assert_eq!(objects.of_kind("CustomResourceDefinition").len(), 2);
 }
 
@@ -627,6 +737,7 @@ fn helm_chart_watching_every_namespace() {
             operator_namespace: &operator_ns,
             watch_namespace: None,
             image: &default_image(),
+            local_scheduler: false,
         },
     );
 }
@@ -653,6 +764,7 @@ fn helm_chart_watching_one_namespace() {
             operator_namespace: &operator_ns,
             watch_namespace: Some(&watched),
             image: "registry.example.com/hpc/batchbridge-operator:1.2.3-test",
+            local_scheduler: false,
         },
     );
 }
@@ -692,6 +804,48 @@ fn helm_chart_without_leader_election() {
         message.contains("replicaCount > 1 needs leaderElection.enabled"),
         "{message}"
     );
+}
+
+/// The `local` scheduler is on only when the installer turns it on: the Helm value
+/// `localScheduler.enabled`, or the kustomize component `local-scheduler` in an overlay, as
+/// its comment shows. And `tenantRoles.create=false` leaves the cluster-wide tenants' roles
+/// to another release.
+#[test]
+fn the_installer_turns_the_local_scheduler_on() {
+    let tools = Tools::new();
+    let helm_ns = unique("deploy-helm-local");
+    let kust_ns = unique("deploy-kust-local");
+    let _namespaces = tools.namespaces(&[&helm_ns, &kust_ns]);
+    let yaml = tools.template(&chart(), &helm_ns, &["localScheduler.enabled=true"]);
+    let image = default_image();
+    let expect = |namespace| Expect {
+        operator_namespace: namespace,
+        watch_namespace: None,
+        image: &image,
+        local_scheduler: true,
+    };
+    check(&tools, &yaml, &expect(&helm_ns));
+
+    let copy = kustomize_copy();
+    edit_line(
+        &copy.path().join("deploy/kustomize/base/kustomization.yaml"),
+        "namespace:",
+        &format!("namespace: {kust_ns}"),
+    );
+    let overlay = copy.path().join("deploy/kustomize/development");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources:\n- ../base\ncomponents:\n- ../local-scheduler\n",
+    )
+    .unwrap();
+    let yaml = tools.kubectl(&["kustomize", overlay.to_str().unwrap()]);
+    check(&tools, &yaml, &expect(&kust_ns));
+
+    let yaml = tools.template(&chart(), &helm_ns, &["tenantRoles.create=false"]);
+    let roles = Manifests::parse(&yaml);
+    assert_eq!(roles.of_kind("ClusterRole").len(), 1);
+    roles.operator_role();
 }
 
 /// Copies deploy/crds, deploy/rbac and deploy/kustomize into a temporary deploy/, where a
@@ -775,6 +929,7 @@ fn kustomize_base_watches_every_namespace() {
             operator_namespace: &operator_ns,
             watch_namespace: None,
             image: "ghcr.io/batchbridge/operator:1.2.3-test",
+            local_scheduler: false,
         },
     );
 }
@@ -819,6 +974,7 @@ fn kustomize_overlay_watches_one_namespace() {
             operator_namespace: &operator_ns,
             watch_namespace: Some(&watched),
             image: &default_image(),
+            local_scheduler: false,
         },
     );
 }

@@ -50,6 +50,10 @@ pub struct Connection {
     fingerprint: Fingerprint,
 }
 
+/// The reason a BatchCluster whose scheduler this operator's installer turned off is not
+/// Reachable (and its jobs not ClusterReady).
+pub const SCHEDULER_DISABLED: &str = "SchedulerDisabled";
+
 /// How many submits run at once on one connection. An SSH connection runs 8 commands at
 /// once (`SshConfig::max_sessions`): 5 for submits and 2 for output fetches leave one for
 /// the poller and the probe, so that neither a burst of new jobs nor one of finished jobs
@@ -168,7 +172,7 @@ pub struct Clusters {
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
     probe: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
     custom: HashMap<String, BackendFactory>,
-    local_root: PathBuf,
+    local_root: Option<PathBuf>,
     metrics: Arc<Metrics>,
     entries: Mutex<HashMap<ObjectRef<BatchCluster>, Entry>>,
 }
@@ -185,7 +189,7 @@ impl std::fmt::Debug for Clusters {
 impl Clusters {
     /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`,
     /// and their BatchCluster through `probe` when polls begin or stop failing; `local`
-    /// clusters keep their jobs under `local_root`; polls, commands and SSH connections are
+    /// clusters keep their jobs under `local_root`, and are refused when it is `None`; polls, commands and SSH connections are
     /// counted in `metrics`.
     pub fn new(
         client: Client,
@@ -193,7 +197,7 @@ impl Clusters {
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
         probe: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
         custom: HashMap<String, BackendFactory>,
-        local_root: PathBuf,
+        local_root: Option<PathBuf>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -313,10 +317,21 @@ impl Clusters {
             Ok(Arc::new(self.metrics.metered(shell, labels.clone())))
         };
         let backend: Arc<dyn BatchBackend> = match &spec.scheduler {
-            Scheduler::Local => Arc::new(
-                LocalBackend::new(self.local_root.join(namespace).join(cluster.name_any()))
-                    .map_err(invalid)?,
-            ),
+            Scheduler::Local => {
+                let root = self.local_root.as_ref().ok_or_else(|| ClusterProblem {
+                    reason: SCHEDULER_DISABLED.into(),
+                    message: "the local scheduler is disabled by the operator's configuration: \
+                              it runs jobs as processes of the operator, with its rights \
+                              (installer's setting ENABLE_LOCAL_SCHEDULER, Helm value \
+                              localScheduler.enabled)"
+                        .into(),
+                })?;
+                Arc::new(
+                    LocalBackend::new(root.join(namespace).join(cluster.name_any()))
+                        .map_err(invalid)?
+                        .clean_environment(),
+                )
+            }
             Scheduler::Slurm | Scheduler::Htcondor => {
                 let defaults = SubmitDefaults {
                     partition: spec.defaults.as_ref().and_then(|d| d.partition.clone()),

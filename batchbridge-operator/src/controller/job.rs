@@ -22,7 +22,8 @@ use crate::decision::{
 };
 use crate::output;
 use crate::status::{
-    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, SUBMITTED, condition, set_condition, time,
+    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, OUTPUT_NAME_TAKEN, SUBMITTED, condition,
+    set_condition, time,
 };
 
 /// The finalizer that makes deletion wait for the job's cancellation.
@@ -236,7 +237,7 @@ async fn collect(
     let mut next = current.clone();
     let now = SystemTime::now();
     match collected {
-        Ok(collected) => {
+        Ok(collected) if collected.refused.is_empty() => {
             next.output_tail = collected.tail;
             set_condition(
                 &mut next.conditions,
@@ -244,6 +245,22 @@ async fn collect(
                 true,
                 "Collected",
                 &collected.summary,
+                now,
+            );
+        }
+        Ok(collected) => {
+            next.output_tail = collected.tail;
+            set_condition(
+                &mut next.conditions,
+                OUTPUT_COLLECTED,
+                false,
+                OUTPUT_NAME_TAKEN,
+                &format!(
+                    "{}; not written, as the name belongs to another object: {} (rename the \
+                     BatchJob or that object)",
+                    collected.summary,
+                    collected.refused.join(", ")
+                ),
                 now,
             );
         }

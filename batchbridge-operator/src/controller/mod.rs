@@ -102,7 +102,7 @@ pub struct Operator {
     client: Client,
     namespace: Option<String>,
     custom: HashMap<String, BackendFactory>,
-    local_root: PathBuf,
+    local_root: Option<PathBuf>,
     image: String,
     instance: String,
     metrics: Arc<Metrics>,
@@ -121,7 +121,7 @@ impl Operator {
             client,
             namespace: None,
             custom: HashMap::new(),
-            local_root: std::env::temp_dir().join("batchbridge-operator"),
+            local_root: None,
             image: format!("ghcr.io/batchbridge/operator:{}", env!("CARGO_PKG_VERSION")),
             instance: std::env::var("POD_NAME").unwrap_or_else(|_| "batchbridge-operator".into()),
             metrics: Arc::new(Metrics::new()),
@@ -144,9 +144,18 @@ impl Operator {
         self
     }
 
-    /// Where `local` clusters keep their jobs.
-    pub fn local_root(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.local_root = dir.into();
+    /// Enables the `local` scheduler, off by default, with its jobs kept under `dir`.
+    ///
+    /// A `local` job is a process of this operator: it runs with the operator's user, can
+    /// read what the operator can read (its service account token and the SSH connections'
+    /// files included) and reach what it can reach. Its environment is scrubbed
+    /// ([`batchbridge_core::LocalBackend::clean_environment`]), which hides variables, not
+    /// files. Enable it only on a development cluster or where everyone who may create a
+    /// BatchCluster is trusted with the operator's rights (SECURITY.md). While it is off, a
+    /// `local` BatchCluster is `Reachable=False` with reason `SchedulerDisabled` and its jobs
+    /// wait, `ClusterReady=False`, without running.
+    pub fn local_scheduler(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.local_root = Some(dir.into());
         self
     }
 
