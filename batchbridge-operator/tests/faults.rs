@@ -4,7 +4,8 @@
 //!
 //! 1. the login node's sshd stops for a minute, its connections with it;
 //! 2. slurmctld restarts mid-run, and slurmdbd (accounting) is down while jobs finish;
-//! 3. the operator is SIGKILLed at random moments of a 200-job run, at least 10 times;
+//! 3. the operator process alone is SIGKILLed at random moments of a 200-job run, at least 10
+//!    times, and leaves no process behind (its OpenSSH masters die with it);
 //! 4. the operator's OpenSSH master connection is killed while jobs run.
 //!
 //! What is checked, each time: no job is failed by the fault, every job ends in the state
@@ -216,13 +217,28 @@ impl Operator {
         std::fs::read_to_string(&self.process().log).unwrap_or_default()
     }
 
-    /// Kills it the way a crashed or evicted pod goes: the operator and its OpenSSH
-    /// masters at once ([`OperatorProcess::crash`]).
-    async fn crash(mut self) {
+    /// SIGKILLs the operator process alone ([`OperatorProcess::crash`]) and returns the
+    /// processes it left behind (its OpenSSH masters, had they not died with it) after a
+    /// grace of 2 s; they are then killed, so that they cannot disturb the test.
+    async fn crash(mut self) -> Vec<(u32, String)> {
         let process = self.process.take().unwrap();
         process.crash();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let left = loop {
+            let left = process.left_behind();
+            // The operator itself lingers as a zombie until `exited` reaps it.
+            let orphans: Vec<_> = left
+                .into_iter()
+                .filter(|(pid, _)| *pid != process.child.id().unwrap_or(0))
+                .collect();
+            if orphans.is_empty() || Instant::now() > deadline {
+                break orphans;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         let status = process.exited().await;
         assert_eq!(status.code(), None, "killed by a signal: {status:?}");
+        left
     }
 
     /// Stops it gracefully.
@@ -853,7 +869,9 @@ impl Rng {
 /// Scenario 3: the operator process is SIGKILLed at random moments (a seeded schedule;
 /// `FAULTS_SEED` replays one) at least 10 times during a run of 200 short jobs, some of
 /// which fail, and a new process starts after each kill. No job is lost or run twice
-/// (SLURM's accounting: exactly one job per key), and every final state is right.
+/// (SLURM's accounting: exactly one job per key), every final state is right, and no kill
+/// leaves a process behind: the OpenSSH masters die with the operator (PR_SET_PDEATHSIG),
+/// where a container runtime would not be there to kill them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_killed_during_200_jobs() {
     const JOBS: usize = 200;
@@ -907,6 +925,7 @@ async fn operator_killed_during_200_jobs() {
     };
 
     let mut kills = Vec::new();
+    let mut orphans = Vec::new();
     for kill in 1..=KILLS {
         let delay = Duration::from_millis(rng.between(300, 4000));
         tokio::time::sleep(delay).await;
@@ -916,7 +935,7 @@ async fn operator_killed_during_200_jobs() {
             finished < JOBS,
             "the run ended before kill {kill} of {KILLS}: too short to test anything"
         );
-        operator.crash().await;
+        orphans.extend(operator.crash().await);
         kills.push((delay, finished));
         operator = f.spawn(format!("kill-{kill}"));
     }
@@ -933,8 +952,14 @@ async fn operator_killed_during_200_jobs() {
         .count();
     eprintln!(
         "seed {seed}: {} kills (delay after the previous start, jobs finished by then): \
-         {kills:?}; {JOBS} jobs ({failed} failing by design) finished in {run_took:?}",
-        kills.len()
+         {kills:?}; {JOBS} jobs ({failed} failing by design) finished in {run_took:?}; \
+         processes left behind by the killed operators: {}",
+        kills.len(),
+        orphans.len()
+    );
+    assert!(
+        orphans.is_empty(),
+        "SIGKILLed operators left processes behind: {orphans:?}"
     );
     assert_final_states(&done, &expected);
     assert_ran_once(&done, &expected).await;

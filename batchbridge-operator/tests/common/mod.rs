@@ -134,6 +134,13 @@ impl Cluster {
                     .unwrap();
             }
         }
+        self.token_kubeconfig(account).await
+    }
+
+    /// A kubeconfig for the test bed's API server that authenticates as ServiceAccount
+    /// `account` of this namespace, with a token from the TokenRequest API.
+    pub(crate) async fn token_kubeconfig(&self, account: &str) -> Kubeconfig {
+        let accounts = Api::<ServiceAccount>::namespaced(self.client.clone(), &self.namespace);
         let request: TokenRequest =
             serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
                 .unwrap();
@@ -150,6 +157,55 @@ impl Cluster {
             });
         }
         kubeconfig
+    }
+
+    /// A client of a tenant of this namespace ([`Cluster::tenant_kubeconfig`]).
+    pub(crate) async fn tenant_client(&self) -> Client {
+        let config = Config::from_custom_kubeconfig(
+            self.tenant_kubeconfig().await,
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    /// The kubeconfig of a tenant of this namespace: ServiceAccount `tenant`, bound by a
+    /// RoleBinding here to the ClusterRole `batchbridge-edit` of `deploy/rbac/` and to
+    /// nothing else.
+    pub(crate) async fn tenant_kubeconfig(&self) -> Kubeconfig {
+        let account = "tenant";
+        for role in serde_saphyr::from_multiple::<ClusterRole>(
+            &std::fs::read_to_string(rbac_dir().join("tenant-roles.yaml")).unwrap(),
+        )
+        .unwrap()
+        {
+            Api::<ClusterRole>::all(self.client.clone())
+                .patch(
+                    &role.metadata.name.clone().unwrap(),
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&role),
+                )
+                .await
+                .unwrap();
+        }
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
+        Api::<ServiceAccount>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &sa)
+            .await
+            .unwrap();
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "tenant-batchbridge-edit"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "batchbridge-edit"},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+        self.token_kubeconfig(account).await
     }
 
     pub(crate) fn jobs(&self) -> Api<BatchJob> {
@@ -229,12 +285,13 @@ pub(crate) fn api_error<T: std::fmt::Debug>(result: kube::Result<T>, code: u16) 
     }
 }
 
+fn rbac_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/rbac")
+}
+
 /// An object from `deploy/rbac/`.
 fn rbac_file<T: serde::de::DeserializeOwned>(name: &str) -> T {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy/rbac")
-        .join(name);
-    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    serde_saphyr::from_str(&std::fs::read_to_string(rbac_dir().join(name)).unwrap()).unwrap()
 }
 
 pub(crate) fn crd_dir() -> PathBuf {

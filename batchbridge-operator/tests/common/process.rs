@@ -20,10 +20,9 @@ pub(crate) async fn write_operator_kubeconfig(bed: &Cluster, dir: &Path) {
 /// The `batchbridge-operator` binary running for a test namespace, as a process of its own
 /// (so it can be killed like a crashed pod), with its endpoints on a free port.
 ///
-/// It leads a process group of its own, with the OpenSSH masters it starts: killing the
-/// group kills them together, as a container's processes die together, while a SIGKILLed
-/// process cannot stop its children itself. Its temporary files (the masters' private
-/// directories, which hold a copy of the key) go under the test's directory.
+/// It leads a process group of its own, which the OpenSSH masters it starts join: what is
+/// left in the group after the operator was SIGKILLed is an orphan ([`Self::left_behind`]).
+/// Its temporary files (the masters' private directories) go under the test's directory.
 pub(crate) struct OperatorProcess {
     pub(crate) name: &'static str,
     pub(crate) address: SocketAddr,
@@ -43,6 +42,18 @@ impl OperatorProcess {
         dir: &Path,
         lease: Option<&str>,
     ) -> Self {
+        Self::start_with(name, bed, dir, lease, &[])
+    }
+
+    /// [`Self::start`] with the settings `env` first (a Deployment's, say); the test's own
+    /// (API server, namespace, port, directories) override them.
+    pub(crate) fn start_with(
+        name: &'static str,
+        bed: &Cluster,
+        dir: &Path,
+        lease: Option<&str>,
+        env: &[(String, String)],
+    ) -> Self {
         // A free port: bound, then released for the operator to bind.
         let address = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -52,6 +63,7 @@ impl OperatorProcess {
         let tmp = dir.join(format!("{name}.tmp"));
         std::fs::create_dir_all(&tmp).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_batchbridge-operator"));
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(lease) = lease {
             command
                 .env("LEASE_NAMESPACE", &bed.namespace)
@@ -66,6 +78,7 @@ impl OperatorProcess {
             .env("LOCAL_STATE_DIR", dir.join(name))
             .env("RUST_LOG", "info")
             .env("TMPDIR", &tmp)
+            .env("XDG_RUNTIME_DIR", &tmp)
             .process_group(0)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -130,14 +143,33 @@ impl OperatorProcess {
         assert!(status.success());
     }
 
-    /// SIGKILLs the operator and every process it started, the way a crashed or evicted
-    /// pod goes.
+    /// SIGKILLs the operator process alone, as `kill -9` or the OOM killer does outside a
+    /// container: the OpenSSH masters it started must die with it by themselves.
     pub(crate) fn crash(&self) {
-        let status = std::process::Command::new("kill")
-            .args(["-KILL", "--", &self.group])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.signal("-KILL");
+    }
+
+    /// The processes left in its process group (pids and command lines): once the operator
+    /// has exited, every one of them is an orphan it left behind.
+    pub(crate) fn left_behind(&self) -> Vec<(u32, String)> {
+        let group: u32 = self.group[1..].parse().unwrap();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                // `PID (COMM) STATE PPID PGRP ...`; COMM may hold spaces and parentheses.
+                let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+                // A zombie has ended already; it only waits to be reaped.
+                if *fields.first()? == "Z" {
+                    return None;
+                }
+                let pgrp: u32 = fields.get(2)?.parse().ok()?;
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                (pgrp == group).then(|| (pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+            })
+            .collect()
     }
 
     /// Waits for the process to end.
