@@ -22,7 +22,7 @@ use batchbridge_operator::crd::{BatchCluster, BatchJob, BatchJobStatus, Phase};
 use batchbridge_testbed::{helm_facts, login, ssh_facts};
 use common::operator::{create_cluster, create_secret, status, wait_for, wait_for_phase};
 use common::process::{OperatorProcess, write_operator_kubeconfig};
-use common::{Cluster, api_error, eventually};
+use common::{Cluster, api_error, client_of, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
@@ -278,12 +278,7 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
         serde_saphyr::to_string(&kubeconfig).unwrap(),
     )
     .unwrap();
-    let tenant = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let tenant = client_of(kubeconfig).await;
     let jobs: Api<BatchJob> = Api::namespaced(tenant.clone(), &a.namespace);
     let tenant_jobs = untyped::<BatchJob>(&tenant, &a.namespace);
     let tenant_clusters = untyped::<BatchCluster>(&tenant, &a.namespace);

@@ -81,13 +81,7 @@ impl Cluster {
     /// leader-election Role, with a token from the TokenRequest API: what the operator gets
     /// when deployed to watch one namespace.
     pub(crate) async fn operator_client(&self) -> Client {
-        let config = Config::from_custom_kubeconfig(
-            self.operator_kubeconfig().await,
-            &KubeConfigOptions::default(),
-        )
-        .await
-        .unwrap();
-        Client::try_from(config).unwrap()
+        client_of(self.operator_kubeconfig().await).await
     }
 
     /// The kubeconfig behind [`Cluster::operator_client`], for an operator process.
@@ -111,28 +105,11 @@ impl Cluster {
                 .create(&PostParams::default(), &election)
                 .await
                 .unwrap();
-            let sa: ServiceAccount =
-                serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
-            accounts.create(&PostParams::default(), &sa).await.unwrap();
-            for (binding, kind, role) in [
-                (account, "ClusterRole", role_name),
-                (
-                    "batchbridge-operator-leader-election",
-                    "Role",
-                    election_name,
-                ),
-            ] {
-                let binding: RoleBinding = serde_json::from_value(json!({
-                    "metadata": {"name": binding},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
-                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
-                }))
-                .unwrap();
-                Api::<RoleBinding>::namespaced(self.client.clone(), &self.namespace)
-                    .create(&PostParams::default(), &binding)
-                    .await
-                    .unwrap();
-            }
+            self.create_account(account).await;
+            self.bind(account, account, "ClusterRole", &role_name).await;
+            let election_binding = "batchbridge-operator-leader-election";
+            self.bind(election_binding, account, "Role", &election_name)
+                .await;
         }
         self.token_kubeconfig(account).await
     }
@@ -161,13 +138,7 @@ impl Cluster {
 
     /// A client of a tenant of this namespace ([`Cluster::tenant_kubeconfig`]).
     pub(crate) async fn tenant_client(&self) -> Client {
-        let config = Config::from_custom_kubeconfig(
-            self.tenant_kubeconfig().await,
-            &KubeConfigOptions::default(),
-        )
-        .await
-        .unwrap();
-        Client::try_from(config).unwrap()
+        client_of(self.tenant_kubeconfig().await).await
     }
 
     /// The kubeconfig of a tenant of this namespace: ServiceAccount `tenant`, bound by a
@@ -189,15 +160,32 @@ impl Cluster {
                 .await
                 .unwrap();
         }
+        self.create_account(account).await;
+        self.bind(
+            "tenant-batchbridge-edit",
+            account,
+            "ClusterRole",
+            "batchbridge-edit",
+        )
+        .await;
+        self.token_kubeconfig(account).await
+    }
+
+    async fn create_account(&self, account: &str) {
         let sa: ServiceAccount =
             serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
         Api::<ServiceAccount>::namespaced(self.client.clone(), &self.namespace)
             .create(&PostParams::default(), &sa)
             .await
             .unwrap();
+    }
+
+    /// RoleBinding `name` in this namespace: `role` (of `kind` Role or ClusterRole) to
+    /// ServiceAccount `account` of this namespace.
+    async fn bind(&self, name: &str, account: &str, kind: &str, role: &str) {
         let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": "tenant-batchbridge-edit"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "batchbridge-edit"},
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
         }))
         .unwrap();
@@ -205,7 +193,6 @@ impl Cluster {
             .create(&PostParams::default(), &binding)
             .await
             .unwrap();
-        self.token_kubeconfig(account).await
     }
 
     pub(crate) fn jobs(&self) -> Api<BatchJob> {
@@ -275,6 +262,14 @@ impl Cluster {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         namespaces.delete(&self.namespace, &params).await.unwrap();
     }
+}
+
+/// A client authenticating as `kubeconfig` says.
+pub(crate) async fn client_of(kubeconfig: Kubeconfig) -> Client {
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
 }
 
 /// The API server's answer in `result`, which must be an error with HTTP status `code`.
