@@ -5,12 +5,12 @@
 //! `OPERATOR_IMAGE` (the image log pods run), `ENABLE_LOCAL_SCHEDULER` (`true` enables the
 //! `local` scheduler, whose jobs run with the operator's rights; off by default, see
 //! SECURITY.md), `LOCAL_STATE_DIR` (where `local` clusters keep their jobs),
-//! `XDG_RUNTIME_DIR` (where the SSH connections keep their private directories; the system's
-//! temporary directory when unset), `RUST_LOG` (log filter, default `info`), `LOG_FORMAT=json` for structured
-//! logs, `METRICS_ADDR` (where `/metrics`, `/healthz` and `/readyz` are served, default
-//! `0.0.0.0:8080`), and for leader election `LEASE_NAMESPACE` (turns it on: the namespace of
-//! the Lease, the operator's own), `LEASE_NAME` (default `batchbridge-operator`) and
-//! `POD_NAME` (this replica's identity).
+//! `XDG_RUNTIME_DIR` (where the SSH connections keep their private directories; the
+//! system's temporary directory when unset), `RUST_LOG` (log filter, default `info`),
+//! `LOG_FORMAT=json` for structured logs, `METRICS_ADDR` (where `/metrics`, `/healthz` and
+//! `/readyz` are served, default `0.0.0.0:8080`), and for leader election `LEASE_NAMESPACE`
+//! (turns it on: the namespace of the Lease, the operator's own), `LEASE_NAME` (default
+//! `batchbridge-operator`) and `POD_NAME` (this replica's identity).
 //!
 //! `batchbridge-operator fetch-output` is the log pods' mode: it prints one job's output,
 //! reading the cluster and job from the environment and the credential from

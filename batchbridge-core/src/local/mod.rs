@@ -116,12 +116,12 @@ impl LocalBackend {
         })
     }
 
-    /// Starts jobs with none of this program's environment: only `PATH=/usr/local/bin:/usr/bin:/bin`,
-    /// `HOME` (the job's directory), `LANG=C.UTF-8`, the `BATCHBRIDGE_*` variables and the
-    /// spec's own environment. By default a job inherits this program's environment, as a
-    /// child process does; a program holding credentials in its environment (a Kubernetes
-    /// operator's service account variables, `KUBECONFIG`, cloud keys) should not let jobs
-    /// see them.
+    /// Starts jobs with none of this program's environment: only
+    /// `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` (the job's directory), `LANG=C.UTF-8`, the
+    /// `BATCHBRIDGE_*` variables and the spec's own environment. By default a job inherits
+    /// this program's environment, as a child process does; a program holding credentials in
+    /// its environment (a Kubernetes operator's service account variables, `KUBECONFIG`, cloud
+    /// keys) should not let jobs see them.
     ///
     /// ```
     /// # fn main() -> batchbridge_core::Result<()> {

@@ -189,8 +189,8 @@ impl std::fmt::Debug for Clusters {
 impl Clusters {
     /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`,
     /// and their BatchCluster through `probe` when polls begin or stop failing; `local`
-    /// clusters keep their jobs under `local_root`, and are refused when it is `None`; polls, commands and SSH connections are
-    /// counted in `metrics`.
+    /// clusters keep their jobs under `local_root`, and are refused when it is `None`; polls,
+    /// commands and SSH connections are counted in `metrics`.
     pub fn new(
         client: Client,
         store: Store<BatchCluster>,

@@ -237,30 +237,25 @@ async fn collect(
     let mut next = current.clone();
     let now = SystemTime::now();
     match collected {
-        Ok(collected) if collected.refused.is_empty() => {
-            next.output_tail = collected.tail;
-            set_condition(
-                &mut next.conditions,
-                OUTPUT_COLLECTED,
-                true,
-                "Collected",
-                &collected.summary,
-                now,
-            );
-        }
         Ok(collected) => {
             next.output_tail = collected.tail;
-            set_condition(
-                &mut next.conditions,
-                OUTPUT_COLLECTED,
-                false,
-                OUTPUT_NAME_TAKEN,
-                &format!(
+            let (holds, reason, message) = if collected.refused.is_empty() {
+                (true, "Collected", collected.summary)
+            } else {
+                let message = format!(
                     "{}; not written, as the name belongs to another object: {} (rename the \
                      BatchJob or that object)",
                     collected.summary,
                     collected.refused.join(", ")
-                ),
+                );
+                (false, OUTPUT_NAME_TAKEN, message)
+            };
+            set_condition(
+                &mut next.conditions,
+                OUTPUT_COLLECTED,
+                holds,
+                reason,
+                &message,
                 now,
             );
         }
