@@ -21,7 +21,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,7 +30,7 @@ use common::Cluster;
 use common::operator::{
     batch_job, create_cluster, create_job, create_secret, http_get, metric, slurm, status,
 };
-use common::process::{OperatorProcess, write_operator_kubeconfig};
+use common::process::{OperatorProcess, Proc, write_operator_kubeconfig};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::ListParams;
@@ -198,9 +197,9 @@ impl Operator {
 
     /// Its OpenSSH master processes (`ssh -M`, children of the operator).
     fn ssh_masters(&self) -> Vec<Proc> {
-        children(self.pid())
+        Proc::all()
             .into_iter()
-            .filter(Proc::is_ssh_master)
+            .filter(|p| p.parent == self.pid() && p.is_ssh_master())
             .collect()
     }
 
@@ -219,20 +218,17 @@ impl Operator {
 
     /// SIGKILLs the operator process alone ([`OperatorProcess::crash`]) and returns the
     /// processes it left behind (its OpenSSH masters, had they not died with it) after a
-    /// grace of 2 s; they are then killed, so that they cannot disturb the test.
-    async fn crash(mut self) -> Vec<(u32, String)> {
+    /// grace of 2 s.
+    async fn crash(mut self) -> Vec<Proc> {
         let process = self.process.take().unwrap();
         process.crash();
+        // Counted before `exited`, whose drop of the process kills its group. The operator
+        // itself is a zombie until then, which `in_group` leaves out.
         let deadline = Instant::now() + Duration::from_secs(2);
         let left = loop {
-            let left = process.left_behind();
-            // The operator itself lingers as a zombie until `exited` reaps it.
-            let orphans: Vec<_> = left
-                .into_iter()
-                .filter(|(pid, _)| *pid != process.child.id().unwrap_or(0))
-                .collect();
-            if orphans.is_empty() || Instant::now() > deadline {
-                break orphans;
+            let left = Proc::in_group(process.group());
+            if left.is_empty() || Instant::now() > deadline {
+                break left;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
@@ -248,70 +244,6 @@ impl Operator {
         let status = process.exited().await;
         assert!(status.success(), "a graceful stop exits 0: {status:?}");
     }
-}
-
-/// A process, as `/proc` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Proc {
-    pid: u32,
-    /// When it started (clock ticks after boot): with the pid, who it is.
-    start: u64,
-    args: Vec<String>,
-}
-
-impl Proc {
-    fn read(pid: u32) -> Option<Self> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // `PID (COMM) STATE PPID ...`, starttime the 22nd field; COMM may hold spaces and
-        // parentheses.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let start = fields.get(19)?.parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let args = cmdline
-            .split(|b| *b == 0)
-            .filter(|arg| !arg.is_empty())
-            .map(|arg| String::from_utf8_lossy(arg).into_owned())
-            .collect();
-        Some(Self { pid, start, args })
-    }
-
-    /// Its parent's pid.
-    fn parent(pid: u32) -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    }
-
-    fn is_ssh_master(&self) -> bool {
-        self.args
-            .first()
-            .is_some_and(|program| Path::new(program).file_name() == Some("ssh".as_ref()))
-            && self.args.iter().any(|arg| arg == "-M")
-    }
-
-    /// Sends `signal` unless the pid now belongs to another process.
-    fn kill(&self, signal: &str) {
-        if Self::read(self.pid).is_some_and(|now| now.start == self.start) {
-            let _ = std::process::Command::new("kill")
-                .args([signal, &self.pid.to_string()])
-                .status();
-        }
-    }
-}
-
-/// The processes whose parent is `parent`.
-fn children(parent: u32) -> Vec<Proc> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| Proc::parent(*pid) == Some(parent))
-        .filter_map(Proc::read)
-        .collect()
 }
 
 /// The pids of the server side (sshd) of the TCP connection that the ssh client `client`
@@ -925,7 +857,6 @@ async fn operator_killed_during_200_jobs() {
     };
 
     let mut kills = Vec::new();
-    let mut orphans = Vec::new();
     for kill in 1..=KILLS {
         let delay = Duration::from_millis(rng.between(300, 4000));
         tokio::time::sleep(delay).await;
@@ -935,7 +866,11 @@ async fn operator_killed_during_200_jobs() {
             finished < JOBS,
             "the run ended before kill {kill} of {KILLS}: too short to test anything"
         );
-        orphans.extend(operator.crash().await);
+        let left = operator.crash().await;
+        assert!(
+            left.is_empty(),
+            "kill {kill}: the SIGKILLed operator left processes behind: {left:#?}"
+        );
         kills.push((delay, finished));
         operator = f.spawn(format!("kill-{kill}"));
     }
@@ -953,13 +888,8 @@ async fn operator_killed_during_200_jobs() {
     eprintln!(
         "seed {seed}: {} kills (delay after the previous start, jobs finished by then): \
          {kills:?}; {JOBS} jobs ({failed} failing by design) finished in {run_took:?}; \
-         processes left behind by the killed operators: {}",
-        kills.len(),
-        orphans.len()
-    );
-    assert!(
-        orphans.is_empty(),
-        "SIGKILLed operators left processes behind: {orphans:?}"
+         no kill left a process behind",
+        kills.len()
     );
     assert_final_states(&done, &expected);
     assert_ran_once(&done, &expected).await;

@@ -20,8 +20,8 @@ pub(crate) async fn write_operator_kubeconfig(bed: &Cluster, dir: &Path) {
 /// The `batchbridge-operator` binary running for a test namespace, as a process of its own
 /// (so it can be killed like a crashed pod), with its endpoints on a free port.
 ///
-/// It leads a process group of its own, which the OpenSSH masters it starts join: what is
-/// left in the group after the operator was SIGKILLed is an orphan ([`Self::left_behind`]).
+/// It leads a process group of its own ([`Self::group`]), which the OpenSSH masters it
+/// starts join.
 /// Its temporary files (the masters' private directories) go under the test's directory.
 pub(crate) struct OperatorProcess {
     pub(crate) name: &'static str,
@@ -149,27 +149,10 @@ impl OperatorProcess {
         self.signal("-KILL");
     }
 
-    /// The processes left in its process group (pids and command lines): once the operator
-    /// has exited, every one of them is an orphan it left behind.
-    pub(crate) fn left_behind(&self) -> Vec<(u32, String)> {
-        let group: u32 = self.group[1..].parse().unwrap();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-            .filter_map(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                // `PID (COMM) STATE PPID PGRP ...`; COMM may hold spaces and parentheses.
-                let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-                // A zombie has ended already; it only waits to be reaped.
-                if *fields.first()? == "Z" {
-                    return None;
-                }
-                let pgrp: u32 = fields.get(2)?.parse().ok()?;
-                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-                (pgrp == group).then(|| (pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
-            })
-            .collect()
+    /// Its process group, which the OpenSSH masters it starts join: once the operator has
+    /// exited, whatever is left in it ([`Proc::in_group`]) is an orphan it left behind.
+    pub(crate) fn group(&self) -> u32 {
+        self.group[1..].parse().unwrap()
     }
 
     /// Waits for the process to end.
@@ -189,5 +172,75 @@ impl Drop for OperatorProcess {
             .args(["-KILL", "--", &self.group])
             .stderr(Stdio::null())
             .status();
+    }
+}
+
+/// A process, as `/proc` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Proc {
+    pub(crate) pid: u32,
+    pub(crate) parent: u32,
+    pub(crate) group: u32,
+    /// Ended, waiting to be reaped.
+    pub(crate) zombie: bool,
+    /// When it started (clock ticks after boot): with the pid, who it is.
+    pub(crate) start: u64,
+    pub(crate) args: Vec<String>,
+}
+
+impl Proc {
+    pub(crate) fn read(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `PID (COMM) STATE PPID PGRP ...`, starttime the 22nd field; COMM may hold spaces
+        // and parentheses.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args = cmdline
+            .split(|b| *b == 0)
+            .filter(|arg| !arg.is_empty())
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
+            .collect();
+        Some(Self {
+            pid,
+            zombie: *fields.first()? == "Z",
+            parent: fields.get(1)?.parse().ok()?,
+            group: fields.get(2)?.parse().ok()?,
+            start: fields.get(19)?.parse().ok()?,
+            args,
+        })
+    }
+
+    /// Every process of this machine.
+    pub(crate) fn all() -> Vec<Self> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(Self::read)
+            .collect()
+    }
+
+    /// The live processes of process group `group` (a zombie has ended already).
+    pub(crate) fn in_group(group: u32) -> Vec<Self> {
+        Self::all()
+            .into_iter()
+            .filter(|p| p.group == group && !p.zombie)
+            .collect()
+    }
+
+    pub(crate) fn is_ssh_master(&self) -> bool {
+        self.args
+            .first()
+            .is_some_and(|program| Path::new(program).file_name() == Some("ssh".as_ref()))
+            && self.args.iter().any(|arg| arg == "-M")
+    }
+
+    /// Sends `signal` unless the pid now belongs to another process.
+    pub(crate) fn kill(&self, signal: &str) {
+        if Self::read(self.pid).is_some_and(|now| now.start == self.start) {
+            let _ = std::process::Command::new("kill")
+                .args([signal, &self.pid.to_string()])
+                .status();
+        }
     }
 }
