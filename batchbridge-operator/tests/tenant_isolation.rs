@@ -725,3 +725,53 @@ async fn a_local_job_gets_none_of_the_operators_environment() {
     eprintln!("a local job's environment: {vars:?}");
     bed.clean_up().await;
 }
+
+/// The roles a namespace admin already hands out include BatchJobs once the tenants' roles
+/// are installed: kube-controller-manager's clusterrole-aggregation controller (which the test
+/// bed runs) fills `batchbridge-edit` into `edit` and `admin`, `batchbridge-view` into
+/// `view`. Whoever holds `edit` or `admin` may create BatchJobs and BatchClusters; `view` may
+/// read them and create nothing.
+#[tokio::test]
+async fn the_built_in_namespace_roles_hand_out_batchjobs() {
+    let bed = Cluster::new("tenant-builtin").await;
+    let job = || {
+        object::<BatchJob>(
+            "hello",
+            json!({"clusterRef": {"name": "hpc"}, "script": "echo hello\n"}),
+        )
+    };
+    let cluster = || object::<BatchCluster>("hpc", json!({"scheduler": "local"}));
+    let mut seen = Vec::new();
+    for (role, may_write) in [("edit", true), ("admin", true), ("view", false)] {
+        let client = client_of(bed.kubeconfig_bound_to(role, role).await).await;
+        let jobs = untyped::<BatchJob>(&client, &bed.namespace);
+        let clusters = untyped::<BatchCluster>(&client, &bed.namespace);
+        // The aggregation controller works asynchronously: give it time to add the rules.
+        eventually(&format!("{role} to list BatchJobs"), || async {
+            jobs.list(&ListParams::default()).await.is_ok()
+        })
+        .await;
+        clusters.list(&ListParams::default()).await.unwrap();
+        if may_write {
+            jobs.create(&PostParams::default(), &job()).await.unwrap();
+            clusters
+                .create(&PostParams::default(), &cluster())
+                .await
+                .unwrap();
+            jobs.delete("hello", &Default::default()).await.unwrap();
+            clusters.delete("hpc", &Default::default()).await.unwrap();
+            seen.push(format!(
+                "{role}: lists, creates and deletes BatchJobs and BatchClusters"
+            ));
+        } else {
+            let refusal = api_error(jobs.create(&PostParams::default(), &job()).await, 403);
+            api_error(
+                clusters.create(&PostParams::default(), &cluster()).await,
+                403,
+            );
+            seen.push(format!("{role}: lists; create -> 403: {refusal}"));
+        }
+    }
+    eprintln!("the built-in roles:\n- {}", seen.join("\n- "));
+    bed.clean_up().await;
+}

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Test bed component: a real Kubernetes API server on 127.0.0.1:6443 (kube-apiserver backed
 # by etcd on 127.0.0.1:12379), the pair controller-runtime's envtest runs, for the operator's
-# end-to-end tests.
+# end-to-end tests; beside it, kube-controller-manager running one controller only,
+# clusterrole-aggregation, which fills the built-in admin/edit/view roles with the rules of
+# the roles that aggregate into them (batchbridge-edit and batchbridge-view among them).
 #
 # usage: kube.sh up|down|status
 #
-#   up      build kube-apiserver, kubectl and etcd from the Go module proxy if
+#   up      build kube-apiserver, kube-controller-manager, kubectl and etcd from the Go
+#           module proxy if
 #           $TESTBED_DIR/kube/bin lacks the pinned versions (a few minutes once; the Go
 #           module and build caches stay under $TESTBED_DIR/kube/build); make a private PKI
-#           once (kept); start etcd and kube-apiserver unless already running and healthy;
+#           once (kept); start etcd, kube-apiserver and kube-controller-manager unless
+#           already running and healthy;
 #           check kubectl, a ConfigMap round trip, a server-side dry run, a ServiceAccount
 #           token from the TokenRequest API and that RBAC forbids that token to list
 #           Secrets; write kubeconfig and facts.json. Idempotent; quick when already up.
-#   down    stop kube-apiserver and etcd (by their pid files) and delete etcd's data, so the
+#   down    stop kube-controller-manager, kube-apiserver and etcd (by their pid files) and delete etcd's data, so the
 #           next `up` starts with an empty cluster. Binaries, caches and the PKI are kept.
 #   status  print whether each daemon is running and ready; exit 0 if up, 1 if not.
 #
@@ -22,8 +26,8 @@
 # The kubeconfig authenticates as a cluster admin (client certificate, O=system:masters)
 # and embeds its certificates, so it can be copied anywhere.
 #
-# What a bare API server does not do (as in envtest): no kube-controller-manager, scheduler
-# or kubelet runs, so objects are stored, validated (schemas, CEL rules, admission webhooks,
+# What a bare API server does not do (as in envtest): no scheduler or kubelet runs, and of
+# kube-controller-manager only the clusterrole-aggregation controller, so objects are stored, validated (schemas, CEL rules, admission webhooks,
 # RBAC) and watched, but no pod ever starts, owner references are not garbage-collected,
 # deleted namespaces stay Terminating, and no ServiceAccount (not even `default`) or token
 # Secret is created by itself: create the ServiceAccount and get tokens from the TokenRequest
@@ -63,7 +67,7 @@ KUBECTL="$BIN_DIR/kubectl"
 FACTS="$KUBE_DIR/facts.json"
 LOCK_FILE="$KUBE_DIR/.lock"
 # Start order; `down` stops them in reverse.
-DAEMONS=(etcd kube-apiserver)
+DAEMONS=(etcd kube-apiserver kube-controller-manager)
 
 lock_fd=""
 # Set when this run made new certificates: a running apiserver must then be restarted.
@@ -97,7 +101,7 @@ binary_version() {
     local bin="$BIN_DIR/$1"
     [[ -x "$bin" ]] || return 0
     case "$1" in
-    kube-apiserver) "$bin" --version 2>/dev/null | awk '{print $2}' ;;
+    kube-apiserver | kube-controller-manager) "$bin" --version 2>/dev/null | awk '{print $2}' ;;
     kubectl) "$bin" version --client 2>/dev/null | awk '/^Client Version:/ {print $3}' ;;
     etcd) "$bin" --version 2>/dev/null | awk '/^etcd Version:/ {print "v" $3}' ;;
     esac
@@ -116,7 +120,7 @@ build_kubernetes() {
     local dir="$BUILD_DIR/kubernetes" info gomod goversion buildtime mod kv pkg
     local minor="${K8S_VERSION#v1.}" edits=() ldflags="-s -w"
     minor="${minor%%.*}"
-    log "kube: building kube-apiserver and kubectl $K8S_VERSION (log: $BUILD_LOG)"
+    log "kube: building kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION (log: $BUILD_LOG)"
     new_build_module "$dir"
     info="$(go_in "$BUILD_DIR" list -m \
         -f '{{.GoMod}} {{.GoVersion}} {{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' \
@@ -125,7 +129,8 @@ build_kubernetes() {
     read -r gomod goversion buildtime <<<"$info"
 
     edits=(-go="$goversion" -require="k8s.io/kubernetes@$K8S_VERSION"
-        -tool=k8s.io/kubernetes/cmd/kube-apiserver -tool=k8s.io/kubernetes/cmd/kubectl)
+        -tool=k8s.io/kubernetes/cmd/kube-apiserver -tool=k8s.io/kubernetes/cmd/kubectl
+        -tool=k8s.io/kubernetes/cmd/kube-controller-manager)
     while read -r mod; do
         edits+=(-replace="$mod=$mod@$STAGING_VERSION")
     done < <(awk '{ sub(/^[ \t]*replace[ \t]+/, "") }
@@ -145,8 +150,9 @@ build_kubernetes() {
     done
     rm -rf "$dir/out"
     go_logged "$dir" build -ldflags "$ldflags" -o "$dir/out/" \
-        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-    mv -f "$dir/out/kube-apiserver" "$dir/out/kubectl" "$BIN_DIR/"
+        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
+        k8s.io/kubernetes/cmd/kube-controller-manager
+    mv -f "$dir/out/kube-apiserver" "$dir/out/kubectl" "$dir/out/kube-controller-manager" "$BIN_DIR/"
 }
 
 # etcd gets a module of its own: built together with kubernetes, MVS would mix their
@@ -171,6 +177,7 @@ ensure_binaries() {
     local need_kube=0 need_etcd=0 started=$SECONDS
     [[ "$(binary_version kube-apiserver)" == "$K8S_VERSION" ]] || need_kube=1
     [[ "$(binary_version kubectl)" == "$K8S_VERSION" ]] || need_kube=1
+    [[ "$(binary_version kube-controller-manager)" == "$K8S_VERSION" ]] || need_kube=1
     [[ "$(binary_version etcd)" == "$ETCD_VERSION" ]] || need_etcd=1
     ((need_kube || need_etcd)) || return 0
 
@@ -339,7 +346,8 @@ server_version() {
 }
 
 kube_ok() {
-    [[ -s "$FACTS" && -x "$KUBECTL" ]] && apiserver_ready && [[ "$(server_version)" == "$K8S_VERSION" ]]
+    [[ -s "$FACTS" && -x "$KUBECTL" ]] && apiserver_ready &&
+        [[ "$(server_version)" == "$K8S_VERSION" ]] && daemon_pid kube-controller-manager >/dev/null
 }
 
 kctl() {
@@ -402,6 +410,28 @@ ensure_apiserver() {
         --disable-admission-plugins=ServiceAccount
     wait_daemon kube-apiserver 120 "$SERVER/readyz" apiserver_ready
     log "kube: kube-apiserver $K8S_VERSION ready on $SERVER (pid $(daemon_pid kube-apiserver || echo '?'))"
+}
+
+# The built-in `view` role has rules only once the aggregation controller has filled them in
+# (the bootstrap policy leaves them to it).
+view_aggregated() {
+    [[ -n "$(kctl get clusterrole view -o jsonpath='{.rules}' 2>/dev/null)" ]]
+}
+
+# Only the clusterrole-aggregation controller, as the cluster admin (the test bed's one
+# identity); no leader election and no serving port, as nothing else runs beside it.
+ensure_controller_manager() {
+    if ((PKI_CHANGED == 0)) && daemon_pid kube-controller-manager >/dev/null; then
+        return 0
+    fi
+    stop_daemon kube-controller-manager 30
+    start_daemon kube-controller-manager "$BIN_DIR/kube-controller-manager" \
+        --kubeconfig="$KUBECONFIG_FILE" \
+        --controllers=clusterrole-aggregation \
+        --leader-elect=false \
+        --secure-port=0
+    wait_daemon kube-controller-manager 60 "the built-in view role to be aggregated" view_aggregated
+    log "kube: kube-controller-manager (clusterrole-aggregation only) up (pid $(daemon_pid kube-controller-manager || echo '?'))"
 }
 
 # ---------------------------------------------------------------------------
@@ -483,6 +513,7 @@ cmd_up() {
     write_kubeconfig
     ensure_etcd
     ensure_apiserver
+    ensure_controller_manager
     end_to_end_check
     write_facts
     log "kube: up on $SERVER ($K8S_VERSION, etcd $ETCD_VERSION) in $((SECONDS - started))s, facts: $FACTS"
@@ -507,7 +538,7 @@ cmd_down() {
 }
 
 cmd_status() {
-    local etcd_state api_state pid
+    local etcd_state api_state kcm_state pid
     if pid="$(daemon_pid etcd)"; then
         etcd_state="running (pid $pid), $(etcd_healthy && echo healthy || echo 'not healthy')"
     else
@@ -518,11 +549,16 @@ cmd_status() {
     else
         api_state="stopped"
     fi
+    if pid="$(daemon_pid kube-controller-manager)"; then
+        kcm_state="running (pid $pid)"
+    else
+        kcm_state="stopped"
+    fi
     if kube_ok; then
-        echo "kube: up on $SERVER ($K8S_VERSION; etcd: $etcd_state; kube-apiserver: $api_state), facts: $FACTS"
+        echo "kube: up on $SERVER ($K8S_VERSION; etcd: $etcd_state; kube-apiserver: $api_state; kube-controller-manager: $kcm_state), facts: $FACTS"
         return 0
     fi
-    echo "kube: down (etcd: $etcd_state; kube-apiserver: $api_state)"
+    echo "kube: down (etcd: $etcd_state; kube-apiserver: $api_state; kube-controller-manager: $kcm_state)"
     return 1
 }
 

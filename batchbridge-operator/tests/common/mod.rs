@@ -145,29 +145,30 @@ impl Cluster {
     /// RoleBinding here to the ClusterRole `batchbridge-edit` of `deploy/rbac/` and to
     /// nothing else.
     pub(crate) async fn tenant_kubeconfig(&self) -> Kubeconfig {
-        let account = "tenant";
-        for role in serde_saphyr::from_multiple::<ClusterRole>(
+        self.kubeconfig_bound_to("tenant", "batchbridge-edit").await
+    }
+
+    /// The kubeconfig of ServiceAccount `account` of this namespace, made and bound by a
+    /// RoleBinding here to ClusterRole `role` only, after the tenants' roles of
+    /// `deploy/rbac/tenant-roles.yaml` are applied.
+    pub(crate) async fn kubeconfig_bound_to(&self, account: &str, role: &str) -> Kubeconfig {
+        for tenant_role in serde_saphyr::from_multiple::<ClusterRole>(
             &std::fs::read_to_string(rbac_dir().join("tenant-roles.yaml")).unwrap(),
         )
         .unwrap()
         {
             Api::<ClusterRole>::all(self.client.clone())
                 .patch(
-                    &role.metadata.name.clone().unwrap(),
+                    &tenant_role.metadata.name.clone().unwrap(),
                     &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&role),
+                    &Patch::Apply(&tenant_role),
                 )
                 .await
                 .unwrap();
         }
         self.create_account(account).await;
-        self.bind(
-            "tenant-batchbridge-edit",
-            account,
-            "ClusterRole",
-            "batchbridge-edit",
-        )
-        .await;
+        self.bind(&format!("{account}-{role}"), account, "ClusterRole", role)
+            .await;
         self.token_kubeconfig(account).await
     }
 
