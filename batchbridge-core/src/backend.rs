@@ -13,6 +13,11 @@ use crate::state::JobStatus;
 /// The most bytes one [`BatchBackend::fetch_output`] call returns per stream.
 pub const MAX_OUTPUT_CHUNK: u64 = 16 * 1024 * 1024;
 
+/// The status of a job a backend left out of its answer to [`BatchBackend::status`].
+pub(crate) fn not_answered() -> JobStatus {
+    JobStatus::unknown("the backend did not answer for this job")
+}
+
 /// A backend's own id for a job (`"4242"` in SLURM, `"17"` for an HTCondor cluster).
 ///
 /// ```
@@ -292,6 +297,28 @@ pub trait BatchBackend: Send + Sync {
     /// The status of every job in `ids`, in one batched query.
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>>;
 
+    /// The status of one job: [`status`](Self::status) for `id` alone. A backend that
+    /// leaves the id out of its answer (which breaks the contract) yields an
+    /// [`Unknown`](crate::JobState::Unknown) status whose reason says so, never a panic.
+    /// To follow a job until it ends, or many jobs at once, use a
+    /// [`Tracker`](crate::Tracker).
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, JobId, JobState, LocalBackend};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let status = backend.status_of(&JobId::from("no-such-job")).await?;
+    /// assert_eq!(status.state, JobState::Unknown);
+    /// # Ok(()) }
+    /// ```
+    async fn status_of(&self, id: &JobId) -> Result<JobStatus> {
+        let mut statuses = self.status(std::slice::from_ref(id)).await?;
+        Ok(statuses.remove(id).unwrap_or_else(not_answered))
+    }
+
     /// Cancels a job; Ok if it already ended or is unknown.
     async fn cancel(&self, id: &JobId) -> Result<()>;
 
@@ -333,8 +360,12 @@ pub trait BatchBackend: Send + Sync {
 mod tests {
     use super::*;
 
-    /// A backend written before [`BatchBackend::version`] existed: it does not override it.
-    struct Minimal;
+    /// A backend written before [`BatchBackend::version`] and [`BatchBackend::status_of`]
+    /// existed: it overrides neither, and its status answers no job.
+    #[derive(Default)]
+    struct Minimal {
+        asked: std::sync::Mutex<Vec<Vec<JobId>>>,
+    }
 
     #[async_trait]
     impl BatchBackend for Minimal {
@@ -355,7 +386,7 @@ mod tests {
         }
 
         async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-            assert!(ids.is_empty(), "the default version() asks about no job");
+            self.asked.lock().unwrap().push(ids.to_vec());
             Ok(HashMap::new())
         }
 
@@ -370,7 +401,22 @@ mod tests {
 
     #[tokio::test]
     async fn the_default_version_is_the_name_after_an_empty_status_query() {
-        let backend: &dyn BatchBackend = &Minimal;
+        let minimal = Minimal::default();
+        let backend: &dyn BatchBackend = &minimal;
         assert_eq!(backend.version().await.unwrap(), "minimal");
+        assert_eq!(*minimal.asked.lock().unwrap(), [Vec::<JobId>::new()]);
+    }
+
+    #[tokio::test]
+    async fn status_of_a_job_left_out_of_the_answer_is_unknown_with_a_reason() {
+        let minimal = Minimal::default();
+        let id = JobId::from("7");
+        let status = minimal.status_of(&id).await.unwrap();
+        assert_eq!(status.state, crate::JobState::Unknown);
+        assert_eq!(
+            status.reason.as_deref(),
+            Some("the backend did not answer for this job")
+        );
+        assert_eq!(*minimal.asked.lock().unwrap(), [vec![id]]);
     }
 }

@@ -39,6 +39,12 @@ pub enum ErrorKind {
     SubmitOutcomeUnknown,
     /// A local I/O failure (state directory, process spawn).
     Io,
+    /// A wait for a job ([`Tracker::wait`](crate::Tracker::wait)) reached its time limit
+    /// before the job ended. The job goes on, untouched: waiting again can still see it end,
+    /// so the error is temporary. Distinct from [`Timeout`](Self::Timeout), a command cut
+    /// off at its time limit, so that a caller can tell "still running" from "the cluster
+    /// did not answer".
+    WaitTimedOut,
 }
 
 impl ErrorKind {
@@ -51,6 +57,7 @@ impl ErrorKind {
                 | Self::Timeout
                 | Self::SubmitOutcomeUnknown
                 | Self::Io
+                | Self::WaitTimedOut
         )
     }
 
@@ -70,6 +77,7 @@ impl ErrorKind {
             Self::UnexpectedOutput => "unexpected scheduler output",
             Self::SubmitOutcomeUnknown => "submit outcome unknown",
             Self::Io => "I/O error",
+            Self::WaitTimedOut => "wait timed out",
         }
     }
 }
@@ -215,6 +223,7 @@ mod tests {
             (ErrorKind::UnexpectedOutput, false),
             (ErrorKind::SubmitOutcomeUnknown, true),
             (ErrorKind::Io, true),
+            (ErrorKind::WaitTimedOut, true),
         ];
         for (kind, temporary) in cases {
             assert_eq!(Error::new(kind, "x").is_temporary(), temporary, "{kind:?}");

@@ -8,6 +8,9 @@
 //! - [`BatchBackend`] is the trait every scheduler implements: `submit` (idempotent on the
 //!   spec's [`JobKey`]), `find`, batched `status`, idempotent `cancel`, bounded
 //!   `fetch_output`, `capabilities`, and `version`, a probe that names the scheduler.
+//! - [`Tracker`] follows jobs on one backend with one batched status call per interval:
+//!   [`Tracker::wait`] for a job to end (with a time limit), [`Tracker::changes`] for every
+//!   status change of every job it follows.
 //! - [`Error`] carries an [`ErrorKind`] and whether retrying can help.
 //! - [`shell`] is the transport backends drive schedulers through: [`shell::LocalShell`]
 //!   and [`shell::SshShell`] (one multiplexed OpenSSH connection per host).
@@ -16,21 +19,25 @@
 //!   cluster, with the submit and output commands they share.
 //! - [`conformance`] is the test suite any backend runs against itself.
 //!
+//! Open a backend, submit, wait, read the output:
+//!
 //! ```
-//! use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest};
-//! use batchbridge_core::conformance::{wait_terminal, Config};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest, Tracker};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> batchbridge_core::Result<()> {
 //! let state_dir = tempfile::tempdir()?;
-//! let backend = LocalBackend::new(state_dir.path())?;
+//! let backend = Arc::new(LocalBackend::new(state_dir.path())?);
+//! let tracker = Tracker::new(backend.clone(), Duration::from_millis(200))?;
+//!
 //! let mut spec = JobSpec::new(JobKey::new("report-2026-11")?, "report", "echo \"sum: $((2 + 3))\"");
 //! spec.resources.cpus = Some(1);
-//!
 //! let id = backend.submit(&spec).await?;
 //! assert_eq!(backend.submit(&spec).await?, id, "same key, same job");
 //!
-//! let status = wait_terminal(&backend, &id, &Config::default()).await?;
+//! let status = tracker.wait(&id, Duration::from_secs(60)).await?;
 //! assert_eq!(status.state, JobState::Succeeded);
 //! let output = backend.fetch_output(&id, &OutputRequest::tail(1024)).await?;
 //! assert_eq!(output.stdout.text(), "sum: 5\n");
@@ -45,6 +52,7 @@ pub mod remote;
 pub mod shell;
 pub mod spec;
 pub mod state;
+pub mod tracker;
 
 pub use backend::{
     BatchBackend, Capabilities, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
@@ -56,3 +64,4 @@ pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
+pub use tracker::{Changes, PollReport, Tracker};

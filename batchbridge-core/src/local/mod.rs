@@ -49,18 +49,17 @@ pub const MAX_ARRAY_TASKS: u32 = 10_000;
 /// same state directory.
 ///
 /// ```
-/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest, Tracker};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> batchbridge_core::Result<()> {
 /// let dir = tempfile::tempdir()?;
-/// let backend = LocalBackend::new(dir.path())?;
+/// let backend = Arc::new(LocalBackend::new(dir.path())?);
+/// let tracker = Tracker::new(backend.clone(), Duration::from_millis(50))?;
 /// let id = backend.submit(&JobSpec::new(JobKey::new("hello")?, "hello", "echo hello")).await?;
-/// let status = loop {
-///     let status = backend.status(std::slice::from_ref(&id)).await?.remove(&id).unwrap();
-///     if status.state.is_terminal() { break status; }
-///     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-/// };
+/// let status = tracker.wait(&id, Duration::from_secs(30)).await?;
 /// assert_eq!(status.state, JobState::Succeeded);
 /// let output = backend.fetch_output(&id, &OutputRequest::tail(1024)).await?;
 /// assert_eq!(output.stdout.text(), "hello\n");
