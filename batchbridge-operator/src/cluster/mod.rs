@@ -360,17 +360,19 @@ impl Clusters {
             }
         };
         let interval = Duration::from(spec.poll_interval).max(Duration::from_secs(1));
+        let poller = Poller::start(
+            Arc::clone(&backend),
+            interval,
+            self.wake.clone(),
+            Some(HealthReport {
+                cluster: ObjectRef::from(cluster),
+                wake: self.probe.clone(),
+            }),
+            self.metrics.poll_duration(&labels),
+        )
+        .map_err(invalid)?;
         Ok(Connection {
-            poller: Poller::start(
-                Arc::clone(&backend),
-                interval,
-                self.wake.clone(),
-                Some(HealthReport {
-                    cluster: ObjectRef::from(cluster),
-                    wake: self.probe.clone(),
-                }),
-                self.metrics.poll_duration(&labels),
-            ),
+            poller,
             backend,
             spec: spec.clone(),
             labels,

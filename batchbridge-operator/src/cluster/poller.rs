@@ -1,18 +1,21 @@
-//! The per-cluster poller: one batched status call per interval for every job the cluster's
-//! BatchJobs follow, and a wake-up for the BatchJobs whose scheduler status changed.
+//! The per-cluster poller: the core [`Tracker`] following every job the cluster's BatchJobs
+//! follow (one batched status call per interval, whatever the number of jobs), adapted to
+//! the operator: a wake-up for the BatchJobs whose scheduler status changed, a word to the
+//! cluster's reconciler when polls begin or stop failing, and each poll's duration in the
+//! metrics.
 //!
-//! Observations are kept by job id, so the reconciler reads the latest one without asking
-//! the scheduler itself; the scheduler is asked once per interval whatever the number of
-//! jobs (the backends answer any number of ids in a constant number of commands).
+//! Observations are kept by the tracker, so the reconciler reads the latest one without
+//! asking the scheduler itself.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use batchbridge_core::{BatchBackend, Error, JobId, JobStatus};
+use batchbridge_core::{BatchBackend, Error, JobId, JobStatus, Tracker};
 use kube::runtime::reflector::ObjectRef;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::crd::{BatchCluster, BatchJob};
@@ -30,29 +33,13 @@ pub struct HealthReport {
 
 /// Follows the active jobs of one cluster. Dropping it stops the polling.
 pub struct Poller {
-    shared: Arc<Shared>,
-    task: JoinHandle<()>,
-}
-
-struct Shared {
-    backend: Arc<dyn BatchBackend>,
-    interval: Duration,
-    state: Mutex<State>,
-    /// Polls at once, without waiting out the interval (a new job was followed).
-    poll_now: Notify,
-    wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
-    health: Option<HealthReport>,
-    duration: Histogram,
-}
-
-struct State {
-    followed: HashMap<JobId, ObjectRef<BatchJob>>,
-    observed: HashMap<JobId, JobStatus>,
+    tracker: Tracker,
+    /// The BatchJob each followed job belongs to, for the wake-ups.
+    jobs: Arc<Mutex<HashMap<JobId, ObjectRef<BatchJob>>>>,
     /// Why the last poll or probe failed; `None` once one succeeds.
-    failure: Option<Arc<Error>>,
-    /// Whether the poller's own last status call failed (probes do not change it).
-    last_poll_failed: bool,
-    polls: u64,
+    failure: Arc<Mutex<Option<Arc<Error>>>>,
+    /// Turns the tracker's changes into wake-ups.
+    waker: JoinHandle<()>,
 }
 
 impl Poller {
@@ -65,150 +52,91 @@ impl Poller {
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
         health: Option<HealthReport>,
         duration: Histogram,
-    ) -> Self {
-        let shared = Arc::new(Shared {
-            backend,
-            interval,
-            state: Mutex::new(State {
-                followed: HashMap::new(),
-                observed: HashMap::new(),
-                failure: None,
-                last_poll_failed: false,
-                polls: 0,
-            }),
-            poll_now: Notify::new(),
-            wake,
-            health,
-            duration,
+    ) -> batchbridge_core::Result<Self> {
+        let failure = Arc::new(Mutex::new(None));
+        let recorded = Arc::clone(&failure);
+        let last_poll_failed = AtomicBool::new(false);
+        let tracker = Tracker::with_poll_hook(backend, interval, move |poll| {
+            duration.observe(poll.duration.as_secs_f64());
+            *lock(&recorded) = poll.failure.cloned();
+            let failed = poll.failure.is_some();
+            if last_poll_failed.swap(failed, Ordering::Relaxed) != failed
+                && let Some(health) = &health
+            {
+                // The receiver is gone only when the operator shuts down.
+                let _ = health.wake.send(health.cluster.clone());
+            }
+        })?;
+        let jobs = Arc::new(Mutex::new(HashMap::new()));
+        let mut changes = tracker.changes();
+        let followed = Arc::clone(&jobs);
+        let waker = tokio::spawn(async move {
+            while let Some((id, _)) = changes.recv().await {
+                // A job forgotten since the poll stays forgotten.
+                let job = lock(&followed).get(&id).cloned();
+                if let Some(job) = job {
+                    // The receiver is gone only when the operator shuts down.
+                    let _ = wake.send(job);
+                }
+            }
         });
-        let task = tokio::spawn(poll_forever(Arc::clone(&shared)));
-        Self { shared, task }
+        Ok(Self {
+            tracker,
+            jobs,
+            failure,
+            waker,
+        })
     }
 
     /// Follows job `id` for the BatchJob `job`; a job followed for the first time is
     /// polled at once.
     pub fn follow(&self, id: JobId, job: ObjectRef<BatchJob>) {
-        let new = self.shared.lock().followed.insert(id, job).is_none();
-        if new {
-            self.shared.poll_now.notify_one();
-        }
+        lock(&self.jobs).insert(id.clone(), job);
+        self.tracker.follow(id);
     }
 
     /// Stops following job `id` and forgets what was seen of it.
     pub fn forget(&self, id: &JobId) {
-        let mut state = self.shared.lock();
-        state.followed.remove(id);
-        state.observed.remove(id);
+        self.tracker.forget(id);
+        lock(&self.jobs).remove(id);
     }
 
     /// The latest status the scheduler reported for job `id`.
     pub fn observation(&self, id: &JobId) -> Option<JobStatus> {
-        self.shared.lock().observed.get(id).cloned()
+        self.tracker.status(id)
     }
 
     /// How many jobs are followed.
     pub fn followed(&self) -> usize {
-        self.shared.lock().followed.len()
+        self.tracker.followed()
     }
 
     /// Why the last poll or probe of the cluster failed, unless one succeeded since.
     pub fn failure(&self) -> Option<Arc<Error>> {
-        self.shared.lock().failure.clone()
+        lock(&self.failure).clone()
     }
 
     /// Records what a probe outside the poller found.
     pub fn record(&self, outcome: std::result::Result<(), Error>) {
-        self.shared.lock().failure = outcome.err().map(Arc::new);
+        *lock(&self.failure) = outcome.err().map(Arc::new);
     }
 
     /// How many status calls the poller has made.
     pub fn polls(&self) -> u64 {
-        self.shared.lock().polls
+        self.tracker.polls()
     }
 }
 
 impl Drop for Poller {
     fn drop(&mut self) {
-        self.task.abort();
+        self.waker.abort();
     }
 }
 
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // The state stays consistent under a panic (plain map updates), so a poisoned lock
-        // is still usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    async fn poll(&self) {
-        let ids: Vec<JobId> = self.lock().followed.keys().cloned().collect();
-        if ids.is_empty() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        let result = self.backend.status(&ids).await;
-        self.duration.observe(started.elapsed().as_secs_f64());
-        let mut state = self.lock();
-        state.polls += 1;
-        let failed = result.is_err();
-        if std::mem::replace(&mut state.last_poll_failed, failed) != failed
-            && let Some(health) = &self.health
-        {
-            // The receiver is gone only when the operator shuts down.
-            let _ = health.wake.send(health.cluster.clone());
-        }
-        let statuses = match result {
-            Ok(statuses) => statuses,
-            Err(err) => {
-                tracing::warn!(backend = self.backend.name(), error = %err, "status poll failed");
-                state.failure = Some(Arc::new(err));
-                return;
-            }
-        };
-        state.failure = None;
-        let mut changed = Vec::new();
-        for (id, status) in statuses {
-            // A job forgotten while the call was in flight stays forgotten.
-            let Some(job) = state.followed.get(&id).cloned() else {
-                continue;
-            };
-            if state.observed.get(&id) != Some(&status) {
-                state.observed.insert(id, status);
-                changed.push(job);
-            }
-        }
-        drop(state);
-        for job in changed {
-            // The receiver is gone only when the operator shuts down.
-            let _ = self.wake.send(job);
-        }
-    }
-}
-
-/// The least time between the starts of two polls when newly followed jobs ask for one
-/// early: a burst of submits costs a poll per gap, not one per job.
-const EARLY_POLL_GAP: Duration = Duration::from_secs(1);
-
-async fn poll_forever(shared: Arc<Shared>) {
-    let gap = shared.interval.min(EARLY_POLL_GAP);
-    let start = tokio::time::Instant::now() + shared.interval;
-    let mut ticks = tokio::time::interval_at(start, shared.interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last: Option<tokio::time::Instant> = None;
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            () = shared.poll_now.notified() => {
-                if let Some(last) = last {
-                    tokio::time::sleep_until(last + gap).await;
-                }
-            }
-        }
-        last = Some(tokio::time::Instant::now());
-        shared.poll().await;
-        // A poll for a newly followed job counts as the interval's poll.
-        ticks.reset();
-    }
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The values stay consistent under a panic (plain replacements), so a poisoned lock is
+    // still usable.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -276,7 +204,8 @@ mod tests {
             wake,
             None,
             duration.clone(),
-        );
+        )
+        .unwrap();
         poller.follow(JobId::from("1"), job("a"));
         poller.follow(JobId::from("2"), job("b"));
         let mut first = vec![woken.recv().await, woken.recv().await];
@@ -353,7 +282,8 @@ mod tests {
             wake,
             Some(health),
             Histogram::new([1.0]),
-        );
+        )
+        .unwrap();
         poller.follow(JobId::from("1"), job("a"));
         let mut heard = Vec::new();
         for poll in 1..=7 {
@@ -375,39 +305,5 @@ mod tests {
             "told at the first failed and the first good poll"
         );
         assert!(poller.failure().is_none());
-    }
-
-    /// A burst of newly followed jobs (a thousand BatchJobs created at once) costs a poll
-    /// per second, not a poll per job.
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_of_new_jobs_is_polled_once_per_gap() {
-        let mut backend = MockBackend::new();
-        backend.expect_name().return_const("mock".to_owned());
-        backend.expect_status().returning(|ids| {
-            Ok(ids
-                .iter()
-                .map(|id| (id.clone(), JobStatus::new(JobState::Queued, "PENDING")))
-                .collect())
-        });
-        let (wake, _woken) = mpsc::unbounded_channel();
-        let poller = Poller::start(
-            Arc::new(backend),
-            Duration::from_secs(10),
-            wake,
-            None,
-            Histogram::new([1.0]),
-        );
-        for i in 0..100 {
-            poller.follow(JobId::from(i.to_string().as_str()), job(&format!("j{i}")));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        // Two seconds of new jobs: the first polled at once, then one poll a second.
-        assert!(
-            (2..=3).contains(&poller.polls()),
-            "{} polls",
-            poller.polls()
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(poller.polls() <= 4, "{} polls", poller.polls());
     }
 }
