@@ -7,9 +7,12 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest};
+use batchbridge_core::{
+    BatchBackend, JobKey, JobSpec, JobState, LocalBackend, OutputRequest, Tracker,
+};
 
 const SCRIPT: &str = r#"echo "hello from job $BATCHBRIDGE_JOB_ID on $(hostname)"
 for step in 1 2 3; do
@@ -22,7 +25,9 @@ echo "done"
 #[tokio::main]
 async fn main() -> batchbridge_core::Result<()> {
     let state_dir = std::env::temp_dir().join("batchbridge-quickstart");
-    let backend = LocalBackend::new(&state_dir)?;
+    let backend = Arc::new(LocalBackend::new(&state_dir)?);
+    // One status call per interval for every job the tracker follows.
+    let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
 
     // The key makes submit idempotent; a fresh one per run starts a fresh job.
     let nanos = SystemTime::now()
@@ -40,31 +45,17 @@ async fn main() -> batchbridge_core::Result<()> {
         state_dir.display()
     );
 
-    // A submitted job starts Queued; print every change the status calls show after that.
+    // A submitted job starts Queued; print every state the tracker sees after that.
     let mut state = JobState::Queued;
     println!("{state}");
-    let status = loop {
-        let status = backend
-            .status(std::slice::from_ref(&id))
-            .await?
-            .remove(&id)
-            .unwrap_or_else(|| {
-                batchbridge_core::JobStatus::unknown("the backend did not answer for this job")
-            });
-        if status.state != state {
-            state = state.transition(status.state).map_err(|err| {
-                batchbridge_core::Error::new(
-                    batchbridge_core::ErrorKind::UnexpectedOutput,
-                    err.to_string(),
-                )
-            })?;
-            println!("{state}");
-        }
-        if state.is_terminal() {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = tracker
+        .wait_with(&id, Duration::from_secs(60), |status| {
+            if status.state != state {
+                state = status.state;
+                println!("{state}");
+            }
+        })
+        .await?;
 
     match status.exit_code {
         Some(code) => println!("exit code {code}"),

@@ -67,7 +67,7 @@ impl Default for HtcondorConfig {
 /// ))?;
 /// let condor = HtcondorBackend::new(Arc::new(ssh), HtcondorConfig::default())?;
 /// let id = condor.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
-/// println!("{:?}", condor.status(&[id.clone()]).await?[&id].state);
+/// println!("{:?}", condor.status_of(&id).await?.state); // `status` asks about many at once
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]

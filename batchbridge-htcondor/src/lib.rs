@@ -20,17 +20,29 @@
 //!   `dd`.
 //! - **version** reads the first line of `condor_version` (`htcondor 23.9.6`).
 //!
-//! ```
-//! use batchbridge_core::JobState;
-//! use batchbridge_htcondor::parse::parse_ads;
-//! use batchbridge_htcondor::state::proc_status;
+//! Connect to a submit node, submit, wait for the job to end:
 //!
-//! let ads = parse_ads(r#"[ { "ClusterId": 9, "ProcId": 0, "JobStatus": 3,
-//!                            "RemoveReason": "via condor_rm (by user alice)" } ]"#)?;
-//! let status = proc_status(&ads[0]);
-//! assert_eq!(status.state, JobState::Cancelled);
-//! assert_eq!(status.reason.as_deref(), Some("via condor_rm (by user alice)"));
-//! # Ok::<(), batchbridge_core::Error>(())
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+//! use batchbridge_core::{BatchBackend, JobKey, JobSpec, Tracker};
+//! use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
+//!
+//! # async fn run() -> batchbridge_core::Result<()> {
+//! let ssh = SshShell::new(SshConfig::new(
+//!     "submit.chtc.example.edu",
+//!     "alice",
+//!     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+//!     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+//! ))?;
+//! let condor = Arc::new(HtcondorBackend::new(Arc::new(ssh), HtcondorConfig::default())?);
+//! let tracker = Tracker::new(condor.clone(), Duration::from_secs(30))?;
+//!
+//! let id = condor.submit(&JobSpec::new(JobKey::new("fit-3")?, "fit", "./fit 3\n")).await?;
+//! let status = tracker.wait(&id, Duration::from_secs(4 * 3600)).await?;
+//! println!("{id}: {} (exit code {:?})", status.state, status.exit_code);
+//! # Ok(()) }
 //! ```
 
 mod backend;

@@ -85,7 +85,7 @@ enum Accounting {
 /// ))?;
 /// let slurm = SlurmBackend::new(Arc::new(ssh), SlurmConfig::default())?;
 /// let id = slurm.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
-/// let status = &slurm.status(&[id.clone()]).await?[&id];
+/// let status = slurm.status_of(&id).await?; // one job; `status` asks about many at once
 /// println!("{:?}", status.state);
 /// # Ok(()) }
 /// ```

@@ -17,13 +17,29 @@
 //! - **cancel** is `scancel`; **fetch_output** streams a bounded window with `dd`.
 //! - **version** is what `sinfo --version` prints, trimmed (`slurm-wlm 22.05.8`).
 //!
-//! ```
-//! use batchbridge_core::JobState;
-//! use batchbridge_slurm::state::{map_state, status_from};
+//! Connect to a login node, submit, wait for the job to end:
 //!
-//! assert_eq!(map_state("CANCELLED by 1001", "None"), JobState::Cancelled);
-//! let status = status_from("TIMEOUT", "TimeLimit", Some("0:15"));
-//! assert_eq!((status.state, status.signal), (JobState::Failed, Some(15)));
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+//! use batchbridge_core::{BatchBackend, JobKey, JobSpec, Tracker};
+//! use batchbridge_slurm::{SlurmBackend, SlurmConfig};
+//!
+//! # async fn run() -> batchbridge_core::Result<()> {
+//! let ssh = SshShell::new(SshConfig::new(
+//!     "login.hpc.example.edu",
+//!     "alice",
+//!     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+//!     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+//! ))?;
+//! let slurm = Arc::new(SlurmBackend::new(Arc::new(ssh), SlurmConfig::default())?);
+//! let tracker = Tracker::new(slurm.clone(), Duration::from_secs(30))?;
+//!
+//! let id = slurm.submit(&JobSpec::new(JobKey::new("align-17")?, "align", "./align 17\n")).await?;
+//! let status = tracker.wait(&id, Duration::from_secs(4 * 3600)).await?;
+//! println!("{id}: {} ({})", status.state, status.native_state); // Succeeded (COMPLETED)
+//! # Ok(()) }
 //! ```
 
 mod backend;
