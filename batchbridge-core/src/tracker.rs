@@ -332,7 +332,12 @@ impl Tracker {
 
     fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        self.shared.lock().subscribers.push(sender);
+        let mut state = self.shared.lock();
+        // Ended waits leave closed senders behind; polls that deliver nothing keep them.
+        state
+            .subscribers
+            .retain(|subscriber| !subscriber.is_closed());
+        state.subscribers.push(sender);
         receiver
     }
 
@@ -889,6 +894,28 @@ mod tests {
         assert_eq!(ended.state, JobState::Succeeded);
         use JobState::*;
         assert_eq!(seen, [Held, Queued, Running, Succeeded]);
+    }
+
+    /// Waits that end leave nothing behind, even while no poll delivers anything.
+    #[tokio::test(start_paused = true)]
+    async fn ended_waits_leave_no_subscriber_behind() {
+        let tracker = tracker(backend(vec![Ok(JobState::Running)]));
+        let id = JobId::from("7");
+        tracker.follow(id.clone());
+        for _ in 0..100 {
+            let err = tracker.wait(&id, Duration::from_millis(10)).await;
+            assert_eq!(err.unwrap_err().kind(), ErrorKind::WaitTimedOut);
+        }
+        assert_eq!(
+            tracker.polls(),
+            1,
+            "no poll, so no delivery, pruned the closed ones"
+        );
+        assert_eq!(
+            tracker.shared.lock().subscribers.len(),
+            1,
+            "only the last wait's, until the next subscription or delivery"
+        );
     }
 
     /// A wait dropped midway (the caller's own timeout) stops following its job.
