@@ -87,19 +87,3 @@ async fn nul_bytes_in_arguments_are_refused() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
-
-#[tokio::test]
-async fn write_file_creates_parents_and_sets_the_mode() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a/b c/it's.sh");
-    LocalShell
-        .write_file(path.to_str().unwrap(), b"echo hi\n", 0o700)
-        .await
-        .unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), b"echo hi\n");
-    assert_eq!(
-        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
-}

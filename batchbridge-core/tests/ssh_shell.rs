@@ -201,36 +201,6 @@ async fn a_slow_command_times_out() {
     );
 }
 
-#[tokio::test]
-async fn write_file_is_atomic_with_mode_and_odd_paths() {
-    let shell = ssh_facts().key_shell();
-    let dir = format!("/tmp/batchbridge-write-{}", std::process::id());
-    let path = format!("{dir}/sub dir/it's a \"file\" $(x).sh");
-    let contents = "#!/bin/bash\necho 'hi' \"$1\" `x`\n".as_bytes();
-    shell.write_file(&path, contents, 0o750).await.unwrap();
-    let read = shell
-        .run(&Command::new("cat").arg(&path))
-        .await
-        .unwrap()
-        .check("cat")
-        .unwrap();
-    assert_eq!(read.stdout, contents);
-    let mode = shell
-        .run(&Command::new("stat").args(["-c", "%a %U", &path]))
-        .await
-        .unwrap();
-    assert_eq!(mode.stdout_text().trim(), "750 batch");
-    let leftovers = shell
-        .run(&Command::new("find").args([&dir, "-name", "*batchbridge-tmp*"]))
-        .await
-        .unwrap();
-    assert_eq!(leftovers.stdout_text(), "", "temporary files left behind");
-    shell
-        .run(&Command::new("rm").args(["-rf", &dir]))
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_commands_share_one_connection() {
     let shell = std::sync::Arc::new(ssh_facts().key_shell());

@@ -554,9 +554,9 @@ mod tests {
         shell
             .expect_run()
             .withf(|command| {
-                command.program() == "sinfo"
-                    && command.arguments() == ["--version"]
-                    && command.time_limit() == Duration::from_secs(7)
+                command.get_program() == "sinfo"
+                    && command.get_args() == ["--version"]
+                    && command.get_timeout() == Duration::from_secs(7)
             })
             .times(1)
             .returning(|_| ok("slurm-wlm 22.05.8\n"));

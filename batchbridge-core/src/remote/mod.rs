@@ -63,11 +63,6 @@ impl WorkDir {
         })
     }
 
-    /// The path as configured.
-    pub fn configured(&self) -> &str {
-        &self.configured
-    }
-
     /// The absolute path, with `jobs/` and `ids/` created the first time it is asked for.
     pub async fn resolve(&self, shell: &dyn Shell, timeout: Duration) -> Result<&str> {
         let dir = self

@@ -31,9 +31,9 @@ impl Shell for LocalShell {
 
     async fn run(&self, command: &Command) -> Result<Output> {
         command.check_no_nul()?;
-        let mut child = tokio::process::Command::new(command.program())
-            .args(command.arguments())
-            .stdin(if command.stdin_data().is_some() {
+        let mut child = tokio::process::Command::new(command.get_program())
+            .args(command.get_args())
+            .stdin(if command.get_stdin().is_some() {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -45,7 +45,7 @@ impl Shell for LocalShell {
             .map_err(|err| {
                 Error::new(
                     ErrorKind::CommandFailed,
-                    format!("cannot run {:?}: {err}", command.program()),
+                    format!("cannot run {:?}: {err}", command.get_program()),
                 )
                 .with_source(err)
                 .permanent()
@@ -53,10 +53,10 @@ impl Shell for LocalShell {
         let run = async {
             let (stdout, stderr) = exchange(
                 child.stdin.take(),
-                command.stdin_data(),
+                command.get_stdin(),
                 child.stdout.take(),
                 child.stderr.take(),
-                command.limit(),
+                command.get_output_limit(),
             )
             .await?;
             let status = child.wait().await?;
@@ -69,14 +69,14 @@ impl Shell for LocalShell {
                 stderr_truncated: stderr.truncated,
             })
         };
-        match tokio::time::timeout(command.time_limit(), run).await {
+        match tokio::time::timeout(command.get_timeout(), run).await {
             Ok(result) => Ok(result?),
             Err(_) => Err(Error::new(
                 ErrorKind::Timeout,
                 format!(
                     "{:?} did not finish within {:?}; it was killed",
-                    command.program(),
-                    command.time_limit()
+                    command.get_program(),
+                    command.get_timeout()
                 ),
             )),
         }

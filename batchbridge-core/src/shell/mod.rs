@@ -32,6 +32,10 @@ pub const MAX_COMMAND_LINE: usize = 128 * 1024 - 1;
 /// One program invocation: no shell interprets the arguments on the local side, and on a
 /// remote host they arrive quoted, verbatim.
 ///
+/// Named like [`std::process::Command`]: the builder methods are `arg`, `args`, `stdin`,
+/// `timeout` and `output_limit`; what was set reads back through `get_program`,
+/// `get_args`, `get_stdin`, `get_timeout` and `get_output_limit`.
+///
 /// ```
 /// use batchbridge_core::shell::Command;
 ///
@@ -70,8 +74,8 @@ impl Command {
     /// use batchbridge_core::shell::Command;
     ///
     /// let cmd = Command::sh("printf '%s\\n' \"$1\"", ["$(rm -rf ~)"]);
-    /// assert_eq!(cmd.program(), "sh");
-    /// assert_eq!(cmd.arguments(), ["-c", "printf '%s\\n' \"$1\"", "sh", "$(rm -rf ~)"]);
+    /// assert_eq!(cmd.get_program(), "sh");
+    /// assert_eq!(cmd.get_args(), ["-c", "printf '%s\\n' \"$1\"", "sh", "$(rm -rf ~)"]);
     /// ```
     pub fn sh<I, S>(script: &str, args: I) -> Self
     where
@@ -116,7 +120,7 @@ impl Command {
     }
 
     /// The program.
-    pub fn program(&self) -> &str {
+    pub fn get_program(&self) -> &str {
         &self.program
     }
 
@@ -141,22 +145,22 @@ impl Command {
     }
 
     /// The arguments.
-    pub fn arguments(&self) -> &[String] {
+    pub fn get_args(&self) -> &[String] {
         &self.args
     }
 
     /// The standard input, if any.
-    pub fn stdin_data(&self) -> Option<&[u8]> {
+    pub fn get_stdin(&self) -> Option<&[u8]> {
         self.stdin.as_deref()
     }
 
     /// The time limit.
-    pub fn time_limit(&self) -> Duration {
+    pub fn get_timeout(&self) -> Duration {
         self.timeout
     }
 
     /// The per-stream output limit.
-    pub fn limit(&self) -> usize {
+    pub fn get_output_limit(&self) -> usize {
         self.output_limit
     }
 
@@ -241,7 +245,7 @@ impl Output {
     }
 }
 
-/// Runs programs and writes files on one host.
+/// Runs programs on one host.
 ///
 /// Implement it to reach a cluster some other way (a jump service, a REST gateway); every
 /// backend built on a `Shell` then works over it.
@@ -254,44 +258,7 @@ pub trait Shell: Send + Sync + std::fmt::Debug {
     /// Runs a command to completion. A non-zero exit is an `Ok` [`Output`]; only a command
     /// that could not be run, timed out, or lost its connection is an `Err`.
     async fn run(&self, command: &Command) -> Result<Output>;
-
-    /// Writes `contents` to `path` atomically (a temporary file renamed into place), creating
-    /// parent directories, with the given permission bits.
-    async fn write_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<()> {
-        write_file_with_sh(self, path, contents, mode).await
-    }
 }
-
-/// The portable `write_file`: `sh` and `cat` on the host, the bytes on stdin.
-async fn write_file_with_sh<S: Shell + ?Sized>(
-    shell: &S,
-    path: &str,
-    contents: &[u8],
-    mode: u32,
-) -> Result<()> {
-    let command = Command::new("sh")
-        .args(["-c", WRITE_FILE_SCRIPT, "sh", path, &format!("{mode:o}")])
-        .stdin(contents);
-    shell
-        .run(&command)
-        .await?
-        .check(&format!("writing {path} on {}", shell.host()))
-        .map(drop)
-}
-
-/// Takes the path and the octal mode as positional parameters, so neither is ever parsed as
-/// shell code.
-const WRITE_FILE_SCRIPT: &str = r#"set -e
-target=$1
-mode=$2
-mkdir -p -- "$(dirname -- "$target")"
-tmp="$target.batchbridge-tmp.$$"
-trap 'rm -f -- "$tmp"' EXIT
-(umask 077 && cat >"$tmp")
-chmod -- "$mode" "$tmp"
-mv -f -- "$tmp" "$target"
-trap - EXIT
-"#;
 
 #[cfg(test)]
 mod tests {
@@ -324,31 +291,5 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.message().contains("NUL"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn write_file_reports_the_path_and_stderr_when_the_host_refuses() {
-        let mut shell = MockShell::new();
-        shell
-            .expect_host()
-            .return_const("batch@login1:22".to_owned());
-        shell.expect_run().returning(|cmd| {
-            assert_eq!(cmd.program(), "sh");
-            assert_eq!(cmd.arguments()[3], "/home/u/job 1/script.sh");
-            assert_eq!(cmd.arguments()[4], "755");
-            Ok(Output {
-                exit_code: Some(1),
-                stderr: b"mkdir: Disk quota exceeded\n".to_vec(),
-                ..Output::default()
-            })
-        });
-        let err = write_file_with_sh(&shell, "/home/u/job 1/script.sh", b"echo", 0o755)
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::CommandFailed);
-        assert_eq!(
-            err.message(),
-            "writing /home/u/job 1/script.sh on batch@login1:22 exited with 1: mkdir: Disk quota exceeded"
-        );
     }
 }

@@ -461,7 +461,7 @@ impl SshShell {
     ) -> Result<Output, RunFailure> {
         let mut child = session
             .raw_command(line)
-            .stdin(if command.stdin_data().is_some() {
+            .stdin(if command.get_stdin().is_some() {
                 openssh::Stdio::piped()
             } else {
                 openssh::Stdio::null()
@@ -473,10 +473,10 @@ impl SshShell {
             .map_err(RunFailure::NotStarted)?;
         let (stdout, stderr) = exchange(
             child.stdin().take(),
-            command.stdin_data(),
+            command.get_stdin(),
             child.stdout().take(),
             child.stderr().take(),
-            command.limit(),
+            command.get_output_limit(),
         )
         .await
         .map_err(|err| RunFailure::Broken(openssh::Error::ChildIo(err)))?;
@@ -545,7 +545,7 @@ impl Shell for SshShell {
             )
         })?;
         match tokio::time::timeout(
-            command.time_limit(),
+            command.get_timeout(),
             self.run_once_more_if_not_started(&line, command),
         )
         .await
@@ -556,8 +556,8 @@ impl Shell for SshShell {
                 format!(
                     "{}: {:?} did not finish within {:?} (it may still be running there)",
                     self.target,
-                    command.program(),
-                    command.time_limit()
+                    command.get_program(),
+                    command.get_timeout()
                 ),
             )),
         }
@@ -579,7 +579,7 @@ fn connection_lost(
         ErrorKind::ConnectionLost,
         format!(
             "{target}: connection lost during {:?}; {outcome}",
-            command.program()
+            command.get_program()
         ),
     )
     .with_source(err)
@@ -594,7 +594,7 @@ fn check_line_length(line: &str, command: &Command) -> Result<()> {
         return Err(Error::invalid_input(format!(
             "command {:?}: {} bytes once quoted, more than the {MAX_COMMAND_LINE} a remote \
              shell accepts on one command line",
-            command.program(),
+            command.get_program(),
             line.len()
         )));
     }

@@ -247,7 +247,7 @@ impl Drop for RunOnDrop {
 /// Runs `command` through `shell` and returns its stdout, panicking unless it exits 0: for
 /// tests that act on a cluster outside the backend under test.
 pub async fn stdout_of<S: Shell + ?Sized>(shell: &S, command: Command) -> String {
-    let what = command.program().to_owned();
+    let what = command.get_program().to_owned();
     let output = shell.run(&command).await.unwrap();
     output.check(&what).unwrap().stdout_text()
 }

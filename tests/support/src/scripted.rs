@@ -38,7 +38,7 @@ pub fn scripted_shell(work_dir: &str, replies: Vec<Result<Output>>) -> (Arc<dyn 
     shell.expect_host().return_const("scripted".to_owned());
     shell.expect_run().returning(move |command| {
         if command
-            .arguments()
+            .get_args()
             .get(1)
             .is_some_and(|s| s.starts_with("mkdir -p"))
         {
@@ -46,7 +46,7 @@ pub fn scripted_shell(work_dir: &str, replies: Vec<Result<Output>>) -> (Arc<dyn 
         }
         seen.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(command.program().to_owned());
+            .push(command.get_program().to_owned());
         replies
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
