@@ -109,7 +109,7 @@ impl Capabilities {
     /// use batchbridge_core::{Capabilities, ArraySpec, JobKey, JobSpec};
     ///
     /// let mut spec = JobSpec::new(JobKey::new("k")?, "n", "true");
-    /// spec.array = Some(ArraySpec { count: 3, max_parallel: None });
+    /// spec.array = Some(ArraySpec::new(3));
     /// assert!(Capabilities::NONE.check(&spec, "mine").is_err());
     /// assert!(Capabilities::NONE.with_arrays(true).check(&spec, "mine").is_ok());
     /// # Ok::<(), batchbridge_core::Error>(())
@@ -139,6 +139,7 @@ impl Capabilities {
 /// Which part of an output stream to fetch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum OutputRange {
     /// The last `n` bytes.
     Tail(u64),
@@ -163,6 +164,7 @@ pub enum OutputRange {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OutputRequest {
     /// Which bytes; lengths above [`MAX_OUTPUT_CHUNK`] are clamped to it.
     pub range: OutputRange,
@@ -221,6 +223,7 @@ impl OutputRequest {
 /// A bounded piece of one output stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OutputChunk {
     /// The bytes, as written by the job (not necessarily UTF-8).
     pub data: Vec<u8>,
@@ -231,6 +234,15 @@ pub struct OutputChunk {
 }
 
 impl OutputChunk {
+    /// `data`, read from byte `offset` of a stream of `total_size` bytes.
+    pub fn new(data: Vec<u8>, offset: u64, total_size: u64) -> Self {
+        Self {
+            data,
+            offset,
+            total_size,
+        }
+    }
+
     /// Whether the stream holds bytes outside this chunk.
     pub fn is_truncated(&self) -> bool {
         self.offset > 0 || self.offset + (self.data.len() as u64) < self.total_size
@@ -244,11 +256,19 @@ impl OutputChunk {
 
 /// A job's stdout and stderr, each bounded by the [`OutputRequest`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct JobOutput {
     /// Standard output.
     pub stdout: OutputChunk,
     /// Standard error.
     pub stderr: OutputChunk,
+}
+
+impl JobOutput {
+    /// The two streams.
+    pub fn new(stdout: OutputChunk, stderr: OutputChunk) -> Self {
+        Self { stdout, stderr }
+    }
 }
 
 /// A batch system: submit jobs, watch them, cancel them, read their output.

@@ -35,6 +35,7 @@ use crate::state::{JobState, JobStatus};
 
 /// How the suite treats a backend.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// Longest wait for any one expected state.
     pub timeout: Duration,

@@ -104,6 +104,7 @@ fn is_token_byte(b: u8) -> bool {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct JobSpec {
     /// The idempotency key: submitting the same key twice yields one job.
     pub key: JobKey,
@@ -140,6 +141,7 @@ pub struct JobSpec {
 /// What a job needs from the cluster. Absent fields take the cluster's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Resources {
     /// CPU cores per task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,6 +178,7 @@ pub struct Resources {
 /// Run the script once per task index `0..count`; the index is in `$BATCHBRIDGE_TASK_INDEX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ArraySpec {
     /// How many tasks; at least 1.
     pub count: u32,
@@ -187,6 +190,7 @@ pub struct ArraySpec {
 /// Run the script inside a container image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Container {
     /// The image, e.g. `docker://python:3.12` or a path to a `.sif` file.
     pub image: String,
@@ -198,6 +202,7 @@ pub struct Container {
 /// Container runtimes a backend may drive.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ContainerRuntime {
     /// Apptainer (formerly Singularity), the usual runtime on HPC clusters.
     #[default]
@@ -208,6 +213,88 @@ pub enum ContainerRuntime {
     Docker,
     /// Podman.
     Podman,
+}
+
+impl fmt::Display for ContainerRuntime {
+    /// The runtime's command name, as in the serialized form (`apptainer`, `docker`, …).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Apptainer => "apptainer",
+            Self::Singularity => "singularity",
+            Self::Docker => "docker",
+            Self::Podman => "podman",
+        })
+    }
+}
+
+impl Resources {
+    /// Sets [`Resources::cpus`].
+    pub fn with_cpus(mut self, cpus: u32) -> Self {
+        self.cpus = Some(cpus);
+        self
+    }
+
+    /// Sets [`Resources::memory`].
+    pub fn with_memory(mut self, memory: ByteSize) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// Sets [`Resources::disk`].
+    pub fn with_disk(mut self, disk: ByteSize) -> Self {
+        self.disk = Some(disk);
+        self
+    }
+
+    /// Sets [`Resources::wall_time`].
+    pub fn with_wall_time(mut self, wall_time: Duration) -> Self {
+        self.wall_time = Some(wall_time);
+        self
+    }
+
+    /// Sets [`Resources::nodes`].
+    pub fn with_nodes(mut self, nodes: u32) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    /// Sets [`Resources::gpus`].
+    pub fn with_gpus(mut self, gpus: u32) -> Self {
+        self.gpus = Some(gpus);
+        self
+    }
+}
+
+impl ArraySpec {
+    /// An array of `count` tasks, as many at once as the scheduler allows.
+    pub fn new(count: u32) -> Self {
+        Self {
+            count,
+            max_parallel: None,
+        }
+    }
+
+    /// Sets [`ArraySpec::max_parallel`].
+    pub fn with_max_parallel(mut self, max_parallel: u32) -> Self {
+        self.max_parallel = Some(max_parallel);
+        self
+    }
+}
+
+impl Container {
+    /// `image` run by the default runtime (Apptainer).
+    pub fn new(image: impl Into<String>) -> Self {
+        Self {
+            image: image.into(),
+            runtime: ContainerRuntime::default(),
+        }
+    }
+
+    /// Sets [`Container::runtime`].
+    pub fn with_runtime(mut self, runtime: ContainerRuntime) -> Self {
+        self.runtime = runtime;
+        self
+    }
 }
 
 impl JobSpec {
@@ -225,6 +312,69 @@ impl JobSpec {
             container: None,
             passthrough: BTreeMap::new(),
         }
+    }
+
+    /// Sets [`JobSpec::resources`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use batchbridge_core::{ArraySpec, JobKey, JobSpec, Resources};
+    ///
+    /// let spec = JobSpec::new(JobKey::new("sweep-7")?, "sweep", "./sweep $BATCHBRIDGE_TASK_INDEX")
+    ///     .with_resources(Resources::default().with_cpus(4).with_wall_time(Duration::from_secs(600)))
+    ///     .with_queue("short")
+    ///     .with_env("MODE", "fast")
+    ///     .with_array(ArraySpec::new(10).with_max_parallel(2));
+    /// assert_eq!(spec.resources.cpus, Some(4));
+    /// spec.validate()?;
+    /// # Ok::<(), batchbridge_core::Error>(())
+    /// ```
+    pub fn with_resources(mut self, resources: Resources) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// Sets [`JobSpec::queue`].
+    pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Adds one variable to [`JobSpec::environment`].
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.environment.insert(name.into(), value.into());
+        self
+    }
+
+    /// Sets [`JobSpec::working_dir`].
+    pub fn with_working_dir(mut self, dir: impl Into<String>) -> Self {
+        self.working_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`JobSpec::array`].
+    pub fn with_array(mut self, array: ArraySpec) -> Self {
+        self.array = Some(array);
+        self
+    }
+
+    /// Sets [`JobSpec::container`].
+    pub fn with_container(mut self, container: Container) -> Self {
+        self.container = Some(container);
+        self
+    }
+
+    /// Adds one native option for the backend named `backend` to [`JobSpec::passthrough`].
+    pub fn with_passthrough(
+        mut self,
+        backend: impl Into<String>,
+        option: impl Into<String>,
+    ) -> Self {
+        self.passthrough
+            .entry(backend.into())
+            .or_default()
+            .push(option.into());
+        self
     }
 
     /// The environment as a POSIX shell script: one `export NAME=VALUE` line per variable,

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a job is in its life, the same for every backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum JobState {
     /// Accepted and waiting to run (including waiting for resources that may never come).
     Queued,
@@ -110,6 +111,7 @@ pub struct InvalidTransition {
 /// How the tasks of an array job are spread over states.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct TaskCounts {
     /// Tasks in the array.
     pub total: u32,
@@ -171,6 +173,7 @@ impl TaskCounts {
 /// What a backend knows about a job at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct JobStatus {
     /// The unified state.
     pub state: JobState,
@@ -235,6 +238,18 @@ impl JobStatus {
     /// Sets the reason.
     pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());
+        self
+    }
+
+    /// Sets the exit code.
+    pub fn with_exit_code(mut self, exit_code: i32) -> Self {
+        self.exit_code = Some(exit_code);
+        self
+    }
+
+    /// Sets the signal that ended the script.
+    pub fn with_signal(mut self, signal: i32) -> Self {
+        self.signal = Some(signal);
         self
     }
 }

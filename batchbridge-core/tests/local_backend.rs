@@ -17,10 +17,11 @@ fn spec(key: &str, script: &str) -> JobSpec {
 }
 
 fn config() -> Config {
-    Config {
-        timeout: Duration::from_secs(60),
-        poll_interval: Duration::from_millis(50),
-        ..Config::default()
+    {
+        let mut config = Config::default();
+        config.timeout = Duration::from_secs(60);
+        config.poll_interval = Duration::from_millis(50);
+        config
     }
 }
 
@@ -177,10 +178,7 @@ async fn an_array_never_runs_more_tasks_than_max_parallel() {
     let dir = tempfile::tempdir().unwrap();
     let backend = LocalBackend::with_capacity(dir.path(), 4).unwrap();
     let mut array = spec("serial", "date +%s%N\nsleep 0.3\ndate +%s%N\n");
-    array.array = Some(ArraySpec {
-        count: 3,
-        max_parallel: Some(1),
-    });
+    array.array = Some(ArraySpec::new(3).with_max_parallel(1));
     let id = backend.submit(&array).await.unwrap();
     let status = wait_terminal(&backend, &id, &config()).await.unwrap();
     assert_eq!(status.state, JobState::Succeeded);
@@ -295,10 +293,7 @@ async fn working_directory_environment_and_unsupported_requests() {
     assert!(err.message().contains("/nonexistent/batchbridge"), "{err}");
 
     let mut container = spec("container", "true\n");
-    container.container = Some(Container {
-        image: "docker://alpine".into(),
-        runtime: Default::default(),
-    });
+    container.container = Some(Container::new("docker://alpine"));
     assert_eq!(
         backend.submit(&container).await.unwrap_err().kind(),
         ErrorKind::Unsupported

@@ -27,6 +27,7 @@ const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
 
 /// How an [`HtcondorBackend`] works on its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HtcondorConfig {
     /// Where job directories live on the submit node: absolute, or relative to the login
     /// directory. Not under /tmp or /var/tmp, which HTCondor makes private to each job.
@@ -41,6 +42,30 @@ impl Default for HtcondorConfig {
             work_dir: ".batchbridge/htcondor".to_owned(),
             command_timeout: Duration::from_secs(60),
         }
+    }
+}
+
+impl HtcondorConfig {
+    /// Sets [`HtcondorConfig::work_dir`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use batchbridge_htcondor::HtcondorConfig;
+    ///
+    /// let config = HtcondorConfig::default()
+    ///     .with_work_dir("/home/alice/batchbridge")
+    ///     .with_command_timeout(Duration::from_secs(30));
+    /// assert_eq!(config.work_dir, "/home/alice/batchbridge");
+    /// ```
+    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
+        self.work_dir = work_dir.into();
+        self
+    }
+
+    /// Sets [`HtcondorConfig::command_timeout`].
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
     }
 }
 

@@ -192,9 +192,12 @@ fn container_image(container: &batchbridge_core::Container) -> Result<String> {
         ContainerRuntime::Apptainer | ContainerRuntime::Singularity => Ok(image.to_owned()),
         ContainerRuntime::Docker if image.contains("://") => Ok(image.to_owned()),
         ContainerRuntime::Docker => Ok(format!("docker://{image}")),
-        ContainerRuntime::Podman => Err(Error::new(
+        // Podman and any runtime added later.
+        runtime => Err(Error::new(
             ErrorKind::Unsupported,
-            "container.runtime podman: HTCondor's container universe runs Apptainer or Docker",
+            format!(
+                "container.runtime {runtime}: HTCondor's container universe runs Apptainer or Docker"
+            ),
         )),
     }
 }
@@ -297,12 +300,7 @@ mod tests {
                 &["periodic_remove = JobStatus == 2 && time() - JobCurrentStartDate > 90"],
             ),
             (
-                |s| {
-                    s.array = Some(ArraySpec {
-                        count: 3,
-                        max_parallel: Some(2),
-                    })
-                },
+                |s| s.array = Some(ArraySpec::new(3).with_max_parallel(2)),
                 &["+BatchBridgeTasks = 3", "max_materialize = 2", "queue 3"],
             ),
             (
@@ -311,10 +309,10 @@ mod tests {
             ),
             (
                 |s| {
-                    s.container = Some(Container {
-                        image: "/images/python.sif".into(),
-                        runtime: ContainerRuntime::Apptainer,
-                    })
+                    s.container = Some(
+                        Container::new("/images/python.sif")
+                            .with_runtime(ContainerRuntime::Apptainer),
+                    )
                 },
                 &[
                     "universe = container",
@@ -323,10 +321,8 @@ mod tests {
             ),
             (
                 |s| {
-                    s.container = Some(Container {
-                        image: "python:3.12".into(),
-                        runtime: ContainerRuntime::Docker,
-                    })
+                    s.container =
+                        Some(Container::new("python:3.12").with_runtime(ContainerRuntime::Docker))
                 },
                 &[
                     "universe = container",
@@ -405,20 +401,14 @@ mod tests {
             ),
             (
                 |s| {
-                    s.container = Some(Container {
-                        image: "img".into(),
-                        runtime: ContainerRuntime::Podman,
-                    })
+                    s.container = Some(Container::new("img").with_runtime(ContainerRuntime::Podman))
                 },
                 ErrorKind::Unsupported,
                 "podman",
             ),
             (
                 |s| {
-                    s.container = Some(Container {
-                        image: "a b".into(),
-                        runtime: ContainerRuntime::Docker,
-                    })
+                    s.container = Some(Container::new("a b").with_runtime(ContainerRuntime::Docker))
                 },
                 ErrorKind::InvalidInput,
                 "one word",
@@ -474,10 +464,9 @@ mod tests {
                     .insert(PASSTHROUGH_KEY.into(), vec![format!("queue {huge}")]);
             },
             |s, huge| {
-                s.container = Some(Container {
-                    image: format!("{huge} $"),
-                    runtime: ContainerRuntime::Apptainer,
-                })
+                s.container = Some(
+                    Container::new(format!("{huge} $")).with_runtime(ContainerRuntime::Apptainer),
+                )
             },
         ];
         for edit in edits {

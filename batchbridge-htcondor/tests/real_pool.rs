@@ -21,10 +21,7 @@ async fn a_cluster_of_three_procs_with_one_failing_counts_two_succeeded_one_fail
         "queue3",
         "echo \"proc $BATCHBRIDGE_TASK_INDEX\"\n[ \"$BATCHBRIDGE_TASK_INDEX\" != 1 ] || exit 4\n",
     );
-    spec.array = Some(ArraySpec {
-        count: 3,
-        max_parallel: None,
-    });
+    spec.array = Some(ArraySpec::new(3));
     let id = condor.submit(&spec).await.unwrap();
     let status = wait_for(&condor, &id, "the end", |s| s.state.is_terminal()).await;
     assert_eq!(status.state, JobState::Failed, "{status:?}");

@@ -385,19 +385,12 @@ mod tests {
     use super::*;
 
     fn chunk(text: &str) -> OutputChunk {
-        OutputChunk {
-            data: text.as_bytes().to_vec(),
-            offset: 0,
-            total_size: text.len() as u64,
-        }
+        OutputChunk::new(text.as_bytes().to_vec(), 0, text.len() as u64)
     }
 
     #[test]
     fn the_tail_is_stdout_then_stderr_cut_on_a_character() {
-        let output = JobOutput {
-            stdout: chunk("hello\nwörld\n"),
-            stderr: chunk("warning\n"),
-        };
+        let output = JobOutput::new(chunk("hello\nwörld\n"), chunk("warning\n"));
         assert_eq!(tail(&output, 4096), "hello\nwörld\nwarning\n");
         assert_eq!(tail(&output, 8), "warning\n");
         assert_eq!(tail(&output, 14), "örld\nwarning\n");
@@ -420,10 +413,7 @@ mod tests {
 
     #[test]
     fn the_config_map_and_log_pod_belong_to_the_job() {
-        let output = JobOutput {
-            stdout: chunk("out\n"),
-            stderr: chunk(""),
-        };
+        let output = JobOutput::new(chunk("out\n"), chunk(""));
         let map = config_map(&job(), &output);
         assert_eq!(map.metadata.name.as_deref(), Some("hello-output"));
         let owner = map.metadata.owner_references.unwrap_or_default();

@@ -197,10 +197,7 @@ mod tests {
     /// states and reasons as the test beds printed them).
     #[test]
     fn reason_words_and_messages() {
-        let exited = |code, native: &str| JobStatus {
-            exit_code: Some(code),
-            ..job(JobState::Failed, native, None)
-        };
+        let exited = |code, native: &str| job(JobState::Failed, native, None).with_exit_code(code);
         let cases: Vec<(JobStatus, &str, Option<&str>)> = vec![
             (
                 job(JobState::Queued, "PENDING", Some("Resources")),
@@ -272,10 +269,7 @@ mod tests {
                 Some("exited with code 137"),
             ),
             (
-                JobStatus {
-                    signal: Some(9),
-                    ..job(JobState::Failed, "FAILED", None)
-                },
+                job(JobState::Failed, "FAILED", None).with_signal(9),
                 "Signal",
                 Some("ended by signal 9"),
             ),
@@ -341,17 +335,13 @@ mod tests {
         let finished = condition(&status.conditions, FINISHED).map(|c| c.status.as_str());
         assert_eq!(finished, Some("False"));
 
-        let mut done = JobStatus {
-            exit_code: Some(1),
-            ended_at: Some(now),
-            tasks: Some(TaskCounts {
-                total: 3,
-                succeeded: 2,
-                failed: 1,
-                ..TaskCounts::default()
-            }),
-            ..job(JobState::Failed, "ARRAY", None)
-        };
+        let mut done = job(JobState::Failed, "ARRAY", None).with_exit_code(1);
+        done.ended_at = Some(now);
+        done.tasks = Some(TaskCounts::from_states([
+            JobState::Succeeded,
+            JobState::Succeeded,
+            JobState::Failed,
+        ]));
         done.started_at = None;
         let later = now + Duration::from_secs(60);
         let status = observed(&status, &done, later);

@@ -31,6 +31,7 @@ const FIND_WINDOW: &str = "now-30days";
 
 /// How a [`SlurmBackend`] works on its cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SlurmConfig {
     /// Where job directories live on the cluster: absolute, or relative to the login
     /// directory. It must be on a file system the compute nodes share with the login node.
@@ -51,6 +52,50 @@ impl Default for SlurmConfig {
             accounting_recheck: Duration::from_secs(300),
             command_timeout: Duration::from_secs(60),
         }
+    }
+}
+
+impl SlurmConfig {
+    /// Sets [`SlurmConfig::work_dir`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use batchbridge_slurm::SlurmConfig;
+    ///
+    /// let config = SlurmConfig::default()
+    ///     .with_work_dir("/scratch/alice/batchbridge")
+    ///     .with_partition("short")
+    ///     .with_account("proj-17")
+    ///     .with_command_timeout(Duration::from_secs(30));
+    /// assert_eq!(config.defaults.partition.as_deref(), Some("short"));
+    /// ```
+    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
+        self.work_dir = work_dir.into();
+        self
+    }
+
+    /// Sets the partition for specs that do not choose one.
+    pub fn with_partition(mut self, partition: impl Into<String>) -> Self {
+        self.defaults.partition = Some(partition.into());
+        self
+    }
+
+    /// Sets the account every job is charged to.
+    pub fn with_account(mut self, account: impl Into<String>) -> Self {
+        self.defaults.account = Some(account.into());
+        self
+    }
+
+    /// Sets [`SlurmConfig::accounting_recheck`].
+    pub fn with_accounting_recheck(mut self, recheck: Duration) -> Self {
+        self.accounting_recheck = recheck;
+        self
+    }
+
+    /// Sets [`SlurmConfig::command_timeout`].
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
     }
 }
 

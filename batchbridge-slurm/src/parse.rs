@@ -80,15 +80,12 @@ fn parse_time(field: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
-fn row(job_id: &str, status: JobStatus, times: [&str; 3]) -> Option<Row> {
+fn row(job_id: &str, mut status: JobStatus, times: [&str; 3]) -> Option<Row> {
     let (job, tasks) = parse_job_id(job_id)?;
     let [submitted, started, ended] = times.map(parse_time);
-    let status = JobStatus {
-        submitted_at: submitted,
-        started_at: started,
-        ended_at: ended.filter(|_| status.state.is_terminal()),
-        ..status
-    };
+    status.submitted_at = submitted;
+    status.started_at = started;
+    status.ended_at = ended.filter(|_| status.state.is_terminal());
     Some(Row { job, tasks, status })
 }
 

@@ -31,6 +31,7 @@ const SHORT_WITH_VALUE: &str = "AbBcCdDeFGiIJkLmMnNopqStwx";
 const MIB: u64 = 1024 * 1024;
 /// Cluster-wide choices a spec does not make itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SubmitDefaults {
     /// The partition for specs without a queue; SLURM's default partition when `None`.
     pub partition: Option<String>,
@@ -160,7 +161,7 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// use batchbridge_slurm::script::batch_script;
 ///
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "in-a-box", "python -V");
-/// spec.container = Some(Container { image: "docker://python:3.12".into(), runtime: ContainerRuntime::Apptainer });
+/// spec.container = Some(Container::new("docker://python:3.12").with_runtime(ContainerRuntime::Apptainer));
 /// let script = batch_script(&spec, "/home/me/jobs/k")?;
 /// assert!(script.contains("exec apptainer exec --bind \"$4\" docker://python:3.12 bash \"$1\""));
 /// # Ok::<(), batchbridge_core::Error>(())
@@ -172,11 +173,12 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
             let program = match container.runtime {
                 ContainerRuntime::Apptainer => "apptainer",
                 ContainerRuntime::Singularity => "singularity",
-                runtime @ (ContainerRuntime::Docker | ContainerRuntime::Podman) => {
+                // Docker, Podman and any runtime added later.
+                runtime => {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
                         format!(
-                            "the slurm backend runs containers with apptainer or singularity, not {runtime:?} (job {})",
+                            "the slurm backend runs containers with apptainer or singularity, not {runtime} (job {})",
                             spec.key
                         ),
                     ));
@@ -236,12 +238,7 @@ mod tests {
             (|s| s.resources.nodes = Some(2), &["--nodes=2"]),
             (|s| s.resources.gpus = Some(1), &["--gres=gpu:1"]),
             (
-                |s| {
-                    s.array = Some(ArraySpec {
-                        count: 3,
-                        max_parallel: Some(2),
-                    })
-                },
+                |s| s.array = Some(ArraySpec::new(3).with_max_parallel(2)),
                 &["--array=0-2%2"],
             ),
             (
@@ -409,10 +406,7 @@ mod tests {
             (ContainerRuntime::Apptainer, "apptainer"),
             (ContainerRuntime::Singularity, "singularity"),
         ] {
-            spec.container = Some(Container {
-                image: "/images/my tool.sif".into(),
-                runtime,
-            });
+            spec.container = Some(Container::new("/images/my tool.sif").with_runtime(runtime));
             let script = batch_script(&spec, "/w").unwrap();
             assert!(
                 script.contains(&format!(
@@ -421,10 +415,7 @@ mod tests {
                 "{script}"
             );
         }
-        spec.container = Some(Container {
-            image: "python:3.12".into(),
-            runtime: ContainerRuntime::Docker,
-        });
+        spec.container = Some(Container::new("python:3.12").with_runtime(ContainerRuntime::Docker));
         let err = batch_script(&spec, "/w").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
     }

@@ -16,15 +16,11 @@ async fn backend() -> SlurmBackend {
 }
 
 fn config() -> Config {
-    Config {
-        // The node has 16 CPUs: SLURM accepts 64 per task and leaves the job pending.
-        unsatisfiable: Resources {
-            cpus: Some(64),
-            ..Resources::default()
-        },
-        customize: |spec| spec.queue = Some("debug".into()),
-        ..Config::default()
-    }
+    let mut config = Config::default();
+    // The node has 16 CPUs: SLURM accepts 64 per task and leaves the job pending.
+    config.unsatisfiable = Resources::default().with_cpus(64);
+    config.customize = |spec| spec.queue = Some("debug".into());
+    config
 }
 
 batchbridge_core::conformance_tests!(backend(), config());

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use batchbridge_core::BatchBackend;
 use batchbridge_core::shell::Shell;
-use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
+use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::ssh_facts;
 use hostile::{Backend, Bed};
 
@@ -26,13 +26,7 @@ async fn hostile_inputs_through_the_slurm_backend() {
     let with_account = {
         let shell = Arc::clone(&shell);
         move |account: &str| -> batchbridge_core::Result<Arc<dyn BatchBackend>> {
-            let config = SlurmConfig {
-                defaults: SubmitDefaults {
-                    partition: None,
-                    account: Some(account.to_owned()),
-                },
-                ..SlurmConfig::default()
-            };
+            let config = SlurmConfig::default().with_account(account);
             Ok(Arc::new(SlurmBackend::new(Arc::clone(&shell), config)?))
         }
     };

@@ -242,10 +242,7 @@ async fn a_throttled_array_counts_its_tasks_and_its_failure() {
         "array",
         "echo \"task $BATCHBRIDGE_TASK_INDEX\"\nsleep 2\n[ \"$BATCHBRIDGE_TASK_INDEX\" != 1 ] || exit 4\n",
     );
-    spec.array = Some(ArraySpec {
-        count: 3,
-        max_parallel: Some(1),
-    });
+    spec.array = Some(ArraySpec::new(3).with_max_parallel(1));
     let id = slurm.submit(&spec).await.unwrap();
     let running = common::wait_for(&slurm, &id, "a task running", |s| {
         s.state == JobState::Running

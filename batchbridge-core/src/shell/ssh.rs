@@ -54,6 +54,7 @@ impl fmt::Debug for Password {
 
 /// How to log in.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SshAuth {
     /// A private key file (OpenSSH or PEM format, no passphrase).
     KeyFile(PathBuf),
@@ -68,6 +69,7 @@ pub enum SshAuth {
 
 /// The host keys to trust.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HostKeys {
     /// A known_hosts file.
     File(PathBuf),
@@ -90,6 +92,7 @@ pub enum HostKeys {
 /// assert_eq!(config.target(), "alice@login1.cluster.example:2222");
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SshConfig {
     /// Host name or address.
     pub host: String,

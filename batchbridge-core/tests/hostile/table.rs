@@ -68,10 +68,7 @@ fn queue(c: &Ctx, queue: String) -> (Input, Check) {
 
 fn container(c: &Ctx, image: String) -> (Input, Check) {
     let (input, _) = c.ok_with(|s| {
-        s.container = Some(Container {
-            image,
-            runtime: ContainerRuntime::Apptainer,
-        });
+        s.container = Some(Container::new(image).with_runtime(ContainerRuntime::Apptainer));
     });
     (input, Check::Any)
 }
@@ -889,42 +886,21 @@ pub(crate) static CASES: &[Case] = &[
     Case {
         field: "array",
         input: "count 0",
-        build: |c| {
-            c.ok_with(|s| {
-                s.array = Some(ArraySpec {
-                    count: 0,
-                    max_parallel: None,
-                })
-            })
-        },
+        build: |c| c.ok_with(|s| s.array = Some(ArraySpec::new(0))),
         expect: Refused(InvalidInput, "array.count: must be at least 1"),
         except: &[],
     },
     Case {
         field: "array",
         input: "maxParallel 0",
-        build: |c| {
-            c.ok_with(|s| {
-                s.array = Some(ArraySpec {
-                    count: 2,
-                    max_parallel: Some(0),
-                })
-            })
-        },
+        build: |c| c.ok_with(|s| s.array = Some(ArraySpec::new(2).with_max_parallel(0))),
         expect: Refused(InvalidInput, "array.maxParallel: must be at least 1"),
         except: &[],
     },
     Case {
         field: "array",
         input: "count 4 294 967 295",
-        build: |c| {
-            c.ok_with(|s| {
-                s.array = Some(ArraySpec {
-                    count: u32::MAX,
-                    max_parallel: None,
-                })
-            })
-        },
+        build: |c| c.ok_with(|s| s.array = Some(ArraySpec::new(u32::MAX))),
         expect: Refused(Rejected, "Invalid job array specification"),
         except: &[
             (Htcondor, Refused(Rejected, "HTCondor refused job")),

@@ -28,10 +28,11 @@ pub async fn wait_for(
     what: &str,
     done: impl Fn(&JobStatus) -> bool,
 ) -> JobStatus {
-    let config = Config {
-        timeout: Duration::from_secs(120),
-        poll_interval: Duration::from_millis(500),
-        ..Config::default()
+    let config = {
+        let mut config = Config::default();
+        config.timeout = Duration::from_secs(120);
+        config.poll_interval = Duration::from_millis(500);
+        config
     };
     conformance::wait_for(backend, id, &config, what, done)
         .await

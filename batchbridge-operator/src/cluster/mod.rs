@@ -116,10 +116,8 @@ pub fn ssh_backend(
 ) -> batchbridge_core::Result<Arc<dyn BatchBackend>> {
     match scheduler {
         Scheduler::Slurm => {
-            let mut config = SlurmConfig {
-                defaults,
-                ..SlurmConfig::default()
-            };
+            let mut config = SlurmConfig::default();
+            config.defaults = defaults;
             if let Some(dir) = work_dir {
                 config.work_dir = dir.to_owned();
             }
@@ -333,10 +331,9 @@ impl Clusters {
                 )
             }
             Scheduler::Slurm | Scheduler::Htcondor => {
-                let defaults = SubmitDefaults {
-                    partition: spec.defaults.as_ref().and_then(|d| d.partition.clone()),
-                    account: spec.defaults.as_ref().and_then(|d| d.account.clone()),
-                };
+                let mut defaults = SubmitDefaults::default();
+                defaults.partition = spec.defaults.as_ref().and_then(|d| d.partition.clone());
+                defaults.account = spec.defaults.as_ref().and_then(|d| d.account.clone());
                 ssh_backend(
                     &spec.scheduler,
                     ssh(secret)?,

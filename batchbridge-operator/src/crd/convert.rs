@@ -69,14 +69,12 @@ impl BatchJobSpec {
         }
 
         let mut spec = JobSpec::new(key, truncate(name, MAX_NAME_LEN), self.script.clone());
-        spec.resources = batchbridge_core::Resources {
-            cpus: r.cpus,
-            memory,
-            disk,
-            wall_time,
-            nodes: r.nodes,
-            gpus: r.gpus,
-        };
+        spec.resources.cpus = r.cpus;
+        spec.resources.memory = memory;
+        spec.resources.disk = disk;
+        spec.resources.wall_time = wall_time;
+        spec.resources.nodes = r.nodes;
+        spec.resources.gpus = r.gpus;
         spec.queue.clone_from(&self.queue);
         spec.environment.clone_from(&self.environment);
         spec.working_dir.clone_from(&self.working_dir);
@@ -114,19 +112,17 @@ fn truncate(text: &str, max: usize) -> &str {
 
 impl ArraySpec {
     fn to_core(self) -> batchbridge_core::ArraySpec {
-        batchbridge_core::ArraySpec {
-            count: self.count,
-            max_parallel: self.max_parallel,
+        let array = batchbridge_core::ArraySpec::new(self.count);
+        match self.max_parallel {
+            Some(max) => array.with_max_parallel(max),
+            None => array,
         }
     }
 }
 
 impl ContainerSpec {
     fn to_core(&self) -> batchbridge_core::Container {
-        batchbridge_core::Container {
-            image: self.image.clone(),
-            runtime: self.runtime.into(),
-        }
+        batchbridge_core::Container::new(self.image.clone()).with_runtime(self.runtime.into())
     }
 }
 
@@ -160,7 +156,9 @@ impl From<JobState> for Phase {
             JobState::Succeeded => Self::Succeeded,
             JobState::Failed => Self::Failed,
             JobState::Cancelled => Self::Cancelled,
-            JobState::Unknown => Self::Unknown,
+            // Unknown, and any state a later batchbridge-core adds: the operator does not
+            // know what it means yet.
+            _ => Self::Unknown,
         }
     }
 }
@@ -226,26 +224,22 @@ mod tests {
         let core = spec.to_job_spec(key(), "my-job").unwrap();
 
         let mut expected = JobSpec::new(key(), "my-job", "echo hi");
-        expected.resources = batchbridge_core::Resources {
-            cpus: Some(4),
-            memory: Some(ByteSize::mib(1536)),
-            disk: Some(ByteSize::b(20_000_000_000)),
-            wall_time: Some(Duration::from_secs(5400)),
-            nodes: Some(2),
-            gpus: Some(1),
-        };
+        expected.resources = batchbridge_core::Resources::default()
+            .with_cpus(4)
+            .with_memory(ByteSize::mib(1536))
+            .with_disk(ByteSize::b(20_000_000_000))
+            .with_wall_time(Duration::from_secs(5400))
+            .with_nodes(2)
+            .with_gpus(1);
         expected.queue = Some("gpu".into());
         expected.environment =
             BTreeMap::from([("A".into(), "1 'two'".into()), ("_B".into(), "$(x)".into())]);
         expected.working_dir = Some("/scratch/x".into());
-        expected.array = Some(batchbridge_core::ArraySpec {
-            count: 10,
-            max_parallel: Some(3),
-        });
-        expected.container = Some(batchbridge_core::Container {
-            image: "docker://python:3.12".into(),
-            runtime: batchbridge_core::ContainerRuntime::Podman,
-        });
+        expected.array = Some(batchbridge_core::ArraySpec::new(10).with_max_parallel(3));
+        expected.container = Some(
+            batchbridge_core::Container::new("docker://python:3.12")
+                .with_runtime(batchbridge_core::ContainerRuntime::Podman),
+        );
         expected.passthrough = BTreeMap::from([
             ("slurm".into(), vec!["--qos=high".into()]),
             ("htcondor".into(), vec!["request_disk = 1G".into()]),

@@ -25,10 +25,11 @@ pub fn spec(name: &str, script: &str) -> JobSpec {
 }
 
 fn config() -> Config {
-    Config {
-        timeout: Duration::from_secs(240),
-        poll_interval: Duration::from_millis(500),
-        ..Config::default()
+    {
+        let mut config = Config::default();
+        config.timeout = Duration::from_secs(240);
+        config.poll_interval = Duration::from_millis(500);
+        config
     }
 }
 
