@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use batchbridge_core::remote::{JobFiles, TaskEnd};
 use batchbridge_core::{JobState, JobStatus};
 
-use crate::parse::{JobFiles, Row, TaskEnd, Tasks};
+use crate::parse::{Row, Tasks};
 
 /// What one status cycle saw of one job.
 #[derive(Debug, Default)]
@@ -141,7 +142,9 @@ mod tests {
     use batchbridge_core::JobState::*;
 
     use super::*;
-    use crate::parse::{parse_job_files, parse_sacct, parse_squeue};
+    use batchbridge_core::remote::parse_job_files;
+
+    use crate::parse::{parse_sacct, parse_squeue};
 
     struct Case {
         what: &'static str,
