@@ -18,10 +18,10 @@ async fn backend() -> SlurmBackend {
 fn config() -> Config {
     Config {
         // The node has 16 CPUs: SLURM accepts 64 per task and leaves the job pending.
-        unsatisfiable: Resources {
+        unsatisfiable: Some(Resources {
             cpus: Some(64),
             ..Resources::default()
-        },
+        }),
         customize: |spec| spec.queue = Some("debug".into()),
         ..Config::default()
     }
