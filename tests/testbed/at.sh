@@ -88,9 +88,15 @@ ensure_allowed() {
 
 ensure_atd() {
     atd_ok && return 0
-    # atd keeps its own pid file and refuses to start while it names a live process; ours is
-    # the one that counts. Jobs marked running (`=`) by an atd that is gone never finish:
-    # drop them as the packaged service does before it starts atd.
+    # atd keeps its own pid file and refuses to start while it names a live atd: one this
+    # script did not start (the packaged service) is left alone.
+    local other
+    other="$(tr -dc '0-9' </run/atd.pid 2>/dev/null || true)"
+    if [[ -n "$other" ]] && daemon_is atd "$other" && ! process_gone "$other"; then
+        die "an atd this script did not start runs (pid $other, /run/atd.pid); stop it first"
+    fi
+    # Jobs marked running (`=`) by an atd that is gone never finish: drop them as the
+    # packaged service does before it starts atd.
     rm -f /run/atd.pid
     find "$SPOOL_DIR" -type f -name '=*' -delete
     start_daemon atd "$ATD_BIN" -f -l "$LOAD_LIMIT" -b "$BATCH_INTERVAL"

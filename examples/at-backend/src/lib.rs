@@ -11,6 +11,9 @@
 //! - **status** is one `atq` for any number of ids (queue `=` means running) and one read of
 //!   the job directories for jobs at no longer holds: the wrapper records how the script
 //!   ended in `task-0.exit`. A job neither knows is Unknown.
+//! - **find** reads the job number the submit recorded; for a key whose submit was cut off
+//!   before that, it asks `at -c` of each job at holds for the directory it was queued
+//!   from (one remote command).
 //! - **cancel** is `atrm`, then SIGTERM to a running job's wrapper; idempotent.
 //! - **version** is `at -V`'s, e.g. `at 3.2.5`.
 //!
