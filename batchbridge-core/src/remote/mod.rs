@@ -29,7 +29,7 @@ use crate::backend::{JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRang
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
-use crate::state::JobStatus;
+use crate::state::{JobState, JobStatus};
 
 const SUBMIT: &str = include_str!("submit.sh");
 const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
@@ -406,6 +406,44 @@ pub enum TaskEnd {
     Exit(i32),
     /// The wrapper was terminated by this signal (a cancel or a time limit).
     Signal(i32),
+}
+
+impl TaskEnd {
+    /// A task's status from how it ended alone: exit 0 is Succeeded, any other exit Failed,
+    /// a signal Cancelled when batchbridge asked for it (`cancel_requested`), else Failed.
+    ///
+    /// ```
+    /// use batchbridge_core::JobState;
+    /// use batchbridge_core::remote::TaskEnd;
+    ///
+    /// assert_eq!(TaskEnd::Exit(3).status(false).exit_code, Some(3));
+    /// assert_eq!(TaskEnd::Signal(15).status(true).state, JobState::Cancelled);
+    /// assert_eq!(TaskEnd::Signal(9).status(false).state, JobState::Failed);
+    /// ```
+    pub fn status(self, cancel_requested: bool) -> JobStatus {
+        match self {
+            Self::Exit(code) => {
+                let state = if code == 0 {
+                    JobState::Succeeded
+                } else {
+                    JobState::Failed
+                };
+                let mut status = JobStatus::new(state, "");
+                status.exit_code = Some(code);
+                status
+            }
+            Self::Signal(signal) => {
+                let state = if cancel_requested {
+                    JobState::Cancelled
+                } else {
+                    JobState::Failed
+                };
+                let mut status = JobStatus::new(state, "");
+                status.signal = Some(signal);
+                status
+            }
+        }
+    }
 }
 
 /// What the job directory of one job says.

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, JobFiles, TaskEnd, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{self, JobFiles, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
@@ -205,26 +205,7 @@ pub fn parse_atq(text: &str) -> HashMap<String, char> {
 pub fn job_status(id: &str, queue: Option<char>, files: Option<&JobFiles>) -> JobStatus {
     let cancelled = files.is_some_and(|f| f.cancel_requested);
     match (files.and_then(|f| f.ended.get(&0)), queue) {
-        (Some(TaskEnd::Exit(code)), _) => {
-            let state = if *code == 0 {
-                JobState::Succeeded
-            } else {
-                JobState::Failed
-            };
-            let mut status = JobStatus::new(state, "");
-            status.exit_code = Some(*code);
-            status
-        }
-        (Some(TaskEnd::Signal(signal)), _) => {
-            let state = if cancelled {
-                JobState::Cancelled
-            } else {
-                JobState::Failed
-            };
-            let mut status = JobStatus::new(state, "");
-            status.signal = Some(*signal);
-            status
-        }
+        (Some(end), _) => end.status(cancelled),
         (None, Some(RUNNING)) => JobStatus::new(JobState::Running, RUNNING.to_string()),
         (None, Some(queue)) => JobStatus::new(JobState::Queued, queue.to_string())
             .with_reason(format!("waiting in at's queue {queue} for atd to start it")),
