@@ -179,24 +179,29 @@ fn check_spec(spec: &JobSpec, capabilities: &Capabilities) -> Result<()> {
     Ok(())
 }
 
-/// The queue of each job in what `atq` prints: `ID<TAB>DATE QUEUE USER` a line.
+/// The queue of each job in what `atq` prints: `ID<TAB>DATE QUEUE USER` a line. atd
+/// starts a job by linking its spool file under the running name before it removes the
+/// queued one, so atq may list a job in both for a moment: running wins.
 ///
 /// ```
 /// let queue = batchbridge_at::parse_atq("12\tMon Nov 23 11:45:00 2026 b batch\n");
 /// assert_eq!(queue["12"], 'b');
 /// ```
 pub fn parse_atq(text: &str) -> HashMap<String, char> {
-    text.lines()
-        .filter_map(|line| {
-            let (id, rest) = line.split_once('\t')?;
-            let queue = rest.split_whitespace().rev().nth(1)?;
-            let mut letters = queue.chars();
-            match (job_number(id), letters.next(), letters.next()) {
-                (Some(id), Some(queue), None) => Some((id.to_owned(), queue)),
-                _ => None,
+    let mut queues = HashMap::new();
+    for line in text.lines() {
+        let Some((id, rest)) = line.split_once('\t') else {
+            continue;
+        };
+        let mut letters = rest.split_whitespace().rev().nth(1).unwrap_or("").chars();
+        if let (Some(id), Some(queue), None) = (job_number(id), letters.next(), letters.next()) {
+            let seen = queues.entry(id.to_owned()).or_insert(queue);
+            if queue == RUNNING {
+                *seen = RUNNING;
             }
-        })
-        .collect()
+        }
+    }
+    queues
 }
 
 /// Job `id`'s status from its queue in `atq` (if at holds it) and its job directory (if it
@@ -442,10 +447,12 @@ mod tests {
                     41\tTue Nov 24 09:00:00 2026 a batch\n\
                     x\tMon Nov 23 11:45:00 2026 b batch\n\
                     no tab here\n\
-                    5\tMon Nov 23 11:45:00 2026 bb batch\n";
+                    5\tMon Nov 23 11:45:00 2026 bb batch\n\
+                    6\tMon Nov 23 11:45:00 2026 = batch\n\
+                    6\tMon Nov 23 11:45:00 2026 b batch\n";
         let queue = parse_atq(text);
-        assert_eq!(queue.len(), 2, "{queue:?}");
-        assert_eq!((queue["3"], queue["41"]), ('=', 'a'));
+        assert_eq!(queue.len(), 3, "{queue:?}");
+        assert_eq!((queue["3"], queue["41"], queue["6"]), ('=', 'a', '='));
     }
 
     #[test]
