@@ -277,7 +277,9 @@ impl JobOutput {
 ///
 /// - `submit` is idempotent on [`JobSpec::key`]: a second submit with a key that already
 ///   has a job returns that job's id and starts nothing. A job whose resources cannot be
-///   met is accepted and stays [`Queued`](crate::JobState::Queued) with a reason.
+///   met is accepted and stays [`Queued`](crate::JobState::Queued) with a reason; a
+///   backend that keeps no account of resources refuses a resource request as
+///   [`Unsupported`](crate::ErrorKind::Unsupported) instead.
 /// - A submit whose reply was lost fails with
 ///   [`ErrorKind::SubmitOutcomeUnknown`](crate::ErrorKind::SubmitOutcomeUnknown): verify
 ///   with [`find`](Self::find), never blindly resubmit.

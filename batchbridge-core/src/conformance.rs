@@ -17,7 +17,8 @@
 //! ```
 //!
 //! What is checked, one function each: a job succeeds and its output is readable; a failing
-//! job reports its exit code; a queued and a running job can be cancelled; cancelling a
+//! job reports its exit code; a queued and a running job can be cancelled (where nothing
+//! can hold a job back, a resource request is refused instead of queued); cancelling a
 //! finished or unknown job is Ok; submitting one key twice yields one job; `find` by key;
 //! `status` of 50 jobs in one call; an unknown id is Unknown; output is bounded (tail and
 //! range); a hostile script and environment run verbatim; an array of 3 tasks with one
@@ -41,8 +42,11 @@ pub struct Config {
     pub timeout: Duration,
     /// Pause between status polls.
     pub poll_interval: Duration,
-    /// Resources the backend accepts but cannot satisfy, so a job stays Queued.
-    pub unsatisfiable: Resources,
+    /// Resources the backend accepts but cannot satisfy, so a job stays Queued. `None` for
+    /// a backend that keeps no account of resources, so that nothing can hold a job back
+    /// (`at`): it must refuse a resource request as Unsupported instead, which
+    /// [`cancel_queued_job`] then checks.
+    pub unsatisfiable: Option<Resources>,
     /// An id that names no job on the backend.
     pub unknown_id: JobId,
     /// Applied to every spec the suite submits (a partition, an account…).
@@ -54,10 +58,10 @@ impl Default for Config {
         Self {
             timeout: Duration::from_secs(180),
             poll_interval: Duration::from_millis(250),
-            unsatisfiable: Resources {
+            unsatisfiable: Some(Resources {
                 cpus: Some(1024),
                 ..Resources::default()
-            },
+            }),
             unknown_id: JobId::from("999999999"),
             customize: |_| {},
         }
@@ -180,12 +184,28 @@ pub async fn failing_job_reports_exit_code<B: BatchBackend + ?Sized>(
 }
 
 /// A job that cannot get its resources stays Queued, and cancelling it ends it Cancelled.
+/// A backend without [`Config::unsatisfiable`] resources must refuse a request for 1024
+/// CPUs as Unsupported and leave no job behind.
 pub async fn cancel_queued_job<B: BatchBackend + ?Sized>(
     backend: &B,
     config: &Config,
 ) -> Result<()> {
     let mut spec = spec(config, "cancel_queued", "echo must never run\n");
-    spec.resources = config.unsatisfiable.clone();
+    let Some(unsatisfiable) = &config.unsatisfiable else {
+        spec.resources.cpus = Some(1024);
+        let err = backend
+            .submit(&spec)
+            .await
+            .expect_err("a backend that keeps no account of resources accepted 1024 CPUs");
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        assert_eq!(
+            backend.find(&spec.key).await?,
+            None,
+            "a refused spec left a job behind"
+        );
+        return Ok(());
+    };
+    spec.resources = unsatisfiable.clone();
     let id = backend.submit(&spec).await?;
     let queued = wait_for(backend, &id, config, "Queued", |s| {
         s.state == JobState::Queued

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{self, JobFiles, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
@@ -15,13 +15,10 @@ use batchbridge_core::{
     OutputRequest, Result,
 };
 
-use crate::parse::{
-    self, JobFiles, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_job_files, parse_sacct, parse_squeue,
-};
+use crate::parse::{self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue};
 use crate::script::{SubmitDefaults, batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
 
-const JOB_FILES: &str = include_str!("sh/job_files.sh");
 const CANCEL: &str = include_str!("sh/cancel.sh");
 /// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
 /// command line, which must stay well under the remote shell's 128 KiB argument limit.
@@ -262,14 +259,7 @@ impl SlurmBackend {
 
     async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
         let work = self.work_dir().await?;
-        let output = self
-            .run(Command::sh(
-                JOB_FILES,
-                std::iter::once(work).chain(ids.iter().copied()),
-            ))
-            .await?
-            .check("reading job directories")?;
-        Ok(parse_job_files(&output.stdout_text()))
+        remote::job_files(self.shell.as_ref(), work, ids, self.config.command_timeout).await
     }
 
     /// The job SLURM itself holds with `key` as its comment: squeue for live jobs, then sacct

@@ -1,7 +1,6 @@
-//! Parsers for what SLURM's tools and the backend's remote scripts print. Pure functions,
-//! tested with output captured from the test bed's real cluster.
+//! Parsers for what SLURM's tools print. Pure functions, tested with output captured from
+//! the test bed's real cluster.
 
-use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use batchbridge_core::{Error, ErrorKind, JobStatus, Result};
@@ -167,57 +166,6 @@ pub fn sinfo_version(text: &str) -> Result<String> {
     Ok(version.to_owned())
 }
 
-/// How a task ended, as the job wrapper recorded it in `task-N.exit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskEnd {
-    /// The script exited with this code.
-    Exit(i32),
-    /// The wrapper was terminated by this signal (a cancel or a time limit).
-    Signal(i32),
-}
-
-/// What the job directory of one job says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JobFiles {
-    /// How many tasks the job was submitted with.
-    pub tasks: u32,
-    /// Whether batchbridge cancelled it.
-    pub cancel_requested: bool,
-    /// The tasks that ended, by index.
-    pub ended: BTreeMap<u32, TaskEnd>,
-}
-
-/// Reads the job-files script's lines: `ID tasks N CANCELLED` and `ID task I exit|signal N`.
-pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
-    let mut jobs: HashMap<String, JobFiles> = HashMap::new();
-    for line in text.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            [id, "tasks", count, cancelled] => {
-                let files = jobs.entry((*id).to_owned()).or_default();
-                files.tasks = count.parse().unwrap_or(1);
-                files.cancel_requested = *cancelled == "1";
-            }
-            [id, "task", index, how, value] => {
-                let (Ok(index), Ok(value)) = (index.parse(), value.parse()) else {
-                    continue;
-                };
-                let end = match *how {
-                    "exit" => TaskEnd::Exit(value),
-                    "signal" => TaskEnd::Signal(value),
-                    _ => continue,
-                };
-                jobs.entry((*id).to_owned())
-                    .or_default()
-                    .ended
-                    .insert(index, end);
-            }
-            _ => tracing::warn!(line, "skipping a job-files line that does not parse"),
-        }
-    }
-    jobs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,27 +304,6 @@ mod tests {
         assert_eq!(find_commented(out, "cf-find-1").as_deref(), Some("107"));
         assert_eq!(find_commented(out, "key-9").as_deref(), Some("109"));
         assert_eq!(find_commented(out, "key"), None);
-    }
-
-    #[test]
-    fn job_files() {
-        let out = "12 tasks 1 0\n12 task 0 exit 3\n\
-                   13 tasks 3 1\n13 task 0 exit 0\n13 task 2 signal 15\n\
-                   14 tasks 1 0\nnonsense\n15 task x exit 1\n";
-        let jobs = parse_job_files(out);
-        assert_eq!(jobs.len(), 3);
-        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(3));
-        let array = &jobs["13"];
-        assert_eq!((array.tasks, array.cancel_requested), (3, true));
-        assert_eq!(
-            array
-                .ended
-                .iter()
-                .map(|(i, e)| (*i, *e))
-                .collect::<Vec<_>>(),
-            [(0, TaskEnd::Exit(0)), (2, TaskEnd::Signal(15))]
-        );
-        assert!(jobs["14"].ended.is_empty());
     }
 
     #[test]

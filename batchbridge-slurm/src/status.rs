@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use batchbridge_core::{JobState, JobStatus};
+use batchbridge_core::JobStatus;
+use batchbridge_core::remote::{JobFiles, TaskEnd};
 
-use crate::parse::{JobFiles, Row, TaskEnd, Tasks};
+use crate::parse::{Row, Tasks};
 
 /// What one status cycle saw of one job.
 #[derive(Debug, Default)]
@@ -81,31 +82,8 @@ pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
 
 /// A task's status from the wrapper's record alone.
 fn from_exit_file(end: TaskEnd, cancel_requested: bool) -> JobStatus {
-    let why = "from the exit-code file: SLURM no longer knows the job";
-    let mut status = match end {
-        TaskEnd::Exit(code) => {
-            let state = if code == 0 {
-                JobState::Succeeded
-            } else {
-                JobState::Failed
-            };
-            let mut status = JobStatus::new(state, "");
-            status.exit_code = Some(code);
-            status
-        }
-        TaskEnd::Signal(signal) => {
-            let state = if cancel_requested {
-                JobState::Cancelled
-            } else {
-                JobState::Failed
-            };
-            let mut status = JobStatus::new(state, "");
-            status.signal = Some(signal);
-            status
-        }
-    };
-    status.reason = Some(why.to_owned());
-    status
+    end.status(cancel_requested)
+        .with_reason("from the exit-code file: SLURM no longer knows the job")
 }
 
 fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
@@ -138,10 +116,11 @@ fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::JobState::*;
+    use batchbridge_core::JobState::{self, *};
+    use batchbridge_core::remote::parse_job_files;
 
     use super::*;
-    use crate::parse::{parse_job_files, parse_sacct, parse_squeue};
+    use crate::parse::{parse_sacct, parse_squeue};
 
     struct Case {
         what: &'static str,

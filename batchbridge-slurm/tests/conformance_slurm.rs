@@ -18,7 +18,7 @@ async fn backend() -> SlurmBackend {
 fn config() -> Config {
     let mut config = Config::default();
     // The node has 16 CPUs: SLURM accepts 64 per task and leaves the job pending.
-    config.unsatisfiable = Resources::default().with_cpus(64);
+    config.unsatisfiable = Some(Resources::default().with_cpus(64));
     config.customize = |spec| spec.queue = Some("debug".into());
     config
 }

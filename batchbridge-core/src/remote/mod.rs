@@ -12,10 +12,15 @@
 //! WORK/ids/ID           a symlink to ../jobs/KEY, so a job is found by its id
 //! ```
 //!
+//! A backend whose job wrapper records how each task ended, `exit N` or `signal N` in
+//! `task-N.exit` (written to a temporary name and renamed), and whose cancel leaves a
+//! `cancel-requested` file, reads both for any number of jobs with one [`job_files`]: the
+//! end of a job its scheduler has forgotten.
+//!
 //! Every remote command is a constant script whose values arrive as positional parameters
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
@@ -24,10 +29,11 @@ use crate::backend::{JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRang
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
-use crate::state::JobStatus;
+use crate::state::{JobState, JobStatus};
 
 const SUBMIT: &str = include_str!("submit.sh");
 const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
+const JOB_FILES: &str = include_str!("job_files.sh");
 
 /// The most bytes an environment file may have once quoted: it travels as one argument of
 /// the submit command, which must stay well under the remote shell's 128 KiB limit.
@@ -388,6 +394,120 @@ pub async fn fetch_output(
     }
 }
 
+/// How a task ended, as the job wrapper recorded it in `task-N.exit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The script exited with this code.
+    Exit(i32),
+    /// The wrapper was terminated by this signal (a cancel or a time limit).
+    Signal(i32),
+}
+
+impl TaskEnd {
+    /// A task's status from how it ended alone: exit 0 is Succeeded, any other exit Failed,
+    /// a signal Cancelled when batchbridge asked for it (`cancel_requested`), else Failed.
+    ///
+    /// ```
+    /// use batchbridge_core::JobState;
+    /// use batchbridge_core::remote::TaskEnd;
+    ///
+    /// assert_eq!(TaskEnd::Exit(3).status(false).exit_code, Some(3));
+    /// assert_eq!(TaskEnd::Signal(15).status(true).state, JobState::Cancelled);
+    /// assert_eq!(TaskEnd::Signal(9).status(false).state, JobState::Failed);
+    /// ```
+    pub fn status(self, cancel_requested: bool) -> JobStatus {
+        match self {
+            Self::Exit(code) => {
+                let state = if code == 0 {
+                    JobState::Succeeded
+                } else {
+                    JobState::Failed
+                };
+                let mut status = JobStatus::new(state, "");
+                status.exit_code = Some(code);
+                status
+            }
+            Self::Signal(signal) => {
+                let state = if cancel_requested {
+                    JobState::Cancelled
+                } else {
+                    JobState::Failed
+                };
+                let mut status = JobStatus::new(state, "");
+                status.signal = Some(signal);
+                status
+            }
+        }
+    }
+}
+
+/// What the job directory of one job says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFiles {
+    /// How many tasks the job was submitted with (its `tasks` file; 1 without one).
+    pub tasks: u32,
+    /// Whether batchbridge cancelled it (its `cancel-requested` file).
+    pub cancel_requested: bool,
+    /// The tasks that ended, by index.
+    pub ended: BTreeMap<u32, TaskEnd>,
+}
+
+/// What the directories of jobs `ids` (each a [`job_number`]) under `WORK/ids/` say, in one
+/// remote command; ids not submitted through this work directory are left out.
+pub async fn job_files(
+    shell: &dyn Shell,
+    work: &str,
+    ids: &[&str],
+    timeout: Duration,
+) -> Result<HashMap<String, JobFiles>> {
+    let command =
+        Command::sh(JOB_FILES, std::iter::once(work).chain(ids.iter().copied())).timeout(timeout);
+    let output = shell
+        .run(&command)
+        .await?
+        .check("reading job directories")?;
+    Ok(parse_job_files(&output.stdout_text()))
+}
+
+/// Reads the job-files script's lines: `ID tasks N CANCELLED` and `ID task I exit|signal N`.
+///
+/// ```
+/// use batchbridge_core::remote::{TaskEnd, parse_job_files};
+///
+/// let jobs = parse_job_files("12 tasks 1 1\n12 task 0 signal 15\n");
+/// assert!(jobs["12"].cancel_requested);
+/// assert_eq!(jobs["12"].ended[&0], TaskEnd::Signal(15));
+/// ```
+pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
+    let mut jobs: HashMap<String, JobFiles> = HashMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [id, "tasks", count, cancelled] => {
+                let files = jobs.entry((*id).to_owned()).or_default();
+                files.tasks = count.parse().unwrap_or(1);
+                files.cancel_requested = *cancelled == "1";
+            }
+            [id, "task", index, how, value] => {
+                let (Ok(index), Ok(value)) = (index.parse(), value.parse()) else {
+                    continue;
+                };
+                let end = match *how {
+                    "exit" => TaskEnd::Exit(value),
+                    "signal" => TaskEnd::Signal(value),
+                    _ => continue,
+                };
+                jobs.entry((*id).to_owned())
+                    .or_default()
+                    .ended
+                    .insert(index, end);
+            }
+            _ => tracing::warn!(line, "skipping a job-files line that does not parse"),
+        }
+    }
+    jobs
+}
+
 /// Reads one stream of the fetch script: a `SIZE OFFSET` line, then the bytes.
 fn parse_window(stream: &[u8]) -> Option<OutputChunk> {
     let newline = stream.iter().position(|b| *b == b'\n')?;
@@ -597,6 +717,41 @@ mod tests {
         ] {
             assert_eq!(job_number(id).is_some(), ok, "{id:?}");
         }
+    }
+
+    #[test]
+    fn job_files_lines() {
+        let out = "12 tasks 1 0\n12 task 0 exit 3\n\
+                   13 tasks 3 1\n13 task 0 exit 0\n13 task 2 signal 15\n\
+                   14 tasks 1 0\nnonsense\n15 task x exit 1\n";
+        let jobs = parse_job_files(out);
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(3));
+        let array = &jobs["13"];
+        assert_eq!((array.tasks, array.cancel_requested), (3, true));
+        assert_eq!(
+            array
+                .ended
+                .iter()
+                .map(|(i, e)| (*i, *e))
+                .collect::<Vec<_>>(),
+            [(0, TaskEnd::Exit(0)), (2, TaskEnd::Signal(15))]
+        );
+        assert!(jobs["14"].ended.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_job_directory_without_a_tasks_file_has_one_task() {
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("jobs/key-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir(work.path().join("ids")).unwrap();
+        std::os::unix::fs::symlink("../jobs/key-1", work.path().join("ids/7")).unwrap();
+        std::fs::write(dir.join("task-0.exit"), "exit 0\n").unwrap();
+        let command = Command::sh(JOB_FILES, [work.path().to_str().unwrap(), "7", "8"]);
+        let output = crate::shell::LocalShell.run(&command).await.unwrap();
+        assert_eq!(output.stdout_text(), "7 tasks 1 0\n7 task 0 exit 0\n");
+        assert_eq!(output.stderr_text(), "");
     }
 
     #[test]

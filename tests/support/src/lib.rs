@@ -1,6 +1,7 @@
 //! What tests need to reach the test bed that `tests/testbed/up.sh` starts: the facts each
 //! component writes to `$BATCHBRIDGE_TESTBED_DIR/NAME/facts.json` (default
-//! `/var/lib/batchbridge-testbed`): SSH logins, the Kubernetes API server, the helm client.
+//! `/var/lib/batchbridge-testbed`): SSH logins, `at`, the Kubernetes API server, the helm
+//! client.
 //! A missing test bed fails the test with the command that starts it; it never skips.
 
 // Test support panics on purpose: a test bed that is not there is a failed test.
@@ -134,6 +135,24 @@ pub fn kube_facts() -> KubeFacts {
         server: facts.field("server"),
         kubeconfig: facts.field("kubeconfig").into(),
         kubectl: facts.field("kubectl").into(),
+    }
+}
+
+/// Debian's `at` on this machine (`tests/testbed/at.sh`), used through the sshd's login.
+#[derive(Debug, Clone)]
+pub struct AtFacts {
+    /// What `at -V` says, e.g. `3.2.5`.
+    pub version: String,
+    /// The user allowed to use at (the sshd's regular user).
+    pub user: String,
+}
+
+/// Reads `at/facts.json`.
+pub fn at_facts() -> AtFacts {
+    let facts = Facts::read("at/facts.json");
+    AtFacts {
+        version: facts.field("version"),
+        user: facts.field("user"),
     }
 }
 

@@ -1,6 +1,6 @@
 # `sh -c "$JOB_FILES" sh WORK ID...`: what each job's directory says. For every id submitted
-# through WORK prints `ID tasks COUNT CANCELLED(0|1)`, then `ID task INDEX exit|signal N` for
-# every task whose end the batch script recorded.
+# through WORK prints `ID tasks COUNT CANCELLED(0|1)` (COUNT from the `tasks` file, 1 without
+# one), then `ID task INDEX exit|signal N` for every task whose end its wrapper recorded.
 work=$1
 shift
 for id in "$@"; do
@@ -10,7 +10,7 @@ for id in "$@"; do
     [ -e "$d/cancel-requested" ] && cancelled=1
     # `read` is a builtin: no process per file, which matters at a thousand jobs a cycle.
     tasks=1
-    read -r tasks <"$d/tasks"
+    [ -f "$d/tasks" ] && read -r tasks <"$d/tasks"
     printf '%s tasks %s %s\n' "$id" "$tasks" "$cancelled"
     for f in "$d"/task-*.exit; do
         [ -f "$f" ] || continue

@@ -1,0 +1,509 @@
+//! A batchbridge backend for Debian's `at` and its batch queue (`atd`), written the way a
+//! third party writes one for its own scheduler: [`AtBackend`] implements
+//! [`BatchBackend`] on `at`, `atq` and `atrm` run through a [`Shell`] (an SSH connection, or
+//! this machine), and reuses [`batchbridge_core::remote`] for everything that is not
+//! at's: the job directory, the idempotent submit, bounded output reads and the exit-code
+//! files.
+//!
+//! - **submit** writes the script, its environment and a small wrapper (`job.sh`) into a
+//!   job directory and queues the wrapper with `at -q b -f job.sh now` from that directory,
+//!   all in one remote command ([`remote::submit`]).
+//! - **status** is one `atq` for any number of ids (queue `=` means running) and one read of
+//!   the job directories for jobs at no longer holds: the wrapper records how the script
+//!   ended in `task-0.exit`. A job neither knows is Unknown.
+//! - **find** reads the job number the submit recorded; for a key whose submit was cut off
+//!   before that, it asks `at -c` of each job at holds for the directory it was queued
+//!   from (one remote command).
+//! - **cancel** is `atrm`, then SIGTERM to a running job's wrapper; idempotent.
+//! - **version** is `at -V`'s, e.g. `at 3.2.5`.
+//!
+//! at has no arrays, GPUs, containers or resource accounts: such specs are refused as
+//! [`Unsupported`](ErrorKind::Unsupported). A spec's `queue` is an at queue letter (`b`
+//! when absent).
+//!
+//! ```
+//! use batchbridge_at::{job_status, parse_atq};
+//! use batchbridge_core::JobState;
+//!
+//! let queue = parse_atq("7\tMon Nov 23 11:45:00 2026 = batch\n8\tMon Nov 23 11:46:00 2026 b batch\n");
+//! assert_eq!(job_status("7", queue.get("7").copied(), None).state, JobState::Running);
+//! assert_eq!(job_status("8", queue.get("8").copied(), None).state, JobState::Queued);
+//! assert_eq!(job_status("9", None, None).state, JobState::Unknown);
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::{self, JobFiles, WorkDir, environment_file, job_number};
+use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::{
+    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
+    JobStatus, OutputRequest, Resources, Result,
+};
+
+const QUEUE: &str = include_str!("sh/queue.sh");
+const JOB_WRAPPER: &str = include_str!("sh/job.sh");
+const CANCEL: &str = include_str!("sh/cancel.sh");
+const FIND: &str = include_str!("sh/find.sh");
+/// at's batch queue: its jobs start when the load average permits.
+const BATCH_QUEUE: &str = "b";
+/// The queue `atq` shows for a job that is running.
+const RUNNING: char = '=';
+
+/// How an [`AtBackend`] works on its machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtConfig {
+    /// Where job directories live: absolute, or relative to the login directory.
+    pub work_dir: String,
+    /// The longest any one remote command may take.
+    pub command_timeout: Duration,
+}
+
+impl Default for AtConfig {
+    fn default() -> Self {
+        Self {
+            work_dir: ".batchbridge/at".to_owned(),
+            command_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Runs jobs with `at` through a [`Shell`], as the user the shell logs in as.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use batchbridge_at::{AtBackend, AtConfig};
+/// use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec};
+///
+/// # async fn run() -> batchbridge_core::Result<()> {
+/// let ssh = SshShell::new(SshConfig::new(
+///     "box.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// ))?;
+/// let at = AtBackend::new(Arc::new(ssh), AtConfig::default())?;
+/// let id = at.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
+/// println!("{:?}", at.status(&[id.clone()]).await?[&id].state);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct AtBackend {
+    shell: Arc<dyn Shell>,
+    config: AtConfig,
+    work_dir: WorkDir,
+}
+
+impl AtBackend {
+    /// A backend that works through `shell`. Nothing runs until the first call.
+    pub fn new(shell: Arc<dyn Shell>, config: AtConfig) -> Result<Self> {
+        Ok(Self {
+            shell,
+            work_dir: WorkDir::new(config.work_dir.as_str())?,
+            config,
+        })
+    }
+
+    async fn run(&self, command: Command) -> Result<Output> {
+        self.shell
+            .run(&command.timeout(self.config.command_timeout))
+            .await
+    }
+
+    async fn work_dir(&self) -> Result<&str> {
+        self.work_dir
+            .resolve(self.shell.as_ref(), self.config.command_timeout)
+            .await
+    }
+
+    /// The queue of every job of the user that at holds, by job number.
+    async fn atq(&self) -> Result<HashMap<String, char>> {
+        let output = self.run(Command::new("atq")).await?;
+        if !output.success() {
+            return Err(at_failure("atq", &output));
+        }
+        Ok(parse_atq(&output.stdout_text()))
+    }
+
+    /// The job at holds that was queued from `dir`: how a key whose submit was cut off
+    /// before its number was recorded finds its job.
+    async fn find_in_scheduler(&self, dir: &str) -> Result<Option<JobId>> {
+        let output = self
+            .run(Command::sh(FIND, [dir]))
+            .await?
+            .check("looking for a job in atq")?;
+        Ok(job_number(output.stdout_text().trim()).map(JobId::from))
+    }
+}
+
+/// Refuses what at cannot do: arrays, GPUs and containers ([`Capabilities::check`]), any
+/// resource request (at keeps no account of resources), native options, and a queue that
+/// is not one letter.
+fn check_spec(spec: &JobSpec, capabilities: &Capabilities) -> Result<()> {
+    spec.validate()?;
+    capabilities.check(spec, "at")?;
+    if spec.resources != Resources::default() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the at backend keeps no account of resources, so it cannot honour those of \
+                 job {} (cpus, memory, disk, wallTime, nodes): leave them out",
+                spec.key
+            ),
+        ));
+    }
+    if spec
+        .passthrough
+        .get("at")
+        .is_some_and(|options| !options.is_empty())
+    {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("the at backend takes no native options (job {})", spec.key),
+        ));
+    }
+    if let Some(queue) = &spec.queue
+        && !(queue.len() == 1 && queue.bytes().all(|b| b.is_ascii_alphabetic()))
+    {
+        return Err(Error::invalid_input(format!(
+            "queue {:?} of job {}: at's queues are single letters, a to z and A to Z (b is \
+             the batch queue)",
+            excerpt(queue),
+            spec.key
+        )));
+    }
+    Ok(())
+}
+
+/// The queue of each job in what `atq` prints: `ID<TAB>DATE QUEUE USER` a line. atd
+/// starts a job by linking its spool file under the running name before it removes the
+/// queued one, so atq may list a job in both for a moment: running wins.
+///
+/// ```
+/// let queue = batchbridge_at::parse_atq("12\tMon Nov 23 11:45:00 2026 b batch\n");
+/// assert_eq!(queue["12"], 'b');
+/// ```
+pub fn parse_atq(text: &str) -> HashMap<String, char> {
+    let mut queues = HashMap::new();
+    for line in text.lines() {
+        let Some((id, rest)) = line.split_once('\t') else {
+            continue;
+        };
+        let mut letters = rest.split_whitespace().rev().nth(1).unwrap_or("").chars();
+        if let (Some(id), Some(queue), None) = (job_number(id), letters.next(), letters.next()) {
+            let seen = queues.entry(id.to_owned()).or_insert(queue);
+            if queue == RUNNING {
+                *seen = RUNNING;
+            }
+        }
+    }
+    queues
+}
+
+/// Job `id`'s status from its queue in `atq` (if at holds it) and its job directory (if it
+/// was submitted through this work directory). The wrapper's record of how the script
+/// ended wins: at may still show the job running for a moment after.
+pub fn job_status(id: &str, queue: Option<char>, files: Option<&JobFiles>) -> JobStatus {
+    let cancelled = files.is_some_and(|f| f.cancel_requested);
+    match (files.and_then(|f| f.ended.get(&0)), queue) {
+        (Some(end), _) => end.status(cancelled),
+        (None, Some(RUNNING)) => JobStatus::new(JobState::Running, RUNNING.to_string()),
+        (None, Some(queue)) => JobStatus::new(JobState::Queued, queue.to_string())
+            .with_reason(format!("waiting in at's queue {queue} for atd to start it")),
+        (None, None) if cancelled => JobStatus::new(JobState::Cancelled, "")
+            .with_reason("removed from at's queue before it started"),
+        (None, None) if files.is_some() => JobStatus::unknown(format!(
+            "at no longer holds job {id}, and its wrapper recorded no end (killed, or lost \
+             with the machine)"
+        )),
+        (None, None) => JobStatus::unknown(format!(
+            "at holds no job {id}, and it was not submitted through this work directory"
+        )),
+    }
+}
+
+/// The version in what `at -V` prints (`at version 3.2.5`), as `at 3.2.5`.
+///
+/// ```
+/// assert_eq!(batchbridge_at::at_version("at version 3.2.5\nPlease report bugs\n").unwrap(), "at 3.2.5");
+/// assert!(batchbridge_at::at_version("bash: at: command not found\n").is_err());
+/// ```
+pub fn at_version(text: &str) -> Result<String> {
+    text.lines()
+        .next()
+        .and_then(|line| line.strip_prefix("at version "))
+        .map(str::trim)
+        .filter(|v| {
+            !v.is_empty() && !v.contains(char::is_whitespace) && !v.contains(char::is_control)
+        })
+        .map(|v| format!("at {v}"))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!(
+                    "at -V printed {:?}, not `at version X`",
+                    excerpt(text.trim())
+                ),
+            )
+        })
+}
+
+/// An error for an at command that failed, with what it said.
+fn at_failure(what: &str, output: &Output) -> Error {
+    Error::new(
+        ErrorKind::CommandFailed,
+        format!(
+            "{what} failed (exit code {:?}): {}",
+            output.exit_code,
+            excerpt(output.stderr_text().trim())
+        ),
+    )
+}
+
+#[async_trait]
+impl BatchBackend for AtBackend {
+    fn name(&self) -> &str {
+        "at"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        check_spec(spec, &self.capabilities())?;
+        let environment = environment_file(spec)?;
+        let work = self.work_dir().await?;
+        let dir = format!("{work}/jobs/{}", spec.key);
+        let mut files = vec![("job.sh", JOB_WRAPPER), ("env.sh", environment.as_str())];
+        if let Some(working_dir) = &spec.working_dir {
+            files.push(("workdir", working_dir.as_str()));
+        }
+        let queue = spec.queue.as_deref().unwrap_or(BATCH_QUEUE);
+        let at = ["sh", "-c", QUEUE, "sh", &dir, queue]
+            .map(str::to_owned)
+            .to_vec();
+        remote::submit(
+            self.shell.as_ref(),
+            work,
+            spec,
+            &files,
+            at,
+            self.config.command_timeout,
+        )
+        .await?
+        .into_job_id(
+            &spec.key,
+            "at",
+            &dir,
+            self.find_in_scheduler(&dir),
+            |output| remote::rejected(&spec.key, "at", "", &output),
+        )
+        .await
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let work = self.work_dir().await?;
+        let recorded =
+            remote::recorded_id(self.shell.as_ref(), work, key, self.config.command_timeout)
+                .await?;
+        match recorded {
+            Some(id) => Ok(Some(JobId::from(id))),
+            None => self.find_in_scheduler(&format!("{work}/jobs/{key}")).await,
+        }
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let (numbers, mut statuses) = remote::job_numbers(ids, "an at job number");
+        if numbers.is_empty() {
+            return Ok(statuses);
+        }
+        let queue = self.atq().await?;
+        // A job waiting in a queue has not started, so its directory has nothing to say.
+        let for_files: Vec<&str> = numbers
+            .iter()
+            .copied()
+            .filter(|n| queue.get(*n).is_none_or(|q| *q == RUNNING))
+            .collect();
+        let files = if for_files.is_empty() {
+            HashMap::new()
+        } else {
+            let work = self.work_dir().await?;
+            remote::job_files(
+                self.shell.as_ref(),
+                work,
+                &for_files,
+                self.config.command_timeout,
+            )
+            .await?
+        };
+        for id in ids {
+            if let Some(number) = job_number(id.as_str()) {
+                let status = job_status(number, queue.get(number).copied(), files.get(number));
+                statuses.insert(id.clone(), status);
+            }
+        }
+        Ok(statuses)
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let number = job_number(id.as_str()).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "{:?} is not an at job number",
+                excerpt(id.as_str())
+            ))
+        })?;
+        let work = self.work_dir().await?;
+        let output = self.run(Command::sh(CANCEL, [work, number])).await?;
+        if output.success() {
+            Ok(())
+        } else {
+            Err(at_failure("atrm", &output))
+        }
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let work = self.work_dir().await?;
+        remote::fetch_output(
+            self.shell.as_ref(),
+            work,
+            id.as_str(),
+            request,
+            self.config.command_timeout,
+        )
+        .await
+    }
+
+    /// `at 3.2.5`, from what `at -V` prints (on stderr) on the machine the shell reaches.
+    async fn version(&self) -> Result<String> {
+        let output = self.run(Command::new("at").arg("-V")).await?;
+        if !output.success() {
+            return Err(at_failure("at -V", &output));
+        }
+        at_version(&output.stderr_text())
+    }
+}
+
+/// The README's examples, compiled as doctests so they cannot go stale.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use batchbridge_core::ArraySpec;
+    use batchbridge_core::remote::parse_job_files;
+
+    use super::*;
+
+    #[test]
+    fn statuses_from_atq_and_the_job_directory() {
+        let files = parse_job_files(
+            "1 tasks 1 0\n1 task 0 exit 0\n2 tasks 1 0\n2 task 0 exit 3\n\
+             3 tasks 1 1\n3 task 0 signal 15\n4 tasks 1 0\n4 task 0 signal 9\n\
+             5 tasks 1 1\n6 tasks 1 0\n7 tasks 1 0\n",
+        );
+        // (id, atq's queue) -> (state, exit code, signal, native state)
+        let cases = [
+            (("1", None), (JobState::Succeeded, Some(0), None, "")),
+            (("1", Some('=')), (JobState::Succeeded, Some(0), None, "")),
+            (("2", None), (JobState::Failed, Some(3), None, "")),
+            (("3", Some('=')), (JobState::Cancelled, None, Some(15), "")),
+            (("4", None), (JobState::Failed, None, Some(9), "")),
+            (("5", None), (JobState::Cancelled, None, None, "")),
+            (("6", Some('=')), (JobState::Running, None, None, "=")),
+            (("7", Some('b')), (JobState::Queued, None, None, "b")),
+            (("7", None), (JobState::Unknown, None, None, "")),
+            (("8", Some('a')), (JobState::Queued, None, None, "a")),
+            (("8", None), (JobState::Unknown, None, None, "")),
+        ];
+        for ((id, queue), (state, exit_code, signal, native)) in cases {
+            let status = job_status(id, queue, files.get(id));
+            assert_eq!(
+                (
+                    status.state,
+                    status.exit_code,
+                    status.signal,
+                    status.native_state.as_str()
+                ),
+                (state, exit_code, signal, native),
+                "job {id} in queue {queue:?}: {status:?}"
+            );
+            if matches!(state, JobState::Queued | JobState::Unknown) {
+                assert!(status.reason.is_some(), "{status:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn atq_lines() {
+        let text = "3\tMon Nov 23 11:45:00 2026 = batch\n\
+                    41\tTue Nov 24 09:00:00 2026 a batch\n\
+                    x\tMon Nov 23 11:45:00 2026 b batch\n\
+                    no tab here\n\
+                    5\tMon Nov 23 11:45:00 2026 bb batch\n\
+                    6\tMon Nov 23 11:45:00 2026 = batch\n\
+                    6\tMon Nov 23 11:45:00 2026 b batch\n";
+        let queue = parse_atq(text);
+        assert_eq!(queue.len(), 3, "{queue:?}");
+        assert_eq!((queue["3"], queue["41"], queue["6"]), ('=', 'a', '='));
+    }
+
+    #[test]
+    fn specs_at_cannot_run_are_refused_before_anything_is_sent() {
+        type Change = fn(&mut JobSpec);
+        let cases: [(Change, Option<ErrorKind>); 9] = [
+            (|_| {}, None),
+            (|s| s.queue = Some("c".into()), None),
+            (|s| s.queue = Some("Z".into()), None),
+            (
+                |s| s.queue = Some("=".into()),
+                Some(ErrorKind::InvalidInput),
+            ),
+            (
+                |s| s.queue = Some("ab".into()),
+                Some(ErrorKind::InvalidInput),
+            ),
+            (|s| s.resources.cpus = Some(1), Some(ErrorKind::Unsupported)),
+            (
+                |s| s.resources.wall_time = Some(Duration::from_secs(60)),
+                Some(ErrorKind::Unsupported),
+            ),
+            (
+                |s| s.array = Some(ArraySpec::new(2)),
+                Some(ErrorKind::Unsupported),
+            ),
+            (
+                |s| {
+                    s.passthrough.insert("at".into(), vec!["-m".into()]);
+                },
+                Some(ErrorKind::Unsupported),
+            ),
+        ];
+        for (change, refused) in cases {
+            let mut spec = JobSpec::new(JobKey::new("key-1").unwrap(), "job", "true");
+            change(&mut spec);
+            let result = check_spec(&spec, &Capabilities::NONE);
+            assert_eq!(result.err().map(|e| e.kind()), refused, "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn versions() {
+        for (text, version) in [
+            ("at version 3.2.5\nPlease report bugs\n", Some("at 3.2.5")),
+            ("at version 3.1.23\n", Some("at 3.1.23")),
+            ("", None),
+            ("at version \n", None),
+            ("bash: line 1: at: command not found\n", None),
+        ] {
+            assert_eq!(at_version(text).ok().as_deref(), version, "{text:?}");
+        }
+    }
+}

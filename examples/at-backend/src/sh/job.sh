@@ -1,0 +1,36 @@
+# batchbridge's wrapper for one at job. at starts it with /bin/sh in the job's directory (the
+# one it was queued from) and in atd's own process group, so the script runs in a process
+# group of its own: a cancel stops all of it and nothing else. How it ended goes to
+# task-0.exit, which the backend reads once at has forgotten the job.
+dir=$PWD
+record() {
+    rm -f "$dir/wrapper.pid"
+    printf '%s\n' "$1" >"$dir/task-0.exit.tmp" && mv -f "$dir/task-0.exit.tmp" "$dir/task-0.exit"
+}
+script=
+# cancel.sh sends SIGTERM to the pid in wrapper.pid. (dash's kill takes no `--`.)
+trap '[ -n "$script" ] && kill -TERM "-$script" 2>/dev/null; record "signal 15"; exit 143' TERM
+echo "$$" >"$dir/wrapper.pid"
+# A cancel that came just as atd started the job: the script never runs.
+[ -e "$dir/cancel-requested" ] && { record "signal 15"; exit 143; }
+# atd may start the job before the submit has recorded its number.
+tries=0
+while [ ! -s "$dir/job_id" ] && [ "$tries" -lt 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+job_id=
+[ -s "$dir/job_id" ] && read -r job_id <"$dir/job_id"
+workdir=$dir
+[ -f "$dir/workdir" ] && workdir=$(cat "$dir/workdir")
+# Positional parameters, not variables: env.sh may set any variable name.
+setsid sh -c '. "$2/env.sh" || exit 70
+export BATCHBRIDGE_TASK_INDEX=0 BATCHBRIDGE_JOB_ID="$4"
+cd "$3" || exit 70
+exec bash "$1"' sh "$dir/script.sh" "$dir" "$workdir" "$job_id" \
+    </dev/null >"$dir/task-0.stdout" 2>"$dir/task-0.stderr" &
+script=$!
+wait "$script"
+rc=$?
+record "exit $rc"
+exit "$rc"
