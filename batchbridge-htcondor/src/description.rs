@@ -109,12 +109,11 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
     if let Some(wall_time) = resources.wall_time {
         // HTCondor has no wall-time limit of its own: the schedd removes a job that has run
         // longer, at its next periodic evaluation (PERIODIC_EXPR_INTERVAL, 60 s by default).
+        // Whole seconds, rounded up so the job gets at least its time.
+        let seconds = wall_time.as_secs() + u64::from(wall_time.subsec_nanos() > 0);
         set(
             "periodic_remove",
-            &format!(
-                "JobStatus == 2 && time() - JobCurrentStartDate > {}",
-                wall_time.as_secs()
-            ),
+            &format!("JobStatus == 2 && time() - JobCurrentStartDate > {seconds}"),
         );
     }
     if let Some(max) = spec.array.and_then(|a| a.max_parallel) {
@@ -231,6 +230,7 @@ fn plain_path<'a>(path: &'a str, what: &str) -> Result<&'a str> {
 mod tests {
     use std::time::Duration;
 
+    use batchbridge_core::spec::{MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_WALL_TIME};
     use batchbridge_core::{ArraySpec, Container, JobKey};
     use bytesize::ByteSize;
 
@@ -276,8 +276,32 @@ mod tests {
     #[test]
     fn every_field_maps_to_its_submit_command() {
         type Edit = fn(&mut JobSpec);
-        let cases: [(Edit, &[&str]); 11] = [
+        let cases: [(Edit, &[&str]); 17] = [
             (|s| s.resources.cpus = Some(4), &["request_cpus = 4"]),
+            (
+                |s| s.resources.cpus = Some(MAX_CPUS),
+                &["request_cpus = 32768"],
+            ),
+            (
+                |s| s.resources.memory = Some(MAX_MEMORY),
+                &["request_memory = 1073741824"],
+            ),
+            (
+                |s| s.resources.disk = Some(MAX_DISK),
+                &["request_disk = 1099511627776"],
+            ),
+            (
+                |s| s.resources.disk = Some(ByteSize::b(1025)),
+                &["request_disk = 2"],
+            ),
+            (
+                |s| s.resources.wall_time = Some(MAX_WALL_TIME),
+                &["periodic_remove = JobStatus == 2 && time() - JobCurrentStartDate > 31536000"],
+            ),
+            (
+                |s| s.resources.wall_time = Some(Duration::from_millis(1500)),
+                &["periodic_remove = JobStatus == 2 && time() - JobCurrentStartDate > 2"],
+            ),
             (
                 |s| s.resources.memory = Some(ByteSize::mib(1500)),
                 &["request_memory = 1500"],

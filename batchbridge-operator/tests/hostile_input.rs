@@ -181,7 +181,7 @@ static CASES: &[Case] = &[
                 json!({"workingDir": format!("/tmp\ntouch {}", c.canary)}),
             )
         },
-        expect: Expect::SubmitRejected("workingDir: must be a non-empty path"),
+        expect: Expect::SubmitRejected("workingDir: must be an absolute path"),
     },
     Case {
         name: "passthrough-verbatim",

@@ -343,13 +343,26 @@ impl BatchBackend for SlurmBackend {
                 if error.is_temporary() {
                     return error;
                 }
-                let on = self
+                let mut context = self
                     .config
                     .defaults
                     .partition_for(spec)
                     .map(|p| format!(" on partition {p:?}"))
                     .unwrap_or_default();
-                remote::rejected(&spec.key, "SLURM", &on, &output)
+                // sbatch does not say why an array is invalid; the usual cause is a
+                // cluster whose MaxArraySize is below batchbridge's own maximum.
+                if let Some(array) = spec.array
+                    && output
+                        .stderr_text()
+                        .contains("Invalid job array specification")
+                {
+                    context.push_str(&format!(
+                        " (an array of {} tasks: the cluster's MaxArraySize, \
+                         `scontrol show config`, may be lower)",
+                        array.count
+                    ));
+                }
+                remote::rejected(&spec.key, "SLURM", &context, &output)
             },
         )
         .await

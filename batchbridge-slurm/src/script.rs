@@ -204,6 +204,9 @@ fn quote(value: &str, what: &str) -> Result<String> {
 mod tests {
     use std::time::Duration;
 
+    use batchbridge_core::spec::{
+        MAX_ARRAY_TASKS, MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_NODES, MAX_WALL_TIME,
+    };
     use batchbridge_core::{ArraySpec, Container, JobKey};
     use bytesize::ByteSize;
 
@@ -216,8 +219,40 @@ mod tests {
     #[test]
     fn options_map_every_field() {
         type Edit = fn(&mut JobSpec);
-        let cases: [(Edit, &[&str]); 11] = [
+        let cases: [(Edit, &[&str]); 18] = [
             (|_| {}, &[]),
+            // The maxima, each of which SLURM 22.05 reads back exactly (`scontrol show
+            // job`); beyond 35791393 minutes sbatch's time parser overflows.
+            (
+                |s| s.resources.cpus = Some(MAX_CPUS),
+                &["--cpus-per-task=32768"],
+            ),
+            (
+                |s| s.resources.memory = Some(MAX_MEMORY),
+                &["--mem=1073741824M"],
+            ),
+            (
+                |s| s.resources.disk = Some(MAX_DISK),
+                &["--tmp=1073741824M"],
+            ),
+            (
+                |s| s.resources.wall_time = Some(MAX_WALL_TIME),
+                &["--time=525600"],
+            ),
+            (|s| s.resources.nodes = Some(MAX_NODES), &["--nodes=65536"]),
+            (
+                |s| {
+                    s.array = Some(ArraySpec {
+                        count: MAX_ARRAY_TASKS,
+                        max_parallel: Some(MAX_ARRAY_TASKS),
+                    })
+                },
+                &["--array=0-9999%10000"],
+            ),
+            (
+                |s| s.resources.disk = Some(ByteSize::b(MIB + 1)),
+                &["--tmp=2M"],
+            ),
             (|s| s.queue = Some("debug".into()), &["--partition=debug"]),
             (|s| s.resources.cpus = Some(4), &["--cpus-per-task=4"]),
             (

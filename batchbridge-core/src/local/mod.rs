@@ -41,9 +41,6 @@ const WRAPPER: &str = include_str!("wrapper.sh");
 const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long a cancelled job gets between SIGTERM and SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
-/// The most tasks one local array job may have: a status reads every task's files, so an
-/// array of four billion tasks would take for ever and exhaust memory.
-pub const MAX_ARRAY_TASKS: u32 = 10_000;
 
 /// Runs jobs as local processes, with a CPU capacity shared by every `LocalBackend` on the
 /// same state directory.
@@ -279,12 +276,14 @@ impl BatchBackend for LocalBackend {
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
         spec.validate()?;
         self.capabilities().check(spec, self.name())?;
-        if spec.task_count() > MAX_ARRAY_TASKS {
-            return Err(Error::invalid_input(format!(
-                "array.count {}: the local backend runs at most {MAX_ARRAY_TASKS} tasks per job (job {})",
-                spec.task_count(),
-                spec.key
-            )));
+        if spec.resources.nodes.is_some_and(|n| n > 1) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "resources.nodes: the local backend runs a job on this one machine (job {})",
+                    spec.key
+                ),
+            ));
         }
         if let Some(dir) = &spec.working_dir
             && !Path::new(dir).is_dir()
@@ -528,7 +527,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
         assert!(
-            err.message().starts_with("array.count 4294967295: "),
+            err.message()
+                .contains("array.count: must be at least 1 and at most 10000"),
             "{err}"
         );
         assert_eq!(
@@ -537,7 +537,7 @@ mod tests {
         );
         assert!(
             backend
-                .submit(&array(MAX_ARRAY_TASKS + 1, Some(1), None))
+                .submit(&array(crate::spec::MAX_ARRAY_TASKS + 1, Some(1), None))
                 .await
                 .is_err()
         );

@@ -3,6 +3,7 @@
 //! `CANARY` in a payload is the canary's absolute path, `NAME` its bare name (see
 //! [`Ctx::payload`]). `expect` holds for every backend unless `except` says otherwise.
 
+use batchbridge_core::spec::MAX_CPUS;
 use batchbridge_core::{ArraySpec, Container, ContainerRuntime, ErrorKind, JobId, JobKey};
 
 use super::{Backend, Check, Ctx, Expect, Input};
@@ -579,15 +580,15 @@ pub(crate) static CASES: &[Case] = &[
         field: "working dir",
         input: "`; touch NAME` (relative, does not exist)",
         build: |c| working_dir(c, c.payload("; touch NAME")),
-        expect: Succeeds,
-        except: &[WORKDIR_HTCONDOR, WORKDIR_LOCAL_MISSING],
+        expect: Refused(InvalidInput, "workingDir: must be an absolute path"),
+        except: &[],
     },
     Case {
         field: "working dir",
         input: "`--wrap=touch CANARY` (an option)",
         build: |c| working_dir(c, c.payload("--wrap=touch CANARY")),
-        expect: Succeeds,
-        except: &[WORKDIR_HTCONDOR, WORKDIR_LOCAL_MISSING],
+        expect: Refused(InvalidInput, "workingDir: must be an absolute path"),
+        except: &[],
     },
     Case {
         field: "working dir",
@@ -609,7 +610,7 @@ pub(crate) static CASES: &[Case] = &[
         build: |c| working_dir(c, format!("/{}", "d".repeat(MIB))),
         expect: Refused(
             InvalidInput,
-            "workingDir: must be a non-empty path of at most 4096 bytes",
+            "workingDir: must be an absolute path of at most 4096 bytes",
         ),
         except: &[],
     },
@@ -925,17 +926,11 @@ pub(crate) static CASES: &[Case] = &[
                 })
             })
         },
-        expect: Refused(Rejected, "Invalid job array specification"),
-        except: &[
-            (Htcondor, Refused(Rejected, "HTCondor refused job")),
-            (
-                Local,
-                Refused(
-                    InvalidInput,
-                    "array.count 4294967295: the local backend runs at most",
-                ),
-            ),
-        ],
+        expect: Refused(
+            InvalidInput,
+            "array.count: must be at least 1 and at most 10000",
+        ),
+        except: &[],
     },
     // Container images: quoted into the batch script (SLURM), one checked word (HTCondor).
     Case {
@@ -981,8 +976,31 @@ pub(crate) static CASES: &[Case] = &[
             let (input, _) = c.ok_with(|s| s.resources.cpus = Some(u32::MAX));
             (input, Check::Any)
         },
-        expect: Refused(Rejected, "invalid number of cpus per task"),
-        except: &[(Htcondor, Queued), (Local, Queued)],
+        expect: Refused(
+            InvalidInput,
+            "resources.cpus: must be at least 1 and at most 32768",
+        ),
+        except: &[],
+    },
+    Case {
+        field: "resources",
+        input: "cpus 32 768 (the maximum)",
+        build: |c| {
+            let (input, _) = c.ok_with(|s| s.resources.cpus = Some(MAX_CPUS));
+            (input, Check::Any)
+        },
+        expect: Queued,
+        except: &[],
+    },
+    Case {
+        field: "resources",
+        input: "wall time `Duration::MAX`",
+        build: |c| c.ok_with(|s| s.resources.wall_time = Some(std::time::Duration::MAX)),
+        expect: Refused(
+            InvalidInput,
+            "resources.wallTime: must be at least 1 second and at most 365 days",
+        ),
+        except: &[],
     },
     // Job ids handed to status, cancel and fetch_output.
     Case {
