@@ -61,7 +61,7 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
             "resources.nodes: an HTCondor vanilla or container job runs on one machine",
         ));
     }
-    let initial_dir = match &spec.working_dir {
+    let working_dir = match &spec.working_dir {
         Some(working_dir) => plain_path(working_dir, "working_dir")?,
         None => dir,
     };
@@ -75,8 +75,13 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
         }
     }
     set("executable", &format!("{dir}/job.sh"));
-    set("arguments", &format!("$(Process) $(Cluster) {dir}"));
-    set("initialdir", initial_dir);
+    // The wrapper enters the working directory itself: HTCondor would refuse a missing
+    // initialdir at submit, or hold a job whose initialdir vanished, instead of failing it.
+    set(
+        "arguments",
+        &format!("$(Process) $(Cluster) {dir} {working_dir}"),
+    );
+    set("initialdir", dir);
     set("output", &format!("{dir}/task-$(Process).stdout"));
     set("error", &format!("{dir}/task-$(Process).stderr"));
     set("should_transfer_files", "IF_NEEDED");
@@ -258,7 +263,7 @@ mod tests {
                 "# batchbridge job key-1",
                 "universe = vanilla",
                 &format!("executable = {DIR}/job.sh"),
-                &format!("arguments = $(Process) $(Cluster) {DIR}"),
+                &format!("arguments = $(Process) $(Cluster) {DIR} {DIR}"),
                 &format!("initialdir = {DIR}"),
                 &format!("output = {DIR}/task-$(Process).stdout"),
                 &format!("error = {DIR}/task-$(Process).stderr"),
@@ -331,7 +336,10 @@ mod tests {
             ),
             (
                 |s| s.working_dir = Some("/home/batch/project".into()),
-                &["initialdir = /home/batch/project"],
+                &[
+                    "initialdir = /home/batch/.batchbridge/htcondor/jobs/key-1",
+                    "arguments = $(Process) $(Cluster) /home/batch/.batchbridge/htcondor/jobs/key-1 /home/batch/project",
+                ],
             ),
             (
                 |s| {

@@ -162,14 +162,14 @@ static CASES: &[Case] = &[
     Case {
         name: "workdir-injection",
         field: "working dir",
-        input: "`/tmp/$(touch CANARY)` (missing: SLURM runs the job in /tmp)",
+        input: "`/tmp/$(touch CANARY)` (missing: the job fails before its script runs)",
         spec: |c| {
             slurm_job(
                 "echo ok\n",
                 json!({"workingDir": format!("/tmp/$(touch {})", c.canary)}),
             )
         },
-        expect: Expect::Succeeds(|_| "ok\n".to_owned()),
+        expect: Expect::Fails("NonZeroExitCode"),
     },
     Case {
         name: "workdir-newline",

@@ -34,6 +34,7 @@ mod status;
 
 pub use backend::{SlurmBackend, SlurmConfig};
 pub use script::SubmitDefaults;
+pub use status::NATIVE_STATE_EXIT_FILE;
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 #[doc = include_str!("../README.md")]

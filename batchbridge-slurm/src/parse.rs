@@ -188,12 +188,25 @@ pub struct JobFiles {
     pub cancel_requested: bool,
     /// The tasks that ended, by index.
     pub ended: BTreeMap<u32, TaskEnd>,
+    /// Why a task's script never ran (its working directory could not be entered), by
+    /// index.
+    pub not_started: BTreeMap<u32, String>,
 }
 
-/// Reads the job-files script's lines: `ID tasks N CANCELLED` and `ID task I exit|signal N`.
+/// Reads the job-files script's lines: `ID tasks N CANCELLED`, `ID task I exit|signal N`
+/// and `ID why I TEXT`.
 pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
     let mut jobs: HashMap<String, JobFiles> = HashMap::new();
     for line in text.lines() {
+        if let [id, "why", index, why] = line.splitn(4, ' ').collect::<Vec<_>>().as_slice()
+            && let Ok(index) = index.parse()
+        {
+            jobs.entry((*id).to_owned())
+                .or_default()
+                .not_started
+                .insert(index, (*why).to_owned());
+            continue;
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             [id, "tasks", count, cancelled] => {
@@ -363,12 +376,13 @@ mod tests {
 
     #[test]
     fn job_files() {
-        let out = "12 tasks 1 0\n12 task 0 exit 3\n\
+        let out = "12 tasks 1 0\n12 task 0 exit 70\n12 why 0 cannot enter /a b: it is gone\n\
                    13 tasks 3 1\n13 task 0 exit 0\n13 task 2 signal 15\n\
-                   14 tasks 1 0\nnonsense\n15 task x exit 1\n";
+                   14 tasks 1 0\nnonsense\n15 task x exit 1\n16 why x y\n";
         let jobs = parse_job_files(out);
         assert_eq!(jobs.len(), 3);
-        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(3));
+        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(70));
+        assert_eq!(jobs["12"].not_started[&0], "cannot enter /a b: it is gone");
         let array = &jobs["13"];
         assert_eq!((array.tasks, array.cancel_requested), (3, true));
         assert_eq!(

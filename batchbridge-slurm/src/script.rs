@@ -3,6 +3,7 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::ENTER_WORKING_DIR;
 use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
@@ -103,10 +104,8 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
         }
         options.push(range);
     }
-    options.push(format!(
-        "--chdir={}",
-        spec.working_dir.as_deref().unwrap_or(dir)
-    ));
+    // The batch script enters the spec's working directory itself (see batch_script).
+    options.push(format!("--chdir={dir}"));
     // The wrapper's own output: slurmstepd's notes such as "CANCELLED AT" or "DUE TO TIME
     // LIMIT". The script's output goes to task-N.stdout and task-N.stderr.
     options.push(format!("--output={dir}/wrapper.log"));
@@ -151,7 +150,9 @@ fn check_passthrough(option: &str) -> Result<()> {
     Ok(())
 }
 
-/// The batch script sbatch runs: it sources the environment file, runs the job's script
+/// The batch script sbatch runs: it enters the spec's working directory (failing the task
+/// with exit code 70 and a `task-N.reason` file when it cannot), sources the environment
+/// file, runs the job's script
 /// (inside the container when the spec asks for one) with its output beside it, and writes
 /// the task's exit code to `task-N.exit`.
 ///
@@ -188,9 +189,12 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
             )
         }
     };
+    let working_dir = spec.working_dir.as_deref().unwrap_or(dir);
     Ok(BATCH_SCRIPT
         .replace("@KEY@", spec.key.as_str())
         .replace("@DIR@", &quote(dir, "the job directory")?)
+        .replace("@WORKDIR@", &quote(working_dir, "workingDir")?)
+        .replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end())
         .replace("@RUNNER@", &runner))
 }
 
@@ -281,7 +285,7 @@ mod tests {
             ),
             (
                 |s| s.working_dir = Some("/scratch/run 1".into()),
-                &["--chdir=/scratch/run 1"],
+                &["--chdir=/w/jobs/key-1"],
             ),
         ];
         let always = [
@@ -317,7 +321,7 @@ mod tests {
         assert!(options.contains(&"--account=lab".to_owned()));
         assert!(
             options.contains(&"--chdir=/w".to_owned()),
-            "the job dir is the default"
+            "SLURM starts the batch script in the job dir"
         );
         let mut own = spec();
         own.queue = Some("gpu".into());
@@ -427,6 +431,24 @@ mod tests {
         let dir_line = script.lines().find(|l| l.starts_with("dir=")).unwrap();
         // A POSIX shell reads the assignment back as one word holding the path verbatim.
         assert_eq!(shlex::split(dir_line).unwrap(), [format!("dir={dir}")]);
+        let workdir_line = script.lines().find(|l| l.starts_with("workdir=")).unwrap();
+        assert_eq!(
+            shlex::split(workdir_line).unwrap(),
+            [format!("workdir={dir}")],
+            "the job directory is the default working directory"
+        );
+        let mut elsewhere = spec();
+        elsewhere.working_dir = Some("/scratch/it's $(here)".into());
+        let script = batch_script(&elsewhere, dir).unwrap();
+        let workdir_line = script.lines().find(|l| l.starts_with("workdir=")).unwrap();
+        assert_eq!(
+            shlex::split(workdir_line).unwrap(),
+            ["workdir=/scratch/it's $(here)"]
+        );
+        assert!(script.contains("enter_working_dir() {"), "{script}");
+        assert!(
+            script.contains("enter_working_dir \"$workdir\" \"$dir/task-$task.reason\" || exit 70")
+        );
         assert!(script.contains("exec bash \"$1\""));
         assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
         assert!(script.contains("record \"exit $rc\""));

@@ -92,7 +92,6 @@ const WORKDIR_HTCONDOR: (Backend, Expect) = (
     Htcondor,
     Refused(InvalidInput, "HTCondor needs an absolute path"),
 );
-const WORKDIR_LOCAL_MISSING: (Backend, Expect) = (Local, Refused(InvalidInput, "does not exist"));
 
 pub(crate) static CASES: &[Case] = &[
     // The job key: tokens only, refused on construction (and on deserialization).
@@ -554,8 +553,8 @@ pub(crate) static CASES: &[Case] = &[
         expect: Fails("UID: readonly variable"),
         except: &[(Htcondor, Succeeds)],
     },
-    // The working directory: one argument (SLURM), a checked path (HTCondor), a directory
-    // that must exist (local).
+    // The working directory: an absolute path, quoted into the batch script (SLURM), a
+    // checked path (HTCondor), an argument of the wrapper (local).
     Case {
         field: "working dir",
         input: "an existing directory named ``it's a \"dir\" $(touch NAME) ; `id` ünï`` U+202E `cod.sh`",
@@ -572,9 +571,10 @@ pub(crate) static CASES: &[Case] = &[
         field: "working dir",
         input: "`/tmp/$(touch CANARY)` (does not exist)",
         build: |c| working_dir(c, c.payload("/tmp/$(touch CANARY)")),
-        // SLURM runs the job in /tmp when the directory is missing, as its log says.
-        expect: Succeeds,
-        except: &[WORKDIR_HTCONDOR, WORKDIR_LOCAL_MISSING],
+        // The job fails before its script runs: never in another directory (SLURM itself
+        // would run it in /tmp).
+        expect: Fails("cannot enter its working directory"),
+        except: &[WORKDIR_HTCONDOR],
     },
     Case {
         field: "working dir",
@@ -1041,14 +1041,28 @@ pub(crate) static CASES: &[Case] = &[
             )
         },
         expect: Refused(InvalidInput, "is not a"),
-        except: &[(Local, NoError)],
+        except: &[],
+    },
+    Case {
+        field: "job id",
+        input: "cancel `999999999` (a number no job has)",
+        build: |_| (Input::Cancel(JobId::from("999999999")), Check::Any),
+        expect: NoError,
+        except: &[],
+    },
+    Case {
+        field: "job id",
+        input: "fetch_output of `999999999` (a number no job has)",
+        build: |_| (Input::Fetch(JobId::from("999999999")), Check::Any),
+        expect: Refused(NotFound, "has no output here"),
+        except: &[(Local, Refused(NotFound, "no local job"))],
     },
     Case {
         field: "job id",
         input: "fetch_output of `../../../etc`",
         build: |_| (Input::Fetch(JobId::from("../../../etc")), Check::Any),
-        expect: Refused(NotFound, "has no output here"),
-        except: &[(Local, Refused(NotFound, "no local job"))],
+        expect: Refused(InvalidInput, "is not a"),
+        except: &[],
     },
     Case {
         field: "job id",
@@ -1059,7 +1073,7 @@ pub(crate) static CASES: &[Case] = &[
                 Check::Any,
             )
         },
-        expect: Refused(NotFound, "has no output here"),
-        except: &[(Local, Refused(NotFound, "no local job"))],
+        expect: Refused(InvalidInput, "is not a"),
+        except: &[],
     },
 ];
