@@ -246,7 +246,7 @@ static CASES: &[Case] = &[
         field: "array",
         input: "count 4 294 967 295",
         spec: |_| slurm_job("echo ok\n", json!({"array": {"count": u32::MAX}})),
-        expect: Expect::SubmitRejected("Invalid job array specification"),
+        expect: Expect::SubmitRejected("array.count: must be at least 1 and at most 10000"),
     },
     Case {
         name: "container-injection",
