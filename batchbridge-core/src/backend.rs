@@ -287,7 +287,16 @@ impl JobOutput {
 ///   source knows is [`Unknown`](crate::JobState::Unknown), never silently Succeeded.
 /// - `cancel` is idempotent: cancelling a finished or unknown job is `Ok`.
 /// - `fetch_output` returns at most [`MAX_OUTPUT_CHUNK`] bytes per stream and says how large
-///   the stream is.
+///   the stream is. A [`for_task`](OutputRequest::for_task) the job does not have (any task
+///   above 0 of a job that is not an array, or one beyond the array's count) is
+///   [`InvalidInput`](crate::ErrorKind::InvalidInput); an id that names no job is
+///   [`NotFound`](crate::ErrorKind::NotFound).
+/// - A malformed id, one that cannot be a job of this backend (`"../x"` where ids are
+///   numbers), gets one answer everywhere: `cancel` and `fetch_output` (and any other
+///   method taking one id) fail with [`InvalidInput`](crate::ErrorKind::InvalidInput), and
+///   `status`, which answers every id, reports it
+///   [`Unknown`](crate::JobState::Unknown) with the same message as its reason (`"../x"
+///   is not a SLURM job id`). Nothing about a malformed id reaches a scheduler.
 /// - `version` is one non-empty line without control characters.
 ///
 /// The trait is object safe, so `Arc<dyn BatchBackend>` works:

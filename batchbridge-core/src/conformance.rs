@@ -19,11 +19,14 @@
 //! What is checked, one function each: a job succeeds and its output is readable; a failing
 //! job reports its exit code; a queued and a running job can be cancelled (where nothing
 //! can hold a job back, a resource request is refused instead of queued); cancelling a
-//! finished or unknown job is Ok; submitting one key twice yields one job; `find` by key;
-//! `status` of 50 jobs in one call; an unknown id is Unknown; output is bounded (tail and
-//! range); a hostile script and environment run verbatim; an array of 3 tasks with one
-//! failing; an invalid spec is refused and leaves nothing behind; the version is one
-//! printable line.
+//! finished or unknown job is Ok; submitting one key twice, one after the other or four
+//! times at once, yields one job; `find` by key; `status` of 50 jobs in one call; an
+//! unknown id is Unknown (its output NotFound); a malformed id is InvalidInput for cancel
+//! and output and Unknown for status; output of a task the job does not have is
+//! InvalidInput; output is bounded (tail and range); a hostile script and environment run
+//! verbatim; an array of 3 tasks with one failing; a working directory that does not exist
+//! fails the job, saying so; an invalid spec is refused and leaves nothing behind; the
+//! version is one printable line.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +52,8 @@ pub struct Config {
     pub unsatisfiable: Option<Resources>,
     /// An id that names no job on the backend.
     pub unknown_id: JobId,
+    /// An id that cannot be a job of the backend at all.
+    pub malformed_id: JobId,
     /// Applied to every spec the suite submits (a partition, an account…).
     pub customize: fn(&mut JobSpec),
 }
@@ -58,11 +63,9 @@ impl Default for Config {
         Self {
             timeout: Duration::from_secs(180),
             poll_interval: Duration::from_millis(250),
-            unsatisfiable: Some(Resources {
-                cpus: Some(1024),
-                ..Resources::default()
-            }),
+            unsatisfiable: Some(Resources::default().with_cpus(1024)),
             unknown_id: JobId::from("999999999"),
+            malformed_id: JobId::from("../1; not a job"),
             customize: |_| {},
         }
     }
@@ -289,6 +292,35 @@ pub async fn same_key_yields_one_job<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
+/// Four submits of one key at the same time, from one process, all return the id of one
+/// job: the later ones wait for the first instead of failing while it is in flight.
+pub async fn concurrent_submits_of_one_key_yield_one_job<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let spec = spec(config, "concurrent_key", "echo once\n");
+    let (a, b, c, d) = tokio::join!(
+        backend.submit(&spec),
+        backend.submit(&spec),
+        backend.submit(&spec),
+        backend.submit(&spec)
+    );
+    let ids = [a?, b?, c?, d?];
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "concurrent submits of key {} returned {ids:?}",
+        spec.key
+    );
+    assert_eq!(backend.find(&spec.key).await?, Some(ids[0].clone()));
+    let status = wait_terminal(backend, &ids[0], config).await?;
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let output = backend
+        .fetch_output(&ids[0], &OutputRequest::tail(100))
+        .await?;
+    assert_eq!(output.stdout.text(), "once\n", "the script ran once");
+    Ok(())
+}
+
 /// `find` returns the job submitted with a key, and nothing for a key never used.
 pub async fn find_by_key<B: BatchBackend + ?Sized>(backend: &B, config: &Config) -> Result<()> {
     let spec = spec(config, "find", "true\n");
@@ -358,12 +390,77 @@ pub async fn unknown_id_is_unknown<B: BatchBackend + ?Sized>(
 ) -> Result<()> {
     let status = status_of(backend, &config.unknown_id).await?;
     assert_eq!(status.state, JobState::Unknown, "{status:?}");
-    assert!(
-        backend
-            .fetch_output(&config.unknown_id, &OutputRequest::tail(10))
-            .await
-            .is_err()
+    let err = backend
+        .fetch_output(&config.unknown_id, &OutputRequest::tail(10))
+        .await
+        .expect_err("fetch_output of an unknown id succeeded");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    Ok(())
+}
+
+/// An id that cannot be a job of the backend gets one answer: `cancel` and `fetch_output`
+/// fail with InvalidInput, and `status` reports it Unknown with the same message as reason.
+pub async fn malformed_id_is_invalid_input<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let id = &config.malformed_id;
+    let cancel = backend
+        .cancel(id)
+        .await
+        .expect_err("cancel of a malformed id succeeded");
+    assert_eq!(cancel.kind(), ErrorKind::InvalidInput, "{cancel}");
+    let fetch = backend
+        .fetch_output(id, &OutputRequest::tail(10))
+        .await
+        .expect_err("fetch_output of a malformed id succeeded");
+    assert_eq!(fetch.kind(), ErrorKind::InvalidInput, "{fetch}");
+    assert_eq!(
+        fetch.message(),
+        cancel.message(),
+        "one message for one malformed id"
     );
+    let status = status_of(backend, id).await?;
+    assert_eq!(status.state, JobState::Unknown, "{status:?}");
+    assert_eq!(
+        status.reason.as_deref(),
+        Some(cancel.message()),
+        "status says why, as cancel did"
+    );
+    Ok(())
+}
+
+/// Output of a task the job does not have is InvalidInput: any task above 0 of a job that
+/// is not an array, and a task beyond an array's count.
+pub async fn output_of_a_missing_task_is_invalid_input<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let mut jobs = vec![(spec(config, "one_task", "echo only\n"), 1)];
+    if backend.capabilities().arrays {
+        let mut array = spec(config, "two_tasks", "echo only\n");
+        array.array = Some(ArraySpec::new(2));
+        jobs.push((array, 2));
+    }
+    for (spec, tasks) in jobs {
+        let (id, status) = run_to_end(backend, &spec, config).await?;
+        assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+        let last = backend
+            .fetch_output(&id, &OutputRequest::tail(100).for_task(tasks - 1))
+            .await?;
+        assert_eq!(last.stdout.text(), "only\n");
+        for beyond in [tasks, 5] {
+            let err = backend
+                .fetch_output(&id, &OutputRequest::tail(100).for_task(beyond))
+                .await
+                .expect_err("output of a task the job does not have");
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "task {beyond}: {err}");
+            assert!(
+                err.message().contains(&format!("no task {beyond}")),
+                "{err}"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -452,10 +549,7 @@ pub async fn array_with_one_failing_task<B: BatchBackend + ?Sized>(
 ) -> Result<()> {
     let script = "echo \"task $BATCHBRIDGE_TASK_INDEX\"\nif [ \"$BATCHBRIDGE_TASK_INDEX\" = 1 ]; then exit 4; fi\n";
     let mut spec = spec(config, "array", script);
-    spec.array = Some(ArraySpec {
-        count: 3,
-        max_parallel: Some(2),
-    });
+    spec.array = Some(ArraySpec::new(3).with_max_parallel(2));
     if !backend.capabilities().arrays {
         let err = backend
             .submit(&spec)
@@ -480,6 +574,39 @@ pub async fn array_with_one_failing_task<B: BatchBackend + ?Sized>(
             .await?;
         assert_eq!(output.stdout.text(), format!("task {task}\n"));
     }
+    Ok(())
+}
+
+/// The working directory of [`working_dir_that_cannot_be_entered_fails_the_job`]: an
+/// absolute path that exists on no machine.
+pub const MISSING_WORKING_DIR: &str = "/nonexistent/batchbridge-conformance";
+
+/// A job whose working directory does not exist ends Failed without running its script,
+/// the status's reason and the task's stderr both naming the directory; it never runs
+/// somewhere else instead.
+pub async fn working_dir_that_cannot_be_entered_fails_the_job<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let mut spec = spec(config, "missing_workdir", "echo \"ran in $PWD\"\n");
+    spec.working_dir = Some(MISSING_WORKING_DIR.to_owned());
+    let (id, status) = run_to_end(backend, &spec, config).await?;
+    assert_eq!(status.state, JobState::Failed, "{status:?}");
+    let names_the_directory =
+        |text: &str| text.contains("working directory") && text.contains(MISSING_WORKING_DIR);
+    assert!(
+        status.reason.as_deref().is_some_and(names_the_directory),
+        "the reason says the working directory could not be entered: {status:?}"
+    );
+    let output = backend
+        .fetch_output(&id, &OutputRequest::tail(4096))
+        .await?;
+    assert_eq!(output.stdout.text(), "", "the script never ran");
+    assert!(
+        names_the_directory(&output.stderr.text()),
+        "stderr says why: {:?}",
+        output.stderr.text()
+    );
     Ok(())
 }
 
@@ -541,12 +668,16 @@ macro_rules! conformance_tests {
             cancel_running_job,
             cancel_is_idempotent,
             same_key_yields_one_job,
+            concurrent_submits_of_one_key_yield_one_job,
             find_by_key,
             status_of_50_jobs_in_one_call,
             unknown_id_is_unknown,
+            malformed_id_is_invalid_input,
+            output_of_a_missing_task_is_invalid_input,
             output_is_bounded,
             hostile_script_runs_verbatim,
             array_with_one_failing_task,
+            working_dir_that_cannot_be_entered_fails_the_job,
             invalid_spec_is_refused,
             version_is_reported,
         );

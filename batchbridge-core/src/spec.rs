@@ -24,6 +24,28 @@ pub const MAX_PATH_LEN: usize = 4096;
 /// (`MAX_ARG_STRLEN`, 128 KiB with its terminating NUL).
 pub const MAX_ENV_ENTRY_LEN: usize = 128 * 1024 - 1;
 
+// The resource maxima below are the most every backend in this workspace can hand its
+// scheduler exactly; each backend's README says how it rounds and where its own limit is
+// lower. A value beyond one is refused, never wrapped or clamped: a scheduler that misreads
+// a huge number does so silently (a wall time of 2^32 + 1 minutes became one minute).
+
+/// Most CPU cores per task: more than any one machine has.
+pub const MAX_CPUS: u32 = 32_768;
+/// Most memory per task: 1 PiB.
+pub const MAX_MEMORY: ByteSize = ByteSize::b(1 << 50);
+/// Most local scratch disk per task: 1 PiB.
+pub const MAX_DISK: ByteSize = ByteSize::b(1 << 50);
+/// Longest wall-clock limit: 365 days. Leave [`Resources::wall_time`] out for the
+/// cluster's default (which may be no limit at all).
+pub const MAX_WALL_TIME: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Most nodes per task.
+pub const MAX_NODES: u32 = 65_536;
+/// Most GPUs per task.
+pub const MAX_GPUS: u32 = 1024;
+/// Most tasks in one array job, and the largest [`ArraySpec::max_parallel`]: a status call
+/// reports on every task, so an array of billions could never be watched.
+pub const MAX_ARRAY_TASKS: u32 = 10_000;
+
 /// A caller-chosen unique id that makes `submit` idempotent.
 ///
 /// The key travels with the job on the cluster, so [`BatchBackend::find`] can locate a job
@@ -122,8 +144,11 @@ pub struct JobSpec {
     /// Environment variables set for the script.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
-    /// Directory the script starts in, on the machine that runs it; the backend's job
-    /// directory when absent.
+    /// Directory the script starts in, on the machine that runs it: an absolute path (a
+    /// relative one would mean something different on every backend); the backend's job
+    /// directory when absent. A directory the job cannot enter (missing, not a directory,
+    /// not permitted) fails the job before the script runs, with the cause in the status's
+    /// reason and the task's stderr: the script never runs somewhere else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<String>,
     /// Run the script as an array of tasks.
@@ -139,38 +164,57 @@ pub struct JobSpec {
 }
 
 /// What a job needs from the cluster. Absent fields take the cluster's defaults.
+///
+/// Each field has a maximum ([`MAX_CPUS`], [`MAX_MEMORY`], [`MAX_DISK`], [`MAX_WALL_TIME`],
+/// [`MAX_NODES`], [`MAX_GPUS`]) that [`JobSpec::validate`] enforces. Schedulers count in
+/// coarser units than these types hold; backends round up, so a job never gets less than
+/// it asked for: memory and disk to whole MiB on SLURM (KiB for disk on HTCondor), the wall
+/// time to whole minutes on SLURM and whole seconds on HTCondor.
+///
+/// ```
+/// use batchbridge_core::{ErrorKind, JobKey, JobSpec};
+/// use batchbridge_core::spec::MAX_WALL_TIME;
+///
+/// let mut spec = JobSpec::new(JobKey::new("k")?, "n", "true");
+/// spec.resources.wall_time = Some(MAX_WALL_TIME * 2);
+/// let err = spec.validate().unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+/// assert!(err.message().contains("at most 365 days"), "{err}");
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Resources {
-    /// CPU cores per task.
+    /// CPU cores per task: 1 to [`MAX_CPUS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u32>,
-    /// Memory per task, e.g. `"4 GiB"` in serialized form.
+    /// Memory per task, e.g. `"4 GiB"` in serialized form: 1 byte to [`MAX_MEMORY`].
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "exact_byte_size"
     )]
     pub memory: Option<ByteSize>,
-    /// Local scratch disk per task, e.g. `"20 GiB"` in serialized form.
+    /// Local scratch disk per task, e.g. `"20 GiB"` in serialized form: 1 byte to
+    /// [`MAX_DISK`].
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "exact_byte_size"
     )]
     pub disk: Option<ByteSize>,
-    /// Wall-clock limit, e.g. `"1h 30m"` in serialized form.
+    /// Wall-clock limit, e.g. `"1h 30m"` in serialized form: 1 second to [`MAX_WALL_TIME`].
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "humantime_serde"
     )]
     pub wall_time: Option<Duration>,
-    /// Nodes per task.
+    /// Nodes per task: 1 to [`MAX_NODES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
-    /// GPUs per task.
+    /// GPUs per task: 0 to [`MAX_GPUS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
 }
@@ -180,9 +224,9 @@ pub struct Resources {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ArraySpec {
-    /// How many tasks; at least 1.
+    /// How many tasks: 1 to [`MAX_ARRAY_TASKS`].
     pub count: u32,
-    /// How many tasks may run at once; unbounded when absent.
+    /// How many tasks may run at once: 1 to [`MAX_ARRAY_TASKS`]; unbounded when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
 }
@@ -446,25 +490,18 @@ impl JobSpec {
             "script: must not contain NUL bytes".into(),
         );
         let r = &self.resources;
+        check_range(&mut check, "resources.cpus", r.cpus, 1, MAX_CPUS);
+        check_range(&mut check, "resources.nodes", r.nodes, 1, MAX_NODES);
+        check_range(&mut check, "resources.gpus", r.gpus, 0, MAX_GPUS);
+        check_size(&mut check, "resources.memory", r.memory, MAX_MEMORY);
+        check_size(&mut check, "resources.disk", r.disk, MAX_DISK);
         check(
-            r.cpus != Some(0),
-            "resources.cpus: must be at least 1".into(),
-        );
-        check(
-            r.nodes != Some(0),
-            "resources.nodes: must be at least 1".into(),
-        );
-        check(
-            r.memory.is_none_or(|m| m.as_u64() > 0),
-            "resources.memory: must be more than 0 bytes".into(),
-        );
-        check(
-            r.disk.is_none_or(|d| d.as_u64() > 0),
-            "resources.disk: must be more than 0 bytes".into(),
-        );
-        check(
-            r.wall_time.is_none_or(|t| t >= Duration::from_secs(1)),
-            "resources.wallTime: must be at least 1 second".into(),
+            r.wall_time
+                .is_none_or(|t| (Duration::from_secs(1)..=MAX_WALL_TIME).contains(&t)),
+            format!(
+                "resources.wallTime: must be at least 1 second and at most {} days",
+                MAX_WALL_TIME.as_secs() / 86_400
+            ),
         );
         if let Some(queue) = &self.queue {
             check(
@@ -505,18 +542,27 @@ impl JobSpec {
         }
         if let Some(dir) = &self.working_dir {
             check(
-                !dir.is_empty() && dir.len() <= MAX_PATH_LEN && !dir.contains(['\0', '\n']),
+                dir.starts_with('/') && dir.len() <= MAX_PATH_LEN && !dir.contains(['\0', '\n']),
                 format!(
-                    "workingDir: must be a non-empty path of at most {MAX_PATH_LEN} bytes \
+                    "workingDir: must be an absolute path of at most {MAX_PATH_LEN} bytes \
                      without NUL bytes or newlines"
                 ),
             );
         }
         if let Some(array) = self.array {
-            check(array.count >= 1, "array.count: must be at least 1".into());
-            check(
-                array.max_parallel != Some(0),
-                "array.maxParallel: must be at least 1".into(),
+            check_range(
+                &mut check,
+                "array.count",
+                Some(array.count),
+                1,
+                MAX_ARRAY_TASKS,
+            );
+            check_range(
+                &mut check,
+                "array.maxParallel",
+                array.max_parallel,
+                1,
+                MAX_ARRAY_TASKS,
             );
         }
         if let Some(container) = &self.container {
@@ -551,6 +597,36 @@ impl JobSpec {
             )))
         }
     }
+}
+
+/// Checks that a count, when given, lies in `min..=max`.
+fn check_range(
+    check: &mut impl FnMut(bool, String),
+    field: &str,
+    value: Option<u32>,
+    min: u32,
+    max: u32,
+) {
+    check(
+        value.is_none_or(|v| (min..=max).contains(&v)),
+        format!("{field}: must be at least {min} and at most {max}"),
+    );
+}
+
+/// Checks that a size, when given, is more than 0 bytes and at most `max`.
+fn check_size(
+    check: &mut impl FnMut(bool, String),
+    field: &str,
+    value: Option<ByteSize>,
+    max: ByteSize,
+) {
+    check(
+        value.is_none_or(|v| (1..=max.as_u64()).contains(&v.as_u64())),
+        format!(
+            "{field}: must be more than 0 bytes and at most {}",
+            exact_byte_size::format_exact(max.as_u64())
+        ),
+    );
 }
 
 fn is_valid_name(name: &str) -> bool {
@@ -730,6 +806,71 @@ mod tests {
                 Some("wallTime"),
             ),
             ("zero gpus is fine", |s| s.resources.gpus = Some(0), None),
+            (
+                "cpus at the limit",
+                |s| s.resources.cpus = Some(MAX_CPUS),
+                None,
+            ),
+            (
+                "cpus beyond the limit",
+                |s| s.resources.cpus = Some(u32::MAX),
+                Some("resources.cpus: must be at least 1 and at most 32768"),
+            ),
+            (
+                "nodes at the limit",
+                |s| s.resources.nodes = Some(MAX_NODES),
+                None,
+            ),
+            (
+                "nodes beyond the limit",
+                |s| s.resources.nodes = Some(MAX_NODES + 1),
+                Some("resources.nodes: must be at least 1 and at most 65536"),
+            ),
+            (
+                "gpus at the limit",
+                |s| s.resources.gpus = Some(MAX_GPUS),
+                None,
+            ),
+            (
+                "gpus beyond the limit",
+                |s| s.resources.gpus = Some(MAX_GPUS + 1),
+                Some("resources.gpus: must be at least 0 and at most 1024"),
+            ),
+            (
+                "memory at the limit",
+                |s| s.resources.memory = Some(MAX_MEMORY),
+                None,
+            ),
+            (
+                "memory beyond the limit",
+                |s| s.resources.memory = Some(ByteSize::b(MAX_MEMORY.as_u64() + 1)),
+                Some("resources.memory: must be more than 0 bytes and at most 1024 TiB"),
+            ),
+            (
+                "disk at the limit",
+                |s| s.resources.disk = Some(MAX_DISK),
+                None,
+            ),
+            (
+                "disk beyond the limit",
+                |s| s.resources.disk = Some(ByteSize::b(u64::MAX)),
+                Some("resources.disk: must be more than 0 bytes and at most 1024 TiB"),
+            ),
+            (
+                "wall time at the limit",
+                |s| s.resources.wall_time = Some(MAX_WALL_TIME),
+                None,
+            ),
+            (
+                "wall time beyond the limit",
+                |s| s.resources.wall_time = Some(MAX_WALL_TIME + Duration::from_nanos(1)),
+                Some("resources.wallTime: must be at least 1 second and at most 365 days"),
+            ),
+            (
+                "the longest wall time there is",
+                |s| s.resources.wall_time = Some(Duration::MAX),
+                Some("at most 365 days"),
+            ),
             ("queue ok", |s| s.queue = Some("debug".into()), None),
             (
                 "queue empty",
@@ -776,6 +917,11 @@ mod tests {
                 Some("workingDir"),
             ),
             (
+                "working dir relative",
+                |s| s.working_dir = Some("data/run-1".into()),
+                Some("workingDir: must be an absolute path"),
+            ),
+            (
                 "working dir newline",
                 |s| s.working_dir = Some("/a\nb".into()),
                 Some("workingDir"),
@@ -788,7 +934,7 @@ mod tests {
             (
                 "working dir beyond PATH_MAX",
                 |s| s.working_dir = Some(format!("/{}", "d".repeat(MAX_PATH_LEN))),
-                Some("workingDir: must be a non-empty path of at most 4096 bytes"),
+                Some("workingDir: must be an absolute path of at most 4096 bytes"),
             ),
             (
                 "env entry at the limit",
@@ -818,32 +964,35 @@ mod tests {
             ),
             (
                 "zero array",
-                |s| {
-                    s.array = Some(ArraySpec {
-                        count: 0,
-                        max_parallel: None,
-                    })
-                },
+                |s| s.array = Some(ArraySpec::new(0)),
                 Some("array.count"),
             ),
             (
                 "zero max parallel",
-                |s| {
-                    s.array = Some(ArraySpec {
-                        count: 3,
-                        max_parallel: Some(0),
-                    })
-                },
+                |s| s.array = Some(ArraySpec::new(3).with_max_parallel(0)),
                 Some("array.maxParallel"),
             ),
             (
-                "array ok",
+                "array at the limit",
                 |s| {
-                    s.array = Some(ArraySpec {
-                        count: 3,
-                        max_parallel: Some(1),
-                    })
+                    s.array =
+                        Some(ArraySpec::new(MAX_ARRAY_TASKS).with_max_parallel(MAX_ARRAY_TASKS))
                 },
+                None,
+            ),
+            (
+                "array beyond the limit",
+                |s| s.array = Some(ArraySpec::new(u32::MAX)),
+                Some("array.count: must be at least 1 and at most 10000"),
+            ),
+            (
+                "max parallel beyond the limit",
+                |s| s.array = Some(ArraySpec::new(2).with_max_parallel(MAX_ARRAY_TASKS + 1)),
+                Some("array.maxParallel: must be at least 1 and at most 10000"),
+            ),
+            (
+                "array ok",
+                |s| s.array = Some(ArraySpec::new(3).with_max_parallel(1)),
                 None,
             ),
             (
@@ -935,10 +1084,7 @@ mod tests {
         spec.queue = Some("gpu".into());
         spec.environment.insert("A".into(), "1 2 'three'".into());
         spec.working_dir = Some("/scratch/x".into());
-        spec.array = Some(ArraySpec {
-            count: 10,
-            max_parallel: Some(2),
-        });
+        spec.array = Some(ArraySpec::new(10).with_max_parallel(2));
         spec.container = Some(Container {
             image: "docker://python:3.12".into(),
             runtime: ContainerRuntime::Apptainer,

@@ -177,7 +177,10 @@ impl TaskCounts {
 pub struct JobStatus {
     /// The unified state.
     pub state: JobState,
-    /// The scheduler's own word for it (`PENDING`, `COMPLETED`, `4`, …).
+    /// The scheduler's own word for it (`PENDING`, `COMPLETED`, `Idle`, …). When the status
+    /// came from somewhere other than the scheduler, a name the backend documents for that
+    /// source (SLURM's `exit-code file`); empty only for an [`Unknown`](JobState::Unknown)
+    /// job no source knows.
     pub native_state: String,
     /// Why the job is in this state, when the scheduler says (`Resources`, a hold reason…).
     #[serde(default, skip_serializing_if = "Option::is_none")]

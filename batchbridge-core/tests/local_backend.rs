@@ -258,13 +258,18 @@ async fn hostile_ids_name_no_job() {
     .collect();
     let statuses = backend.status(&hostile).await.unwrap();
     for id in &hostile {
+        let why = format!("{:?} is not a local job id", id.as_str());
         assert_eq!(statuses[id].state, JobState::Unknown, "{id:?}");
-        backend.cancel(id).await.unwrap();
-        let err = backend
+        assert_eq!(statuses[id].reason.as_deref(), Some(why.as_str()));
+        let cancel = backend.cancel(id).await.unwrap_err();
+        let fetch = backend
             .fetch_output(id, &OutputRequest::tail(10))
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::NotFound, "{id:?}");
+        for err in [cancel, fetch] {
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{id:?}");
+            assert_eq!(err.message(), why);
+        }
     }
 }
 
@@ -286,11 +291,24 @@ async fn working_directory_environment_and_unsupported_requests() {
         format!("{}\n{id} wd hi there\n", work.path().display())
     );
 
-    let mut missing = spec("missing-wd", "true\n");
-    missing.working_dir = Some("/nonexistent/batchbridge".into());
-    let err = backend.submit(&missing).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert!(err.message().contains("/nonexistent/batchbridge"), "{err}");
+    // A file is not a directory: the job fails before its script runs, saying why.
+    let file = work.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let mut not_a_dir = spec("file-wd", "echo ran\n");
+    not_a_dir.working_dir = Some(file.to_str().unwrap().to_owned());
+    let id = backend.submit(&not_a_dir).await.unwrap();
+    let status = wait_terminal(&backend, &id, &config()).await.unwrap();
+    assert_eq!(
+        (status.state, status.exit_code),
+        (JobState::Failed, Some(70)),
+        "{status:?}"
+    );
+    let why = format!(
+        "the script never ran: cannot enter its working directory {}: it is not a directory",
+        file.display()
+    );
+    assert_eq!(status.reason.as_deref(), Some(why.as_str()));
+    assert_eq!(stdout(&backend, &id, 0).await, "");
 
     let mut container = spec("container", "true\n");
     container.container = Some(Container::new("docker://alpine"));

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{
+    self, ENTER_WORKING_DIR, NOT_STARTED_EXIT_CODE, SubmitLocks, WorkDir, environment_file,
+    job_number,
+};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
@@ -15,15 +18,21 @@ use batchbridge_core::{
 };
 
 use crate::description::{KEY_ATTRIBUTE, submit_description};
-use crate::parse::{ATTRIBUTES, ProcAd, condor_version, first_cluster, parse_ads};
+use crate::parse::{
+    ATTRIBUTES, ProcAd, condor_version, first_cluster, parse_ads, parse_not_started,
+};
 use crate::state::cluster_status;
 
 const JOB_WRAPPER: &str = include_str!("sh/job.sh");
+const NOT_STARTED: &str = include_str!("sh/not_started.sh");
 const CANCEL: &str = include_str!("sh/cancel.sh");
 /// Above this many clusters, condor_q lists all of the user's jobs and condor_history takes
 /// a range instead of the ids on their command lines, which must stay well under the remote
 /// shell's 128 KiB argument limit.
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+
+/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
+const CLUSTER_ID: &str = "an HTCondor cluster id";
 
 /// How an [`HtcondorBackend`] works on its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +109,7 @@ pub struct HtcondorBackend {
     shell: Arc<dyn Shell>,
     config: HtcondorConfig,
     work_dir: WorkDir,
+    submits: SubmitLocks,
 }
 
 impl HtcondorBackend {
@@ -109,6 +119,7 @@ impl HtcondorBackend {
             shell,
             work_dir: WorkDir::new(config.work_dir.as_str())?,
             config,
+            submits: SubmitLocks::default(),
         })
     }
 
@@ -144,6 +155,37 @@ impl HtcondorBackend {
             return Err(scheduler_failure(tool, &output));
         }
         parse_ads(&output.stdout_text())
+    }
+
+    /// Adds to each proc that exited [`NOT_STARTED_EXIT_CODE`] why its script never ran,
+    /// from its job directory's `task-PROC.reason`: one remote command, and only when such a
+    /// proc is among `ads`.
+    async fn add_not_started_reasons(&self, ads: &mut [ProcAd]) -> Result<()> {
+        let mut procs: Vec<String> = ads
+            .iter()
+            .filter(|ad| ad.job_status == 4 && ad.exit_code == Some(NOT_STARTED_EXIT_CODE))
+            .map(|ad| format!("{}/task-{}", ad.cluster_id, ad.proc_id))
+            .collect();
+        if procs.is_empty() {
+            return Ok(());
+        }
+        // The command line stays short; beyond it, a proc keeps the reason its ad gives.
+        procs.truncate(MAX_IDS_ON_COMMAND_LINE);
+        let work = self.work_dir().await?;
+        let output = self
+            .run(Command::sh(
+                NOT_STARTED,
+                std::iter::once(work).chain(procs.iter().map(String::as_str)),
+            ))
+            .await?
+            .check("reading why scripts never ran")?;
+        let reasons = parse_not_started(&output.stdout_text());
+        for ad in ads {
+            if let Some(why) = reasons.get(&(ad.cluster_id, ad.proc_id)) {
+                ad.not_started = Some(why.clone());
+            }
+        }
+        Ok(())
     }
 
     /// The cluster HTCondor itself holds with `key` in its key attribute: the queue first,
@@ -222,11 +264,16 @@ impl BatchBackend for HtcondorBackend {
         let work = self.work_dir().await?;
         let dir = format!("{work}/jobs/{}", spec.key);
         let description = submit_description(spec, &dir)?;
+        // The task count, for fetch_output to tell a task the job does not have.
+        let tasks = format!("{}\n", spec.task_count());
+        let wrapper = JOB_WRAPPER.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
         let files = [
-            ("job.sh", JOB_WRAPPER),
+            ("job.sh", wrapper.as_str()),
             ("env.sh", environment.as_str()),
             ("job.sub", description.as_str()),
+            ("tasks", tasks.as_str()),
         ];
+        let _in_flight = self.submits.lock(&spec.key).await;
         let condor_submit = vec![
             "condor_submit".to_owned(),
             "-terse".to_owned(),
@@ -270,7 +317,7 @@ impl BatchBackend for HtcondorBackend {
     }
 
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (clusters, mut statuses) = remote::job_numbers(ids, "an HTCondor cluster id");
+        let (clusters, mut statuses) = remote::job_numbers(ids, CLUSTER_ID);
         if clusters.is_empty() {
             return Ok(statuses);
         }
@@ -295,11 +342,12 @@ impl BatchBackend for HtcondorBackend {
                 })
             })
             .collect();
-        let history = if for_history.is_empty() {
+        let mut history = if for_history.is_empty() {
             Vec::new()
         } else {
             self.ads("condor_history", &for_history).await?
         };
+        self.add_not_started_reasons(&mut history).await?;
         let mut in_history: HashMap<String, Vec<&ProcAd>> = HashMap::new();
         for ad in &history {
             in_history
@@ -322,12 +370,7 @@ impl BatchBackend for HtcondorBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let cluster = job_number(id.as_str()).ok_or_else(|| {
-            Error::invalid_input(format!(
-                "{:?} is not an HTCondor cluster id",
-                excerpt(id.as_str())
-            ))
-        })?;
+        let cluster = remote::job_number_of(id.as_str(), CLUSTER_ID)?;
         let output = self.run(Command::sh(CANCEL, [cluster])).await?;
         if !output.success() {
             return Err(scheduler_failure("condor_rm", &output));
@@ -346,11 +389,12 @@ impl BatchBackend for HtcondorBackend {
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let cluster = remote::job_number_of(id.as_str(), CLUSTER_ID)?;
         let work = self.work_dir().await?;
         remote::fetch_output(
             self.shell.as_ref(),
             work,
-            id.as_str(),
+            cluster,
             request,
             self.config.command_timeout,
         )

@@ -61,7 +61,7 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
             "resources.nodes: an HTCondor vanilla or container job runs on one machine",
         ));
     }
-    let initial_dir = match &spec.working_dir {
+    let working_dir = match &spec.working_dir {
         Some(working_dir) => plain_path(working_dir, "working_dir")?,
         None => dir,
     };
@@ -75,8 +75,13 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
         }
     }
     set("executable", &format!("{dir}/job.sh"));
-    set("arguments", &format!("$(Process) $(Cluster) {dir}"));
-    set("initialdir", initial_dir);
+    // The wrapper enters the working directory itself: HTCondor would refuse a missing
+    // initialdir at submit, or hold a job whose initialdir vanished, instead of failing it.
+    set(
+        "arguments",
+        &format!("$(Process) $(Cluster) {dir} {working_dir}"),
+    );
+    set("initialdir", dir);
     set("output", &format!("{dir}/task-$(Process).stdout"));
     set("error", &format!("{dir}/task-$(Process).stderr"));
     set("should_transfer_files", "IF_NEEDED");
@@ -109,12 +114,11 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
     if let Some(wall_time) = resources.wall_time {
         // HTCondor has no wall-time limit of its own: the schedd removes a job that has run
         // longer, at its next periodic evaluation (PERIODIC_EXPR_INTERVAL, 60 s by default).
+        // Whole seconds, rounded up so the job gets at least its time.
+        let seconds = wall_time.as_secs() + u64::from(wall_time.subsec_nanos() > 0);
         set(
             "periodic_remove",
-            &format!(
-                "JobStatus == 2 && time() - JobCurrentStartDate > {}",
-                wall_time.as_secs()
-            ),
+            &format!("JobStatus == 2 && time() - JobCurrentStartDate > {seconds}"),
         );
     }
     if let Some(max) = spec.array.and_then(|a| a.max_parallel) {
@@ -234,6 +238,7 @@ fn plain_path<'a>(path: &'a str, what: &str) -> Result<&'a str> {
 mod tests {
     use std::time::Duration;
 
+    use batchbridge_core::spec::{MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_WALL_TIME};
     use batchbridge_core::{ArraySpec, Container, JobKey};
     use bytesize::ByteSize;
 
@@ -261,7 +266,7 @@ mod tests {
                 "# batchbridge job key-1",
                 "universe = vanilla",
                 &format!("executable = {DIR}/job.sh"),
-                &format!("arguments = $(Process) $(Cluster) {DIR}"),
+                &format!("arguments = $(Process) $(Cluster) {DIR} {DIR}"),
                 &format!("initialdir = {DIR}"),
                 &format!("output = {DIR}/task-$(Process).stdout"),
                 &format!("error = {DIR}/task-$(Process).stderr"),
@@ -279,8 +284,32 @@ mod tests {
     #[test]
     fn every_field_maps_to_its_submit_command() {
         type Edit = fn(&mut JobSpec);
-        let cases: [(Edit, &[&str]); 11] = [
+        let cases: [(Edit, &[&str]); 17] = [
             (|s| s.resources.cpus = Some(4), &["request_cpus = 4"]),
+            (
+                |s| s.resources.cpus = Some(MAX_CPUS),
+                &["request_cpus = 32768"],
+            ),
+            (
+                |s| s.resources.memory = Some(MAX_MEMORY),
+                &["request_memory = 1073741824"],
+            ),
+            (
+                |s| s.resources.disk = Some(MAX_DISK),
+                &["request_disk = 1099511627776"],
+            ),
+            (
+                |s| s.resources.disk = Some(ByteSize::b(1025)),
+                &["request_disk = 2"],
+            ),
+            (
+                |s| s.resources.wall_time = Some(MAX_WALL_TIME),
+                &["periodic_remove = JobStatus == 2 && time() - JobCurrentStartDate > 31536000"],
+            ),
+            (
+                |s| s.resources.wall_time = Some(Duration::from_millis(1500)),
+                &["periodic_remove = JobStatus == 2 && time() - JobCurrentStartDate > 2"],
+            ),
             (
                 |s| s.resources.memory = Some(ByteSize::mib(1500)),
                 &["request_memory = 1500"],
@@ -305,7 +334,10 @@ mod tests {
             ),
             (
                 |s| s.working_dir = Some("/home/batch/project".into()),
-                &["initialdir = /home/batch/project"],
+                &[
+                    "initialdir = /home/batch/.batchbridge/htcondor/jobs/key-1",
+                    "arguments = $(Process) $(Cluster) /home/batch/.batchbridge/htcondor/jobs/key-1 /home/batch/project",
+                ],
             ),
             (
                 |s| {

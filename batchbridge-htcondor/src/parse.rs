@@ -1,5 +1,7 @@
 //! Pure readers of what `condor_q -json` and `condor_history -json` print.
 
+use std::collections::HashMap;
+
 use batchbridge_core::{Error, ErrorKind, Result};
 use serde::Deserialize;
 
@@ -29,6 +31,10 @@ pub struct ProcAd {
     pub completion_date: Option<i64>,
     pub entered_current_status: Option<i64>,
     pub batch_bridge_tasks: Option<u32>,
+    /// Not an attribute: why the proc's script never ran, from its job directory (see
+    /// [`parse_not_started`]).
+    #[serde(skip)]
+    pub not_started: Option<String>,
 }
 
 /// Reads the JSON array `condor_q -json` or `condor_history -json` prints. `condor_q`
@@ -53,6 +59,27 @@ pub fn parse_ads(json: &str) -> Result<Vec<ProcAd>> {
             format!("HTCondor printed job ads batchbridge cannot read: {err}"),
         )
     })
+}
+
+/// Reads the not-started script's `CLUSTER PROC TEXT` lines: why each proc's script never
+/// ran, by cluster and proc.
+///
+/// ```
+/// use batchbridge_htcondor::parse::parse_not_started;
+///
+/// let reasons = parse_not_started("7 0 the script never ran: no dir\nnonsense\n");
+/// assert_eq!(reasons[&(7, 0)], "the script never ran: no dir");
+/// assert_eq!(reasons.len(), 1);
+/// ```
+pub fn parse_not_started(text: &str) -> HashMap<(u64, u32), String> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.splitn(3, ' ');
+            let cluster = words.next()?.parse().ok()?;
+            let proc_id = words.next()?.parse().ok()?;
+            Some(((cluster, proc_id), words.next()?.to_owned()))
+        })
+        .collect()
 }
 
 /// Reads `-af ClusterId` output: the first cluster id listed.

@@ -51,6 +51,7 @@ pub fn proc_status(ad: &ProcAd) -> JobStatus {
                 .to_owned(),
         ),
         3 => ad.remove_reason.clone(),
+        4 => ad.not_started.clone(),
         5 => ad.hold_reason.clone(),
         _ => None,
     };
@@ -195,6 +196,8 @@ mod tests {
             (history[3].clone(), Failed, "Removed", Some("The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE"), None, None),
             (history[0].clone(), Succeeded, "Completed", None, Some(0), None),
             (history[1].clone(), Failed, "Completed", None, Some(3), None),
+            (ProcAd { exit_code: Some(70), not_started: Some("the script never ran: gone".into()), ..ad(4) },
+                Failed, "Completed", Some("the script never ran: gone"), Some(70), None),
             (ProcAd { exit_by_signal: Some(true), exit_signal: Some(9), ..ad(4) },
                 Failed, "Completed", None, None, Some(9)),
             (ProcAd { hold_reason: Some("Failed to execute".into()), ..ad(5) },

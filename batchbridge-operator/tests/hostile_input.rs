@@ -162,14 +162,14 @@ static CASES: &[Case] = &[
     Case {
         name: "workdir-injection",
         field: "working dir",
-        input: "`/tmp/$(touch CANARY)` (missing: SLURM runs the job in /tmp)",
+        input: "`/tmp/$(touch CANARY)` (missing: the job fails before its script runs)",
         spec: |c| {
             slurm_job(
                 "echo ok\n",
                 json!({"workingDir": format!("/tmp/$(touch {})", c.canary)}),
             )
         },
-        expect: Expect::Succeeds(|_| "ok\n".to_owned()),
+        expect: Expect::Fails("NonZeroExitCode"),
     },
     Case {
         name: "workdir-newline",
@@ -181,7 +181,7 @@ static CASES: &[Case] = &[
                 json!({"workingDir": format!("/tmp\ntouch {}", c.canary)}),
             )
         },
-        expect: Expect::SubmitRejected("workingDir: must be a non-empty path"),
+        expect: Expect::SubmitRejected("workingDir: must be an absolute path"),
     },
     Case {
         name: "passthrough-verbatim",
@@ -246,7 +246,7 @@ static CASES: &[Case] = &[
         field: "array",
         input: "count 4 294 967 295",
         spec: |_| slurm_job("echo ok\n", json!({"array": {"count": u32::MAX}})),
-        expect: Expect::SubmitRejected("Invalid job array specification"),
+        expect: Expect::SubmitRejected("array.count: must be at least 1 and at most 10000"),
     },
     Case {
         name: "container-injection",

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, JobFiles, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{
+    self, JobFiles, SubmitLocks, WorkDir, environment_file, job_number,
+};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
@@ -23,6 +25,8 @@ const CANCEL: &str = include_str!("sh/cancel.sh");
 /// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
 /// command line, which must stay well under the remote shell's 128 KiB argument limit.
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
+const SLURM_JOB_ID: &str = "a SLURM job id";
 /// How far back `find` searches sacct for a key whose job directory is gone.
 const FIND_WINDOW: &str = "now-30days";
 
@@ -137,6 +141,7 @@ pub struct SlurmBackend {
     config: SlurmConfig,
     work_dir: WorkDir,
     accounting: Mutex<Accounting>,
+    submits: SubmitLocks,
 }
 
 impl SlurmBackend {
@@ -166,6 +171,7 @@ impl SlurmBackend {
             work_dir: WorkDir::new(config.work_dir.as_str())?,
             config,
             accounting: Mutex::new(Accounting::Untried),
+            submits: SubmitLocks::default(),
         })
     }
 
@@ -349,6 +355,7 @@ impl BatchBackend for SlurmBackend {
         let batch = batch_script(spec, &dir)?;
         let tasks = format!("{}\n", spec.task_count());
         let job_script = format!("{dir}/job.sh");
+        let _in_flight = self.submits.lock(&spec.key).await;
         let sbatch = ["sbatch".to_owned(), "--parsable".to_owned()]
             .into_iter()
             .chain(options)
@@ -378,13 +385,26 @@ impl BatchBackend for SlurmBackend {
                 if error.is_temporary() {
                     return error;
                 }
-                let on = self
+                let mut context = self
                     .config
                     .defaults
                     .partition_for(spec)
                     .map(|p| format!(" on partition {p:?}"))
                     .unwrap_or_default();
-                remote::rejected(&spec.key, "SLURM", &on, &output)
+                // sbatch does not say why an array is invalid; the usual cause is a
+                // cluster whose MaxArraySize is below batchbridge's own maximum.
+                if let Some(array) = spec.array
+                    && output
+                        .stderr_text()
+                        .contains("Invalid job array specification")
+                {
+                    context.push_str(&format!(
+                        " (an array of {} tasks: the cluster's MaxArraySize, \
+                         `scontrol show config`, may be lower)",
+                        array.count
+                    ));
+                }
+                remote::rejected(&spec.key, "SLURM", &context, &output)
             },
         )
         .await
@@ -402,7 +422,7 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (valid, mut statuses) = remote::job_numbers(ids, "a SLURM job id");
+        let (valid, mut statuses) = remote::job_numbers(ids, SLURM_JOB_ID);
         if valid.is_empty() {
             return Ok(statuses);
         }
@@ -450,9 +470,7 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = job_number(id.as_str()).ok_or_else(|| {
-            Error::invalid_input(format!("{:?} is not a SLURM job id", excerpt(id.as_str())))
-        })?;
+        let number = remote::job_number_of(id.as_str(), SLURM_JOB_ID)?;
         let work = self.work_dir().await?;
         let output = self.run(Command::sh(CANCEL, [work, number])).await?;
         if output.success() || output.stderr_text().contains("Invalid job id") {
@@ -471,11 +489,12 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let number = remote::job_number_of(id.as_str(), SLURM_JOB_ID)?;
         let work = self.work_dir().await?;
         remote::fetch_output(
             self.shell.as_ref(),
             work,
-            id.as_str(),
+            number,
             request,
             self.config.command_timeout,
         )

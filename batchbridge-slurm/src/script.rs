@@ -3,6 +3,7 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::ENTER_WORKING_DIR;
 use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
@@ -104,10 +105,8 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
         }
         options.push(range);
     }
-    options.push(format!(
-        "--chdir={}",
-        spec.working_dir.as_deref().unwrap_or(dir)
-    ));
+    // The batch script enters the spec's working directory itself (see batch_script).
+    options.push(format!("--chdir={dir}"));
     // The wrapper's own output: slurmstepd's notes such as "CANCELLED AT" or "DUE TO TIME
     // LIMIT". The script's output goes to task-N.stdout and task-N.stderr.
     options.push(format!("--output={dir}/wrapper.log"));
@@ -152,7 +151,9 @@ fn check_passthrough(option: &str) -> Result<()> {
     Ok(())
 }
 
-/// The batch script sbatch runs: it sources the environment file, runs the job's script
+/// The batch script sbatch runs: it enters the spec's working directory (failing the task
+/// with exit code 70 and a `task-N.reason` file when it cannot), sources the environment
+/// file, runs the job's script
 /// (inside the container when the spec asks for one) with its output beside it, and writes
 /// the task's exit code to `task-N.exit`.
 ///
@@ -190,9 +191,12 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
             )
         }
     };
+    let working_dir = spec.working_dir.as_deref().unwrap_or(dir);
     Ok(BATCH_SCRIPT
         .replace("@KEY@", spec.key.as_str())
         .replace("@DIR@", &quote(dir, "the job directory")?)
+        .replace("@WORKDIR@", &quote(working_dir, "workingDir")?)
+        .replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end())
         .replace("@RUNNER@", &runner))
 }
 
@@ -206,6 +210,9 @@ fn quote(value: &str, what: &str) -> Result<String> {
 mod tests {
     use std::time::Duration;
 
+    use batchbridge_core::spec::{
+        MAX_ARRAY_TASKS, MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_NODES, MAX_WALL_TIME,
+    };
     use batchbridge_core::{ArraySpec, Container, JobKey};
     use bytesize::ByteSize;
 
@@ -218,8 +225,38 @@ mod tests {
     #[test]
     fn options_map_every_field() {
         type Edit = fn(&mut JobSpec);
-        let cases: [(Edit, &[&str]); 11] = [
+        let cases: [(Edit, &[&str]); 18] = [
             (|_| {}, &[]),
+            // The maxima, each of which SLURM 22.05 reads back exactly (`scontrol show
+            // job`); beyond 35791393 minutes sbatch's time parser overflows.
+            (
+                |s| s.resources.cpus = Some(MAX_CPUS),
+                &["--cpus-per-task=32768"],
+            ),
+            (
+                |s| s.resources.memory = Some(MAX_MEMORY),
+                &["--mem=1073741824M"],
+            ),
+            (
+                |s| s.resources.disk = Some(MAX_DISK),
+                &["--tmp=1073741824M"],
+            ),
+            (
+                |s| s.resources.wall_time = Some(MAX_WALL_TIME),
+                &["--time=525600"],
+            ),
+            (|s| s.resources.nodes = Some(MAX_NODES), &["--nodes=65536"]),
+            (
+                |s| {
+                    s.array =
+                        Some(ArraySpec::new(MAX_ARRAY_TASKS).with_max_parallel(MAX_ARRAY_TASKS))
+                },
+                &["--array=0-9999%10000"],
+            ),
+            (
+                |s| s.resources.disk = Some(ByteSize::b(MIB + 1)),
+                &["--tmp=2M"],
+            ),
             (|s| s.queue = Some("debug".into()), &["--partition=debug"]),
             (|s| s.resources.cpus = Some(4), &["--cpus-per-task=4"]),
             (
@@ -243,7 +280,7 @@ mod tests {
             ),
             (
                 |s| s.working_dir = Some("/scratch/run 1".into()),
-                &["--chdir=/scratch/run 1"],
+                &["--chdir=/w/jobs/key-1"],
             ),
         ];
         let always = [
@@ -279,7 +316,7 @@ mod tests {
         assert!(options.contains(&"--account=lab".to_owned()));
         assert!(
             options.contains(&"--chdir=/w".to_owned()),
-            "the job dir is the default"
+            "SLURM starts the batch script in the job dir"
         );
         let mut own = spec();
         own.queue = Some("gpu".into());
@@ -389,6 +426,24 @@ mod tests {
         let dir_line = script.lines().find(|l| l.starts_with("dir=")).unwrap();
         // A POSIX shell reads the assignment back as one word holding the path verbatim.
         assert_eq!(shlex::split(dir_line).unwrap(), [format!("dir={dir}")]);
+        let workdir_line = script.lines().find(|l| l.starts_with("workdir=")).unwrap();
+        assert_eq!(
+            shlex::split(workdir_line).unwrap(),
+            [format!("workdir={dir}")],
+            "the job directory is the default working directory"
+        );
+        let mut elsewhere = spec();
+        elsewhere.working_dir = Some("/scratch/it's $(here)".into());
+        let script = batch_script(&elsewhere, dir).unwrap();
+        let workdir_line = script.lines().find(|l| l.starts_with("workdir=")).unwrap();
+        assert_eq!(
+            shlex::split(workdir_line).unwrap(),
+            ["workdir=/scratch/it's $(here)"]
+        );
+        assert!(script.contains("enter_working_dir() {"), "{script}");
+        assert!(
+            script.contains("enter_working_dir \"$workdir\" \"$dir/task-$task.reason\" || exit 70")
+        );
         assert!(script.contains("exec bash \"$1\""));
         assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
         assert!(script.contains("record \"exit $rc\""));

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use batchbridge_core::JobStatus;
-use batchbridge_core::remote::{JobFiles, TaskEnd};
+use batchbridge_core::remote::{JobFiles, NOT_STARTED_EXIT_CODE, TaskEnd};
+use batchbridge_core::{JobState, JobStatus};
 
 use crate::parse::{Row, Tasks};
 
@@ -35,8 +35,14 @@ impl Sightings<'_> {
         if self.is_array() {
             return false;
         }
-        self.whole_row()
-            .is_some_and(|s| !s.state.is_terminal() || s.exit_code.is_some() || s.signal.is_some())
+        // A task whose script never ran exits NOT_STARTED_EXIT_CODE; only its directory
+        // says why.
+        self.whole_row().is_some_and(|s| {
+            !s.state.is_terminal()
+                || s.exit_code
+                    .is_some_and(|code| code != NOT_STARTED_EXIT_CODE)
+                || s.signal.is_some()
+        })
     }
 
     /// The non-array job's row, squeue's before sacct's.
@@ -55,7 +61,7 @@ pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
         return resolve_array(id, seen);
     }
     let ended = seen.files.and_then(|f| f.ended.get(&0).copied());
-    match seen.whole_row() {
+    let mut status = match seen.whole_row() {
         Some(status) => {
             let mut status = status.clone();
             if status.state.is_terminal() && status.exit_code.is_none() && status.signal.is_none() {
@@ -77,7 +83,13 @@ pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
                 "SLURM knows no job {id}, and it was not submitted through this work directory"
             )),
         },
+    };
+    if status.state == JobState::Failed
+        && let Some(why) = seen.files.and_then(|f| f.not_started.get(&0))
+    {
+        status.reason = Some(why.clone());
     }
+    status
 }
 
 /// A task's status from the wrapper's record alone.
@@ -99,7 +111,13 @@ fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
         .map(|f| {
             f.ended
                 .iter()
-                .map(|(i, end)| (*i, from_exit_file(*end, f.cancel_requested)))
+                .map(|(i, end)| {
+                    let mut status = from_exit_file(*end, f.cancel_requested);
+                    if let Some(why) = f.not_started.get(i) {
+                        status.reason = Some(why.clone());
+                    }
+                    (*i, status)
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -117,7 +135,7 @@ fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
 #[cfg(test)]
 mod tests {
     use batchbridge_core::JobState::{self, *};
-    use batchbridge_core::remote::parse_job_files;
+    use batchbridge_core::remote::{NATIVE_STATE_EXIT_FILE, parse_job_files};
 
     use super::*;
     use crate::parse::{parse_sacct, parse_squeue};
@@ -195,6 +213,23 @@ mod tests {
                 tasks: None,
             },
             Case {
+                what: "the working directory could not be entered: sacct has the code, the \
+                       files say why",
+                squeue: "",
+                sacct: "7|FAILED|NonZeroExitCode|70:0|1|2|3",
+                files: "7 tasks 1 0\n7 task 0 exit 70\n7 why 0 the script never ran: x",
+                expected: (Failed, Some(70), None),
+                tasks: None,
+            },
+            Case {
+                what: "the working directory could not be entered, known from the files alone",
+                squeue: "",
+                sacct: "",
+                files: "7 tasks 1 0\n7 task 0 exit 70\n7 why 0 the script never ran: x",
+                expected: (Failed, Some(70), None),
+                tasks: None,
+            },
+            Case {
                 what: "neither knows it, killed after a cancel",
                 squeue: "",
                 sacct: "",
@@ -269,12 +304,32 @@ mod tests {
         ];
         for case in &cases {
             let status = run(case);
+            let from_files_alone = case.squeue.is_empty()
+                && case.sacct.is_empty()
+                && case.tasks.is_none()
+                && status.state != Unknown;
+            if from_files_alone {
+                assert_eq!(status.native_state, NATIVE_STATE_EXIT_FILE, "{}", case.what);
+            }
+            assert!(
+                !status.native_state.is_empty() || status.state == Unknown,
+                "{}: a known status names its source: {status:?}",
+                case.what
+            );
             assert_eq!(
                 (status.state, status.exit_code, status.signal),
                 case.expected,
                 "{}: {status:?}",
                 case.what
             );
+            if case.files.contains(" why 0 ") {
+                assert_eq!(
+                    status.reason.as_deref(),
+                    Some("the script never ran: x"),
+                    "{}",
+                    case.what
+                );
+            }
             let counts = status
                 .tasks
                 .map(|t| (t.total, t.running, t.succeeded, t.failed));
@@ -305,7 +360,8 @@ mod tests {
         let squeue = parse_squeue(
             "1|RUNNING|None|1|2|NONE\n2|COMPLETED|None|1|2|3\n3_0|RUNNING|None|1|2|NONE\n",
         );
-        let sacct = parse_sacct("5|COMPLETED|None|0:0|1|2|3\n");
+        let sacct =
+            parse_sacct("5|COMPLETED|None|0:0|1|2|3\n6|FAILED|NonZeroExitCode|70:0|1|2|3\n");
         let by_job = |job: &str| Sightings {
             squeue: squeue.iter().filter(|r| r.job == job).collect(),
             ..Sightings::default()
@@ -316,12 +372,20 @@ mod tests {
             "finished, no exit code yet"
         );
         let from_sacct = Sightings {
-            sacct: sacct.iter().collect(),
+            sacct: sacct.iter().filter(|r| r.job == "5").collect(),
             ..Sightings::default()
         };
         assert!(
             from_sacct.settled_by_scheduler(),
             "sacct gives the exit code"
+        );
+        let never_ran = Sightings {
+            sacct: sacct.iter().filter(|r| r.job == "6").collect(),
+            ..Sightings::default()
+        };
+        assert!(
+            !never_ran.settled_by_scheduler(),
+            "exit code 70: the directory says why the script never ran"
         );
         assert!(
             !by_job("3").settled_by_scheduler(),

@@ -318,3 +318,57 @@ async fn a_large_environment_value_reaches_the_job_intact() {
         .unwrap();
     assert_eq!(output.stdout.text().trim(), "60000");
 }
+
+/// `scontrol show job ID`'s `NAME=VALUE` words.
+async fn scontrol_fields(shell: &SshShell, id: &str) -> Vec<String> {
+    let text = stdout_of(shell, Command::new("scontrol").args(["show", "job", id])).await;
+    text.split_whitespace().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly() {
+    use batchbridge_core::spec::{MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_NODES, MAX_WALL_TIME};
+
+    let slurm = common::backend();
+    let mut spec = common::spec("maxima", "true\n");
+    spec.resources.cpus = Some(MAX_CPUS);
+    spec.resources.memory = Some(MAX_MEMORY);
+    spec.resources.disk = Some(MAX_DISK);
+    spec.resources.wall_time = Some(MAX_WALL_TIME);
+    spec.resources.nodes = Some(MAX_NODES);
+    // Held, so that the job only shows what SLURM made of the request.
+    spec.passthrough
+        .insert("slurm".into(), vec!["--hold".into()]);
+    let id = slurm.submit(&spec).await.unwrap();
+    let shell = ssh_facts().key_shell();
+    let fields = scontrol_fields(&shell, id.as_str()).await;
+    slurm.cancel(&id).await.unwrap();
+    for expected in [
+        "TimeLimit=365-00:00:00",
+        "CPUs/Task=32768",
+        "MinMemoryNode=1P",
+        "MinTmpDiskNode=1P",
+        "NumNodes=65536-65536",
+    ] {
+        assert!(
+            fields.iter().any(|f| f == expected),
+            "{expected} in {fields:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_array_beyond_the_clusters_max_array_size_is_refused_naming_it() {
+    let slurm = common::backend();
+    let mut spec = common::spec("big-array", "true\n");
+    // The test bed's MaxArraySize is 1001: indices 0 to 1000.
+    spec.array = Some(ArraySpec::new(1002));
+    let err = slurm.submit(&spec).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+    assert!(
+        err.message()
+            .contains("an array of 1002 tasks: the cluster's MaxArraySize"),
+        "{err}"
+    );
+    assert_eq!(slurm.find(&spec.key).await.unwrap(), None);
+}

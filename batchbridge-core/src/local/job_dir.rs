@@ -10,6 +10,7 @@ use nix::unistd::Pid;
 
 use crate::backend::{JobId, JobOutput, OutputChunk, OutputRequest};
 use crate::error::{Error, Result};
+use crate::remote::NOT_STARTED_EXIT_CODE;
 use crate::spec::JobSpec;
 use crate::state::{JobState, JobStatus, TaskCounts};
 
@@ -28,6 +29,8 @@ struct TaskView {
     state: JobState,
     native: &'static str,
     exit_code: Option<i32>,
+    /// Why the wrapper could not start the script, when it wrote that down.
+    not_started: Option<String>,
     started_at: Option<SystemTime>,
     ended_at: Option<SystemTime>,
 }
@@ -43,11 +46,7 @@ impl JobDir {
     /// The job's directory, if `id` names one. Only plain numbers are ids, so a hostile id
     /// can never point outside the state directory.
     pub(super) fn open(jobs: &Path, id: &JobId) -> Option<Self> {
-        let id_text = id.as_str();
-        if id_text.is_empty() || id_text.len() > 20 || !id_text.bytes().all(|b| b.is_ascii_digit())
-        {
-            return None;
-        }
+        crate::remote::job_number(id.as_str())?;
         let dir = Self::new(jobs, id.clone());
         dir.root.join("spec.json").is_file().then_some(dir)
     }
@@ -143,19 +142,26 @@ impl JobDir {
                 "the job's processes ended without recording an exit code (killed from outside?)"
                     .to_owned(),
             ),
-            JobState::Failed => status.tasks.map_or_else(
-                || {
-                    status
+            JobState::Failed => {
+                let not_started = tasks
+                    .iter()
+                    .enumerate()
+                    .find_map(|(index, t)| Some((index, t.not_started.as_deref()?)));
+                match (status.tasks, not_started) {
+                    (None, Some((_, why))) => Some(why.to_owned()),
+                    (None, None) => status
                         .exit_code
-                        .map(|code| format!("exited with code {code}"))
-                },
-                |counts| {
-                    Some(format!(
+                        .map(|code| format!("exited with code {code}")),
+                    (Some(counts), Some((index, why))) => Some(format!(
+                        "{} of {} tasks failed; task {index}: {why}",
+                        counts.failed, counts.total
+                    )),
+                    (Some(counts), None) => Some(format!(
                         "{} of {} tasks failed",
                         counts.failed, counts.total
-                    ))
-                },
-            ),
+                    )),
+                }
+            }
             JobState::Cancelled => Some("cancelled by the user".to_owned()),
             _ => None,
         };
@@ -180,6 +186,10 @@ impl JobDir {
             .ok()
             .and_then(|text| text.trim().parse::<i32>().ok());
         let started_at = modified(&self.task_path(task, "started"));
+        let not_started = exit_code
+            .filter(|code| *code == NOT_STARTED_EXIT_CODE)
+            .and_then(|_| std::fs::read_to_string(self.task_path(task, "reason")).ok())
+            .map(|reason| reason.trim_end().to_owned());
         let (state, native) = match exit_code {
             Some(0) => (JobState::Succeeded, "EXITED"),
             Some(_) => (JobState::Failed, "EXITED"),
@@ -194,6 +204,7 @@ impl JobDir {
             state,
             native,
             exit_code,
+            not_started,
             started_at,
             ended_at: exit_code.and_then(|_| modified(&exit_path)),
         }

@@ -31,7 +31,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
-use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::error::{Error, ErrorKind, Result};
+use crate::remote::ENTER_WORKING_DIR;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 use job_dir::JobDir;
@@ -39,11 +40,10 @@ use job_dir::JobDir;
 const WRAPPER: &str = include_str!("wrapper.sh");
 /// The `PATH` of a job started with [`LocalBackend::clean_environment`].
 const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
+const LOCAL_JOB_ID: &str = "a local job id";
 /// How long a cancelled job gets between SIGTERM and SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
-/// The most tasks one local array job may have: a status reads every task's files, so an
-/// array of four billion tasks would take for ever and exhaust memory.
-pub const MAX_ARRAY_TASKS: u32 = 10_000;
 
 /// Runs jobs as local processes, with a CPU capacity shared by every `LocalBackend` on the
 /// same state directory.
@@ -156,8 +156,11 @@ fn highest_job_id(jobs: &Path) -> Result<u64> {
 }
 
 impl Inner {
-    fn job(&self, id: &JobId) -> Option<JobDir> {
-        JobDir::open(&self.root.join("jobs"), id)
+    /// The job's directory: `Err` (InvalidInput) for an id that cannot be a local job,
+    /// `Ok(None)` for one that names no job here.
+    fn job(&self, id: &JobId) -> Result<Option<JobDir>> {
+        crate::remote::job_number_of(id.as_str(), LOCAL_JOB_ID)?;
+        Ok(JobDir::open(&self.root.join("jobs"), id))
     }
 
     fn key_path(&self, key: &JobKey) -> PathBuf {
@@ -223,6 +226,8 @@ impl Inner {
         let tasks = spec.task_count();
         let parallel = concurrent_tasks(spec, self.capacity);
         let log = std::fs::File::create(dir.path("wrapper.log"))?;
+        // The wrapper enters the working directory itself, per task, so that a directory
+        // that is missing when a task starts fails that task with the reason why.
         let working_dir = spec
             .working_dir
             .as_ref()
@@ -237,7 +242,7 @@ impl Inner {
         }
         let child = command
             .arg("-c")
-            .arg(WRAPPER)
+            .arg(format!("{ENTER_WORKING_DIR}{WRAPPER}"))
             .arg("bash")
             .arg(dir.root())
             .arg(self.root.join("slots"))
@@ -245,10 +250,11 @@ impl Inner {
             .arg(tasks.to_string())
             .arg(parallel.to_string())
             .arg(cpus.to_string())
+            .arg(working_dir)
             .env("BATCHBRIDGE_JOB_ID", dir.id().as_str())
             .env("BATCHBRIDGE_JOB_NAME", &spec.name)
             .env("BATCHBRIDGE_CPUS", cpus.to_string())
-            .current_dir(working_dir)
+            .current_dir(dir.root())
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -278,20 +284,14 @@ impl BatchBackend for LocalBackend {
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
         spec.validate()?;
         self.capabilities().check(spec, self.name())?;
-        if spec.task_count() > MAX_ARRAY_TASKS {
-            return Err(Error::invalid_input(format!(
-                "array.count {}: the local backend runs at most {MAX_ARRAY_TASKS} tasks per job (job {})",
-                spec.task_count(),
-                spec.key
-            )));
-        }
-        if let Some(dir) = &spec.working_dir
-            && !Path::new(dir).is_dir()
-        {
-            return Err(Error::invalid_input(format!(
-                "job {}: working directory {dir:?} does not exist",
-                spec.key
-            )));
+        if spec.resources.nodes.is_some_and(|n| n > 1) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "resources.nodes: the local backend runs a job on this one machine (job {})",
+                    spec.key
+                ),
+            ));
         }
         if let Some(id) = self.inner.find(&spec.key)? {
             return Ok(id);
@@ -320,10 +320,9 @@ impl BatchBackend for LocalBackend {
             ids.into_iter()
                 .map(|id| {
                     let status = match inner.job(&id) {
-                        Some(dir) => dir.status(inner.capacity),
-                        None => {
-                            JobStatus::unknown(format!("no local job {}", excerpt(id.as_str())))
-                        }
+                        Ok(Some(dir)) => dir.status(inner.capacity),
+                        Ok(None) => JobStatus::unknown(format!("no local job {id}")),
+                        Err(malformed) => JobStatus::unknown(malformed.message()),
                     };
                     (id, status)
                 })
@@ -334,7 +333,7 @@ impl BatchBackend for LocalBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let Some(dir) = self.inner.job(id) else {
+        let Some(dir) = self.inner.job(id)? else {
             return Ok(());
         };
         if dir.status(self.inner.capacity).state.is_terminal() {
@@ -359,12 +358,10 @@ impl BatchBackend for LocalBackend {
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let dir = self.inner.job(id).ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("no local job {}", excerpt(id.as_str())),
-            )
-        })?;
+        let dir = self
+            .inner
+            .job(id)?
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no local job {id}")))?;
         let request = *request;
         tokio::task::spawn_blocking(move || dir.output(&request))
             .await
@@ -465,7 +462,7 @@ mod tests {
             .fetch_output(&huge, &OutputRequest::tail(1))
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.message().len() < limit, "{} bytes", err.message().len());
     }
 
@@ -527,7 +524,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
         assert!(
-            err.message().starts_with("array.count 4294967295: "),
+            err.message()
+                .contains("array.count: must be at least 1 and at most 10000"),
             "{err}"
         );
         assert_eq!(
@@ -536,7 +534,7 @@ mod tests {
         );
         assert!(
             backend
-                .submit(&array(MAX_ARRAY_TASKS + 1, Some(1), None))
+                .submit(&array(crate::spec::MAX_ARRAY_TASKS + 1, Some(1), None))
                 .await
                 .is_err()
         );

@@ -1,8 +1,10 @@
 # The local backend's job wrapper, run as `bash -c "$WRAPPER" bash JOB_DIR SLOTS_DIR CAPACITY
-# TASKS MAX_PARALLEL CPUS` in a process group of its own. Every value arrives as a positional
-# parameter, never as code. It outlives the program that started it; all state is in files.
+# TASKS MAX_PARALLEL CPUS WORKING_DIR` in a process group of its own, after the definition of
+# `enter_working_dir` (batchbridge_core::remote::ENTER_WORKING_DIR). Every value arrives as a
+# positional parameter, never as code. It outlives the program that started it; all state
+# is in files.
 set -u
-job=$1 slots=$2 capacity=$3 tasks=$4 parallel=$5 cpus=$6
+job=$1 slots=$2 capacity=$3 tasks=$4 parallel=$5 cpus=$6 workdir=$7
 
 # Take `cpus` of the `capacity` slot locks, all or none, so that two jobs can never each hold
 # half of what they need. A job asking for more than the capacity waits forever, Queued.
@@ -31,6 +33,7 @@ run_task() {
         for fd in "${held[@]}"; do exec {fd}>&-; done
         # Positional parameters, not variables: env.sh may set any variable name.
         set -- "$job/script.sh" "$dir" "$index"
+        enter_working_dir "$workdir" "$2/reason" 2>"$2/stderr" || exit 70
         # What sourcing the environment says (a read-only variable, say) is the task's
         # stderr too, so that a job failing with 70 shows why.
         . "$job/env.sh" 2>"$2/stderr" || exit 70

@@ -21,9 +21,10 @@
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex as AsyncMutex, OnceCell, OwnedMutexGuard};
 
 use crate::backend::{JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
 use crate::error::{Error, ErrorKind, Result, excerpt};
@@ -32,6 +33,42 @@ use crate::spec::{JobKey, JobSpec};
 use crate::state::{JobState, JobStatus};
 
 const SUBMIT: &str = include_str!("submit.sh");
+/// A POSIX shell function, `enter_working_dir DIR REASON_FILE`, that every job wrapper
+/// (the local backend's, SLURM's batch script, HTCondor's `job.sh`) defines and runs before
+/// anything of the job's own: it enters the spec's working directory, or writes why it
+/// cannot (`the script never ran: cannot enter its working directory DIR: it does not
+/// exist`) to the task's stderr and to REASON_FILE, and the wrapper then exits
+/// [`NOT_STARTED_EXIT_CODE`]. Backends report REASON_FILE as the status's reason. A
+/// scheduler's own handling of a missing directory is never relied on: SLURM runs such a
+/// job in /tmp.
+///
+/// ```
+/// use batchbridge_core::remote::ENTER_WORKING_DIR;
+///
+/// let dir = tempfile::tempdir()?;
+/// let reason = dir.path().join("reason");
+/// let script = format!("{ENTER_WORKING_DIR}\nenter_working_dir \"$1\" \"$2\" || exit 70\npwd");
+/// let run = |target: &str| {
+///     std::process::Command::new("sh")
+///         .args(["-c", script.as_str(), "sh", target, reason.to_str().unwrap()])
+///         .output()
+/// };
+/// let entered = run(dir.path().to_str().unwrap())?;
+/// assert_eq!(entered.status.code(), Some(0));
+/// let missing = run("/nonexistent/dir")?;
+/// assert_eq!(missing.status.code(), Some(70));
+/// assert_eq!(
+///     std::fs::read_to_string(&reason)?,
+///     "the script never ran: cannot enter its working directory /nonexistent/dir: \
+///      it does not exist (or a parent directory cannot be searched)\n"
+/// );
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub const ENTER_WORKING_DIR: &str = include_str!("enter_working_dir.sh");
+/// The exit code of a task whose wrapper could not start the script: its working directory
+/// could not be entered ([`ENTER_WORKING_DIR`]) or its environment could not be set. Why is
+/// in the task's stderr (and, for the working directory, in the status's reason).
+pub const NOT_STARTED_EXIT_CODE: i32 = 70;
 const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
 const JOB_FILES: &str = include_str!("job_files.sh");
 
@@ -121,6 +158,57 @@ pub fn environment_file(spec: &JobSpec) -> Result<String> {
     Ok(file)
 }
 
+/// The submits in flight in this process, one lock per key. A backend holds the key's
+/// lock around its [`submit`], so a second submit of the same key waits for the first
+/// and then finds its job (`existing`), instead of seeing the key claimed by a submit
+/// that has not answered yet. Submits in other processes still meet
+/// [`Submitted::Claimed`].
+///
+/// ```
+/// use batchbridge_core::JobKey;
+/// use batchbridge_core::remote::SubmitLocks;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let locks = SubmitLocks::default();
+/// let key = JobKey::new("k-1")?;
+/// let first = locks.lock(&key).await;
+/// assert!(locks.try_lock(&key).is_none(), "the key's submit is in flight");
+/// assert!(locks.try_lock(&JobKey::new("k-2")?).is_some(), "other keys are free");
+/// drop(first);
+/// assert!(locks.try_lock(&key).is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct SubmitLocks {
+    /// Weak, so that a key's lock goes away with its last submit.
+    by_key: Mutex<HashMap<JobKey, Weak<AsyncMutex<()>>>>,
+}
+
+impl SubmitLocks {
+    /// Waits until no other submit of `key` in this process is in flight, and holds the
+    /// key until the guard is dropped.
+    pub async fn lock(&self, key: &JobKey) -> OwnedMutexGuard<()> {
+        self.lock_of(key).lock_owned().await
+    }
+
+    /// The key's lock if no submit of it is in flight, without waiting.
+    pub fn try_lock(&self, key: &JobKey) -> Option<OwnedMutexGuard<()>> {
+        self.lock_of(key).try_lock_owned().ok()
+    }
+
+    fn lock_of(&self, key: &JobKey) -> Arc<AsyncMutex<()>> {
+        let mut by_key = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
+        by_key.retain(|_, lock| lock.strong_count() > 0);
+        if let Some(lock) = by_key.get(key).and_then(Weak::upgrade) {
+            return lock;
+        }
+        let lock = Arc::new(AsyncMutex::new(()));
+        by_key.insert(key.clone(), Arc::downgrade(&lock));
+        lock
+    }
+}
+
 /// What [`submit`] found or did.
 #[derive(Debug)]
 pub enum Submitted {
@@ -128,8 +216,9 @@ pub enum Submitted {
     New(String),
     /// The key already had a job, with this id; nothing was submitted.
     Existing(String),
-    /// Another submit of the key is in flight, or was cut off before the scheduler answered;
-    /// only the scheduler itself can tell which job, if any, holds the key.
+    /// Another submit of the key is in flight (in another process: see [`SubmitLocks`]), or
+    /// was cut off before the scheduler answered; only the scheduler itself can tell which
+    /// job, if any, holds the key.
     Claimed,
     /// The scheduler refused the job; its output says why. The key was released.
     Refused(Output),
@@ -200,13 +289,10 @@ pub fn job_numbers<'a>(ids: &'a [JobId], what: &str) -> (Vec<&'a str>, HashMap<J
     let mut numbers = Vec::with_capacity(ids.len());
     let mut unknown = HashMap::new();
     for id in ids {
-        match job_number(id.as_str()) {
-            Some(number) => numbers.push(number),
-            None => {
-                unknown.insert(
-                    id.clone(),
-                    JobStatus::unknown(format!("{:?} is not {what}", excerpt(id.as_str()))),
-                );
+        match job_number_of(id.as_str(), what) {
+            Ok(number) => numbers.push(number),
+            Err(err) => {
+                unknown.insert(id.clone(), JobStatus::unknown(err.message()));
             }
         }
     }
@@ -345,8 +431,29 @@ pub fn job_number(text: &str) -> Option<&str> {
         .then_some(text)
 }
 
+/// `id`'s [`job_number`], or the [`InvalidInput`](ErrorKind::InvalidInput) error every
+/// backend gives for an id that cannot be one of its jobs (`what` names what it is not,
+/// e.g. "a SLURM job id").
+///
+/// ```
+/// use batchbridge_core::ErrorKind;
+/// use batchbridge_core::remote::job_number_of;
+///
+/// assert_eq!(job_number_of("42", "a job id").unwrap(), "42");
+/// let err = job_number_of("../42", "a SLURM job id").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+/// assert_eq!(err.message(), "\"../42\" is not a SLURM job id");
+/// ```
+pub fn job_number_of<'a>(id: &'a str, what: &str) -> Result<&'a str> {
+    job_number(id).ok_or_else(|| Error::invalid_input(format!("{:?} is not {what}", excerpt(id))))
+}
+
 /// A bounded window of one task's stdout and stderr from `WORK/ids/ID/`, streamed with
-/// `dd` so that no file is ever read whole. `id` must be a [`job_number`].
+/// `dd` so that no file is ever read whole. `id` must be a [`job_number`]: anything else is
+/// [`InvalidInput`](ErrorKind::InvalidInput) (see [`job_number_of`]); a number this work
+/// directory has no job for is [`NotFound`](ErrorKind::NotFound). A task the job does not
+/// have (by its `tasks` file, which holds the task count) is
+/// [`InvalidInput`](ErrorKind::InvalidInput).
 pub async fn fetch_output(
     shell: &dyn Shell,
     work: &str,
@@ -354,17 +461,17 @@ pub async fn fetch_output(
     request: &OutputRequest,
     timeout: Duration,
 ) -> Result<JobOutput> {
+    let id = job_number_of(id, "a job id")?;
     let not_found = || {
         Error::new(
             ErrorKind::NotFound,
             format!(
-                "job {} has no output here: it was not submitted through this work directory",
-                excerpt(id)
+                "job {id} has no output here: it was not submitted through this work directory"
             ),
         )
     };
-    let id = job_number(id).ok_or_else(not_found)?;
-    let task = request.task.unwrap_or(0).to_string();
+    let task_number = request.task.unwrap_or(0);
+    let task = task_number.to_string();
     let range = match request.range {
         OutputRange::Tail(n) => vec!["tail".to_owned(), n.min(MAX_OUTPUT_CHUNK).to_string()],
         OutputRange::Bytes { offset, len } => vec![
@@ -379,8 +486,15 @@ pub async fn fetch_output(
         .output_limit(limit)
         .timeout(timeout);
     let output = shell.run(&command).await?;
-    if output.exit_code == Some(3) {
-        return Err(not_found());
+    match output.exit_code {
+        Some(3) => return Err(not_found()),
+        Some(4) => {
+            return Err(Error::invalid_input(format!(
+                "job {id} has {} task(s); there is no task {task_number}",
+                output.stdout_text().trim()
+            )));
+        }
+        _ => {}
     }
     let output = output.check("reading job output")?;
     match (parse_window(&output.stdout), parse_window(&output.stderr)) {
@@ -393,6 +507,17 @@ pub async fn fetch_output(
         )),
     }
 }
+
+/// The [`JobStatus::native_state`] of a status that the job wrapper's `task-N.exit` file
+/// decided, not the scheduler (which no longer knows the job).
+///
+/// ```
+/// use batchbridge_core::remote::{NATIVE_STATE_EXIT_FILE, TaskEnd};
+///
+/// assert_eq!(TaskEnd::Exit(0).status(false).native_state, NATIVE_STATE_EXIT_FILE);
+/// assert_eq!(NATIVE_STATE_EXIT_FILE, "exit-code file");
+/// ```
+pub const NATIVE_STATE_EXIT_FILE: &str = "exit-code file";
 
 /// How a task ended, as the job wrapper recorded it in `task-N.exit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,7 +548,7 @@ impl TaskEnd {
                 } else {
                     JobState::Failed
                 };
-                let mut status = JobStatus::new(state, "");
+                let mut status = JobStatus::new(state, NATIVE_STATE_EXIT_FILE);
                 status.exit_code = Some(code);
                 status
             }
@@ -433,7 +558,7 @@ impl TaskEnd {
                 } else {
                     JobState::Failed
                 };
-                let mut status = JobStatus::new(state, "");
+                let mut status = JobStatus::new(state, NATIVE_STATE_EXIT_FILE);
                 status.signal = Some(signal);
                 status
             }
@@ -450,6 +575,9 @@ pub struct JobFiles {
     pub cancel_requested: bool,
     /// The tasks that ended, by index.
     pub ended: BTreeMap<u32, TaskEnd>,
+    /// Why a task's script never ran (its working directory could not be entered), by
+    /// index: the first line of its `task-N.reason`.
+    pub not_started: BTreeMap<u32, String>,
 }
 
 /// What the directories of jobs `ids` (each a [`job_number`]) under `WORK/ids/` say, in one
@@ -469,7 +597,8 @@ pub async fn job_files(
     Ok(parse_job_files(&output.stdout_text()))
 }
 
-/// Reads the job-files script's lines: `ID tasks N CANCELLED` and `ID task I exit|signal N`.
+/// Reads the job-files script's lines: `ID tasks N CANCELLED`, `ID task I exit|signal N` and
+/// `ID why I TEXT`.
 ///
 /// ```
 /// use batchbridge_core::remote::{TaskEnd, parse_job_files};
@@ -481,6 +610,15 @@ pub async fn job_files(
 pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
     let mut jobs: HashMap<String, JobFiles> = HashMap::new();
     for line in text.lines() {
+        if let [id, "why", index, why] = line.splitn(4, ' ').collect::<Vec<_>>().as_slice()
+            && let Ok(index) = index.parse()
+        {
+            jobs.entry((*id).to_owned())
+                .or_default()
+                .not_started
+                .insert(index, (*why).to_owned());
+            continue;
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             [id, "tasks", count, cancelled] => {
@@ -696,7 +834,7 @@ mod tests {
         )
         .await
         .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(
             err.message().len() < 2 * crate::error::MAX_QUOTED,
             "{} bytes",
@@ -721,12 +859,13 @@ mod tests {
 
     #[test]
     fn job_files_lines() {
-        let out = "12 tasks 1 0\n12 task 0 exit 3\n\
+        let out = "12 tasks 1 0\n12 task 0 exit 70\n12 why 0 cannot enter /a b: it is gone\n\
                    13 tasks 3 1\n13 task 0 exit 0\n13 task 2 signal 15\n\
-                   14 tasks 1 0\nnonsense\n15 task x exit 1\n";
+                   14 tasks 1 0\nnonsense\n15 task x exit 1\n16 why x y\n";
         let jobs = parse_job_files(out);
         assert_eq!(jobs.len(), 3);
-        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(3));
+        assert_eq!(jobs["12"].ended[&0], TaskEnd::Exit(70));
+        assert_eq!(jobs["12"].not_started[&0], "cannot enter /a b: it is gone");
         let array = &jobs["13"];
         assert_eq!((array.tasks, array.cancel_requested), (3, true));
         assert_eq!(

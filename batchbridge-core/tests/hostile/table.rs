@@ -3,6 +3,7 @@
 //! `CANARY` in a payload is the canary's absolute path, `NAME` its bare name (see
 //! [`Ctx::payload`]). `expect` holds for every backend unless `except` says otherwise.
 
+use batchbridge_core::spec::MAX_CPUS;
 use batchbridge_core::{ArraySpec, Container, ContainerRuntime, ErrorKind, JobId, JobKey};
 
 use super::{Backend, Check, Ctx, Expect, Input};
@@ -88,7 +89,6 @@ const WORKDIR_HTCONDOR: (Backend, Expect) = (
     Htcondor,
     Refused(InvalidInput, "HTCondor needs an absolute path"),
 );
-const WORKDIR_LOCAL_MISSING: (Backend, Expect) = (Local, Refused(InvalidInput, "does not exist"));
 
 pub(crate) static CASES: &[Case] = &[
     // The job key: tokens only, refused on construction (and on deserialization).
@@ -550,8 +550,8 @@ pub(crate) static CASES: &[Case] = &[
         expect: Fails("UID: readonly variable"),
         except: &[(Htcondor, Succeeds)],
     },
-    // The working directory: one argument (SLURM), a checked path (HTCondor), a directory
-    // that must exist (local).
+    // The working directory: an absolute path, quoted into the batch script (SLURM), a
+    // checked path (HTCondor), an argument of the wrapper (local).
     Case {
         field: "working dir",
         input: "an existing directory named ``it's a \"dir\" $(touch NAME) ; `id` ünï`` U+202E `cod.sh`",
@@ -568,23 +568,24 @@ pub(crate) static CASES: &[Case] = &[
         field: "working dir",
         input: "`/tmp/$(touch CANARY)` (does not exist)",
         build: |c| working_dir(c, c.payload("/tmp/$(touch CANARY)")),
-        // SLURM runs the job in /tmp when the directory is missing, as its log says.
-        expect: Succeeds,
-        except: &[WORKDIR_HTCONDOR, WORKDIR_LOCAL_MISSING],
+        // The job fails before its script runs: never in another directory (SLURM itself
+        // would run it in /tmp).
+        expect: Fails("cannot enter its working directory"),
+        except: &[WORKDIR_HTCONDOR],
     },
     Case {
         field: "working dir",
         input: "`; touch NAME` (relative, does not exist)",
         build: |c| working_dir(c, c.payload("; touch NAME")),
-        expect: Succeeds,
-        except: &[WORKDIR_HTCONDOR, WORKDIR_LOCAL_MISSING],
+        expect: Refused(InvalidInput, "workingDir: must be an absolute path"),
+        except: &[],
     },
     Case {
         field: "working dir",
         input: "`--wrap=touch CANARY` (an option)",
         build: |c| working_dir(c, c.payload("--wrap=touch CANARY")),
-        expect: Succeeds,
-        except: &[WORKDIR_HTCONDOR, WORKDIR_LOCAL_MISSING],
+        expect: Refused(InvalidInput, "workingDir: must be an absolute path"),
+        except: &[],
     },
     Case {
         field: "working dir",
@@ -606,7 +607,7 @@ pub(crate) static CASES: &[Case] = &[
         build: |c| working_dir(c, format!("/{}", "d".repeat(MIB))),
         expect: Refused(
             InvalidInput,
-            "workingDir: must be a non-empty path of at most 4096 bytes",
+            "workingDir: must be an absolute path of at most 4096 bytes",
         ),
         except: &[],
     },
@@ -901,17 +902,11 @@ pub(crate) static CASES: &[Case] = &[
         field: "array",
         input: "count 4 294 967 295",
         build: |c| c.ok_with(|s| s.array = Some(ArraySpec::new(u32::MAX))),
-        expect: Refused(Rejected, "Invalid job array specification"),
-        except: &[
-            (Htcondor, Refused(Rejected, "HTCondor refused job")),
-            (
-                Local,
-                Refused(
-                    InvalidInput,
-                    "array.count 4294967295: the local backend runs at most",
-                ),
-            ),
-        ],
+        expect: Refused(
+            InvalidInput,
+            "array.count: must be at least 1 and at most 10000",
+        ),
+        except: &[],
     },
     // Container images: quoted into the batch script (SLURM), one checked word (HTCondor).
     Case {
@@ -957,8 +952,31 @@ pub(crate) static CASES: &[Case] = &[
             let (input, _) = c.ok_with(|s| s.resources.cpus = Some(u32::MAX));
             (input, Check::Any)
         },
-        expect: Refused(Rejected, "invalid number of cpus per task"),
-        except: &[(Htcondor, Queued), (Local, Queued)],
+        expect: Refused(
+            InvalidInput,
+            "resources.cpus: must be at least 1 and at most 32768",
+        ),
+        except: &[],
+    },
+    Case {
+        field: "resources",
+        input: "cpus 32 768 (the maximum)",
+        build: |c| {
+            let (input, _) = c.ok_with(|s| s.resources.cpus = Some(MAX_CPUS));
+            (input, Check::Any)
+        },
+        expect: Queued,
+        except: &[],
+    },
+    Case {
+        field: "resources",
+        input: "wall time `Duration::MAX`",
+        build: |c| c.ok_with(|s| s.resources.wall_time = Some(std::time::Duration::MAX)),
+        expect: Refused(
+            InvalidInput,
+            "resources.wallTime: must be at least 1 second and at most 365 days",
+        ),
+        except: &[],
     },
     // Job ids handed to status, cancel and fetch_output.
     Case {
@@ -999,14 +1017,28 @@ pub(crate) static CASES: &[Case] = &[
             )
         },
         expect: Refused(InvalidInput, "is not a"),
-        except: &[(Local, NoError)],
+        except: &[],
+    },
+    Case {
+        field: "job id",
+        input: "cancel `999999999` (a number no job has)",
+        build: |_| (Input::Cancel(JobId::from("999999999")), Check::Any),
+        expect: NoError,
+        except: &[],
+    },
+    Case {
+        field: "job id",
+        input: "fetch_output of `999999999` (a number no job has)",
+        build: |_| (Input::Fetch(JobId::from("999999999")), Check::Any),
+        expect: Refused(NotFound, "has no output here"),
+        except: &[(Local, Refused(NotFound, "no local job"))],
     },
     Case {
         field: "job id",
         input: "fetch_output of `../../../etc`",
         build: |_| (Input::Fetch(JobId::from("../../../etc")), Check::Any),
-        expect: Refused(NotFound, "has no output here"),
-        except: &[(Local, Refused(NotFound, "no local job"))],
+        expect: Refused(InvalidInput, "is not a"),
+        except: &[],
     },
     Case {
         field: "job id",
@@ -1017,7 +1049,7 @@ pub(crate) static CASES: &[Case] = &[
                 Check::Any,
             )
         },
-        expect: Refused(NotFound, "has no output here"),
-        except: &[(Local, Refused(NotFound, "no local job"))],
+        expect: Refused(InvalidInput, "is not a"),
+        except: &[],
     },
 ];

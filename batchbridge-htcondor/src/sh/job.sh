@@ -1,10 +1,16 @@
 #!/bin/sh
-# batchbridge's wrapper for one proc of an HTCondor cluster: `job.sh PROC CLUSTER JOB_DIR`.
-# HTCondor records how the script ended (ExitCode, ExitBySignal), so the wrapper only sets
-# the scene. Without a shared file system HTCondor runs it in a scratch directory that
-# holds the transferred script.sh and env.sh.
+# batchbridge's wrapper for one proc of an HTCondor cluster:
+# `job.sh PROC CLUSTER JOB_DIR WORKING_DIR`, with `enter_working_dir`
+# (batchbridge_core::remote::ENTER_WORKING_DIR) defined below. HTCondor records how the
+# script ended (ExitCode, ExitBySignal), so the wrapper only sets the scene: it enters the
+# working directory itself, since HTCondor's initialdir is the job directory, and exits 70
+# with task-PROC.reason beside the output when it cannot. Without a shared file system
+# HTCondor runs it in a scratch directory that holds the transferred script.sh and env.sh,
+# and brings the reason file back with the output.
 dir=$3
 [ -r "$dir/script.sh" ] || dir=$PWD
+@ENTER_WORKING_DIR@
+enter_working_dir "$4" "$dir/task-$1.reason" || exit 70
 # Positional parameters, not variables: env.sh may set any variable name.
 set -- "$dir/script.sh" "$1" "$2"
 . "$dir/env.sh" || exit 70

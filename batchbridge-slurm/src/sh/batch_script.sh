@@ -3,15 +3,20 @@
 # ended in task-N.exit beside the task's output, so that the end is known even when SLURM
 # has forgotten the job and accounting is down.
 dir=@DIR@
+workdir=@WORKDIR@
 task=${SLURM_ARRAY_TASK_ID:-0}
 record() {
     printf '%s\n' "$1" >"$dir/task-$task.exit.tmp" && mv -f "$dir/task-$task.exit.tmp" "$dir/task-$task.exit"
 }
 # SLURM ends a cancelled or timed-out job with SIGTERM to every process of it.
 trap 'record "signal 15"; exit 143' TERM
+@ENTER_WORKING_DIR@
 (
     # Positional parameters, not variables: env.sh may set any variable name.
     set -- "$dir/script.sh" "$task" "${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" "$dir"
+    # sbatch's --chdir is the job directory: slurmd would run the job in /tmp when the
+    # working directory is missing; entering it here fails the job instead, saying why.
+    enter_working_dir "$workdir" "$dir/task-$task.reason" || exit 70
     . "$dir/env.sh" || exit 70
     export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
     exec @RUNNER@bash "$1"
