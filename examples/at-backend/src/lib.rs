@@ -409,13 +409,14 @@ mod tests {
              3 tasks 1 1\n3 task 0 signal 15\n4 tasks 1 0\n4 task 0 signal 9\n\
              5 tasks 1 1\n6 tasks 1 0\n7 tasks 1 0\n",
         );
+        const EXIT: &str = batchbridge_core::remote::NATIVE_STATE_EXIT_FILE;
         // (id, atq's queue) -> (state, exit code, signal, native state)
         let cases = [
-            (("1", None), (JobState::Succeeded, Some(0), None, "")),
-            (("1", Some('=')), (JobState::Succeeded, Some(0), None, "")),
-            (("2", None), (JobState::Failed, Some(3), None, "")),
-            (("3", Some('=')), (JobState::Cancelled, None, Some(15), "")),
-            (("4", None), (JobState::Failed, None, Some(9), "")),
+            (("1", None), (JobState::Succeeded, Some(0), None, EXIT)),
+            (("1", Some('=')), (JobState::Succeeded, Some(0), None, EXIT)),
+            (("2", None), (JobState::Failed, Some(3), None, EXIT)),
+            (("3", Some('=')), (JobState::Cancelled, None, Some(15), EXIT)),
+            (("4", None), (JobState::Failed, None, Some(9), EXIT)),
             (("5", None), (JobState::Cancelled, None, None, "")),
             (("6", Some('=')), (JobState::Running, None, None, "=")),
             (("7", Some('b')), (JobState::Queued, None, None, "b")),
