@@ -70,3 +70,9 @@ pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
+
+/// The crate README's examples, compiled as doctests so they cannot go stale.
+// With the feature only: the README shows the conformance suite.
+#[doc = include_str!("../README.md")]
+#[cfg(all(doctest, feature = "conformance"))]
+pub struct ReadmeDoctests;
