@@ -10,8 +10,9 @@
 #     depends on the three crates by path, builds, implements BatchBackend through core's
 #     re-exports alone (no async-trait of its own) and runs a job on the local backend.
 #  3. Packaging: `cargo publish --workspace --dry-run` builds each package as crates.io would
-#     get it, and each package holds src/lib.rs, README.md and LICENSE but no tests/ (they
-#     need the test bed and the unpublished batchbridge-testbed crate).
+#     get it; each package holds src/lib.rs, README.md and LICENSE but no tests/ (they
+#     need the test bed and the unpublished batchbridge-testbed crate), and the tests it
+#     does hold pass.
 # Builds go to target/library-check (debuginfo off), so a second run is incremental.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -141,4 +142,24 @@ for crate in "${library[@]}"; do
     fi
 done
 cargo publish -q --workspace --dry-run --allow-dirty
+# The packages' own tests (unit tests and doctests) pass as packaged: without tests/ and
+# without the dev-dependency on batchbridge-testbed, which cargo strips. slurm and
+# htcondor get the packaged core through a patch, as they would get it from crates.io.
+mkdir "$scratch/packaged"
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1) # [workspace.package]'s
+members=()
+for crate in "${library[@]}"; do
+    tar -xzf "$CARGO_TARGET_DIR/package/$crate-$version.crate" -C "$scratch/packaged"
+    members+=("\"$crate-$version\"")
+done
+cat >"$scratch/packaged/Cargo.toml" <<EOF
+[workspace]
+resolver = "3"
+members = [$(IFS=,; echo "${members[*]}")]
+
+[patch.crates-io]
+batchbridge-core = { path = "batchbridge-core-$version" }
+EOF
+cp Cargo.lock "$scratch/packaged/"
+(cd "$scratch/packaged" && cargo test -q --workspace)
 echo "library: lowest versions, application and packages ok" >&2

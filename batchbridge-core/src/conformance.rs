@@ -23,6 +23,11 @@
 //! range); a hostile script and environment run verbatim; an array of 3 tasks with one
 //! failing; an invalid spec is refused and leaves nothing behind; the version is one
 //! printable line.
+//!
+//! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
+//! answers with canned replies.
+
+pub mod scripted;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
