@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it. Needs root: it installs and starts the test bed
-# (tests/testbed/up.sh), then checks formatting, lints and docs, runs every test, and runs
+# (tests/testbed/up.sh), then checks formatting, lints and docs, checks the library crates
+# as an application gets them (tests/library.sh), runs every test, and runs
 # the quickstart, checking that it shows Queued -> Running -> Succeeded and the output.
 # The last line totals every test, the quickstart counted as one.
 set -euo pipefail
@@ -13,6 +14,9 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 diff -u <(cat deploy/crds/batchbridge.dev_*.yaml) <(cargo run --locked -q -p batchbridge-operator --bin crdgen) >&2 || { echo "deploy/crds is stale: run cargo run -p batchbridge-operator --bin crdgen -- --write" >&2; exit 1; }
+# The library crates as an application gets them: lowest dependency versions, a new
+# application on tokio ~1.47, packaging (tests/library.sh says how).
+bash tests/library.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"

@@ -273,7 +273,8 @@ impl JobOutput {
 
 /// A batch system: submit jobs, watch them, cancel them, read their output.
 ///
-/// The contract every implementation keeps, checked by [`crate::conformance`]:
+/// The contract every implementation keeps, checked by the conformance suite (`conformance`,
+/// behind the cargo feature of that name):
 ///
 /// - `submit` is idempotent on [`JobSpec::key`]: a second submit with a key that already
 ///   has a job returns that job's id and starts nothing. A job whose resources cannot be
@@ -309,6 +310,67 @@ impl JobOutput {
 /// let dir = tempfile::tempdir()?;
 /// let backend: Arc<dyn BatchBackend> = Arc::new(LocalBackend::new(dir.path())?);
 /// assert_eq!(backend.name(), "local");
+/// # Ok(()) }
+/// ```
+///
+/// # Implementing it
+///
+/// The methods are `async`, through the [`async_trait`](macro@crate::async_trait) attribute that
+/// this crate re-exports (a plain `async fn` in the impl fails with E0195), so an
+/// implementation needs no dependency of its own on `async-trait`. Here, a backend that
+/// refuses GPU jobs and hands everything else to a [`LocalBackend`](crate::LocalBackend):
+///
+/// ```
+/// use std::collections::HashMap;
+/// use batchbridge_core::{
+///     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
+///     JobStatus, LocalBackend, OutputRequest, Result, async_trait,
+/// };
+///
+/// #[derive(Debug)]
+/// struct CpuOnly(LocalBackend);
+///
+/// #[async_trait]
+/// impl BatchBackend for CpuOnly {
+///     fn name(&self) -> &str {
+///         "cpu-only"
+///     }
+///     fn capabilities(&self) -> Capabilities {
+///         self.0.capabilities()
+///     }
+///     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+///         if spec.resources.gpus.is_some() {
+///             return Err(Error::new(ErrorKind::Unsupported, "resources.gpus: no GPUs here"));
+///         }
+///         self.0.submit(spec).await
+///     }
+///     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+///         self.0.find(key).await
+///     }
+///     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+///         self.0.status(ids).await
+///     }
+///     async fn cancel(&self, id: &JobId) -> Result<()> {
+///         self.0.cancel(id).await
+///     }
+///     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+///         self.0.fetch_output(id, request).await
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend = CpuOnly(LocalBackend::new(dir.path())?);
+/// let mut spec = JobSpec::new(JobKey::new("train-1")?, "train", "true");
+/// spec.resources.gpus = Some(1);
+/// let err = backend.submit(&spec).await.unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Unsupported);
+///
+/// spec.resources.gpus = None;
+/// let id = backend.submit(&spec).await?;
+/// let statuses = backend.status(&[id.clone()]).await?;
+/// assert!(statuses.get(&id).is_some_and(|status| status.state != JobState::Unknown));
 /// # Ok(()) }
 /// ```
 #[async_trait]

@@ -27,6 +27,11 @@
 //! verbatim; an array of 3 tasks with one failing; a working directory that does not exist
 //! fails the job, saying so; an invalid spec is refused and leaves nothing behind; the
 //! version is one printable line.
+//!
+//! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
+//! answers with canned replies.
+
+pub mod scripted;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,7 +17,12 @@
 //! - [`LocalBackend`] runs jobs as local processes: the embedded default.
 //! - [`remote`] is the job directory that command-line backends (SLURM, HTCondor) keep on a
 //!   cluster, with the submit and output commands they share.
-//! - [`conformance`] is the test suite any backend runs against itself.
+//! - `conformance` is the test suite any backend runs against itself, behind the cargo
+//!   feature of the same name (off by default): add `batchbridge-core = { version = "0.1",
+//!   features = ["conformance"] }` to the backend crate's `[dev-dependencies]`.
+//! - For implementing [`BatchBackend`] outside this crate, [`async_trait`](macro@async_trait)
+//!   (the trait's methods are `async`) and [`bytesize`] (the [`ByteSize`] in [`Resources`])
+//!   are re-exported, so a backend crate needs neither as a dependency of its own.
 //!
 //! Open a backend, submit, wait, read the output:
 //!
@@ -44,7 +49,14 @@
 //! # Ok(()) }
 //! ```
 
+// docs.rs builds with `--cfg docsrs` and every feature: mark what needs one.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod backend;
+// Also under `test`: the unit tests wait with it, and the packaged crate (whose manifest
+// loses the dev-dependency that turns the feature on) must still pass its own tests.
+#[cfg(any(test, feature = "conformance"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
 pub mod error;
 pub mod local;
@@ -54,10 +66,12 @@ pub mod spec;
 pub mod state;
 pub mod tracker;
 
+pub use async_trait::async_trait;
 pub use backend::{
     BatchBackend, Capabilities, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
     OutputRequest,
 };
+pub use bytesize::{self, ByteSize};
 pub use error::{Error, ErrorKind, Result};
 pub use local::LocalBackend;
 pub use spec::{
@@ -65,3 +79,9 @@ pub use spec::{
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
 pub use tracker::{Changes, PollReport, Tracker};
+
+/// The crate README's examples, compiled as doctests so they cannot go stale.
+// With the feature only: the README shows the conformance suite.
+#[doc = include_str!("../README.md")]
+#[cfg(all(doctest, feature = "conformance"))]
+pub struct ReadmeDoctests;

@@ -416,7 +416,7 @@ impl BatchBackend for HtcondorBackend {
 #[cfg(test)]
 mod tests {
     use batchbridge_core::JobState;
-    use batchbridge_testbed::{Programs, reply, scripted_shell};
+    use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
 
     use super::*;
 

@@ -517,7 +517,7 @@ impl BatchBackend for SlurmBackend {
 #[cfg(test)]
 mod tests {
     use batchbridge_core::JobState;
-    use batchbridge_testbed::{reply, scripted_shell};
+    use batchbridge_core::conformance::scripted::{reply, scripted_shell};
 
     use super::*;
 
@@ -603,7 +603,7 @@ mod tests {
             command_timeout: Duration::from_secs(7),
             ..SlurmConfig::default()
         };
-        let mut shell = batchbridge_testbed::MockShell::new();
+        let mut shell = batchbridge_core::shell::MockShell::new();
         shell.expect_host().return_const("scripted".to_owned());
         shell
             .expect_run()

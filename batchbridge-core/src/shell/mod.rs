@@ -249,7 +249,9 @@ impl Output {
 ///
 /// Implement it to reach a cluster some other way (a jump service, a REST gateway); every
 /// backend built on a `Shell` then works over it.
-#[cfg_attr(test, mockall::automock)]
+// The mock is public under the `conformance` feature: backend crates unit-test their error
+// paths with it (conformance::scripted).
+#[cfg_attr(any(test, feature = "conformance"), mockall::automock)]
 #[async_trait]
 pub trait Shell: Send + Sync + std::fmt::Debug {
     /// Where commands run, for messages (`"local"`, `"batch@login1:22"`).

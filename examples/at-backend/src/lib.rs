@@ -415,7 +415,10 @@ mod tests {
             (("1", None), (JobState::Succeeded, Some(0), None, EXIT)),
             (("1", Some('=')), (JobState::Succeeded, Some(0), None, EXIT)),
             (("2", None), (JobState::Failed, Some(3), None, EXIT)),
-            (("3", Some('=')), (JobState::Cancelled, None, Some(15), EXIT)),
+            (
+                ("3", Some('=')),
+                (JobState::Cancelled, None, Some(15), EXIT),
+            ),
             (("4", None), (JobState::Failed, None, Some(9), EXIT)),
             (("5", None), (JobState::Cancelled, None, None, "")),
             (("6", Some('=')), (JobState::Running, None, None, "=")),

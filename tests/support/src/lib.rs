@@ -13,10 +13,10 @@ use std::time::Duration;
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 
 mod counting;
-mod scripted;
 
+pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
+pub use batchbridge_core::shell::MockShell;
 pub use counting::CountingShell;
-pub use scripted::{MockShell, Programs, reply, scripted_shell};
 
 /// The SSH facts of the test bed's sshd.
 #[derive(Debug, Clone)]

@@ -1,26 +1,26 @@
-//! A mocked [`Shell`] that answers a backend's commands with canned replies, for unit
-//! tests of error paths a real cluster cannot produce on demand (a schedd that does not
-//! answer, a submit cut off mid-way).
+//! A [`Shell`] that answers a backend's commands with canned replies, for unit tests of the
+//! error paths a real cluster cannot produce on demand (a scheduler that does not answer, a
+//! submit cut off mid-way). Built on [`MockShell`], the [`mockall`](https://docs.rs/mockall)
+//! mock of [`Shell`] this feature also exports, for tests that check each command.
+//!
+//! ```
+//! use batchbridge_core::conformance::scripted::{reply, scripted_shell};
+//! use batchbridge_core::shell::Command;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let (shell, programs) = scripted_shell("/w", vec![reply(1, "", "sbatch: error: down\n")]);
+//! let output = shell.run(&Command::new("sbatch")).await.unwrap();
+//! assert_eq!(output.exit_code, Some(1));
+//! assert_eq!(*programs.lock().unwrap(), ["sbatch"]);
+//! # }
+//! ```
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use async_trait::async_trait;
-use batchbridge_core::Result;
-use batchbridge_core::shell::{Command, Output, Shell};
-
-mockall::mock! {
-    /// A [`Shell`] whose answers a test sets.
-    pub Shell {}
-    impl std::fmt::Debug for Shell {
-        fn fmt<'a>(&self, f: &mut std::fmt::Formatter<'a>) -> std::fmt::Result;
-    }
-    #[async_trait]
-    impl Shell for Shell {
-        fn host(&self) -> &str;
-        async fn run(&self, command: &Command) -> Result<Output>;
-    }
-}
+use crate::error::Result;
+use crate::shell::{MockShell, Output, Shell};
 
 /// The programs a [`scripted_shell`] was asked to run, in order (the work directory's
 /// resolution left out).
@@ -28,7 +28,7 @@ pub type Programs = Arc<Mutex<Vec<String>>>;
 
 /// A shell that resolves the work directory (`remote::WorkDir`'s `mkdir -p`) to
 /// `work_dir` and answers every other command with the next of `replies`; a command
-/// beyond them fails the test.
+/// beyond them panics (fails the test).
 pub fn scripted_shell(work_dir: &str, replies: Vec<Result<Output>>) -> (Arc<dyn Shell>, Programs) {
     let replies = Mutex::new(VecDeque::from(replies));
     let programs = Programs::default();
