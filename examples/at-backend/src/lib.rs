@@ -35,7 +35,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{self, JobFiles, WorkDir, environment_file, job_number};
 use batchbridge_core::shell::{Command, Output, Shell};
@@ -264,7 +263,9 @@ fn at_failure(what: &str, output: &Output) -> Error {
     )
 }
 
-#[async_trait]
+// core re-exports async_trait: the trait's async methods stay object safe without a
+// dependency of our own.
+#[batchbridge_core::async_trait]
 impl BatchBackend for AtBackend {
     fn name(&self) -> &str {
         "at"
