@@ -10,7 +10,8 @@
 //!   all in one remote command ([`remote::submit`]).
 //! - **status** is one `atq` for any number of ids (queue `=` means running) and one read of
 //!   the job directories for jobs at no longer holds: the wrapper records how the script
-//!   ended in `task-0.exit`. A job neither knows is Unknown.
+//!   ended in `task-0.exit`, and why it never ran when it cannot enter the spec's working
+//!   directory ([`remote::ENTER_WORKING_DIR`]). A job neither knows is Unknown.
 //! - **find** reads the job number the submit recorded; for a key whose submit was cut off
 //!   before that, it asks `at -c` of each job at holds for the directory it was queued
 //!   from (one remote command).
@@ -36,7 +37,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{self, JobFiles, WorkDir, environment_file, job_number};
+use batchbridge_core::remote::{
+    self, ENTER_WORKING_DIR, JobFiles, SubmitLocks, WorkDir, environment_file, job_number,
+};
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
@@ -47,6 +50,8 @@ const QUEUE: &str = include_str!("sh/queue.sh");
 const JOB_WRAPPER: &str = include_str!("sh/job.sh");
 const CANCEL: &str = include_str!("sh/cancel.sh");
 const FIND: &str = include_str!("sh/find.sh");
+/// What a job id of this backend is, in the error for one that is not.
+const AT_JOB_NUMBER: &str = "an at job number";
 /// at's batch queue: its jobs start when the load average permits.
 const BATCH_QUEUE: &str = "b";
 /// The queue `atq` shows for a job that is running.
@@ -95,6 +100,8 @@ pub struct AtBackend {
     shell: Arc<dyn Shell>,
     config: AtConfig,
     work_dir: WorkDir,
+    /// So that a second submit of a key in flight waits for the first and finds its job.
+    submits: SubmitLocks,
 }
 
 impl AtBackend {
@@ -104,6 +111,7 @@ impl AtBackend {
             shell,
             work_dir: WorkDir::new(config.work_dir.as_str())?,
             config,
+            submits: SubmitLocks::default(),
         })
     }
 
@@ -209,7 +217,12 @@ pub fn parse_atq(text: &str) -> HashMap<String, char> {
 pub fn job_status(id: &str, queue: Option<char>, files: Option<&JobFiles>) -> JobStatus {
     let cancelled = files.is_some_and(|f| f.cancel_requested);
     match (files.and_then(|f| f.ended.get(&0)), queue) {
-        (Some(end), _) => end.status(cancelled),
+        (Some(end), _) => {
+            let mut status = end.status(cancelled);
+            // Why the script never ran (its working directory), when it did not.
+            status.reason = files.and_then(|f| f.not_started.get(&0)).cloned();
+            status
+        }
         (None, Some(RUNNING)) => JobStatus::new(JobState::Running, RUNNING.to_string()),
         (None, Some(queue)) => JobStatus::new(JobState::Queued, queue.to_string())
             .with_reason(format!("waiting in at's queue {queue} for atd to start it")),
@@ -280,7 +293,13 @@ impl BatchBackend for AtBackend {
         let environment = environment_file(spec)?;
         let work = self.work_dir().await?;
         let dir = format!("{work}/jobs/{}", spec.key);
-        let mut files = vec![("job.sh", JOB_WRAPPER), ("env.sh", environment.as_str())];
+        let wrapper = JOB_WRAPPER.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
+        // One task: `tasks` is what makes core's fetch_output refuse output of any other.
+        let mut files = vec![
+            ("job.sh", wrapper.as_str()),
+            ("env.sh", environment.as_str()),
+            ("tasks", "1\n"),
+        ];
         if let Some(working_dir) = &spec.working_dir {
             files.push(("workdir", working_dir.as_str()));
         }
@@ -288,6 +307,7 @@ impl BatchBackend for AtBackend {
         let at = ["sh", "-c", QUEUE, "sh", &dir, queue]
             .map(str::to_owned)
             .to_vec();
+        let _in_flight = self.submits.lock(&spec.key).await;
         remote::submit(
             self.shell.as_ref(),
             work,
@@ -319,7 +339,7 @@ impl BatchBackend for AtBackend {
     }
 
     async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (numbers, mut statuses) = remote::job_numbers(ids, "an at job number");
+        let (numbers, mut statuses) = remote::job_numbers(ids, AT_JOB_NUMBER);
         if numbers.is_empty() {
             return Ok(statuses);
         }
@@ -352,12 +372,7 @@ impl BatchBackend for AtBackend {
     }
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = job_number(id.as_str()).ok_or_else(|| {
-            Error::invalid_input(format!(
-                "{:?} is not an at job number",
-                excerpt(id.as_str())
-            ))
-        })?;
+        let number = remote::job_number_of(id.as_str(), AT_JOB_NUMBER)?;
         let work = self.work_dir().await?;
         let output = self.run(Command::sh(CANCEL, [work, number])).await?;
         if output.success() {
@@ -368,11 +383,12 @@ impl BatchBackend for AtBackend {
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let number = remote::job_number_of(id.as_str(), AT_JOB_NUMBER)?;
         let work = self.work_dir().await?;
         remote::fetch_output(
             self.shell.as_ref(),
             work,
-            id.as_str(),
+            number,
             request,
             self.config.command_timeout,
         )
@@ -408,7 +424,8 @@ mod tests {
         let files = parse_job_files(
             "1 tasks 1 0\n1 task 0 exit 0\n2 tasks 1 0\n2 task 0 exit 3\n\
              3 tasks 1 1\n3 task 0 signal 15\n4 tasks 1 0\n4 task 0 signal 9\n\
-             5 tasks 1 1\n6 tasks 1 0\n7 tasks 1 0\n",
+             5 tasks 1 1\n6 tasks 1 0\n7 tasks 1 0\n\
+             9 tasks 1 0\n9 task 0 exit 70\n9 why 0 the script never ran: cannot enter /gone\n",
         );
         const EXIT: &str = batchbridge_core::remote::NATIVE_STATE_EXIT_FILE;
         // (id, atq's queue) -> (state, exit code, signal, native state)
@@ -427,6 +444,7 @@ mod tests {
             (("7", None), (JobState::Unknown, None, None, "")),
             (("8", Some('a')), (JobState::Queued, None, None, "a")),
             (("8", None), (JobState::Unknown, None, None, "")),
+            (("9", None), (JobState::Failed, Some(70), None, EXIT)),
         ];
         for ((id, queue), (state, exit_code, signal, native)) in cases {
             let status = job_status(id, queue, files.get(id));
@@ -442,6 +460,10 @@ mod tests {
             );
             if matches!(state, JobState::Queued | JobState::Unknown) {
                 assert!(status.reason.is_some(), "{status:?}");
+            }
+            let never_ran = files.get(id).and_then(|f| f.not_started.get(&0));
+            if status.exit_code.is_some() {
+                assert_eq!(status.reason.as_ref(), never_ran, "job {id}: {status:?}");
             }
         }
     }
