@@ -39,6 +39,9 @@ pub enum ErrorKind {
     SubmitOutcomeUnknown,
     /// A local I/O failure (state directory, process spawn).
     Io,
+    /// The job is still active (or its state is not known), so it cannot be cleaned up:
+    /// cancel it and wait until it ends first.
+    JobActive,
 }
 
 impl ErrorKind {
@@ -70,6 +73,7 @@ impl ErrorKind {
             Self::UnexpectedOutput => "unexpected scheduler output",
             Self::SubmitOutcomeUnknown => "submit outcome unknown",
             Self::Io => "I/O error",
+            Self::JobActive => "job still active",
         }
     }
 }

@@ -48,7 +48,7 @@ pub mod state;
 
 pub use backend::{
     BatchBackend, Capabilities, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
-    OutputRequest,
+    OutputRequest, refuse_active,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use local::LocalBackend;
