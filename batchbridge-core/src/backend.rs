@@ -299,6 +299,8 @@ impl JobOutput {
 ///   [`Unknown`](crate::JobState::Unknown) with the same message as its reason (`"../x"
 ///   is not a SLURM job id`). Nothing about a malformed id reaches a scheduler.
 /// - `version` is one non-empty line without control characters.
+/// - `cleanup` removes an ended job's files and releases its key; it refuses an active job
+///   with [`ErrorKind::JobActive`](crate::ErrorKind::JobActive) and is idempotent.
 ///
 /// The trait is object safe, so `Arc<dyn BatchBackend>` works:
 ///
@@ -447,6 +449,83 @@ pub trait BatchBackend: Send + Sync {
         self.status(&[]).await?;
         Ok(self.name().to_owned())
     }
+
+    /// Removes the files the backend keeps for the job submitted with `key` (its script,
+    /// its output, its directory), once the job has ended, and releases the key.
+    ///
+    /// - A job that is not over ([`JobState::is_active`](crate::JobState::is_active), which
+    ///   includes `Unknown`, since such a job may still run) is refused with
+    ///   [`ErrorKind::JobActive`](crate::ErrorKind::JobActive) and keeps running with its
+    ///   files: cancel it and wait until it ends first.
+    /// - Cleaning up a key that has no job, or whose job was cleaned up already, is `Ok`.
+    /// - Only that job's files go; a key can never name anything outside the backend's own
+    ///   directories.
+    /// - Afterwards the job's output is gone ([`fetch_output`](Self::fetch_output) is
+    ///   [`NotFound`](crate::ErrorKind::NotFound)) and the key is free: a later
+    ///   [`submit`](Self::submit) with it starts a *new* job, since the record that made
+    ///   submits idempotent was part of what was removed. [`find`](Self::find) may still
+    ///   return the old id where the scheduler itself remembers the key (SLURM accounting,
+    ///   HTCondor history). Do not clean up a key that is being submitted.
+    ///
+    /// The default implementation keeps everything and says so with
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), so that a caller (the
+    /// operator) can tell "nothing was removed" from "nothing was left"; a backend that keeps
+    /// no files of its own should override it with `Ok(())`.
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, ErrorKind, JobKey, JobSpec, LocalBackend};
+    /// use batchbridge_core::conformance::{Config, wait_terminal};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let key = JobKey::new("nightly-report")?;
+    /// let id = backend.submit(&JobSpec::new(key.clone(), "report", "echo done")).await?;
+    /// wait_terminal(&backend, &id, &Config::default()).await?;
+    /// backend.cleanup(&key).await?;
+    /// assert_eq!(backend.find(&key).await?, None);
+    /// backend.cleanup(&key).await?; // again: nothing left, still Ok
+    /// # Ok(()) }
+    /// ```
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        Err(Error::new(
+            crate::ErrorKind::Unsupported,
+            format!(
+                "the {} backend cannot clean up job files (job {key}); they are kept",
+                self.name()
+            ),
+        ))
+    }
+}
+
+/// Refuses to clean up job `id` (submitted with `key`) unless `status` shows it ended: the
+/// check every [`BatchBackend::cleanup`] makes before it removes anything.
+///
+/// ```
+/// use batchbridge_core::{ErrorKind, JobId, JobKey, JobState, JobStatus, refuse_active};
+///
+/// let key = JobKey::new("k")?;
+/// let id = JobId::from("7");
+/// let done = JobStatus::new(JobState::Succeeded, "COMPLETED");
+/// assert!(refuse_active(&key, &id, &done).is_ok());
+/// let running = JobStatus::new(JobState::Running, "RUNNING");
+/// let err = refuse_active(&key, &id, &running).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::JobActive);
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn refuse_active(key: &JobKey, id: &JobId, status: &JobStatus) -> Result<()> {
+    if status.state.is_terminal() {
+        return Ok(());
+    }
+    Err(Error::new(
+        crate::ErrorKind::JobActive,
+        format!(
+            "job {id} (key {key}) is {:?}, not ended: its files stay until it ends; cancel it \
+             and wait for it to end before cleaning up",
+            status.state
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -489,6 +568,31 @@ mod tests {
 
         async fn fetch_output(&self, _: &JobId, _: &OutputRequest) -> Result<JobOutput> {
             Err(Error::invalid_input("not in this test"))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_cleanup_keeps_everything_and_says_so() {
+        let backend: &dyn BatchBackend = &Minimal::default();
+        let err = backend
+            .cleanup(&JobKey::new("k").unwrap())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Unsupported, "{err}");
+        assert!(err.message().contains("minimal backend"), "{err}");
+    }
+
+    #[test]
+    fn only_ended_jobs_may_be_cleaned_up() {
+        let key = JobKey::new("k").unwrap();
+        let id = JobId::from("7");
+        for state in crate::state::ALL_STATES {
+            let refused = refuse_active(&key, &id, &JobStatus::new(state, "X"));
+            assert_eq!(refused.is_ok(), state.is_terminal(), "{state:?}");
+            if let Err(err) = refused {
+                assert_eq!(err.kind(), crate::ErrorKind::JobActive, "{state:?}");
+                assert!(!err.is_temporary());
+            }
         }
     }
 

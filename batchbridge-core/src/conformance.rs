@@ -26,7 +26,7 @@
 //! InvalidInput; output is bounded (tail and range); a hostile script and environment run
 //! verbatim; an array of 3 tasks with one failing; a working directory that does not exist
 //! fails the job, saying so; an invalid spec is refused and leaves nothing behind; the
-//! version is one printable line.
+//! version is one printable line; cleanup refuses an active job and removes an ended one.
 //!
 //! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
 //! answers with canned replies.
@@ -658,6 +658,69 @@ pub async fn version_is_reported<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
+/// Cleanup: an active job is refused with [`ErrorKind::JobActive`] and keeps running; an
+/// ended job's files go (its output is [`NotFound`](ErrorKind::NotFound)) and its key is
+/// free, so that a submit with it starts a new job; cleaning up twice, or a key never used,
+/// is Ok. A backend that cannot clean up must say [`Unsupported`](ErrorKind::Unsupported).
+pub async fn cleanup_removes_only_ended_jobs<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let ended = spec(config, "cleanup_ended", "echo done\n");
+    let active = spec(config, "cleanup_active", "echo started\nsleep 600\n");
+    let ended_id = backend.submit(&ended).await?;
+    let active_id = backend.submit(&active).await?;
+    let status = wait_terminal(backend, &ended_id, config).await?;
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let output = backend
+        .fetch_output(&ended_id, &OutputRequest::tail(100))
+        .await?;
+    assert_eq!(output.stdout.text(), "done\n");
+    match backend.cleanup(&ended.key).await {
+        Err(err) if err.kind() == ErrorKind::Unsupported => {
+            backend.cancel(&active_id).await?;
+            return Ok(());
+        }
+        cleaned => cleaned?,
+    }
+    let gone = backend
+        .fetch_output(&ended_id, &OutputRequest::tail(100))
+        .await
+        .expect_err("the output of a job cleaned up is still readable");
+    assert_eq!(gone.kind(), ErrorKind::NotFound, "{gone}");
+    backend.cleanup(&ended.key).await?;
+    backend.cleanup(&unique_key("never-used")).await?;
+
+    wait_for(backend, &active_id, config, "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await?;
+    let refused = backend
+        .cleanup(&active.key)
+        .await
+        .expect_err("cleanup removed a running job");
+    assert_eq!(refused.kind(), ErrorKind::JobActive, "{refused}");
+    let still = status_of(backend, &active_id).await?;
+    assert_eq!(still.state, JobState::Running, "{still:?}");
+    let output = backend
+        .fetch_output(&active_id, &OutputRequest::tail(100))
+        .await?;
+    assert_eq!(
+        output.stdout.text(),
+        "started\n",
+        "a refused cleanup kept the files"
+    );
+    backend.cancel(&active_id).await?;
+    wait_terminal(backend, &active_id, config).await?;
+    backend.cleanup(&active.key).await?;
+
+    let again = backend.submit(&ended).await?;
+    assert_ne!(again, ended_id, "a key cleaned up is free for a new job");
+    wait_terminal(backend, &again, config).await?;
+    backend.cleanup(&ended.key).await?;
+    Ok(())
+}
+
 /// Generates one `#[tokio::test]` per conformance check for the backend that `$make` (an
 /// async expression) builds, with an optional [`Config`] expression.
 #[macro_export]
@@ -685,6 +748,7 @@ macro_rules! conformance_tests {
             working_dir_that_cannot_be_entered_fails_the_job,
             invalid_spec_is_refused,
             version_is_reported,
+            cleanup_removes_only_ended_jobs,
         );
     };
     (@each $make:expr, $config:expr; $($check:ident),* $(,)?) => {

@@ -45,6 +45,9 @@ pub enum ErrorKind {
     /// off at its time limit, so that a caller can tell "still running" from "the cluster
     /// did not answer".
     WaitTimedOut,
+    /// The job is still active (or its state is not known), so it cannot be cleaned up:
+    /// cancel it and wait until it ends first.
+    JobActive,
 }
 
 impl ErrorKind {
@@ -78,6 +81,7 @@ impl ErrorKind {
             Self::SubmitOutcomeUnknown => "submit outcome unknown",
             Self::Io => "I/O error",
             Self::WaitTimedOut => "wait timed out",
+            Self::JobActive => "job still active",
         }
     }
 }

@@ -69,7 +69,7 @@ pub mod tracker;
 pub use async_trait::async_trait;
 pub use backend::{
     BatchBackend, Capabilities, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
-    OutputRequest,
+    OutputRequest, refuse_active,
 };
 pub use bytesize::{self, ByteSize};
 pub use error::{Error, ErrorKind, Result};

@@ -75,6 +75,13 @@ impl JobKey {
                 truncate_for_message(&key)
             )));
         }
+        // Backends name files and directories after keys; these two would name the
+        // directory itself or its parent, which a cleanup would then remove.
+        if key == "." || key == ".." {
+            return Err(Error::invalid_input(format!(
+                "job key {key:?}: must not be \".\" or \"..\", which name directories"
+            )));
+        }
         Ok(Self(key))
     }
 
@@ -728,6 +735,10 @@ mod tests {
             ("new\nline", false),
             ("nul\0", false),
             ("ünï", false),
+            (".", false),
+            ("..", false),
+            ("...", true),
+            (".hidden", true),
         ];
         for (input, ok) in cases {
             assert_eq!(JobKey::new(*input).is_ok(), *ok, "{input:?}");

@@ -373,3 +373,70 @@ async fn a_clean_environment_keeps_this_programs_variables_from_the_job() {
         }
     }
 }
+
+/// The names in `dir`, sorted.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_leaves_nothing_of_a_job_and_its_id_is_never_handed_out_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::with_capacity(dir.path(), 2).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let id = backend
+            .submit(&spec(&format!("job-{n}"), "echo hi\n"))
+            .await
+            .unwrap();
+        wait_terminal(&backend, &id, &config()).await.unwrap();
+        ids.push(id);
+    }
+    assert_eq!(entries(&dir.path().join("jobs")), ["1", "2", "3"]);
+    for n in 1..3 {
+        backend
+            .cleanup(&JobKey::new(format!("job-{n}")).unwrap())
+            .await
+            .unwrap();
+    }
+    assert_eq!(entries(&dir.path().join("jobs")), ["1"], "job-0 is kept");
+    assert_eq!(entries(&dir.path().join("keys")), ["job-0"]);
+    assert_eq!(stdout(&backend, &ids[0], 0).await, "hi\n");
+
+    // A backend started later (the program restarted) must not give job 3's id to a new
+    // job: whoever still holds it would read another job's status and output.
+    drop(backend);
+    let restarted = LocalBackend::with_capacity(dir.path(), 2).unwrap();
+    let id = restarted
+        .submit(&spec("job-1", "echo again\n"))
+        .await
+        .unwrap();
+    assert_eq!(id, JobId::from("4"), "ids 2 and 3 are not handed out again");
+    wait_terminal(&restarted, &id, &config()).await.unwrap();
+    assert_eq!(stdout(&restarted, &id, 0).await, "again\n");
+    assert_eq!(
+        restarted.status(&ids[1..]).await.unwrap()[&ids[2]].state,
+        JobState::Unknown,
+        "a job cleaned up is unknown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_cut_short_is_finished_by_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::with_capacity(dir.path(), 1).unwrap();
+    let id = backend.submit(&spec("cut", "true\n")).await.unwrap();
+    wait_terminal(&backend, &id, &config()).await.unwrap();
+    // As if the program died after removing the directory, before the key.
+    std::fs::remove_dir_all(dir.path().join("jobs").join(id.as_str())).unwrap();
+    let key = JobKey::new("cut").unwrap();
+    assert_eq!(backend.find(&key).await.unwrap(), Some(id));
+    backend.cleanup(&key).await.unwrap();
+    assert_eq!(backend.find(&key).await.unwrap(), None);
+    assert!(entries(&dir.path().join("keys")).is_empty());
+}

@@ -401,6 +401,20 @@ impl BatchBackend for HtcondorBackend {
         .await
     }
 
+    /// Removes the job's directory (script, output, exit codes) from the work directory
+    /// once HTCondor reports the job ended; see [`remote::cleanup`].
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        let work = self.work_dir().await?;
+        remote::cleanup(
+            self,
+            self.shell.as_ref(),
+            work,
+            key,
+            self.config.command_timeout,
+        )
+        .await
+    }
+
     /// `htcondor VERSION`, from the first line of `condor_version` on the submit node. It
     /// proves the shell reaches the submit node and finds HTCondor's tools there;
     /// condor_version does not ask the schedd, so a schedd that is down does not fail it.

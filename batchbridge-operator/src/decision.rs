@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use batchbridge_core::{JobId, JobStatus};
 
-use crate::crd::{BatchJobStatus, Phase, RetryPolicy};
+use crate::crd::{BatchJobStatus, CleanupPolicy, Phase, RetryPolicy};
 use crate::status::{
     CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, SUBMITTED, condition, observed, retry_reason,
     set_condition,
@@ -27,6 +27,10 @@ pub const CLUSTER_RECHECK: Duration = Duration::from_secs(15);
 /// The status reason of an attempt the scheduler (or the backend) refused for good; such an
 /// attempt is never retried, since the same spec would be refused again.
 pub const SUBMIT_REJECTED: &str = "SubmitRejected";
+/// How long, by default, after a BatchJob's deletion the operator keeps trying to cancel its
+/// job and remove its files (a cluster unreachable, a job still ending) before it lets the
+/// resource go with a Warning Event: `kubectl delete` never hangs on a broken cluster.
+pub const REMOVAL_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Why a job's cluster cannot be used right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +53,8 @@ pub struct Facts<'a> {
     pub retry_policy: Option<&'a RetryPolicy>,
     /// Whether the output policy keeps anything (a tail, a ConfigMap or a log pod).
     pub keeps_output: bool,
+    /// The spec's ttlSecondsAfterFinished: how long a finished job is kept.
+    pub ttl_after_finished: Option<Duration>,
     /// Whether the job's cluster can be used.
     pub cluster: Result<(), &'a ClusterProblem>,
     /// The poller's latest report on `status.jobId`, if it has one.
@@ -68,6 +74,8 @@ pub struct Decision {
     pub watch: Watch,
     /// When to look at the job again if nothing else wakes it.
     pub requeue_after: Option<Duration>,
+    /// Whether to delete the BatchJob: it finished for good ttlSecondsAfterFinished ago.
+    pub delete: bool,
 }
 
 /// A side effect on the batch system.
@@ -97,19 +105,37 @@ pub enum Watch {
     Nothing,
 }
 
-/// What to do on deletion, before the finalizer is removed.
+/// What to cancel on deletion.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cleanup {
-    /// Cancel the job with this id.
-    Cancel(JobId),
-    /// An attempt was being submitted: cancel the job with this attempt's key, if the
-    /// scheduler has one.
-    CancelByKey {
+pub enum Cancel {
+    /// The job with this id.
+    Job(JobId),
+    /// An attempt was being submitted: the job with this attempt's key, if the scheduler
+    /// has one.
+    ByKey {
         /// The attempt being submitted.
         attempt: u32,
     },
     /// Nothing runs.
     Nothing,
+}
+
+/// What to do on deletion, before the finalizer is removed: cancel what may run, then
+/// remove the files of attempts 1 to `remove_files` (each under its [`attempt_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    /// What to cancel first.
+    pub cancel: Cancel,
+    /// How many attempts' files to remove; 0 when none were submitted or the cleanup
+    /// policy keeps them.
+    pub remove_files: u32,
+}
+
+impl Removal {
+    /// Whether there is nothing to do on the cluster.
+    pub fn is_nothing(&self) -> bool {
+        self.cancel == Cancel::Nothing && self.remove_files == 0
+    }
 }
 
 /// The idempotency key of `attempt` of the resource with UID `uid`.
@@ -159,6 +185,7 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
             }),
             watch: Watch::Nothing,
             requeue_after: None,
+            delete: false,
         },
         (phase, id) if phase.is_terminal() => finished(facts, phase, id.as_deref()),
         (_, Some(id)) => active(facts, JobId::from(id.as_str())),
@@ -167,18 +194,37 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
     }
 }
 
-/// What to do on deletion.
-pub fn cleanup(status: Option<&BatchJobStatus>) -> Cleanup {
+/// What to do on deletion: cancel an active job; remove every attempt's files unless the
+/// cleanup policy keeps them (earlier attempts, retries and re-runs, have files too).
+pub fn removal(status: Option<&BatchJobStatus>, policy: CleanupPolicy) -> Removal {
     let Some(status) = status else {
-        return Cleanup::Nothing;
+        return Removal {
+            cancel: Cancel::Nothing,
+            remove_files: 0,
+        };
     };
-    match (status.phase.unwrap_or(Phase::Pending), &status.job_id) {
-        (phase, _) if phase == Phase::Pending || phase.is_terminal() => Cleanup::Nothing,
-        (_, Some(id)) => Cleanup::Cancel(JobId::from(id.as_str())),
-        (_, None) => Cleanup::CancelByKey {
+    let cancel = match (status.phase.unwrap_or(Phase::Pending), &status.job_id) {
+        (phase, _) if phase == Phase::Pending || phase.is_terminal() => Cancel::Nothing,
+        (_, Some(id)) => Cancel::Job(JobId::from(id.as_str())),
+        (_, None) => Cancel::ByKey {
             attempt: status.attempts.max(1),
         },
+    };
+    let remove_files = match policy {
+        CleanupPolicy::OnDelete => status.attempts,
+        CleanupPolicy::Never => 0,
+    };
+    Removal {
+        cancel,
+        remove_files,
     }
+}
+
+/// Whether the operator stops trying to cancel and remove the files of a BatchJob deleted
+/// at `deleted_at`: `deadline` (by default [`REMOVAL_DEADLINE`]) has passed.
+pub fn removal_abandoned(deleted_at: SystemTime, now: SystemTime, deadline: Duration) -> bool {
+    now.duration_since(deleted_at)
+        .is_ok_and(|since| since >= deadline)
 }
 
 fn cluster_problem(facts: &Facts<'_>, phase: Phase, problem: &ClusterProblem) -> Decision {
@@ -201,6 +247,7 @@ fn cluster_problem(facts: &Facts<'_>, phase: Phase, problem: &ClusterProblem) ->
         action: None,
         watch: Watch::Nothing,
         requeue_after: Some(CLUSTER_RECHECK),
+        delete: false,
     }
 }
 
@@ -255,6 +302,7 @@ fn submit(facts: &Facts<'_>, attempt: u32, retries: u32) -> Decision {
         action: Some(Action::Submit { attempt }),
         watch: previous.map_or(Watch::Nothing, Watch::Forget),
         requeue_after: None,
+        delete: false,
     }
 }
 
@@ -271,6 +319,7 @@ fn active(facts: &Facts<'_>, id: JobId) -> Decision {
         // A job seen finishing is forgotten on the next pass, after the write.
         watch: Watch::Follow(id),
         requeue_after: Some(if finished { Duration::ZERO } else { RECHECK }),
+        delete: false,
     }
 }
 
@@ -294,6 +343,7 @@ fn finished(facts: &Facts<'_>, phase: Phase, id: Option<&str>) -> Decision {
             }),
             watch: forget,
             requeue_after: None,
+            delete: false,
         };
     }
     if phase == Phase::Failed
@@ -309,15 +359,27 @@ fn finished(facts: &Facts<'_>, phase: Phase, id: Option<&str>) -> Decision {
                 action: None,
                 watch: forget,
                 requeue_after: Some(wait),
+                delete: false,
             },
             _ => submit(facts, status.attempts + 1, status.retries + 1),
         };
     }
+    // The job rests: for good, unless its spec is edited.
+    let expires = facts.ttl_after_finished.map(|ttl| {
+        let finished = status
+            .finish_time
+            .as_ref()
+            .map_or(facts.now, |finished| SystemTime::from(finished.0));
+        (finished + ttl)
+            .duration_since(facts.now)
+            .unwrap_or(Duration::ZERO)
+    });
     Decision {
         status: None,
         action: None,
         watch: forget,
-        requeue_after: None,
+        requeue_after: expires.filter(|wait| !wait.is_zero()),
+        delete: expires.is_some_and(|wait| wait.is_zero()),
     }
 }
 
@@ -393,6 +455,7 @@ mod tests {
         generation: i64,
         policy: Option<RetryPolicy>,
         keeps_output: bool,
+        ttl: Option<Duration>,
         cluster: Option<ClusterProblem>,
         observation: Option<JobStatus>,
         /// The expected phase, attempts and retries of the written status (None: no write).
@@ -400,6 +463,7 @@ mod tests {
         action: Option<Action>,
         watch: Watch,
         requeue_after: Option<Duration>,
+        delete: bool,
     }
 
     fn case(name: &'static str, status: BatchJobStatus) -> Case {
@@ -409,12 +473,14 @@ mod tests {
             generation: GENERATION,
             policy: None,
             keeps_output: true,
+            ttl: None,
             cluster: None,
             observation: None,
             writes: None,
             action: None,
             watch: Watch::Nothing,
             requeue_after: None,
+            delete: false,
         }
     }
 
@@ -671,6 +737,65 @@ mod tests {
                     })),
                 )
             },
+            Case {
+                ttl: Some(Duration::from_secs(300)),
+                watch: Watch::Forget(id()),
+                requeue_after: Some(Duration::from_secs(300 - 60)),
+                ..case(
+                    "a finished job is looked at again when its ttl expires",
+                    collected(at(Phase::Succeeded)),
+                )
+            },
+            Case {
+                ttl: Some(Duration::from_secs(60)),
+                watch: Watch::Forget(id()),
+                delete: true,
+                ..case("and deleted once it has", collected(at(Phase::Succeeded)))
+            },
+            Case {
+                ttl: Some(Duration::ZERO),
+                watch: Watch::Forget(id()),
+                delete: true,
+                ..case(
+                    "a ttl of 0 deletes a failed job at once",
+                    failed("NonZeroExitCode", 0, 0),
+                )
+            },
+            Case {
+                ttl: Some(Duration::ZERO),
+                action: Some(Action::CollectOutput { id: id() }),
+                watch: Watch::Forget(id()),
+                ..case(
+                    "but never before its output was collected",
+                    at(Phase::Succeeded),
+                )
+            },
+            Case {
+                ttl: Some(Duration::ZERO),
+                policy: policy(2, &[]),
+                watch: Watch::Forget(id()),
+                requeue_after: Some(Duration::from_secs(7)),
+                ..case("nor while a retry is due", failed("NonZeroExitCode", 0, 3))
+            },
+            Case {
+                ttl: Some(Duration::ZERO),
+                observation: Some(job(JobState::Succeeded)),
+                writes: Some((Phase::Succeeded, 1, 0)),
+                watch: Watch::Follow(id()),
+                requeue_after: Some(Duration::ZERO),
+                ..case("nor while it is active", at(Phase::Running))
+            },
+            Case {
+                ttl: Some(Duration::ZERO),
+                generation: GENERATION + 1,
+                writes: Some((Phase::Submitted, 2, 0)),
+                action: submit(2),
+                watch: Watch::Forget(id()),
+                ..case(
+                    "an edited spec runs it again instead",
+                    collected(at(Phase::Succeeded)),
+                )
+            },
         ];
         let count = cases.len();
         for case in cases {
@@ -679,6 +804,7 @@ mod tests {
                 status: &case.status,
                 retry_policy: case.policy.as_ref(),
                 keeps_output: case.keeps_output,
+                ttl_after_finished: case.ttl,
                 cluster: case.cluster.as_ref().map_or(Ok(()), Err),
                 observation: case.observation.as_ref(),
                 now: now(),
@@ -695,8 +821,9 @@ mod tests {
                 "{}: requeue",
                 case.name
             );
+            assert_eq!(decision.delete, case.delete, "{}: delete", case.name);
         }
-        assert!(count >= 25);
+        assert!(count >= 32);
     }
 
     #[test]
@@ -719,6 +846,7 @@ mod tests {
             status: &before,
             retry_policy: None,
             keeps_output: true,
+            ttl_after_finished: None,
             cluster: Ok(()),
             observation: None,
             now: now(),
@@ -743,28 +871,79 @@ mod tests {
     }
 
     #[test]
-    fn cleanup_cancels_what_may_run() {
+    fn removal_cancels_what_may_run_and_removes_every_attempts_files() {
+        use CleanupPolicy::{Never, OnDelete};
+        let job = |id: &str| Cancel::Job(JobId::from(id));
         let cases = [
-            (None, Cleanup::Nothing),
-            (Some(BatchJobStatus::default()), Cleanup::Nothing),
-            (Some(at(Phase::Pending)), Cleanup::Nothing),
+            (None, OnDelete, Cancel::Nothing, 0),
+            (
+                Some(BatchJobStatus::default()),
+                OnDelete,
+                Cancel::Nothing,
+                0,
+            ),
+            (Some(at(Phase::Pending)), OnDelete, Cancel::Nothing, 0),
             (
                 Some(with(at(Phase::Submitted), |s| s.job_id = None)),
-                Cleanup::CancelByKey { attempt: 1 },
+                OnDelete,
+                Cancel::ByKey { attempt: 1 },
+                1,
             ),
-            (Some(at(Phase::Submitted)), Cleanup::Cancel(id())),
-            (Some(at(Phase::Queued)), Cleanup::Cancel(id())),
-            (Some(at(Phase::Held)), Cleanup::Cancel(id())),
-            (Some(at(Phase::Running)), Cleanup::Cancel(id())),
-            (Some(at(Phase::Suspended)), Cleanup::Cancel(id())),
-            (Some(at(Phase::Unknown)), Cleanup::Cancel(id())),
-            (Some(at(Phase::Succeeded)), Cleanup::Nothing),
-            (Some(at(Phase::Failed)), Cleanup::Nothing),
-            (Some(at(Phase::Cancelled)), Cleanup::Nothing),
+            (Some(at(Phase::Submitted)), OnDelete, job("42"), 1),
+            (Some(at(Phase::Queued)), OnDelete, job("42"), 1),
+            (Some(at(Phase::Held)), OnDelete, job("42"), 1),
+            (Some(at(Phase::Running)), OnDelete, job("42"), 1),
+            (Some(at(Phase::Running)), Never, job("42"), 0),
+            (Some(at(Phase::Suspended)), OnDelete, job("42"), 1),
+            (Some(at(Phase::Unknown)), OnDelete, job("42"), 1),
+            (Some(at(Phase::Succeeded)), OnDelete, Cancel::Nothing, 1),
+            (Some(at(Phase::Succeeded)), Never, Cancel::Nothing, 0),
+            (
+                Some(failed("NonZeroExitCode", 2, 60)),
+                OnDelete,
+                Cancel::Nothing,
+                3,
+            ),
+            (Some(at(Phase::Cancelled)), OnDelete, Cancel::Nothing, 1),
         ];
-        for (status, expected) in cases {
-            assert_eq!(cleanup(status.as_ref()), expected, "{status:?}");
+        for (status, policy, cancel, remove_files) in cases {
+            let removal = removal(status.as_ref(), policy);
+            assert_eq!(
+                removal,
+                Removal {
+                    cancel,
+                    remove_files
+                },
+                "{status:?} {policy:?}"
+            );
+            assert_eq!(
+                removal.is_nothing(),
+                removal.cancel == Cancel::Nothing && remove_files == 0
+            );
         }
+    }
+
+    #[test]
+    fn removal_is_abandoned_after_its_deadline() {
+        let deleted = now();
+        for (after, abandoned) in [
+            (Duration::ZERO, false),
+            (REMOVAL_DEADLINE - Duration::from_secs(1), false),
+            (REMOVAL_DEADLINE, true),
+            (REMOVAL_DEADLINE * 10, true),
+        ] {
+            assert_eq!(
+                removal_abandoned(deleted, deleted + after, REMOVAL_DEADLINE),
+                abandoned,
+                "{after:?}"
+            );
+        }
+        // A clock behind the deletion time does not abandon anything.
+        assert!(!removal_abandoned(
+            deleted,
+            deleted - Duration::from_secs(5),
+            REMOVAL_DEADLINE
+        ));
     }
 
     #[test]

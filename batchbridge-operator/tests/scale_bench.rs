@@ -30,6 +30,8 @@
 //! - SSH connections opened (`batchbridge_ssh_connections_opened_total`, and the `ssh`
 //!   child processes seen);
 //! - the time from the first create until every BatchJob has finished with its output;
+//! - the time to delete them all, and the entries of the work directory's `jobs/` before
+//!   and after (each deletion removes its job's directory);
 //! - the latency from a job's end to its BatchJob's terminal phase: each job prints
 //!   `date +%s.%N` as its last line (so the time is in `status.outputTail`), a moment before
 //!   SLURM's state change, and a watch on the BatchJobs records when each is first seen
@@ -1235,7 +1237,10 @@ async fn scale() {
     println!("{}", events_by_reason(&bed).await);
 
     // Clean up: deleting the BatchJobs lets the operator remove their finalizers (and
-    // cancel any job still active); then the operator stops and the job directories go.
+    // cancel any job still active) and their job directories (cleanup: OnDelete); what it
+    // leaves is counted, then the operator stops and the work directory goes.
+    let count_job_directories = format!("ls -A {work_dir}/jobs | wc -l");
+    let before_deletion = on_login_node(&count_job_directories).await;
     let deleting = Instant::now();
     bed.jobs()
         .delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -1256,11 +1261,17 @@ async fn scale() {
     };
     match tokio::time::timeout(Duration::from_secs(600), gone).await {
         Ok(()) => println!(
-            "deleting the {n} BatchJobs (finalizers removed by the operator) took {:.1} s",
+            "deleting the {n} BatchJobs (finalizers removed by the operator, job files \
+             removed from the cluster) took {:.1} s",
             deleting.elapsed().as_secs_f64()
         ),
         Err(_) => eprintln!("the BatchJobs were not all deleted within 600 s"),
     }
+    println!(
+        "entries in WORK/jobs: {} before the deletion, {} after",
+        before_deletion.trim(),
+        on_login_node(&count_job_directories).await.trim()
+    );
     watch.abort();
     drop(sampler);
     operator.signal("-TERM");

@@ -501,6 +501,20 @@ impl BatchBackend for SlurmBackend {
         .await
     }
 
+    /// Removes the job's directory (script, output, exit codes) from the work directory
+    /// once SLURM reports the job ended; see [`remote::cleanup`].
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        let work = self.work_dir().await?;
+        remote::cleanup(
+            self,
+            self.shell.as_ref(),
+            work,
+            key,
+            self.config.command_timeout,
+        )
+        .await
+    }
+
     /// What `sinfo --version` on the login node prints, trimmed: `slurm 22.05.8`, or
     /// `slurm-wlm 22.05.8` from Debian's packages. It proves the shell reaches the login
     /// node and finds SLURM's tools there; sinfo prints its version without asking

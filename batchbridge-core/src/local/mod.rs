@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! STATE_DIR/keys/KEY                 the job id submitted with that key (claimed atomically)
+//! STATE_DIR/last_id                  the highest id of a job cleaned up, so that none is reused
 //! STATE_DIR/slots/N                  lock files, one per CPU of capacity (flock)
 //! STATE_DIR/jobs/ID/spec.json        the spec as submitted
 //! STATE_DIR/jobs/ID/script.sh        the script, verbatim
@@ -27,10 +28,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
+use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, refuse_active};
 use crate::error::{Error, ErrorKind, Result};
 use crate::remote::ENTER_WORKING_DIR;
 use crate::spec::{JobKey, JobSpec};
@@ -104,7 +106,7 @@ impl LocalBackend {
                 .permanent()
             })?;
         }
-        let next_id = highest_job_id(&root.join("jobs"))? + 1;
+        let next_id = highest_job_id(&root.join("jobs"))?.max(last_cleaned_id(&root)?) + 1;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
@@ -154,6 +156,19 @@ fn highest_job_id(jobs: &Path) -> Result<u64> {
     }
     Ok(highest)
 }
+
+/// The highest id of a job cleaned up in `root` (0 when none was): its directory is gone,
+/// and the next id must still be higher.
+fn last_cleaned_id(root: &Path) -> Result<u64> {
+    match std::fs::read_to_string(root.join(LAST_ID)) {
+        Ok(text) => Ok(text.trim().parse().unwrap_or(0)),
+        Err(err) if err.kind() == IoErrorKind::NotFound => Ok(0),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The file holding [`last_cleaned_id`].
+const LAST_ID: &str = "last_id";
 
 impl Inner {
     /// The job's directory: `Err` (InvalidInput) for an id that cannot be a local job,
@@ -219,6 +234,42 @@ impl Inner {
                 Err(err.into())
             }
         }
+    }
+
+    /// Removes the ended job `id` of `key`: first raises `last_id` to the id (under an
+    /// exclusive lock, as backends in other processes may clean up at the same time), then
+    /// the job's directory, then the key, so that a removal cut short is finished by the
+    /// next one rather than leaving a directory nothing points to.
+    fn remove(&self, key: &JobKey, id: &JobId) -> Result<()> {
+        if let Ok(number) = id.as_str().parse::<u64>() {
+            self.raise_last_id(number)?;
+        }
+        if let Some(dir) = self.job(id)? {
+            ignore_missing(std::fs::remove_dir_all(dir.root()))?;
+        }
+        ignore_missing(std::fs::remove_file(self.key_path(key)))
+    }
+
+    fn raise_last_id(&self, id: u64) -> Result<()> {
+        use std::io::{Seek, Write};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.root.join(LAST_ID))?;
+        let mut file = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot lock {}: {errno}", self.root.join(LAST_ID).display()),
+            )
+        })?;
+        if last_cleaned_id(&self.root)? < id {
+            file.set_len(0)?;
+            file.rewind()?;
+            file.write_all(format!("{id}\n").as_bytes())?;
+        }
+        Ok(())
     }
 
     fn start(&self, spec: &JobSpec, dir: &JobDir) -> Result<tokio::process::Child> {
@@ -368,6 +419,26 @@ impl BatchBackend for LocalBackend {
             .map_err(|err| Error::new(ErrorKind::Io, format!("output task failed: {err}")))?
     }
 
+    /// Removes `STATE_DIR/jobs/ID` and `STATE_DIR/keys/KEY` of an ended job.
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        let inner = self.inner.clone();
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || {
+            let Some(id) = inner.find(&key)? else {
+                return Ok(());
+            };
+            // A directory already gone (a removal cut short) has nothing left to run.
+            if let Some(dir) = inner.job(&id)? {
+                refuse_active(&key, &id, &dir.status(inner.capacity))?;
+            }
+            inner.remove(&key, &id)?;
+            tracing::info!(%id, %key, "local job cleaned up");
+            Ok(())
+        })
+        .await
+        .map_err(|err| Error::new(ErrorKind::Io, format!("cleanup task failed: {err}")))?
+    }
+
     /// `local (batchbridge-core VERSION)`, once the state directory is found to be there.
     async fn version(&self) -> Result<String> {
         let root = &self.inner.root;
@@ -399,6 +470,13 @@ fn concurrent_tasks(spec: &JobSpec, capacity: u32) -> u32 {
         .and_then(|a| a.max_parallel)
         .unwrap_or_else(|| spec.task_count());
     wanted.min(capacity / cpus).max(1)
+}
+
+fn ignore_missing(removed: std::io::Result<()>) -> Result<()> {
+    match removed {
+        Err(err) if err.kind() != IoErrorKind::NotFound => Err(err.into()),
+        _ => Ok(()),
+    }
 }
 
 fn signal_group(group: Pid, signal: Signal) -> Result<()> {

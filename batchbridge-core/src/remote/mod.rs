@@ -17,6 +17,8 @@
 //! `cancel-requested` file, reads both for any number of jobs with one [`job_files`]: the
 //! end of a job its scheduler has forgotten.
 //!
+//! Both stay until [`cleanup`] removes them, once the job has ended.
+//!
 //! Every remote command is a constant script whose values arrive as positional parameters
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
 
@@ -26,7 +28,10 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OnceCell, OwnedMutexGuard};
 
-use crate::backend::{JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
+use crate::backend::{
+    BatchBackend, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest,
+    refuse_active,
+};
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
@@ -71,6 +76,7 @@ pub const ENTER_WORKING_DIR: &str = include_str!("enter_working_dir.sh");
 pub const NOT_STARTED_EXIT_CODE: i32 = 70;
 const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
 const JOB_FILES: &str = include_str!("job_files.sh");
+const CLEANUP: &str = include_str!("cleanup.sh");
 
 /// The most bytes an environment file may have once quoted: it travels as one argument of
 /// the submit command, which must stay well under the remote shell's 128 KiB limit.
@@ -646,6 +652,28 @@ pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
     jobs
 }
 
+/// [`BatchBackend::cleanup`] for a backend keeping its jobs in `work`: finds the key's job
+/// (through `backend`, so a job only its scheduler remembers counts too), refuses it unless
+/// its status shows it ended, then removes `WORK/jobs/KEY` and its `WORK/ids/ID` link in
+/// one remote command. A key without a job, or whose directory is gone, is Ok.
+pub async fn cleanup<B: BatchBackend + ?Sized>(
+    backend: &B,
+    shell: &dyn Shell,
+    work: &str,
+    key: &JobKey,
+    timeout: Duration,
+) -> Result<()> {
+    if let Some(id) = backend.find(key).await? {
+        refuse_active(key, &id, &backend.status_of(&id).await?)?;
+    }
+    let command = Command::sh(CLEANUP, [work, key.as_str()]).timeout(timeout);
+    shell
+        .run(&command)
+        .await?
+        .check("removing a job directory")?;
+    Ok(())
+}
+
 /// Reads one stream of the fetch script: a `SIZE OFFSET` line, then the bytes.
 fn parse_window(stream: &[u8]) -> Option<OutputChunk> {
     let newline = stream.iter().position(|b| *b == b'\n')?;
@@ -781,6 +809,42 @@ mod tests {
             std::fs::read(work.path().join("jobs/key-1/script.sh")).unwrap(),
             script
         );
+    }
+
+    #[tokio::test]
+    async fn the_cleanup_script_removes_only_its_own_job() {
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().to_str().unwrap();
+        let make = |key: &str, id: &str| {
+            let dir = work.path().join("jobs").join(key);
+            std::fs::create_dir_all(dir.join("sub")).unwrap();
+            std::fs::write(dir.join("job_id"), format!("{id}\n")).unwrap();
+            std::fs::write(dir.join("sub/task-0.stdout"), "out").unwrap();
+            std::fs::create_dir_all(work.path().join("ids")).unwrap();
+            std::os::unix::fs::symlink(format!("../jobs/{key}"), work.path().join("ids").join(id))
+                .unwrap();
+        };
+        make("gone", "11");
+        make("kept", "12");
+        let run = |key: &str| {
+            let command = Command::sh(CLEANUP, [root, key]);
+            async move { crate::shell::LocalShell.run(&command).await.unwrap() }
+        };
+        for _ in 0..2 {
+            let output = run("gone").await;
+            assert_eq!(output.exit_code, Some(0), "{output:?}");
+        }
+        assert!(!work.path().join("jobs/gone").exists());
+        assert!(work.path().join("ids/11").symlink_metadata().is_err());
+        assert!(work.path().join("jobs/kept/sub/task-0.stdout").is_file());
+        assert!(work.path().join("ids/12").is_dir(), "the other link stays");
+
+        // A job_id file that is not a number removes no link outside ids/.
+        make("odd", "13");
+        std::fs::write(work.path().join("jobs/odd/job_id"), "../jobs/kept\n").unwrap();
+        assert_eq!(run("odd").await.exit_code, Some(0));
+        assert!(work.path().join("jobs/kept/job_id").is_file());
+        assert!(!work.path().join("jobs/odd").exists());
     }
 
     #[test]

@@ -164,6 +164,7 @@ mod tests {
             async fn cancel(&self, id: &JobId) -> Result<()>;
             async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
             async fn version(&self) -> Result<String>;
+            async fn cleanup(&self, key: &JobKey) -> Result<()>;
         }
     }
 

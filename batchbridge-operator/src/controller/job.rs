@@ -1,13 +1,15 @@
 //! The BatchJob reconciler: thin glue that reads the facts, asks [`decide`], and applies
-//! the decision (status through server-side apply, then submit or output collection),
-//! inside a finalizer that cancels an active job before its resource goes away.
+//! the decision (status through server-side apply, then submit or output collection, or
+//! the deletion of a job whose ttlSecondsAfterFinished passed), inside a finalizer that
+//! cancels an active job and removes the job's files from the cluster before its resource
+//! goes away.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::{ErrorKind, JobId, JobKey};
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -18,7 +20,8 @@ use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase};
 use crate::decision::{
-    Action, Cleanup, ClusterProblem, Facts, SUBMIT_REJECTED, Watch, attempt_key, cleanup, decide,
+    Action, Cancel, ClusterProblem, Facts, Removal, SUBMIT_REJECTED, Watch, attempt_key, decide,
+    removal, removal_abandoned,
 };
 use crate::output;
 use crate::status::{
@@ -26,7 +29,9 @@ use crate::status::{
     set_condition, time,
 };
 
-/// The finalizer that makes deletion wait for the job's cancellation.
+/// The finalizer that makes deletion wait for the job's cancellation and the removal of its
+/// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name predates the file removal; renaming it
+/// would strand the finalizer on every existing BatchJob.
 pub const FINALIZER: &str = "batchbridge.dev/cancel-on-delete";
 
 /// Reconciles one BatchJob.
@@ -84,6 +89,10 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
             status: &status,
             retry_policy: job.spec.retry_policy.as_ref(),
             keeps_output: policy.tail_bytes > 0 || policy.config_map || policy.log_pod,
+            ttl_after_finished: job
+                .spec
+                .ttl_seconds_after_finished
+                .map(|seconds| Duration::from_secs(seconds.into())),
             cluster: connection.as_ref().map(|_| ()),
             observation: observation.as_ref(),
             now: SystemTime::now(),
@@ -98,6 +107,10 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
         if let Some(next) = decision.status {
             write_status(ctx, &job, &status, &next).await?;
             status = next;
+        }
+        if decision.delete {
+            expire(ctx, &job).await?;
+            return Ok(Requeue::await_change());
         }
         if let (Some(action), Ok(connection)) = (decision.action, &connection) {
             start(ctx, job, Arc::clone(connection), action, status);
@@ -276,19 +289,97 @@ async fn collect(
     write_action_status(ctx, job, &current, &next).await
 }
 
+/// Deletes a BatchJob whose ttlSecondsAfterFinished has passed; its finalizer then removes
+/// its files. The UID precondition keeps a job created since under the same name safe.
+async fn expire(ctx: &Context, job: &BatchJob) -> Result<(), ReconcileError> {
+    let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: job.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&job.name_any(), &params).await {
+        Ok(_) => {}
+        // Gone already, or replaced by a new job of the same name: nothing to expire.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => return Ok(()),
+        Err(err) => return Err(ReconcileError::Kube(err)),
+    }
+    let ttl = job.spec.ttl_seconds_after_finished.unwrap_or_default();
+    tracing::info!(job = %ObjectRef::from(job), ttl, "deleted after its ttl");
+    publish(
+        ctx,
+        job,
+        EventType::Normal,
+        "Expired",
+        &format!("deleted {ttl} s after it finished (ttlSecondsAfterFinished)"),
+        "Delete",
+    )
+    .await;
+    Ok(())
+}
+
 async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
     if ctx.actions.is_running(job) {
-        // Cancelling now could miss a job its submit is about to create; the action wakes
-        // the job when it is over.
+        // Cancelling now could miss a job its submit is about to create, and removing the
+        // files could pull them from under an output collection; the action wakes the job
+        // when it is over.
         return Ok(Requeue::await_change());
     }
     // What the last action wrote no longer matters: the job is going away.
     ctx.actions.wrote(job, None);
-    let namespace = job.namespace().unwrap_or_default();
-    let step = cleanup(job.status.as_ref());
-    if step == Cleanup::Nothing {
+    let removal = removal(job.status.as_ref(), job.spec.cleanup);
+    if removal.is_nothing() {
         return Ok(Requeue::await_change());
     }
+    let Err(error) = remove_from_cluster(job, ctx, &removal).await else {
+        return Ok(Requeue::await_change());
+    };
+    let deleted_at = job
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map_or_else(SystemTime::now, |at| SystemTime::from(at.0));
+    if !removal_abandoned(deleted_at, SystemTime::now(), ctx.removal_deadline) {
+        // Tried again after retry_after(error), until the deadline.
+        return Err(error);
+    }
+    // Holding the resource back longer would only make `kubectl delete` hang on a cluster
+    // that may never answer again.
+    let left = match (
+        &removal.cancel,
+        job.status.as_ref().and_then(|s| s.job_id.as_ref()),
+    ) {
+        (Cancel::Nothing, _) => String::new(),
+        (_, Some(id)) => format!("job {id} may still run; "),
+        (_, None) => "a job may have been submitted and may still run; ".to_owned(),
+    };
+    publish(
+        ctx,
+        job,
+        EventType::Warning,
+        "RemovalAbandoned",
+        &format!(
+            "gave up {} s after the deletion: {left}its files may remain in the cluster's work \
+             directory (jobs/{}*); last error: {error}",
+            ctx.removal_deadline.as_secs(),
+            job.uid().unwrap_or_default()
+        ),
+        "Reconcile",
+    )
+    .await;
+    Ok(Requeue::await_change())
+}
+
+/// Cancels what may run, then removes every attempt's files: each step is idempotent, so a
+/// pass that failed half-way is simply repeated.
+async fn remove_from_cluster(
+    job: &BatchJob,
+    ctx: &Context,
+    removal: &Removal,
+) -> Result<(), ReconcileError> {
+    let namespace = job.namespace().unwrap_or_default();
     let connection = match ctx
         .clusters
         .get(&namespace, &job.spec.cluster_ref.name)
@@ -296,59 +387,95 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
     {
         Ok(connection) => connection,
         Err(problem) if problem.reason == "BatchClusterNotFound" => {
-            // With its cluster gone there is nothing to cancel through; holding the
-            // resource back would only keep it forever.
+            // With its cluster gone there is nothing to cancel or clean up through;
+            // holding the resource back would only keep it forever.
             publish(
                 ctx,
                 job,
                 EventType::Warning,
                 "CancelSkipped",
-                &problem.message,
+                &format!("{}; nothing was cancelled or removed", problem.message),
                 "Reconcile",
             )
             .await;
-            return Ok(Requeue::await_change());
+            return Ok(());
         }
         Err(problem) => return Err(ReconcileError::Cluster(problem)),
     };
-    let id = match step {
-        Cleanup::Cancel(id) => Some(id),
-        Cleanup::CancelByKey { attempt } => {
-            let key = JobKey::new(attempt_key(&job.uid().unwrap_or_default(), attempt))
-                .map_err(ReconcileError::Backend)?;
-            connection
-                .backend
-                .find(&key)
-                .await
-                .map_err(ReconcileError::Backend)?
-        }
-        Cleanup::Nothing => None,
+    let uid = job.uid().unwrap_or_default();
+    let key = |attempt| JobKey::new(attempt_key(&uid, attempt)).map_err(ReconcileError::Backend);
+    let id = match &removal.cancel {
+        Cancel::Job(id) => Some(id.clone()),
+        Cancel::ByKey { attempt } => connection
+            .backend
+            .find(&key(*attempt)?)
+            .await
+            .map_err(ReconcileError::Backend)?,
+        Cancel::Nothing => None,
     };
     if let Some(id) = id {
-        let cancelled = connection.backend.cancel(&id).await;
-        ctx.metrics.cancelled(
-            &connection.labels,
-            cancelled.is_ok()
-                || matches!(&cancelled, Err(err) if err.kind() == ErrorKind::NotFound),
-        );
-        match cancelled {
-            Ok(()) => {}
-            Err(err) if err.kind() == ErrorKind::NotFound => {}
+        cancel(ctx, job, &connection, &id).await?;
+    }
+    let mut removed = 0;
+    for attempt in 1..=removal.remove_files {
+        match connection.backend.cleanup(&key(attempt)?).await {
+            Ok(()) => removed += 1,
+            Err(err) if err.kind() == ErrorKind::Unsupported => {
+                tracing::debug!(job = %ObjectRef::from(job), %err, "job files kept");
+                break;
+            }
+            // JobActive: a job cancelled a moment ago has not ended yet; tried again.
             Err(err) => return Err(ReconcileError::Backend(err)),
         }
-        connection.poller.forget(&id);
-        tracing::info!(job = %ObjectRef::from(job), %id, "cancelled on deletion");
+    }
+    if removed > 0 {
+        tracing::info!(job = %ObjectRef::from(job), attempts = removed, "job files removed on deletion");
         publish(
             ctx,
             job,
             EventType::Normal,
-            "Cancelled",
-            &format!("job {id} cancelled because the BatchJob was deleted"),
+            "FilesRemoved",
+            &format!(
+                "the files of {removed} attempt(s) were removed from the cluster because the \
+                 BatchJob was deleted"
+            ),
             "Reconcile",
         )
         .await;
     }
-    Ok(Requeue::await_change())
+    Ok(())
+}
+
+/// Cancels job `id` of a BatchJob being deleted (Ok if it ended already) and says so.
+async fn cancel(
+    ctx: &Context,
+    job: &BatchJob,
+    connection: &Connection,
+    id: &JobId,
+) -> Result<(), ReconcileError> {
+    let cancelled = connection.backend.cancel(id).await;
+    ctx.metrics.cancelled(
+        &connection.labels,
+        cancelled.is_ok() || matches!(&cancelled, Err(err) if err.kind() == ErrorKind::NotFound),
+    );
+    match cancelled {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::NotFound => {}
+        Err(err) => return Err(ReconcileError::Backend(err)),
+    }
+    connection.poller.forget(id);
+    tracing::info!(job = %ObjectRef::from(job), %id, "cancelled on deletion");
+    // A pass repeated while the cancelled job ends says it again; Events count repeats.
+    publish(
+        ctx,
+        job,
+        EventType::Normal,
+        "Cancelled",
+        &format!("job {id} cancelled because the BatchJob was deleted"),
+        "Reconcile",
+    )
+    .await;
+    Ok(())
 }
 
 /// Writes `next` with server-side apply, and an Event for each change a user cares about;

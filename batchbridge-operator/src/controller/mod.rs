@@ -82,6 +82,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The BatchJobs' actions in progress on their clusters.
     pub actions: Actions,
+    /// How long a deleted BatchJob's cancellation and file removal are tried.
+    pub removal_deadline: Duration,
 }
 
 /// The operator: both controllers, configured and ready to run.
@@ -109,6 +111,7 @@ pub struct Operator {
     readiness: Arc<Readiness>,
     endpoints: Option<TcpListener>,
     election: Option<LeaderElection>,
+    removal_deadline: Duration,
 }
 
 /// A future every part of the operator can wait on.
@@ -128,6 +131,7 @@ impl Operator {
             readiness: Arc::default(),
             endpoints: None,
             election: None,
+            removal_deadline: crate::decision::REMOVAL_DEADLINE,
         }
     }
 
@@ -175,6 +179,14 @@ impl Operator {
     /// [`crate::leader`]); without it, they run at once.
     pub fn leader_election(mut self, election: LeaderElection) -> Self {
         self.election = Some(election);
+        self
+    }
+
+    /// How long after a BatchJob's deletion the operator keeps trying to cancel its job and
+    /// remove its files before it lets the resource go with a `RemovalAbandoned` Warning
+    /// Event; [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE) by default.
+    pub fn removal_deadline(mut self, deadline: Duration) -> Self {
+        self.removal_deadline = deadline;
         self
     }
 
@@ -308,6 +320,7 @@ impl Operator {
             client: self.client.clone(),
             image: self.image.clone(),
             metrics: Arc::clone(&self.metrics),
+            removal_deadline: self.removal_deadline,
         });
         let clusters = cluster_controller
             .run(cluster::reconcile, requeue_cluster, Arc::clone(&ctx))

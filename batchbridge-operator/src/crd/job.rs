@@ -87,6 +87,20 @@ pub struct BatchJobSpec {
     /// What the operator keeps of the job's output.
     #[serde(default)]
     pub output_policy: OutputPolicy,
+    /// What happens to the job's files on the cluster (its script, output and exit codes in
+    /// the BatchCluster's work directory, one directory per attempt) when the BatchJob is
+    /// deleted: OnDelete (the default) removes them once the job has ended, Never keeps
+    /// them. Like every spec field it is set at creation: changing it on a finished job
+    /// runs the job again.
+    #[serde(default)]
+    pub cleanup: CleanupPolicy,
+    /// Seconds after the job finished for good (no retry left, output collected) at which
+    /// the operator deletes the BatchJob, like ttlSecondsAfterFinished of a batch/v1 Job;
+    /// 0 deletes it as soon as it finished; absent never deletes it. Deleting it removes
+    /// its files on the cluster unless cleanup is Never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 2147483647))]
+    pub ttl_seconds_after_finished: Option<u32>,
 }
 
 /// The root rule that freezes the spec of an active job. It is a transition rule (it reads
@@ -209,6 +223,16 @@ pub enum RetryReason {
     Preempted,
     /// Any other or unknown cause.
     Unknown,
+}
+
+/// What happens to a job's files on the cluster when its BatchJob is deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum CleanupPolicy {
+    /// Remove them, once the job has ended (an active job is cancelled first).
+    #[default]
+    OnDelete,
+    /// Keep them in the cluster's work directory.
+    Never,
 }
 
 /// What the operator keeps of a finished job's output.

@@ -74,8 +74,9 @@ pub use cluster::{
     SecretReference, SshEndpoint,
 };
 pub use job::{
-    ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, ClusterReference, ContainerRuntime,
-    ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason, TaskCounts,
+    ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
+    ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,
+    TaskCounts,
 };
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.

@@ -395,6 +395,19 @@ impl BatchBackend for AtBackend {
         .await
     }
 
+    /// Removes an ended job's directory and its id link, with core's shared cleanup.
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        let work = self.work_dir().await?;
+        remote::cleanup(
+            self,
+            self.shell.as_ref(),
+            work,
+            key,
+            self.config.command_timeout,
+        )
+        .await
+    }
+
     /// `at 3.2.5`, from what `at -V` prints (on stderr) on the machine the shell reaches.
     async fn version(&self) -> Result<String> {
         let output = self.run(Command::new("at").arg("-V")).await?;
