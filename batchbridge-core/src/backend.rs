@@ -375,6 +375,9 @@ impl JobOutput {
 /// assert!(statuses.get(&id).is_some_and(|status| status.state != JobState::Unknown));
 /// # Ok(()) }
 /// ```
+// The mock is public under the `conformance` feature: code that drives a backend (a tracker,
+// an operator's poller) unit-tests its error paths with it.
+#[cfg_attr(any(test, feature = "conformance"), mockall::automock)]
 #[async_trait]
 pub trait BatchBackend: Send + Sync {
     /// A short name for logs and messages (`"slurm"`, `"local"`).

@@ -533,29 +533,9 @@ async fn poll_forever(shared: Arc<Shared>) {
 mod tests {
     use std::collections::VecDeque;
 
-    use async_trait::async_trait;
-    use mockall::mock;
-
     use super::*;
-    use crate::backend::{Capabilities, JobOutput, OutputRequest};
-    use crate::spec::{JobKey, JobSpec};
+    use crate::backend::MockBatchBackend;
     use crate::state::JobState;
-
-    mock! {
-        #[derive(Debug)]
-        Backend {}
-        #[async_trait]
-        impl BatchBackend for Backend {
-            fn name(&self) -> &str;
-            fn capabilities(&self) -> Capabilities;
-            async fn submit(&self, spec: &JobSpec) -> Result<JobId>;
-            async fn find(&self, key: &JobKey) -> Result<Option<JobId>>;
-            async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>>;
-            async fn cancel(&self, id: &JobId) -> Result<()>;
-            async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
-            async fn version(&self) -> Result<String>;
-        }
-    }
 
     fn status(state: JobState) -> JobStatus {
         JobStatus::new(state, format!("{state:?}").to_uppercase())
@@ -565,7 +545,7 @@ mod tests {
     /// in the given state, or the error. The last answer repeats.
     fn backend(polls: Vec<Result<JobState>>) -> Arc<dyn BatchBackend> {
         let mut polls = VecDeque::from(polls);
-        let mut backend = MockBackend::new();
+        let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
         backend.expect_status().returning(move |ids| {
             let answer = if polls.len() > 1 {
@@ -643,7 +623,7 @@ mod tests {
     /// failed call is visible and delivers nothing; forgotten jobs are not asked about.
     #[tokio::test(start_paused = true)]
     async fn one_call_per_interval_and_changes_only_on_change() {
-        let mut backend = MockBackend::new();
+        let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
         let mut calls = 0;
         backend.expect_status().returning(move |ids| {
@@ -839,7 +819,7 @@ mod tests {
     /// Unknown with the reason, and nothing panics.
     #[tokio::test(start_paused = true)]
     async fn a_job_left_out_of_the_answer_is_unknown_with_a_reason() {
-        let mut backend = MockBackend::new();
+        let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
         backend.expect_status().returning(|_| Ok(HashMap::new()));
         let tracker = tracker(Arc::new(backend));

@@ -141,32 +141,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use async_trait::async_trait;
-    use batchbridge_core::{
-        Capabilities, ErrorKind, JobKey, JobOutput, JobSpec, JobState, OutputRequest, Result,
-    };
-    use mockall::mock;
+    use batchbridge_core::backend::MockBatchBackend;
+    use batchbridge_core::{ErrorKind, JobState};
 
     use super::*;
-
-    mock! {
-        #[derive(Debug)]
-        Backend {}
-        #[async_trait]
-        impl BatchBackend for Backend {
-            fn name(&self) -> &str;
-            fn capabilities(&self) -> Capabilities;
-            async fn submit(&self, spec: &JobSpec) -> Result<JobId>;
-            async fn find(&self, key: &JobKey) -> Result<Option<JobId>>;
-            async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>>;
-            async fn cancel(&self, id: &JobId) -> Result<()>;
-            async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
-            async fn version(&self) -> Result<String>;
-            async fn cleanup(&self, key: &JobKey) -> Result<()>;
-        }
-    }
 
     fn job(name: &str) -> ObjectRef<BatchJob> {
         ObjectRef::new(name).within("research")
@@ -176,7 +154,7 @@ mod tests {
     /// failed call marks the cluster unhealthy and wakes nobody.
     #[tokio::test(start_paused = true)]
     async fn one_call_per_interval_and_wake_only_on_change() {
-        let mut backend = MockBackend::new();
+        let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
         let mut calls = 0;
         backend.expect_status().returning(move |ids| {
@@ -256,7 +234,7 @@ mod tests {
     /// once each, not at every poll; a probe recorded in between changes nothing of that.
     #[tokio::test(start_paused = true)]
     async fn polls_beginning_or_ending_to_fail_wake_the_cluster() {
-        let mut backend = MockBackend::new();
+        let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
         // Polls 1 and 2 answer, 3 to 5 fail, 6 and 7 answer.
         let mut calls = 0;
