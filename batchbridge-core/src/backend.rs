@@ -476,16 +476,18 @@ pub trait BatchBackend: Send + Sync {
     /// no files of its own should override it with `Ok(())`.
     ///
     /// ```
-    /// use batchbridge_core::{BatchBackend, ErrorKind, JobKey, JobSpec, LocalBackend};
-    /// use batchbridge_core::conformance::{Config, wait_terminal};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, LocalBackend, Tracker};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> batchbridge_core::Result<()> {
     /// let dir = tempfile::tempdir()?;
-    /// let backend = LocalBackend::new(dir.path())?;
+    /// let backend = Arc::new(LocalBackend::new(dir.path())?);
+    /// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
     /// let key = JobKey::new("nightly-report")?;
     /// let id = backend.submit(&JobSpec::new(key.clone(), "report", "echo done")).await?;
-    /// wait_terminal(&backend, &id, &Config::default()).await?;
+    /// tracker.wait(&id, Duration::from_secs(30)).await?;
     /// backend.cleanup(&key).await?;
     /// assert_eq!(backend.find(&key).await?, None);
     /// backend.cleanup(&key).await?; // again: nothing left, still Ok
