@@ -42,3 +42,21 @@ pub mod output;
 pub mod status;
 
 pub use controller::Operator;
+
+/// Resolves when the process is asked to stop: SIGTERM (Kubernetes stopping the pod) or
+/// Ctrl-C. Pass it to [`Operator::run`], as the `batchbridge-operator` binary does; a
+/// binary that registers its own backends does the same.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

@@ -101,24 +101,9 @@ async fn run() -> ExitCode {
         version = env!("CARGO_PKG_VERSION"),
         "batchbridge-operator starting"
     );
-    operator.run(shutdown_signal()).await;
+    operator.run(batchbridge_operator::shutdown_signal()).await;
     tracing::info!("batchbridge-operator stopped");
     ExitCode::SUCCESS
-}
-
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
 }
 
 async fn fetch_output() -> ExitCode {

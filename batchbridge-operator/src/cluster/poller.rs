@@ -156,24 +156,21 @@ mod tests {
     async fn one_call_per_interval_and_wake_only_on_change() {
         let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
-        let mut calls = 0;
+        // Poll 1: both queued; poll 2: job 1 runs; poll 3: the cluster is unreachable.
+        let mut polls = 0;
         backend.expect_status().returning(move |ids| {
-            calls += 1;
-            if calls == 3 {
-                return Err(Error::new(ErrorKind::Unreachable, "connection refused"));
-            }
-            let running = calls >= 2;
-            Ok(ids
-                .iter()
-                .map(|id| {
-                    let state = if running && id.as_str() == "1" {
-                        JobState::Running
-                    } else {
-                        JobState::Queued
-                    };
-                    (id.clone(), JobStatus::new(state, "X"))
+            polls += 1;
+            let state_of = |id: &JobId| match (polls, id.as_str()) {
+                (3, _) => None,
+                (2.., "1") => Some(JobState::Running),
+                _ => Some(JobState::Queued),
+            };
+            ids.iter()
+                .map(|id| match state_of(id) {
+                    Some(state) => Ok((id.clone(), JobStatus::new(state, "X"))),
+                    None => Err(Error::new(ErrorKind::Unreachable, "connection refused")),
                 })
-                .collect())
+                .collect()
         });
         let (wake, mut woken) = mpsc::unbounded_channel();
         let duration = Histogram::new([1.0]);

@@ -40,7 +40,7 @@ async fn main() -> ExitCode {
         operator = operator.namespace(namespace);
     }
     tracing::info!("batchbridge-operator-with-at starting");
-    operator.run(shutdown_signal()).await;
+    operator.run(batchbridge_operator::shutdown_signal()).await;
     ExitCode::SUCCESS
 }
 
@@ -63,19 +63,4 @@ fn at_backend() -> BackendFactory {
             Arc::new(AtBackend::new(Arc::new(SshShell::new(ssh)?), config)?);
         Ok(backend)
     })
-}
-
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
 }
