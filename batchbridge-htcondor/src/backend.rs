@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, ENTER_WORKING_DIR, NOT_STARTED_EXIT_CODE, SubmitLocks, WorkDir, environment_file,
+    self, ENTER_WORKING_DIR, JobDirs, NOT_STARTED_EXIT_CODE, SubmitLocks, environment_file,
     job_number,
 };
 use batchbridge_core::shell::{Command, Output, Shell};
@@ -106,9 +106,8 @@ impl HtcondorConfig {
 /// ```
 #[derive(Debug)]
 pub struct HtcondorBackend {
-    shell: Arc<dyn Shell>,
+    dirs: JobDirs,
     config: HtcondorConfig,
-    work_dir: WorkDir,
     submits: SubmitLocks,
 }
 
@@ -116,23 +115,10 @@ impl HtcondorBackend {
     /// A backend that works through `shell`. Nothing runs until the first call.
     pub fn new(shell: Arc<dyn Shell>, config: HtcondorConfig) -> Result<Self> {
         Ok(Self {
-            shell,
-            work_dir: WorkDir::new(config.work_dir.as_str())?,
+            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
             config,
             submits: SubmitLocks::default(),
         })
-    }
-
-    async fn run(&self, command: Command) -> Result<Output> {
-        self.shell
-            .run(&command.timeout(self.config.command_timeout))
-            .await
-    }
-
-    async fn work_dir(&self) -> Result<&str> {
-        self.work_dir
-            .resolve(self.shell.as_ref(), self.config.command_timeout)
-            .await
     }
 
     /// Job ads of `clusters` from `condor_q` or `condor_history` (`tool`).
@@ -150,7 +136,7 @@ impl HtcondorBackend {
                 ]);
             }
         }
-        let output = self.run(command).await?;
+        let output = self.dirs.run(command).await?;
         if !output.success() {
             return Err(scheduler_failure(tool, &output));
         }
@@ -171,8 +157,9 @@ impl HtcondorBackend {
         }
         // The command line stays short; beyond it, a proc keeps the reason its ad gives.
         procs.truncate(MAX_IDS_ON_COMMAND_LINE);
-        let work = self.work_dir().await?;
+        let work = self.dirs.work().await?;
         let output = self
+            .dirs
             .run(Command::sh(
                 NOT_STARTED,
                 std::iter::once(work).chain(procs.iter().map(String::as_str)),
@@ -198,7 +185,7 @@ impl HtcondorBackend {
             if let Some(limit) = extra {
                 command = command.args(["-limit", limit]);
             }
-            let output = self.run(command.args(["-af", "ClusterId"])).await?;
+            let output = self.dirs.run(command.args(["-af", "ClusterId"])).await?;
             if !output.success() {
                 return Err(scheduler_failure(tool, &output));
             }
@@ -261,7 +248,7 @@ impl BatchBackend for HtcondorBackend {
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
         spec.validate()?;
         let environment = environment_file(spec)?;
-        let work = self.work_dir().await?;
+        let work = self.dirs.work().await?;
         let dir = format!("{work}/jobs/{}", spec.key);
         let description = submit_description(spec, &dir)?;
         // The task count, for fetch_output to tell a task the job does not have.
@@ -280,7 +267,7 @@ impl BatchBackend for HtcondorBackend {
             format!("{dir}/job.sub"),
         ];
         remote::submit(
-            self.shell.as_ref(),
+            self.dirs.shell(),
             work,
             spec,
             &files,
@@ -306,10 +293,7 @@ impl BatchBackend for HtcondorBackend {
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let work = self.work_dir().await?;
-        let recorded =
-            remote::recorded_id(self.shell.as_ref(), work, key, self.config.command_timeout)
-                .await?;
+        let recorded = self.dirs.recorded_id(key).await?;
         match recorded {
             Some(id) => Ok(Some(JobId::from(id))),
             None => self.find_in_scheduler(key).await,
@@ -371,7 +355,7 @@ impl BatchBackend for HtcondorBackend {
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
         let cluster = remote::job_number_of(id.as_str(), CLUSTER_ID)?;
-        let output = self.run(Command::sh(CANCEL, [cluster])).await?;
+        let output = self.dirs.run(Command::sh(CANCEL, [cluster])).await?;
         if !output.success() {
             return Err(scheduler_failure("condor_rm", &output));
         }
@@ -390,36 +374,20 @@ impl BatchBackend for HtcondorBackend {
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
         let cluster = remote::job_number_of(id.as_str(), CLUSTER_ID)?;
-        let work = self.work_dir().await?;
-        remote::fetch_output(
-            self.shell.as_ref(),
-            work,
-            cluster,
-            request,
-            self.config.command_timeout,
-        )
-        .await
+        self.dirs.fetch_output(cluster, request).await
     }
 
     /// Removes the job's directory (script, output, exit codes) from the work directory
     /// once HTCondor reports the job ended; see [`remote::cleanup`].
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        let work = self.work_dir().await?;
-        remote::cleanup(
-            self,
-            self.shell.as_ref(),
-            work,
-            key,
-            self.config.command_timeout,
-        )
-        .await
+        self.dirs.cleanup(self, key).await
     }
 
     /// `htcondor VERSION`, from the first line of `condor_version` on the submit node. It
     /// proves the shell reaches the submit node and finds HTCondor's tools there;
     /// condor_version does not ask the schedd, so a schedd that is down does not fail it.
     async fn version(&self) -> Result<String> {
-        let output = self.run(Command::new("condor_version")).await?;
+        let output = self.dirs.run(Command::new("condor_version")).await?;
         if !output.success() {
             return Err(scheduler_failure("condor_version", &output));
         }

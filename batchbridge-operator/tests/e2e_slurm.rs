@@ -22,7 +22,7 @@ use common::Cluster;
 use common::operator::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// Experiments 1 and 2: a job runs and its output can be read (status tail and the
@@ -532,8 +532,9 @@ async fn a_failed_job_is_retried() {
 }
 
 /// The operator's role is least privilege: what the operator never does is forbidden to it
-/// (listing Secrets, changing a BatchCluster's spec, deleting BatchJobs, touching another
-/// namespace), while what it does is allowed.
+/// (listing Secrets, changing or deleting a BatchCluster, creating BatchJobs, touching
+/// another namespace), while what it does is allowed. (It deletes BatchJobs: those whose
+/// ttlSecondsAfterFinished passed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_role_forbids_what_the_operator_never_does() {
     let bed = Cluster::new("e2e-rbac").await;
@@ -562,10 +563,28 @@ async fn the_operator_role_forbids_what_the_operator_never_does() {
             .map(drop),
         "patch a BatchCluster's spec",
     );
+    forbidden(
+        clusters
+            .delete("any", &DeleteParams::default())
+            .await
+            .map(drop),
+        "delete a BatchCluster",
+    );
     let jobs = Api::<BatchJob>::namespaced(operator.clone(), &bed.namespace);
     forbidden(
-        jobs.delete("any", &DeleteParams::default()).await.map(drop),
-        "delete a BatchJob",
+        jobs.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "batchbridge.dev/v1alpha1",
+                "kind": "BatchJob",
+                "metadata": {"name": "forged"},
+                "spec": {"clusterRef": {"name": "any"}, "script": "true"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .map(drop),
+        "create a BatchJob",
     );
     forbidden(
         Api::<BatchJob>::namespaced(operator.clone(), "default")

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, JobFiles, SubmitLocks, WorkDir, environment_file, job_number,
+    self, JobDirs, JobFiles, SubmitLocks, environment_file, job_number,
 };
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::spec::truncate_for_message;
@@ -137,9 +137,8 @@ enum Accounting {
 /// ```
 #[derive(Debug)]
 pub struct SlurmBackend {
-    shell: Arc<dyn Shell>,
+    dirs: JobDirs,
     config: SlurmConfig,
-    work_dir: WorkDir,
     accounting: Mutex<Accounting>,
     submits: SubmitLocks,
 }
@@ -167,24 +166,11 @@ impl SlurmBackend {
             }
         }
         Ok(Self {
-            shell,
-            work_dir: WorkDir::new(config.work_dir.as_str())?,
+            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
             config,
             accounting: Mutex::new(Accounting::Untried),
             submits: SubmitLocks::default(),
         })
-    }
-
-    async fn run(&self, command: Command) -> Result<Output> {
-        self.shell
-            .run(&command.timeout(self.config.command_timeout))
-            .await
-    }
-
-    async fn work_dir(&self) -> Result<&str> {
-        self.work_dir
-            .resolve(self.shell.as_ref(), self.config.command_timeout)
-            .await
     }
 
     fn accounting(&self) -> Accounting {
@@ -218,13 +204,13 @@ impl SlurmBackend {
         let command = Command::new("env")
             .args(["SLURM_TIME_FORMAT=%s", "sacct", "-X", "-n", "-P"])
             .args(args.iter().copied());
-        let output = self.run(command).await?;
+        let output = self.dirs.run(command).await?;
         if output.success() {
             self.set_accounting(Accounting::Available);
             return Ok(Some(output.stdout_text()));
         }
         tracing::warn!(
-            host = self.shell.host(),
+            host = self.dirs.shell().host(),
             stderr = %output.stderr_text().trim(),
             recheck_in = ?self.config.accounting_recheck,
             "sacct failed; going on without accounting"
@@ -252,7 +238,7 @@ impl SlurmBackend {
         } else {
             command.arg("--me")
         };
-        let output = self.run(command).await?;
+        let output = self.dirs.run(command).await?;
         if output.success() {
             return Ok(parse_squeue(&output.stdout_text()));
         }
@@ -264,14 +250,14 @@ impl SlurmBackend {
     }
 
     async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
-        let work = self.work_dir().await?;
-        remote::job_files(self.shell.as_ref(), work, ids, self.config.command_timeout).await
+        self.dirs.job_files(ids).await
     }
 
     /// The job SLURM itself holds with `key` as its comment: squeue for live jobs, then sacct
     /// (which records the comment only once a job ends).
     async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
         let output = self
+            .dirs
             .run(Command::new("squeue").args(["--me", "-h", "-t", "all", "-o", "%i|%k"]))
             .await?;
         if !output.success() {
@@ -349,7 +335,7 @@ impl BatchBackend for SlurmBackend {
         spec.validate()?;
         self.capabilities().check(spec, self.name())?;
         let environment = environment_file(spec)?;
-        let work = self.work_dir().await?;
+        let work = self.dirs.work().await?;
         let dir = format!("{work}/jobs/{}", spec.key);
         let options = sbatch_options(spec, &self.config.defaults, &dir)?;
         let batch = batch_script(spec, &dir)?;
@@ -367,7 +353,7 @@ impl BatchBackend for SlurmBackend {
             ("tasks", tasks.as_str()),
         ];
         remote::submit(
-            self.shell.as_ref(),
+            self.dirs.shell(),
             work,
             spec,
             &files,
@@ -411,10 +397,7 @@ impl BatchBackend for SlurmBackend {
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let work = self.work_dir().await?;
-        let recorded =
-            remote::recorded_id(self.shell.as_ref(), work, key, self.config.command_timeout)
-                .await?;
+        let recorded = self.dirs.recorded_id(key).await?;
         match recorded {
             Some(id) => Ok(Some(JobId::from(id))),
             None => self.find_in_scheduler(key).await,
@@ -471,8 +454,8 @@ impl BatchBackend for SlurmBackend {
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
         let number = remote::job_number_of(id.as_str(), SLURM_JOB_ID)?;
-        let work = self.work_dir().await?;
-        let output = self.run(Command::sh(CANCEL, [work, number])).await?;
+        let work = self.dirs.work().await?;
+        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
         if output.success() || output.stderr_text().contains("Invalid job id") {
             return Ok(());
         }
@@ -490,29 +473,13 @@ impl BatchBackend for SlurmBackend {
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
         let number = remote::job_number_of(id.as_str(), SLURM_JOB_ID)?;
-        let work = self.work_dir().await?;
-        remote::fetch_output(
-            self.shell.as_ref(),
-            work,
-            number,
-            request,
-            self.config.command_timeout,
-        )
-        .await
+        self.dirs.fetch_output(number, request).await
     }
 
     /// Removes the job's directory (script, output, exit codes) from the work directory
     /// once SLURM reports the job ended; see [`remote::cleanup`].
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        let work = self.work_dir().await?;
-        remote::cleanup(
-            self,
-            self.shell.as_ref(),
-            work,
-            key,
-            self.config.command_timeout,
-        )
-        .await
+        self.dirs.cleanup(self, key).await
     }
 
     /// What `sinfo --version` on the login node prints, trimmed: `slurm 22.05.8`, or
@@ -520,7 +487,10 @@ impl BatchBackend for SlurmBackend {
     /// node and finds SLURM's tools there; sinfo prints its version without asking
     /// slurmctld, so a controller that is down does not fail it.
     async fn version(&self) -> Result<String> {
-        let output = self.run(Command::new("sinfo").arg("--version")).await?;
+        let output = self
+            .dirs
+            .run(Command::new("sinfo").arg("--version"))
+            .await?;
         if !output.success() {
             return Err(scheduler_failure("sinfo --version", &output));
         }

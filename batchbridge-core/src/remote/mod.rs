@@ -37,6 +37,10 @@ use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::{JobState, JobStatus};
 
+mod job_dirs;
+
+pub use job_dirs::JobDirs;
+
 const SUBMIT: &str = include_str!("submit.sh");
 /// A POSIX shell function, `enter_working_dir DIR REASON_FILE`, that every job wrapper
 /// (the local backend's, SLURM's batch script, HTCondor's `job.sh`) defines and runs before

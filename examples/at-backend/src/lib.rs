@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, ENTER_WORKING_DIR, JobFiles, SubmitLocks, WorkDir, environment_file, job_number,
+    self, ENTER_WORKING_DIR, JobDirs, JobFiles, SubmitLocks, environment_file, job_number,
 };
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{
@@ -97,9 +97,8 @@ impl Default for AtConfig {
 /// ```
 #[derive(Debug)]
 pub struct AtBackend {
-    shell: Arc<dyn Shell>,
+    dirs: JobDirs,
     config: AtConfig,
-    work_dir: WorkDir,
     /// So that a second submit of a key in flight waits for the first and finds its job.
     submits: SubmitLocks,
 }
@@ -108,28 +107,15 @@ impl AtBackend {
     /// A backend that works through `shell`. Nothing runs until the first call.
     pub fn new(shell: Arc<dyn Shell>, config: AtConfig) -> Result<Self> {
         Ok(Self {
-            shell,
-            work_dir: WorkDir::new(config.work_dir.as_str())?,
+            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
             config,
             submits: SubmitLocks::default(),
         })
     }
 
-    async fn run(&self, command: Command) -> Result<Output> {
-        self.shell
-            .run(&command.timeout(self.config.command_timeout))
-            .await
-    }
-
-    async fn work_dir(&self) -> Result<&str> {
-        self.work_dir
-            .resolve(self.shell.as_ref(), self.config.command_timeout)
-            .await
-    }
-
     /// The queue of every job of the user that at holds, by job number.
     async fn atq(&self) -> Result<HashMap<String, char>> {
-        let output = self.run(Command::new("atq")).await?;
+        let output = self.dirs.run(Command::new("atq")).await?;
         if !output.success() {
             return Err(at_failure("atq", &output));
         }
@@ -140,6 +126,7 @@ impl AtBackend {
     /// before its number was recorded finds its job.
     async fn find_in_scheduler(&self, dir: &str) -> Result<Option<JobId>> {
         let output = self
+            .dirs
             .run(Command::sh(FIND, [dir]))
             .await?
             .check("looking for a job in atq")?;
@@ -291,7 +278,7 @@ impl BatchBackend for AtBackend {
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
         check_spec(spec, &self.capabilities())?;
         let environment = environment_file(spec)?;
-        let work = self.work_dir().await?;
+        let work = self.dirs.work().await?;
         let dir = format!("{work}/jobs/{}", spec.key);
         let wrapper = JOB_WRAPPER.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
         // One task: `tasks` is what makes core's fetch_output refuse output of any other.
@@ -309,7 +296,7 @@ impl BatchBackend for AtBackend {
             .to_vec();
         let _in_flight = self.submits.lock(&spec.key).await;
         remote::submit(
-            self.shell.as_ref(),
+            self.dirs.shell(),
             work,
             spec,
             &files,
@@ -328,13 +315,13 @@ impl BatchBackend for AtBackend {
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let work = self.work_dir().await?;
-        let recorded =
-            remote::recorded_id(self.shell.as_ref(), work, key, self.config.command_timeout)
-                .await?;
+        let recorded = self.dirs.recorded_id(key).await?;
         match recorded {
             Some(id) => Ok(Some(JobId::from(id))),
-            None => self.find_in_scheduler(&format!("{work}/jobs/{key}")).await,
+            None => {
+                let work = self.dirs.work().await?;
+                self.find_in_scheduler(&format!("{work}/jobs/{key}")).await
+            }
         }
     }
 
@@ -353,14 +340,7 @@ impl BatchBackend for AtBackend {
         let files = if for_files.is_empty() {
             HashMap::new()
         } else {
-            let work = self.work_dir().await?;
-            remote::job_files(
-                self.shell.as_ref(),
-                work,
-                &for_files,
-                self.config.command_timeout,
-            )
-            .await?
+            self.dirs.job_files(&for_files).await?
         };
         for id in ids {
             if let Some(number) = job_number(id.as_str()) {
@@ -373,8 +353,8 @@ impl BatchBackend for AtBackend {
 
     async fn cancel(&self, id: &JobId) -> Result<()> {
         let number = remote::job_number_of(id.as_str(), AT_JOB_NUMBER)?;
-        let work = self.work_dir().await?;
-        let output = self.run(Command::sh(CANCEL, [work, number])).await?;
+        let work = self.dirs.work().await?;
+        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
         if output.success() {
             Ok(())
         } else {
@@ -384,33 +364,17 @@ impl BatchBackend for AtBackend {
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
         let number = remote::job_number_of(id.as_str(), AT_JOB_NUMBER)?;
-        let work = self.work_dir().await?;
-        remote::fetch_output(
-            self.shell.as_ref(),
-            work,
-            number,
-            request,
-            self.config.command_timeout,
-        )
-        .await
+        self.dirs.fetch_output(number, request).await
     }
 
     /// Removes an ended job's directory and its id link, with core's shared cleanup.
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        let work = self.work_dir().await?;
-        remote::cleanup(
-            self,
-            self.shell.as_ref(),
-            work,
-            key,
-            self.config.command_timeout,
-        )
-        .await
+        self.dirs.cleanup(self, key).await
     }
 
     /// `at 3.2.5`, from what `at -V` prints (on stderr) on the machine the shell reaches.
     async fn version(&self) -> Result<String> {
-        let output = self.run(Command::new("at").arg("-V")).await?;
+        let output = self.dirs.run(Command::new("at").arg("-V")).await?;
         if !output.success() {
             return Err(at_failure("at -V", &output));
         }

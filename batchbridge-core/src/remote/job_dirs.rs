@@ -1,0 +1,99 @@
+//! [`JobDirs`]: the half of a command-line backend that does not depend on its scheduler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{WorkDir, cleanup, fetch_output, job_files, recorded_id};
+use crate::backend::{BatchBackend, JobOutput, OutputRequest};
+use crate::error::Result;
+use crate::remote::JobFiles;
+use crate::shell::{Command, Output, Shell};
+use crate::spec::JobKey;
+
+/// Where a command-line backend keeps its jobs: the shell that reaches the cluster, the
+/// work directory there, and the time limit of every command. A backend holds one and adds
+/// only its scheduler's commands; SLURM, HTCondor and the at example share it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use batchbridge_core::remote::JobDirs;
+/// use batchbridge_core::shell::{Command, LocalShell};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let tmp = tempfile::tempdir()?;
+/// let work = tmp.path().join("work");
+/// let dirs = JobDirs::new(Arc::new(LocalShell), work.to_str().unwrap(), Duration::from_secs(10))?;
+/// assert_eq!(dirs.work().await?, work.to_str().unwrap()); // created on first use
+/// assert!(dirs.run(Command::new("true")).await?.success());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct JobDirs {
+    shell: Arc<dyn Shell>,
+    work_dir: WorkDir,
+    timeout: Duration,
+}
+
+impl JobDirs {
+    /// Jobs under `work_dir` (absolute, or relative to the login directory) on the host
+    /// `shell` reaches, each command limited to `timeout`. Nothing runs until first use.
+    pub fn new(shell: Arc<dyn Shell>, work_dir: &str, timeout: Duration) -> Result<Self> {
+        Ok(Self {
+            shell,
+            work_dir: WorkDir::new(work_dir)?,
+            timeout,
+        })
+    }
+
+    /// The shell, for commands of the backend's own.
+    pub fn shell(&self) -> &dyn Shell {
+        self.shell.as_ref()
+    }
+
+    /// The time limit of each command.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Runs `command` within the time limit.
+    pub async fn run(&self, command: Command) -> Result<Output> {
+        self.shell.run(&command.timeout(self.timeout)).await
+    }
+
+    /// The work directory's absolute path ([`WorkDir::resolve`]).
+    pub async fn work(&self) -> Result<&str> {
+        self.work_dir.resolve(self.shell(), self.timeout).await
+    }
+
+    /// The id recorded for `key` ([`recorded_id`]).
+    pub async fn recorded_id(&self, key: &JobKey) -> Result<Option<String>> {
+        recorded_id(self.shell(), self.work().await?, key, self.timeout).await
+    }
+
+    /// What the directories of jobs `numbers` say ([`job_files`]).
+    pub async fn job_files(
+        &self,
+        numbers: &[&str],
+    ) -> Result<std::collections::HashMap<String, JobFiles>> {
+        job_files(self.shell(), self.work().await?, numbers, self.timeout).await
+    }
+
+    /// A bounded part of job `number`'s output ([`fetch_output`]).
+    pub async fn fetch_output(&self, number: &str, request: &OutputRequest) -> Result<JobOutput> {
+        fetch_output(
+            self.shell(),
+            self.work().await?,
+            number,
+            request,
+            self.timeout,
+        )
+        .await
+    }
+
+    /// Removes the files of `key`'s job once `backend` reports it ended ([`cleanup`]).
+    pub async fn cleanup<B: BatchBackend + ?Sized>(&self, backend: &B, key: &JobKey) -> Result<()> {
+        cleanup(backend, self.shell(), self.work().await?, key, self.timeout).await
+    }
+}
