@@ -142,6 +142,9 @@ for crate in "${library[@]}"; do
         exit 1
     fi
 done
+# Packages of an earlier run share the version number: cargo's dry run would verify slurm
+# and htcondor against that stale core. Start from none.
+rm -rf "$CARGO_TARGET_DIR/package"
 cargo publish -q --workspace --dry-run --allow-dirty
 # The packages' own tests (unit tests and doctests) pass as packaged: without tests/ and
 # without the dev-dependency on batchbridge-testbed, which cargo strips. slurm and
