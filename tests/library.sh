@@ -142,10 +142,11 @@ for crate in "${library[@]}"; do
         exit 1
     fi
 done
-# Packages of an earlier run share the version number, and cargo keeps what it unpacked
-# from the dry run's temporary registry under CARGO_HOME (registry/src/-HASH/) and reuses
-# it: the dry run would verify slurm and htcondor against that stale core. Start from none.
-rm -rf "$CARGO_TARGET_DIR/package" "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/batchbridge-*
+# Packages and builds of an earlier run share the version number, and cargo takes a
+# registry crate of the same name and version for unchanged: the dry run would verify
+# slurm and htcondor against that run's core. Start from none.
+rm -rf "$CARGO_TARGET_DIR/package"
+cargo clean -q -p batchbridge-core -p batchbridge-slurm -p batchbridge-htcondor
 cargo publish -q --workspace --dry-run --allow-dirty
 # The packages' own tests (unit tests and doctests) pass as packaged: without tests/ and
 # without the dev-dependency on batchbridge-testbed, which cargo strips. slurm and
