@@ -107,7 +107,6 @@ impl HtcondorConfig {
 #[derive(Debug)]
 pub struct HtcondorBackend {
     dirs: JobDirs,
-    config: HtcondorConfig,
     submits: SubmitLocks,
 }
 
@@ -116,7 +115,6 @@ impl HtcondorBackend {
     pub fn new(shell: Arc<dyn Shell>, config: HtcondorConfig) -> Result<Self> {
         Ok(Self {
             dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
-            config,
             submits: SubmitLocks::default(),
         })
     }
@@ -266,30 +264,24 @@ impl BatchBackend for HtcondorBackend {
             "-terse".to_owned(),
             format!("{dir}/job.sub"),
         ];
-        remote::submit(
-            self.dirs.shell(),
-            work,
-            spec,
-            &files,
-            condor_submit,
-            self.config.command_timeout,
-        )
-        .await?
-        .into_job_id(
-            &spec.key,
-            "HTCondor",
-            &dir,
-            self.find_in_scheduler(&spec.key),
-            |output| {
-                let error = scheduler_failure("condor_submit", &output);
-                if error.is_temporary() {
-                    error
-                } else {
-                    remote::rejected(&spec.key, "HTCondor", "", &output)
-                }
-            },
-        )
-        .await
+        self.dirs
+            .submit(spec, &files, condor_submit)
+            .await?
+            .into_job_id(
+                &spec.key,
+                "HTCondor",
+                &dir,
+                self.find_in_scheduler(&spec.key),
+                |output| {
+                    let error = scheduler_failure("condor_submit", &output);
+                    if error.is_temporary() {
+                        error
+                    } else {
+                        remote::rejected(&spec.key, "HTCondor", "", &output)
+                    }
+                },
+            )
+            .await
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
@@ -378,7 +370,7 @@ impl BatchBackend for HtcondorBackend {
     }
 
     /// Removes the job's directory (script, output, exit codes) from the work directory
-    /// once HTCondor reports the job ended; see [`remote::cleanup`].
+    /// once HTCondor reports the job ended; see [`JobDirs::cleanup`].
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
         self.dirs.cleanup(self, key).await
     }

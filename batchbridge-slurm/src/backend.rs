@@ -352,48 +352,42 @@ impl BatchBackend for SlurmBackend {
             ("env.sh", environment.as_str()),
             ("tasks", tasks.as_str()),
         ];
-        remote::submit(
-            self.dirs.shell(),
-            work,
-            spec,
-            &files,
-            sbatch,
-            self.config.command_timeout,
-        )
-        .await?
-        .into_job_id(
-            &spec.key,
-            "SLURM",
-            &dir,
-            self.find_in_scheduler(&spec.key),
-            |output| {
-                let error = scheduler_failure("sbatch", &output);
-                if error.is_temporary() {
-                    return error;
-                }
-                let mut context = self
-                    .config
-                    .defaults
-                    .partition_for(spec)
-                    .map(|p| format!(" on partition {p:?}"))
-                    .unwrap_or_default();
-                // sbatch does not say why an array is invalid; the usual cause is a
-                // cluster whose MaxArraySize is below batchbridge's own maximum.
-                if let Some(array) = spec.array
-                    && output
-                        .stderr_text()
-                        .contains("Invalid job array specification")
-                {
-                    context.push_str(&format!(
-                        " (an array of {} tasks: the cluster's MaxArraySize, \
+        self.dirs
+            .submit(spec, &files, sbatch)
+            .await?
+            .into_job_id(
+                &spec.key,
+                "SLURM",
+                &dir,
+                self.find_in_scheduler(&spec.key),
+                |output| {
+                    let error = scheduler_failure("sbatch", &output);
+                    if error.is_temporary() {
+                        return error;
+                    }
+                    let mut context = self
+                        .config
+                        .defaults
+                        .partition_for(spec)
+                        .map(|p| format!(" on partition {p:?}"))
+                        .unwrap_or_default();
+                    // sbatch does not say why an array is invalid; the usual cause is a
+                    // cluster whose MaxArraySize is below batchbridge's own maximum.
+                    if let Some(array) = spec.array
+                        && output
+                            .stderr_text()
+                            .contains("Invalid job array specification")
+                    {
+                        context.push_str(&format!(
+                            " (an array of {} tasks: the cluster's MaxArraySize, \
                          `scontrol show config`, may be lower)",
-                        array.count
-                    ));
-                }
-                remote::rejected(&spec.key, "SLURM", &context, &output)
-            },
-        )
-        .await
+                            array.count
+                        ));
+                    }
+                    remote::rejected(&spec.key, "SLURM", &context, &output)
+                },
+            )
+            .await
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
@@ -477,7 +471,7 @@ impl BatchBackend for SlurmBackend {
     }
 
     /// Removes the job's directory (script, output, exit codes) from the work directory
-    /// once SLURM reports the job ended; see [`remote::cleanup`].
+    /// once SLURM reports the job ended; see [`JobDirs::cleanup`].
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
         self.dirs.cleanup(self, key).await
     }

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{WorkDir, cleanup, fetch_output, job_files, recorded_id};
+use super::{Submitted, WorkDir, cleanup, fetch_output, job_files, recorded_id, submit};
 use crate::backend::{BatchBackend, JobOutput, OutputRequest};
 use crate::error::Result;
 use crate::remote::JobFiles;
 use crate::shell::{Command, Output, Shell};
-use crate::spec::JobKey;
+use crate::spec::{JobKey, JobSpec};
 
 /// Where a command-line backend keeps its jobs: the shell that reaches the cluster, the
 /// work directory there, and the time limit of every command. A backend holds one and adds
@@ -67,12 +67,36 @@ impl JobDirs {
         self.work_dir.resolve(self.shell(), self.timeout).await
     }
 
-    /// The id recorded for `key` ([`recorded_id`]).
+    /// Submits `spec` in one remote command, idempotent on its key: claims
+    /// `WORK/jobs/KEY` with an atomic `mkdir`, writes the script and `files` (name, content)
+    /// there, runs `scheduler_command` in it and records the id it prints. A key already
+    /// claimed yields the job recorded for it; a connection lost mid-way is
+    /// [`SubmitOutcomeUnknown`](crate::ErrorKind::SubmitOutcomeUnknown).
+    pub async fn submit(
+        &self,
+        spec: &JobSpec,
+        files: &[(&str, &str)],
+        scheduler_command: Vec<String>,
+    ) -> Result<Submitted> {
+        let work = self.work().await?;
+        submit(
+            self.shell(),
+            work,
+            spec,
+            files,
+            scheduler_command,
+            self.timeout,
+        )
+        .await
+    }
+
+    /// The id recorded for `key` in `WORK/jobs/KEY/job_id`, if any.
     pub async fn recorded_id(&self, key: &JobKey) -> Result<Option<String>> {
         recorded_id(self.shell(), self.work().await?, key, self.timeout).await
     }
 
-    /// What the directories of jobs `numbers` say ([`job_files`]).
+    /// What the directories of jobs `numbers` (under `WORK/ids/`) say, in one remote
+    /// command; numbers not submitted through this work directory are left out.
     pub async fn job_files(
         &self,
         numbers: &[&str],
@@ -80,7 +104,8 @@ impl JobDirs {
         job_files(self.shell(), self.work().await?, numbers, self.timeout).await
     }
 
-    /// A bounded part of job `number`'s output ([`fetch_output`]).
+    /// A bounded part of job `number`'s stdout and stderr: NotFound for a job not
+    /// submitted here, InvalidInput for a task the job does not have.
     pub async fn fetch_output(&self, number: &str, request: &OutputRequest) -> Result<JobOutput> {
         fetch_output(
             self.shell(),
@@ -92,7 +117,8 @@ impl JobDirs {
         .await
     }
 
-    /// Removes the files of `key`'s job once `backend` reports it ended ([`cleanup`]).
+    /// Removes `WORK/jobs/KEY` and its `WORK/ids/ID` link once `backend` reports the job
+    /// ended ([`JobActive`](crate::ErrorKind::JobActive) before); Ok for a key without a job.
     pub async fn cleanup<B: BatchBackend + ?Sized>(&self, backend: &B, key: &JobKey) -> Result<()> {
         cleanup(backend, self.shell(), self.work().await?, key, self.timeout).await
     }

@@ -14,10 +14,10 @@
 //!
 //! A backend whose job wrapper records how each task ended, `exit N` or `signal N` in
 //! `task-N.exit` (written to a temporary name and renamed), and whose cancel leaves a
-//! `cancel-requested` file, reads both for any number of jobs with one [`job_files`]: the
+//! `cancel-requested` file, reads both for any number of jobs with one [`JobDirs::job_files`]: the
 //! end of a job its scheduler has forgotten.
 //!
-//! Both stay until [`cleanup`] removes them, once the job has ended.
+//! Both stay until [`JobDirs::cleanup`] removes them, once the job has ended.
 //!
 //! Every remote command is a constant script whose values arrive as positional parameters
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
@@ -169,7 +169,7 @@ pub fn environment_file(spec: &JobSpec) -> Result<String> {
 }
 
 /// The submits in flight in this process, one lock per key. A backend holds the key's
-/// lock around its [`submit`], so a second submit of the same key waits for the first
+/// lock around its [`JobDirs::submit`], so a second submit of the same key waits for the first
 /// and then finds its job (`existing`), instead of seeing the key claimed by a submit
 /// that has not answered yet. Submits in other processes still meet
 /// [`Submitted::Claimed`].
@@ -182,11 +182,14 @@ pub fn environment_file(spec: &JobSpec) -> Result<String> {
 /// # async fn main() -> batchbridge_core::Result<()> {
 /// let locks = SubmitLocks::default();
 /// let key = JobKey::new("k-1")?;
+/// let soon = std::time::Duration::from_millis(50);
 /// let first = locks.lock(&key).await;
-/// assert!(locks.try_lock(&key).is_none(), "the key's submit is in flight");
-/// assert!(locks.try_lock(&JobKey::new("k-2")?).is_some(), "other keys are free");
+/// let second = tokio::time::timeout(soon, locks.lock(&key)).await;
+/// assert!(second.is_err(), "the key's submit is in flight");
+/// let other = tokio::time::timeout(soon, locks.lock(&JobKey::new("k-2")?)).await;
+/// assert!(other.is_ok(), "other keys are free");
 /// drop(first);
-/// assert!(locks.try_lock(&key).is_some());
+/// assert!(tokio::time::timeout(soon, locks.lock(&key)).await.is_ok());
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Default)]
@@ -202,11 +205,6 @@ impl SubmitLocks {
         self.lock_of(key).lock_owned().await
     }
 
-    /// The key's lock if no submit of it is in flight, without waiting.
-    pub fn try_lock(&self, key: &JobKey) -> Option<OwnedMutexGuard<()>> {
-        self.lock_of(key).try_lock_owned().ok()
-    }
-
     fn lock_of(&self, key: &JobKey) -> Arc<AsyncMutex<()>> {
         let mut by_key = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
         by_key.retain(|_, lock| lock.strong_count() > 0);
@@ -219,7 +217,7 @@ impl SubmitLocks {
     }
 }
 
-/// What [`submit`] found or did.
+/// What [`JobDirs::submit`] found or did.
 #[derive(Debug)]
 pub enum Submitted {
     /// The scheduler accepted the job and gave it this id.
@@ -326,7 +324,7 @@ pub fn job_numbers<'a>(ids: &'a [JobId], what: &str) -> (Vec<&'a str>, HashMap<J
 /// A connection lost or a timeout mid-way is
 /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown), temporary: submitting the same
 /// key again returns the same job.
-pub async fn submit(
+async fn submit(
     shell: &dyn Shell,
     work: &str,
     spec: &JobSpec,
@@ -411,7 +409,7 @@ fn check_command_line(command: &Command, spec: &JobSpec) -> Result<()> {
 
 /// The id recorded in `WORK/jobs/KEY/job_id`, if the key has a job submitted through this
 /// work directory.
-pub async fn recorded_id(
+async fn recorded_id(
     shell: &dyn Shell,
     work: &str,
     key: &JobKey,
@@ -464,7 +462,7 @@ pub fn job_number_of<'a>(id: &'a str, what: &str) -> Result<&'a str> {
 /// directory has no job for is [`NotFound`](ErrorKind::NotFound). A task the job does not
 /// have (by its `tasks` file, which holds the task count) is
 /// [`InvalidInput`](ErrorKind::InvalidInput).
-pub async fn fetch_output(
+async fn fetch_output(
     shell: &dyn Shell,
     work: &str,
     id: &str,
@@ -592,7 +590,7 @@ pub struct JobFiles {
 
 /// What the directories of jobs `ids` (each a [`job_number`]) under `WORK/ids/` say, in one
 /// remote command; ids not submitted through this work directory are left out.
-pub async fn job_files(
+async fn job_files(
     shell: &dyn Shell,
     work: &str,
     ids: &[&str],
@@ -660,7 +658,7 @@ pub fn parse_job_files(text: &str) -> HashMap<String, JobFiles> {
 /// (through `backend`, so a job only its scheduler remembers counts too), refuses it unless
 /// its status shows it ended, then removes `WORK/jobs/KEY` and its `WORK/ids/ID` link in
 /// one remote command. A key without a job, or whose directory is gone, is Ok.
-pub async fn cleanup<B: BatchBackend + ?Sized>(
+async fn cleanup<B: BatchBackend + ?Sized>(
     backend: &B,
     shell: &dyn Shell,
     work: &str,

@@ -7,7 +7,7 @@
 //!
 //! - **submit** writes the script, its environment and a small wrapper (`job.sh`) into a
 //!   job directory and queues the wrapper with `at -q b -f job.sh now` from that directory,
-//!   all in one remote command ([`remote::submit`]).
+//!   all in one remote command ([`JobDirs::submit`](remote::JobDirs::submit)).
 //! - **status** is one `atq` for any number of ids (queue `=` means running) and one read of
 //!   the job directories for jobs at no longer holds: the wrapper records how the script
 //!   ended in `task-0.exit`, and why it never ran when it cannot enter the spec's working
@@ -98,7 +98,6 @@ impl Default for AtConfig {
 #[derive(Debug)]
 pub struct AtBackend {
     dirs: JobDirs,
-    config: AtConfig,
     /// So that a second submit of a key in flight waits for the first and finds its job.
     submits: SubmitLocks,
 }
@@ -108,7 +107,6 @@ impl AtBackend {
     pub fn new(shell: Arc<dyn Shell>, config: AtConfig) -> Result<Self> {
         Ok(Self {
             dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
-            config,
             submits: SubmitLocks::default(),
         })
     }
@@ -295,23 +293,17 @@ impl BatchBackend for AtBackend {
             .map(str::to_owned)
             .to_vec();
         let _in_flight = self.submits.lock(&spec.key).await;
-        remote::submit(
-            self.dirs.shell(),
-            work,
-            spec,
-            &files,
-            at,
-            self.config.command_timeout,
-        )
-        .await?
-        .into_job_id(
-            &spec.key,
-            "at",
-            &dir,
-            self.find_in_scheduler(&dir),
-            |output| remote::rejected(&spec.key, "at", "", &output),
-        )
-        .await
+        self.dirs
+            .submit(spec, &files, at)
+            .await?
+            .into_job_id(
+                &spec.key,
+                "at",
+                &dir,
+                self.find_in_scheduler(&dir),
+                |output| remote::rejected(&spec.key, "at", "", &output),
+            )
+            .await
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
