@@ -53,6 +53,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
+pub mod cause;
 // Also under `test`: the unit tests wait with it, and the packaged crate (whose manifest
 // loses the dev-dependency that turns the feature on) must still pass its own tests.
 #[cfg(any(test, feature = "conformance"))]
@@ -72,6 +73,7 @@ pub use backend::{
     OutputRequest, refuse_active,
 };
 pub use bytesize::{self, ByteSize};
+pub use cause::{CancelledBy, FailureCause};
 pub use error::{Error, ErrorKind, Result};
 pub use local::LocalBackend;
 pub use spec::{

@@ -11,6 +11,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::FailureCause;
+
 /// Where a job is in its life, the same for every backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -191,6 +193,12 @@ pub struct JobStatus {
     /// The signal that ended the script, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// Why a Failed or Cancelled job ended so, when the backend can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<FailureCause>,
+    /// The partition or queue the scheduler placed the job in, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
     /// When the job was submitted.
     #[serde(
         default,
@@ -205,6 +213,14 @@ pub struct JobStatus {
         with = "humantime_serde"
     )]
     pub started_at: Option<SystemTime>,
+    /// When the scheduler expects a job that has not started yet to start (SLURM's
+    /// backfill estimate); never set once it started.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde"
+    )]
+    pub expected_start_at: Option<SystemTime>,
     /// When it ended.
     #[serde(
         default,
@@ -226,8 +242,11 @@ impl JobStatus {
             reason: None,
             exit_code: None,
             signal: None,
+            cause: None,
+            queue: None,
             submitted_at: None,
             started_at: None,
+            expected_start_at: None,
             ended_at: None,
             tasks: None,
         }
@@ -255,24 +274,48 @@ impl JobStatus {
         self.signal = Some(signal);
         self
     }
+
+    /// Sets why the job failed or was cancelled.
+    ///
+    /// ```
+    /// use batchbridge_core::{FailureCause, JobState, JobStatus};
+    ///
+    /// let status = JobStatus::new(JobState::Failed, "TIMEOUT").with_cause(FailureCause::WallTimeExceeded);
+    /// assert_eq!(status.cause, Some(FailureCause::WallTimeExceeded));
+    /// ```
+    pub fn with_cause(mut self, cause: FailureCause) -> Self {
+        self.cause = Some(cause);
+        self
+    }
+
+    /// Sets the partition or queue the scheduler placed the job in.
+    pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
 }
 
 impl JobStatus {
     /// The status of array job `id` from its tasks' statuses, in task order (`None` for a
     /// task no source knows): the state from the [`TaskCounts`], Held when every waiting task
-    /// is held, the native words of the tasks joined, the reason of a task in the array's
-    /// state, the earliest submit and start and, once over, the latest end. When tasks are
+    /// is held, the native words of the tasks joined, the reason and cause of the first task
+    /// in the array's state, the first queue named, the earliest submit, start and expected
+    /// start (the latter only while no task started) and, once over, the latest end. When tasks are
     /// missing and none of the known ones is active, the array is Unknown: its missing tasks
     /// could have ended either way. `scheduler` names who forgot them, for the reason.
     ///
     /// ```
-    /// use batchbridge_core::{JobState, JobStatus};
+    /// use batchbridge_core::{FailureCause, JobState, JobStatus};
     ///
     /// let done = JobStatus::new(JobState::Succeeded, "Completed");
     /// let held = JobStatus::new(JobState::Held, "Held").with_reason("disk quota");
     /// let array = JobStatus::of_array("7", "HTCondor", &[Some(&done), Some(&held)]);
     /// assert_eq!((array.state, array.reason.as_deref()), (JobState::Held, Some("disk quota")));
     /// assert_eq!(array.native_state, "Completed,Held");
+    ///
+    /// let failed = JobStatus::new(JobState::Failed, "Completed").with_cause(FailureCause::ExitCode(1));
+    /// let array = JobStatus::of_array("8", "HTCondor", &[Some(&done), Some(&failed)]);
+    /// assert_eq!((array.state, array.cause), (JobState::Failed, Some(FailureCause::ExitCode(1))));
     ///
     /// let forgotten = JobStatus::of_array("7", "HTCondor", &[Some(&done), None]);
     /// assert_eq!(forgotten.state, JobState::Unknown);
@@ -310,8 +353,16 @@ impl JobStatus {
             .iter()
             .find(|s| s.state == state && s.reason.is_some())
             .and_then(|s| s.reason.clone());
+        status.cause = known
+            .iter()
+            .find(|s| s.state == state && s.cause.is_some())
+            .and_then(|s| s.cause.clone());
+        status.queue = known.iter().find_map(|s| s.queue.clone());
         status.submitted_at = known.iter().filter_map(|s| s.submitted_at).min();
         status.started_at = known.iter().filter_map(|s| s.started_at).min();
+        if status.started_at.is_none() {
+            status.expected_start_at = known.iter().filter_map(|s| s.expected_start_at).min();
+        }
         if state.is_terminal() {
             status.ended_at = known.iter().filter_map(|s| s.ended_at).max();
         }

@@ -90,7 +90,7 @@ impl Changes {
     pub async fn recv(&mut self) -> Option<(JobId, JobStatus)> {
         loop {
             match self.events.recv().await? {
-                Event::Changed(id, status) => return Some((id, status)),
+                Event::Changed(id, status) => return Some((id, *status)),
                 Event::PollFailed(_) => {}
             }
         }
@@ -102,7 +102,7 @@ type PollHook = Box<dyn Fn(&PollReport<'_>) + Send + Sync>;
 /// What a poll tells the tracker's subscribers.
 #[derive(Debug, Clone)]
 enum Event {
-    Changed(JobId, JobStatus),
+    Changed(JobId, Box<JobStatus>),
     PollFailed(Arc<Error>),
 }
 
@@ -314,7 +314,7 @@ impl Tracker {
             while let Some(event) = events.recv().await {
                 match event {
                     Event::Changed(changed, status) if changed == *id => {
-                        if let Some(done) = seen(status) {
+                        if let Some(done) = seen(*status) {
                             return Ok(done);
                         }
                     }
@@ -491,7 +491,7 @@ impl State {
             match observe(job.status.as_ref(), &next) {
                 Observed::Changed => {
                     job.status = Some(next.clone());
-                    changes.push(Event::Changed(id.clone(), next));
+                    changes.push(Event::Changed(id.clone(), Box::new(next)));
                 }
                 Observed::Unchanged => {}
                 Observed::Backwards => tracing::warn!(
