@@ -2,20 +2,15 @@
 //! `condor_history` and `condor_rm` through a [`Shell`].
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, ENTER_WORKING_DIR, JobDirs, NOT_STARTED_EXIT_CODE, SubmitLocks, environment_file,
-    job_number,
+    CliScheduler, JobDirs, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand, WorkSettings,
+    render_script,
 };
-use batchbridge_core::shell::{Command, Output, Shell};
-use batchbridge_core::{
-    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
-    OutputRequest, Result,
-};
+use batchbridge_core::shell::{Command, Output};
+use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
 
 use crate::description::{KEY_ATTRIBUTE, submit_description};
 use crate::parse::{
@@ -30,9 +25,6 @@ const CANCEL: &str = include_str!("sh/cancel.sh");
 /// a range instead of the ids on their command lines, which must stay well under the remote
 /// shell's 128 KiB argument limit.
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
-
-/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
-const CLUSTER_ID: &str = "an HTCondor cluster id";
 
 /// How an [`HtcondorBackend`] works on its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,10 +70,11 @@ impl HtcondorConfig {
     }
 }
 
-/// Runs jobs on an HTCondor pool through a [`Shell`] to a submit node, usually one
-/// multiplexed SSH connection. Nothing is installed on the pool: every job gets a
-/// directory under [`HtcondorConfig::work_dir`] with its script, a small wrapper, and its
-/// output; HTCondor itself remembers how each proc ended (`condor_history`).
+/// Runs jobs on an HTCondor pool through a [`Shell`](batchbridge_core::shell::Shell) to a
+/// submit node, usually one multiplexed SSH connection: core's [`RemoteBackend`] driving
+/// [`Htcondor`]. Nothing is installed on the pool: every job gets a directory under
+/// [`HtcondorConfig::work_dir`] with its script, a small wrapper, and its output; HTCondor
+/// itself remembers how each proc ended (`condor_history`).
 ///
 /// A status cycle costs one `condor_q` for all jobs asked about and one `condor_history`
 /// for those no longer (wholly) in the queue, whatever the number of jobs.
@@ -104,23 +97,16 @@ impl HtcondorConfig {
 /// println!("{:?}", condor.status_of(&id).await?.state); // `status` asks about many at once
 /// # Ok(()) }
 /// ```
+pub type HtcondorBackend = RemoteBackend<Htcondor>;
+
+/// HTCondor's half of an [`HtcondorBackend`]: `condor_submit`, `condor_q`,
+/// `condor_history`, `condor_rm` and `condor_version`.
 #[derive(Debug)]
-pub struct HtcondorBackend {
-    dirs: JobDirs,
-    submits: SubmitLocks,
-}
+pub struct Htcondor;
 
-impl HtcondorBackend {
-    /// A backend that works through `shell`. Nothing runs until the first call.
-    pub fn new(shell: Arc<dyn Shell>, config: HtcondorConfig) -> Result<Self> {
-        Ok(Self {
-            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
-            submits: SubmitLocks::default(),
-        })
-    }
-
+impl Htcondor {
     /// Job ads of `clusters` from `condor_q` or `condor_history` (`tool`).
-    async fn ads(&self, tool: &str, clusters: &[&str]) -> Result<Vec<ProcAd>> {
+    async fn ads(&self, jobs: &JobDirs, tool: &str, clusters: &[&str]) -> Result<Vec<ProcAd>> {
         let mut command = Command::new(tool).args(["-json", "-attributes", ATTRIBUTES]);
         if clusters.len() <= MAX_IDS_ON_COMMAND_LINE {
             command = command.args(clusters.iter().copied());
@@ -134,9 +120,9 @@ impl HtcondorBackend {
                 ]);
             }
         }
-        let output = self.dirs.run(command).await?;
+        let output = jobs.run(command).await?;
         if !output.success() {
-            return Err(scheduler_failure(tool, &output));
+            return Err(self.failure(tool, &output));
         }
         parse_ads(&output.stdout_text())
     }
@@ -144,7 +130,7 @@ impl HtcondorBackend {
     /// Adds to each proc that exited [`NOT_STARTED_EXIT_CODE`] why its script never ran,
     /// from its job directory's `task-PROC.reason`: one remote command, and only when such a
     /// proc is among `ads`.
-    async fn add_not_started_reasons(&self, ads: &mut [ProcAd]) -> Result<()> {
+    async fn add_not_started_reasons(&self, jobs: &JobDirs, ads: &mut [ProcAd]) -> Result<()> {
         let mut procs: Vec<String> = ads
             .iter()
             .filter(|ad| ad.job_status == 4 && ad.exit_code == Some(NOT_STARTED_EXIT_CODE))
@@ -155,9 +141,8 @@ impl HtcondorBackend {
         }
         // The command line stays short; beyond it, a proc keeps the reason its ad gives.
         procs.truncate(MAX_IDS_ON_COMMAND_LINE);
-        let work = self.dirs.work().await?;
-        let output = self
-            .dirs
+        let work = jobs.work().await?;
+        let output = jobs
             .run(Command::sh(
                 NOT_STARTED,
                 std::iter::once(work).chain(procs.iter().map(String::as_str)),
@@ -172,67 +157,29 @@ impl HtcondorBackend {
         }
         Ok(())
     }
-
-    /// The cluster HTCondor itself holds with `key` in its key attribute: the queue first,
-    /// then the history.
-    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
-        // Keys are tokens of letters, digits and `._-`: safe inside a ClassAd string.
-        let constraint = format!("{KEY_ATTRIBUTE} =?= \"{key}\"");
-        for (tool, extra) in [("condor_q", None), ("condor_history", Some("1"))] {
-            let mut command = Command::new(tool).args(["-constraint", constraint.as_str()]);
-            if let Some(limit) = extra {
-                command = command.args(["-limit", limit]);
-            }
-            let output = self.dirs.run(command.args(["-af", "ClusterId"])).await?;
-            if !output.success() {
-                return Err(scheduler_failure(tool, &output));
-            }
-            if let Some(cluster) = first_cluster(&output.stdout_text()) {
-                return Ok(Some(JobId::from(cluster)));
-            }
-        }
-        Ok(None)
-    }
 }
 
-/// An error for an HTCondor command that failed: temporary when the schedd did not
-/// answer, so that callers retry instead of giving up on the job.
-fn scheduler_failure(what: &str, output: &Output) -> Error {
-    let stderr = output.stderr_text();
-    let stdout = output.stdout_text();
-    let message = if stderr.trim().is_empty() {
-        stdout.trim()
-    } else {
-        stderr.trim()
-    };
-    let unreachable = [
+#[async_trait]
+impl CliScheduler for Htcondor {
+    type Config = HtcondorConfig;
+    const NAME: &'static str = "htcondor";
+    const SCHEDULER: &'static str = "HTCondor";
+    const JOB_ID: &'static str = "an HTCondor cluster id";
+    /// The schedd did not answer: callers retry instead of giving up on the job.
+    const UNREACHABLE: &'static [&'static str] = &[
         "Can't find address",
         "Failed to connect",
         "Failed to fetch ads",
         "Connection refused",
         "timed out",
-    ]
-    .iter()
-    .any(|sign| message.contains(sign));
-    let error = Error::new(
-        ErrorKind::CommandFailed,
-        format!(
-            "{what} failed (exit code {:?}): {}",
-            output.exit_code,
-            excerpt(message)
-        ),
-    );
-    if unreachable {
-        error.temporary()
-    } else {
-        error
-    }
-}
+    ];
 
-#[async_trait]
-impl BatchBackend for HtcondorBackend {
-    fn name(&self) -> &str {
-        "htcondor"
+    fn configure(config: HtcondorConfig) -> Result<(Self, WorkSettings)> {
+        let settings = WorkSettings {
+            work_dir: config.work_dir,
+            command_timeout: config.command_timeout,
+        };
+        Ok((Self, settings))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -243,62 +190,43 @@ impl BatchBackend for HtcondorBackend {
             .with_accounting(true)
     }
 
-    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
-        spec.validate()?;
-        let environment = environment_file(spec)?;
-        let work = self.dirs.work().await?;
-        let dir = format!("{work}/jobs/{}", spec.key);
-        let description = submit_description(spec, &dir)?;
-        // The task count, for fetch_output to tell a task the job does not have.
-        let tasks = format!("{}\n", spec.task_count());
-        let wrapper = JOB_WRAPPER.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
-        let files = [
-            ("job.sh", wrapper.as_str()),
-            ("env.sh", environment.as_str()),
-            ("job.sub", description.as_str()),
-            ("tasks", tasks.as_str()),
-        ];
-        let _in_flight = self.submits.lock(&spec.key).await;
-        let condor_submit = vec![
-            "condor_submit".to_owned(),
-            "-terse".to_owned(),
-            format!("{dir}/job.sub"),
-        ];
-        self.dirs
-            .submit(spec, &files, condor_submit)
-            .await?
-            .into_job_id(
-                &spec.key,
-                "HTCondor",
-                &dir,
-                self.find_in_scheduler(&spec.key),
-                |output| {
-                    let error = scheduler_failure("condor_submit", &output);
-                    if error.is_temporary() {
-                        error
-                    } else {
-                        remote::rejected(&spec.key, "HTCondor", "", &output)
-                    }
-                },
-            )
-            .await
+    fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+        Ok(SubmitCommand {
+            files: vec![
+                ("job.sh", render_script(JOB_WRAPPER)),
+                ("job.sub", submit_description(spec, dir)?),
+            ],
+            command: vec![
+                "condor_submit".to_owned(),
+                "-terse".to_owned(),
+                format!("{dir}/job.sub"),
+            ],
+        })
     }
 
-    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let recorded = self.dirs.recorded_id(key).await?;
-        match recorded {
-            Some(id) => Ok(Some(JobId::from(id))),
-            None => self.find_in_scheduler(key).await,
+    /// The cluster HTCondor itself holds with `key` in its key attribute: the queue first,
+    /// then the history.
+    async fn find(&self, jobs: &JobDirs, key: &JobKey, _dir: &str) -> Result<Option<JobId>> {
+        // Keys are tokens of letters, digits and `._-`: safe inside a ClassAd string.
+        let constraint = format!("{KEY_ATTRIBUTE} =?= \"{key}\"");
+        for (tool, extra) in [("condor_q", None), ("condor_history", Some("1"))] {
+            let mut command = Command::new(tool).args(["-constraint", constraint.as_str()]);
+            if let Some(limit) = extra {
+                command = command.args(["-limit", limit]);
+            }
+            let output = jobs.run(command.args(["-af", "ClusterId"])).await?;
+            if !output.success() {
+                return Err(self.failure(tool, &output));
+            }
+            if let Some(cluster) = first_cluster(&output.stdout_text()) {
+                return Ok(Some(JobId::from(cluster)));
+            }
         }
+        Ok(None)
     }
 
-    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (clusters, mut statuses) = remote::job_numbers(ids, CLUSTER_ID);
-        if clusters.is_empty() {
-            return Ok(statuses);
-        }
-
-        let queue = self.ads("condor_q", &clusters).await?;
+    async fn status(&self, jobs: &JobDirs, clusters: &[&str]) -> Result<Vec<JobStatus>> {
+        let queue = self.ads(jobs, "condor_q", clusters).await?;
         let mut in_queue: HashMap<String, Vec<&ProcAd>> = HashMap::new();
         for ad in &queue {
             in_queue
@@ -321,9 +249,9 @@ impl BatchBackend for HtcondorBackend {
         let mut history = if for_history.is_empty() {
             Vec::new()
         } else {
-            self.ads("condor_history", &for_history).await?
+            self.ads(jobs, "condor_history", &for_history).await?
         };
-        self.add_not_started_reasons(&mut history).await?;
+        self.add_not_started_reasons(jobs, &mut history).await?;
         let mut in_history: HashMap<String, Vec<&ProcAd>> = HashMap::new();
         for ad in &history {
             in_history
@@ -331,25 +259,30 @@ impl BatchBackend for HtcondorBackend {
                 .or_default()
                 .push(ad);
         }
-
-        for id in ids {
-            if let Some(cluster) = job_number(id.as_str()) {
-                let queued = in_queue.get(cluster).map(Vec::as_slice).unwrap_or_default();
-                let ended = in_history
-                    .get(cluster)
+        Ok(clusters
+            .iter()
+            .map(|cluster| {
+                let queued = in_queue
+                    .get(*cluster)
                     .map(Vec::as_slice)
                     .unwrap_or_default();
-                statuses.insert(id.clone(), cluster_status(cluster, queued, ended));
-            }
-        }
-        Ok(statuses)
+                let ended = in_history
+                    .get(*cluster)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                cluster_status(cluster, queued, ended)
+            })
+            .collect())
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<()> {
-        let cluster = remote::job_number_of(id.as_str(), CLUSTER_ID)?;
-        let output = self.dirs.run(Command::sh(CANCEL, [cluster])).await?;
+    /// condor_rm, idempotent; the procs it refused that are still queued are printed.
+    fn cancel_command(&self, _work: &str, cluster: &str) -> Command {
+        Command::sh(CANCEL, [cluster])
+    }
+
+    fn cancelled(&self, cluster: &str, output: &Output) -> Result<()> {
         if !output.success() {
-            return Err(scheduler_failure("condor_rm", &output));
+            return Err(self.failure("condor_rm", output));
         }
         // Lines are procs condor_rm refused that are still in the queue, not being removed.
         match output.stdout_text().lines().next() {
@@ -357,40 +290,30 @@ impl BatchBackend for HtcondorBackend {
             Some(proc) => Err(Error::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "HTCondor refused to remove cluster {id}, which is still queued (owner and \
-                     JobStatus: {proc})"
+                    "HTCondor refused to remove cluster {cluster}, which is still queued (owner \
+                     and JobStatus: {proc})"
                 ),
             )),
         }
     }
 
-    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let cluster = remote::job_number_of(id.as_str(), CLUSTER_ID)?;
-        self.dirs.fetch_output(cluster, request).await
+    /// condor_version does not ask the schedd, so a schedd that is down does not fail it;
+    /// it proves the shell reaches the submit node and finds HTCondor's tools there.
+    fn version_command(&self) -> Command {
+        Command::new("condor_version")
     }
 
-    /// Removes the job's directory (script, output, exit codes) from the work directory
-    /// once HTCondor reports the job ended; see [`JobDirs::cleanup`].
-    async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        self.dirs.cleanup(self, key).await
-    }
-
-    /// `htcondor VERSION`, from the first line of `condor_version` on the submit node. It
-    /// proves the shell reaches the submit node and finds HTCondor's tools there;
-    /// condor_version does not ask the schedd, so a schedd that is down does not fail it.
-    async fn version(&self) -> Result<String> {
-        let output = self.dirs.run(Command::new("condor_version")).await?;
-        if !output.success() {
-            return Err(scheduler_failure("condor_version", &output));
-        }
+    /// `htcondor VERSION`, from the first line of what condor_version printed.
+    fn parse_version(&self, output: &Output) -> Result<String> {
         condor_version(&output.stdout_text())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::JobState;
     use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
+    use batchbridge_core::error::excerpt;
+    use batchbridge_core::{BatchBackend, JobState};
 
     use super::*;
 
@@ -474,6 +397,19 @@ mod tests {
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
         assert!(err.is_temporary());
+    }
+
+    #[test]
+    fn the_wrapper_gets_cores_exit_codes() {
+        let submit = Htcondor.render_submit(&spec(), "/w/jobs/key-1").unwrap();
+        let (_, wrapper) = submit.files.iter().find(|(n, _)| *n == "job.sh").unwrap();
+        assert!(!wrapper.contains('@'), "{wrapper}");
+        assert!(wrapper.contains(&format!("|| exit {NOT_STARTED_EXIT_CODE}")));
+        assert!(wrapper.contains("enter_working_dir() {"));
+        assert_eq!(
+            submit.command,
+            ["condor_submit", "-terse", "/w/jobs/key-1/job.sub"]
+        );
     }
 
     #[tokio::test]

@@ -50,7 +50,7 @@ pub mod description;
 pub mod parse;
 pub mod state;
 
-pub use backend::{HtcondorBackend, HtcondorConfig};
+pub use backend::{Htcondor, HtcondorBackend, HtcondorConfig};
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 #[doc = include_str!("../README.md")]

@@ -2,20 +2,14 @@
 //! `scancel` through a [`Shell`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::{
-    self, JobDirs, JobFiles, SubmitLocks, environment_file, job_number,
-};
-use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::remote::{CliScheduler, JobDirs, RemoteBackend, SubmitCommand, WorkSettings};
+use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::spec::truncate_for_message;
-use batchbridge_core::{
-    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobStatus,
-    OutputRequest, Result,
-};
+use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
 
 use crate::parse::{self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue};
 use crate::script::{SubmitDefaults, batch_script, sbatch_options};
@@ -25,8 +19,8 @@ const CANCEL: &str = include_str!("sh/cancel.sh");
 /// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
 /// command line, which must stay well under the remote shell's 128 KiB argument limit.
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
-/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
-const SLURM_JOB_ID: &str = "a SLURM job id";
+/// scancel's exit code when the user may not cancel the job.
+const SCANCEL_PERMISSION_DENIED: i32 = 210;
 /// How far back `find` searches sacct for a key whose job directory is gone.
 const FIND_WINDOW: &str = "now-30days";
 
@@ -108,9 +102,10 @@ enum Accounting {
     Unavailable { since: Instant },
 }
 
-/// Runs jobs on a SLURM cluster through a [`Shell`], usually one multiplexed SSH connection
-/// to a login node. Nothing is installed on the cluster: every job gets a directory under
-/// [`SlurmConfig::work_dir`] holding its script, output and exit-code files.
+/// Runs jobs on a SLURM cluster through a [`Shell`](batchbridge_core::shell::Shell), usually one multiplexed SSH connection
+/// to a login node: core's [`RemoteBackend`] driving [`Slurm`]. Nothing is installed on the
+/// cluster: every job gets a directory under [`SlurmConfig::work_dir`] holding its script,
+/// output and exit-code files.
 ///
 /// A status cycle costs one `squeue` for all jobs asked about, one `sacct` for those squeue
 /// has forgotten (skipped while accounting is down), and one read of job directories for
@@ -135,44 +130,17 @@ enum Accounting {
 /// println!("{:?}", status.state);
 /// # Ok(()) }
 /// ```
+pub type SlurmBackend = RemoteBackend<Slurm>;
+
+/// SLURM's half of a [`SlurmBackend`]: `sbatch`, `squeue`, `sacct`, `scancel` and
+/// `sinfo --version`, and what is known of the cluster's accounting.
 #[derive(Debug)]
-pub struct SlurmBackend {
-    dirs: JobDirs,
+pub struct Slurm {
     config: SlurmConfig,
     accounting: Mutex<Accounting>,
-    submits: SubmitLocks,
 }
 
-impl SlurmBackend {
-    /// A backend that works through `shell`. Nothing runs until the first call.
-    ///
-    /// The defaults' partition and account are refused when they are empty or hold
-    /// whitespace or control characters, which no SLURM name has.
-    pub fn new(shell: Arc<dyn Shell>, config: SlurmConfig) -> Result<Self> {
-        let defaults = [
-            ("partition", &config.defaults.partition),
-            ("account", &config.defaults.account),
-        ];
-        for (what, value) in defaults {
-            if let Some(value) = value
-                && (value.is_empty()
-                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
-            {
-                return Err(Error::invalid_input(format!(
-                    "SlurmConfig defaults.{what} {:?}: must be a non-empty name without \
-                     whitespace or control characters",
-                    truncate_for_message(value)
-                )));
-            }
-        }
-        Ok(Self {
-            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
-            config,
-            accounting: Mutex::new(Accounting::Untried),
-            submits: SubmitLocks::default(),
-        })
-    }
-
+impl Slurm {
     fn accounting(&self) -> Accounting {
         *self
             .accounting
@@ -197,20 +165,20 @@ impl SlurmBackend {
     }
 
     /// Runs sacct, remembering whether accounting answered. `None` when it did not.
-    async fn sacct(&self, args: &[&str]) -> Result<Option<String>> {
+    async fn sacct(&self, jobs: &JobDirs, args: &[&str]) -> Result<Option<String>> {
         if !self.accounting_worth_trying() {
             return Ok(None);
         }
         let command = Command::new("env")
             .args(["SLURM_TIME_FORMAT=%s", "sacct", "-X", "-n", "-P"])
             .args(args.iter().copied());
-        let output = self.dirs.run(command).await?;
+        let output = jobs.run(command).await?;
         if output.success() {
             self.set_accounting(Accounting::Available);
             return Ok(Some(output.stdout_text()));
         }
         tracing::warn!(
-            host = self.dirs.shell().host(),
+            host = jobs.shell().host(),
             stderr = %output.stderr_text().trim(),
             recheck_in = ?self.config.accounting_recheck,
             "sacct failed; going on without accounting"
@@ -222,7 +190,7 @@ impl SlurmBackend {
     }
 
     /// squeue's rows for `ids`; empty when SLURM knows none of them.
-    async fn squeue(&self, ids: &[&str]) -> Result<Vec<Row>> {
+    async fn squeue(&self, jobs: &JobDirs, ids: &[&str]) -> Result<Vec<Row>> {
         let mut command = Command::new("env").args([
             "SLURM_TIME_FORMAT=%s",
             "squeue",
@@ -238,7 +206,7 @@ impl SlurmBackend {
         } else {
             command.arg("--me")
         };
-        let output = self.dirs.run(command).await?;
+        let output = jobs.run(command).await?;
         if output.success() {
             return Ok(parse_squeue(&output.stdout_text()));
         }
@@ -246,31 +214,7 @@ impl SlurmBackend {
         if output.stderr_text().contains("Invalid job id specified") {
             return Ok(Vec::new());
         }
-        Err(scheduler_failure("squeue", &output))
-    }
-
-    async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
-        self.dirs.job_files(ids).await
-    }
-
-    /// The job SLURM itself holds with `key` as its comment: squeue for live jobs, then sacct
-    /// (which records the comment only once a job ends).
-    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let output = self
-            .dirs
-            .run(Command::new("squeue").args(["--me", "-h", "-t", "all", "-o", "%i|%k"]))
-            .await?;
-        if !output.success() {
-            return Err(scheduler_failure("squeue", &output));
-        }
-        if let Some(id) = parse::find_commented(&output.stdout_text(), key.as_str()) {
-            return Ok(Some(JobId::from(id)));
-        }
-        let found = self
-            .sacct(&["-S", FIND_WINDOW, "-o", "JobID,Comment"])
-            .await?
-            .and_then(|text| parse::find_commented(&text, key.as_str()));
-        Ok(found.map(JobId::from))
+        Err(self.failure("squeue", &output))
     }
 }
 
@@ -288,39 +232,50 @@ fn sort_into<'a>(
     }
 }
 
-/// An error for a SLURM command that failed: temporary when the controller or the database
-/// did not answer, so that callers retry instead of giving up on the job.
-fn scheduler_failure(what: &str, output: &Output) -> Error {
-    let stderr = output.stderr_text();
-    let stderr = stderr.trim();
-    let unreachable = [
+#[async_trait]
+impl CliScheduler for Slurm {
+    type Config = SlurmConfig;
+    const NAME: &'static str = "slurm";
+    const SCHEDULER: &'static str = "SLURM";
+    const JOB_ID: &'static str = "a SLURM job id";
+    /// The controller or the database did not answer: callers retry instead of giving up
+    /// on the job.
+    const UNREACHABLE: &'static [&'static str] = &[
         "Unable to contact slurm controller",
         "Connection refused",
         "timed out",
         "Transport endpoint is not connected",
         "Zero Bytes were transmitted or received",
-    ]
-    .iter()
-    .any(|sign| stderr.contains(sign));
-    let error = Error::new(
-        ErrorKind::CommandFailed,
-        format!(
-            "{what} failed (exit code {:?}): {}",
-            output.exit_code,
-            excerpt(stderr)
-        ),
-    );
-    if unreachable {
-        error.temporary()
-    } else {
-        error
-    }
-}
+    ];
 
-#[async_trait]
-impl BatchBackend for SlurmBackend {
-    fn name(&self) -> &str {
-        "slurm"
+    /// Refuses defaults whose partition or account is empty or holds whitespace or control
+    /// characters, which no SLURM name has.
+    fn configure(config: SlurmConfig) -> Result<(Self, WorkSettings)> {
+        let defaults = [
+            ("partition", &config.defaults.partition),
+            ("account", &config.defaults.account),
+        ];
+        for (what, value) in defaults {
+            if let Some(value) = value
+                && (value.is_empty()
+                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::invalid_input(format!(
+                    "SlurmConfig defaults.{what} {:?}: must be a non-empty name without \
+                     whitespace or control characters",
+                    truncate_for_message(value)
+                )));
+            }
+        }
+        let settings = WorkSettings {
+            work_dir: config.work_dir.clone(),
+            command_timeout: config.command_timeout,
+        };
+        let slurm = Self {
+            config,
+            accounting: Mutex::new(Accounting::Untried),
+        };
+        Ok((slurm, settings))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -331,85 +286,70 @@ impl BatchBackend for SlurmBackend {
             .with_accounting(!matches!(self.accounting(), Accounting::Unavailable { .. }))
     }
 
-    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
-        spec.validate()?;
-        self.capabilities().check(spec, self.name())?;
-        let environment = environment_file(spec)?;
-        let work = self.dirs.work().await?;
-        let dir = format!("{work}/jobs/{}", spec.key);
-        let options = sbatch_options(spec, &self.config.defaults, &dir)?;
-        let batch = batch_script(spec, &dir)?;
-        let tasks = format!("{}\n", spec.task_count());
-        let job_script = format!("{dir}/job.sh");
-        let _in_flight = self.submits.lock(&spec.key).await;
-        let sbatch = ["sbatch".to_owned(), "--parsable".to_owned()]
+    fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+        let options = sbatch_options(spec, &self.config.defaults, dir)?;
+        let command = ["sbatch".to_owned(), "--parsable".to_owned()]
             .into_iter()
             .chain(options)
-            .chain([job_script])
+            .chain([format!("{dir}/job.sh")])
             .collect();
-        let files = [
-            ("job.sh", batch.as_str()),
-            ("env.sh", environment.as_str()),
-            ("tasks", tasks.as_str()),
-        ];
-        self.dirs
-            .submit(spec, &files, sbatch)
+        Ok(SubmitCommand {
+            files: vec![("job.sh", batch_script(spec, dir)?)],
+            command,
+        })
+    }
+
+    fn rejection_context(&self, spec: &JobSpec, refusal: &Output) -> String {
+        let mut context = self
+            .config
+            .defaults
+            .partition_for(spec)
+            .map(|p| format!(" on partition {p:?}"))
+            .unwrap_or_default();
+        // sbatch does not say why an array is invalid; the usual cause is a cluster whose
+        // MaxArraySize is below batchbridge's own maximum.
+        if let Some(array) = spec.array
+            && refusal
+                .stderr_text()
+                .contains("Invalid job array specification")
+        {
+            context.push_str(&format!(
+                " (an array of {} tasks: the cluster's MaxArraySize, `scontrol show config`, \
+                 may be lower)",
+                array.count
+            ));
+        }
+        context
+    }
+
+    /// The job SLURM itself holds with `key` as its comment: squeue for live jobs, then
+    /// sacct (which records the comment only once a job ends).
+    async fn find(&self, jobs: &JobDirs, key: &JobKey, _dir: &str) -> Result<Option<JobId>> {
+        let output = jobs
+            .run(Command::new("squeue").args(["--me", "-h", "-t", "all", "-o", "%i|%k"]))
+            .await?;
+        if !output.success() {
+            return Err(self.failure("squeue", &output));
+        }
+        if let Some(id) = parse::find_commented(&output.stdout_text(), key.as_str()) {
+            return Ok(Some(JobId::from(id)));
+        }
+        let found = self
+            .sacct(jobs, &["-S", FIND_WINDOW, "-o", "JobID,Comment"])
             .await?
-            .into_job_id(
-                &spec.key,
-                "SLURM",
-                &dir,
-                self.find_in_scheduler(&spec.key),
-                |output| {
-                    let error = scheduler_failure("sbatch", &output);
-                    if error.is_temporary() {
-                        return error;
-                    }
-                    let mut context = self
-                        .config
-                        .defaults
-                        .partition_for(spec)
-                        .map(|p| format!(" on partition {p:?}"))
-                        .unwrap_or_default();
-                    // sbatch does not say why an array is invalid; the usual cause is a
-                    // cluster whose MaxArraySize is below batchbridge's own maximum.
-                    if let Some(array) = spec.array
-                        && output
-                            .stderr_text()
-                            .contains("Invalid job array specification")
-                    {
-                        context.push_str(&format!(
-                            " (an array of {} tasks: the cluster's MaxArraySize, \
-                         `scontrol show config`, may be lower)",
-                            array.count
-                        ));
-                    }
-                    remote::rejected(&spec.key, "SLURM", &context, &output)
-                },
-            )
-            .await
+            .and_then(|text| parse::find_commented(&text, key.as_str()));
+        Ok(found.map(JobId::from))
     }
 
-    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let recorded = self.dirs.recorded_id(key).await?;
-        match recorded {
-            Some(id) => Ok(Some(JobId::from(id))),
-            None => self.find_in_scheduler(key).await,
-        }
-    }
-
-    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (valid, mut statuses) = remote::job_numbers(ids, SLURM_JOB_ID);
-        if valid.is_empty() {
-            return Ok(statuses);
-        }
-
-        let squeue = self.squeue(&valid).await?;
-        let mut seen: HashMap<&str, Sightings<'_>> =
-            valid.iter().map(|id| (*id, Sightings::default())).collect();
+    async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>> {
+        let squeue = self.squeue(jobs, numbers).await?;
+        let mut seen: HashMap<&str, Sightings<'_>> = numbers
+            .iter()
+            .map(|id| (*id, Sightings::default()))
+            .collect();
         sort_into(&mut seen, &squeue, |sighting| &mut sighting.squeue);
 
-        let for_sacct: Vec<&str> = valid
+        let for_sacct: Vec<&str> = numbers
             .iter()
             .copied()
             .filter(|id| seen[id].squeue.is_empty() || seen[id].is_array())
@@ -417,14 +357,14 @@ impl BatchBackend for SlurmBackend {
         let sacct = if for_sacct.is_empty() {
             Vec::new()
         } else {
-            self.sacct(&["-o", SACCT_FIELDS, "-j", &for_sacct.join(",")])
+            self.sacct(jobs, &["-o", SACCT_FIELDS, "-j", &for_sacct.join(",")])
                 .await?
                 .map(|text| parse_sacct(&text))
                 .unwrap_or_default()
         };
         sort_into(&mut seen, &sacct, |sighting| &mut sighting.sacct);
 
-        let for_files: Vec<&str> = valid
+        let for_files: Vec<&str> = numbers
             .iter()
             .copied()
             .filter(|id| !seen[id].settled_by_scheduler())
@@ -432,70 +372,58 @@ impl BatchBackend for SlurmBackend {
         let files = if for_files.is_empty() {
             HashMap::new()
         } else {
-            self.job_files(&for_files).await?
+            jobs.job_files(&for_files).await?
         };
         for (id, sighting) in &mut seen {
             sighting.files = files.get(*id);
         }
-
-        for id in ids {
-            if let Some(sighting) = job_number(id.as_str()).and_then(|number| seen.get(number)) {
-                statuses.insert(id.clone(), resolve(id.as_str(), sighting));
-            }
-        }
-        Ok(statuses)
+        Ok(numbers.iter().map(|id| resolve(id, &seen[id])).collect())
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = remote::job_number_of(id.as_str(), SLURM_JOB_ID)?;
-        let work = self.dirs.work().await?;
-        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
+    /// scancel, then a mark in the job's directory; an unknown or finished job is not an
+    /// error.
+    fn cancel_command(&self, work: &str, number: &str) -> Command {
+        Command::sh(CANCEL, [work, number])
+    }
+
+    fn cancelled(&self, number: &str, output: &Output) -> Result<()> {
         if output.success() || output.stderr_text().contains("Invalid job id") {
             return Ok(());
         }
-        if output.exit_code == Some(210) || output.stderr_text().contains("ermission denied") {
+        if output.exit_code == Some(SCANCEL_PERMISSION_DENIED)
+            || output.stderr_text().contains("ermission denied")
+        {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "SLURM refused to cancel job {id}: {}",
+                    "SLURM refused to cancel job {number}: {}",
                     output.stderr_text().trim()
                 ),
             ));
         }
-        Err(scheduler_failure("scancel", &output))
+        Err(self.failure("scancel", output))
     }
 
-    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let number = remote::job_number_of(id.as_str(), SLURM_JOB_ID)?;
-        self.dirs.fetch_output(number, request).await
+    /// `sinfo --version` prints the version without asking slurmctld, so a controller that
+    /// is down does not fail it; it proves the shell reaches the login node and finds
+    /// SLURM's tools there.
+    fn version_command(&self) -> Command {
+        Command::new("sinfo").arg("--version")
     }
 
-    /// Removes the job's directory (script, output, exit codes) from the work directory
-    /// once SLURM reports the job ended; see [`JobDirs::cleanup`].
-    async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        self.dirs.cleanup(self, key).await
-    }
-
-    /// What `sinfo --version` on the login node prints, trimmed: `slurm 22.05.8`, or
-    /// `slurm-wlm 22.05.8` from Debian's packages. It proves the shell reaches the login
-    /// node and finds SLURM's tools there; sinfo prints its version without asking
-    /// slurmctld, so a controller that is down does not fail it.
-    async fn version(&self) -> Result<String> {
-        let output = self
-            .dirs
-            .run(Command::new("sinfo").arg("--version"))
-            .await?;
-        if !output.success() {
-            return Err(scheduler_failure("sinfo --version", &output));
-        }
+    /// What sinfo printed, trimmed: `slurm 22.05.8`, or `slurm-wlm 22.05.8` from Debian's
+    /// packages.
+    fn parse_version(&self, output: &Output) -> Result<String> {
         parse::sinfo_version(&output.stdout_text())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::JobState;
+    use std::sync::Arc;
+
     use batchbridge_core::conformance::scripted::{reply, scripted_shell};
+    use batchbridge_core::{BatchBackend, JobState};
 
     use super::*;
 
@@ -656,7 +584,7 @@ mod tests {
             .into_bytes(),
             ..Output::default()
         };
-        let error = scheduler_failure("sbatch", &output);
+        let error = backend(Vec::new()).scheduler().failure("sbatch", &output);
         assert!(error.message().len() < 2 * batchbridge_core::error::MAX_QUOTED);
     }
 
@@ -699,7 +627,7 @@ mod tests {
                 stderr: stderr.into(),
                 ..Output::default()
             };
-            let error = scheduler_failure("x", &output);
+            let error = backend(Vec::new()).scheduler().failure("x", &output);
             assert_eq!(error.is_temporary(), temporary, "{stderr}");
             assert!(error.message().contains(stderr), "{error}");
         }

@@ -48,7 +48,7 @@ pub mod script;
 pub mod state;
 mod status;
 
-pub use backend::{SlurmBackend, SlurmConfig};
+pub use backend::{Slurm, SlurmBackend, SlurmConfig};
 pub use script::SubmitDefaults;
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.

@@ -3,7 +3,7 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::ENTER_WORKING_DIR;
+use batchbridge_core::remote::render_script;
 use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
@@ -152,8 +152,8 @@ fn check_passthrough(option: &str) -> Result<()> {
 }
 
 /// The batch script sbatch runs: it enters the spec's working directory (failing the task
-/// with exit code 70 and a `task-N.reason` file when it cannot), sources the environment
-/// file, runs the job's script
+/// with [`NOT_STARTED_EXIT_CODE`](batchbridge_core::remote::NOT_STARTED_EXIT_CODE) and a
+/// `task-N.reason` file when it cannot), sources the environment file, runs the job's script
 /// (inside the container when the spec asks for one) with its output beside it, and writes
 /// the task's exit code to `task-N.exit`.
 ///
@@ -192,11 +192,11 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
         }
     };
     let working_dir = spec.working_dir.as_deref().unwrap_or(dir);
-    Ok(BATCH_SCRIPT
+    // The shared placeholders first, so that none is looked for in a value of the spec.
+    Ok(render_script(BATCH_SCRIPT)
         .replace("@KEY@", spec.key.as_str())
         .replace("@DIR@", &quote(dir, "the job directory")?)
         .replace("@WORKDIR@", &quote(working_dir, "workingDir")?)
-        .replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end())
         .replace("@RUNNER@", &runner))
 }
 
@@ -441,9 +441,10 @@ mod tests {
             ["workdir=/scratch/it's $(here)"]
         );
         assert!(script.contains("enter_working_dir() {"), "{script}");
-        assert!(
-            script.contains("enter_working_dir \"$workdir\" \"$dir/task-$task.reason\" || exit 70")
-        );
+        assert!(script.contains(&format!(
+            "enter_working_dir \"$workdir\" \"$dir/task-$task.reason\" || exit {}",
+            batchbridge_core::remote::NOT_STARTED_EXIT_CODE
+        )));
         assert!(script.contains("exec bash \"$1\""));
         assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
         assert!(script.contains("record \"exit $rc\""));

@@ -1,12 +1,13 @@
 # `sh -c "$FETCH" sh WORK ID TASK tail N` or `... range OFFSET LEN`: a window of the task's
 # stdout on stdout and of its stderr on stderr, each after a `SIZE OFFSET` line. Streams the
-# bytes with dd; nothing is read whole. Exits 3 when WORK has no job ID, and 4 after
-# printing the job's task count when it has no task TASK.
+# bytes with dd; nothing is read whole. Exits @NO_SUCH_JOB@ when WORK has no job ID, and
+# @NO_SUCH_TASK@ after printing the job's task count when it has no task TASK (placeholders of
+# batchbridge_core::remote's exit codes, filled in by render_script).
 d=$1/ids/$2 task=$3 mode=$4 a=$5 b=${6:-0}
-[ -d "$d" ] || exit 3
+[ -d "$d" ] || exit @NO_SUCH_JOB@
 if [ -r "$d/tasks" ]; then
     read -r tasks <"$d/tasks"
-    [ "$task" -lt "$tasks" ] || { printf '%s\n' "$tasks"; exit 4; }
+    [ "$task" -lt "$tasks" ] || { printf '%s\n' "$tasks"; exit @NO_SUCH_TASK@; }
 fi
 window() {
     size=$(stat -c %s "$1" 2>/dev/null) || size=0

@@ -23,7 +23,7 @@
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OnceCell, OwnedMutexGuard};
@@ -37,11 +37,14 @@ use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::{JobState, JobStatus};
 
+mod backend;
 mod job_dirs;
 
+pub use backend::{CliScheduler, RemoteBackend, SubmitCommand, WorkSettings};
 pub use job_dirs::JobDirs;
 
-const SUBMIT: &str = include_str!("submit.sh");
+/// The submit script, with its exit codes filled in.
+static SUBMIT: LazyLock<String> = LazyLock::new(|| render_script(include_str!("submit.sh")));
 /// A POSIX shell function, `enter_working_dir DIR REASON_FILE`, that every job wrapper
 /// (the local backend's, SLURM's batch script, HTCondor's `job.sh`) defines and runs before
 /// anything of the job's own: it enters the spec's working directory, or writes why it
@@ -76,9 +79,60 @@ const SUBMIT: &str = include_str!("submit.sh");
 pub const ENTER_WORKING_DIR: &str = include_str!("enter_working_dir.sh");
 /// The exit code of a task whose wrapper could not start the script: its working directory
 /// could not be entered ([`ENTER_WORKING_DIR`]) or its environment could not be set. Why is
-/// in the task's stderr (and, for the working directory, in the status's reason).
+/// in the task's stderr (and, for the working directory, in the status's reason). Wrappers
+/// write it as `@NOT_STARTED@` ([`render_script`]).
 pub const NOT_STARTED_EXIT_CODE: i32 = 70;
-const FETCH_OUTPUT: &str = include_str!("fetch_output.sh");
+/// The exit code of the submit script when the scheduler refused the job (its message on
+/// stderr): [`Submitted::Refused`]. `@SUBMIT_REFUSED@` in a script.
+pub const SUBMIT_REFUSED_EXIT_CODE: i32 = 71;
+/// The exit code of the submit script when the scheduler accepted the job but printed no
+/// job id. `@SUBMIT_NO_ID@` in a script.
+pub const SUBMIT_NO_ID_EXIT_CODE: i32 = 72;
+/// The exit code of the submit script when it stopped before the scheduler was asked (a
+/// file could not be written, the script arrived cut short); the key is free again.
+/// `@SUBMIT_NOT_SENT@` in a script.
+pub const SUBMIT_NOT_SENT_EXIT_CODE: i32 = 73;
+/// The exit code of the output script for a job number the work directory has no job for.
+/// `@NO_SUCH_JOB@` in a script.
+pub const NO_SUCH_JOB_EXIT_CODE: i32 = 3;
+/// The exit code of the output script for a task the job does not have (after printing
+/// its task count). `@NO_SUCH_TASK@` in a script.
+pub const NO_SUCH_TASK_EXIT_CODE: i32 = 4;
+
+/// Every exit code the remote scripts and Rust share, by the placeholder a script writes.
+const EXIT_CODES: [(&str, i32); 6] = [
+    ("@NOT_STARTED@", NOT_STARTED_EXIT_CODE),
+    ("@SUBMIT_REFUSED@", SUBMIT_REFUSED_EXIT_CODE),
+    ("@SUBMIT_NO_ID@", SUBMIT_NO_ID_EXIT_CODE),
+    ("@SUBMIT_NOT_SENT@", SUBMIT_NOT_SENT_EXIT_CODE),
+    ("@NO_SUCH_JOB@", NO_SUCH_JOB_EXIT_CODE),
+    ("@NO_SUCH_TASK@", NO_SUCH_TASK_EXIT_CODE),
+];
+
+/// A shell script written with placeholders, ready to run: each exit code's placeholder
+/// (`@NOT_STARTED@`, `@SUBMIT_REFUSED@`, … see the `*_EXIT_CODE` constants) becomes its
+/// number and `@ENTER_WORKING_DIR@` the function [`ENTER_WORKING_DIR`], so that the
+/// scripts and the Rust reading their exit codes share one definition. Job wrappers and
+/// core's own scripts go through it.
+///
+/// ```
+/// use batchbridge_core::remote::{NOT_STARTED_EXIT_CODE, render_script};
+///
+/// let wrapper = render_script("@ENTER_WORKING_DIR@\nenter_working_dir \"$1\" r || exit @NOT_STARTED@");
+/// assert!(wrapper.starts_with("# `enter_working_dir DIR REASON_FILE`"));
+/// assert!(wrapper.ends_with(&format!("|| exit {NOT_STARTED_EXIT_CODE}")));
+/// ```
+pub fn render_script(template: &str) -> String {
+    let mut script = template.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
+    for (placeholder, code) in EXIT_CODES {
+        script = script.replace(placeholder, &code.to_string());
+    }
+    script
+}
+
+/// The output script, with its exit codes filled in.
+static FETCH_OUTPUT: LazyLock<String> =
+    LazyLock::new(|| render_script(include_str!("fetch_output.sh")));
 const JOB_FILES: &str = include_str!("job_files.sh");
 const CLEANUP: &str = include_str!("cleanup.sh");
 
@@ -232,42 +286,6 @@ pub enum Submitted {
     Refused(Output),
 }
 
-impl Submitted {
-    /// The job's id: the one the scheduler gave or the key already had; for a claimed key,
-    /// the one `find_in_scheduler` finds (a temporary
-    /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown) when it finds none); for a
-    /// refusal, the error `refused` makes of the scheduler's output.
-    pub async fn into_job_id(
-        self,
-        key: &JobKey,
-        scheduler: &str,
-        dir: &str,
-        find_in_scheduler: impl Future<Output = Result<Option<JobId>>>,
-        refused: impl FnOnce(Output) -> Error,
-    ) -> Result<JobId> {
-        match self {
-            Self::New(id) | Self::Existing(id) => Ok(JobId::from(id)),
-            Self::Claimed => find_in_scheduler
-                .await?
-                .ok_or_else(|| claimed_without_job(key, scheduler, dir)),
-            Self::Refused(output) => Err(refused(output)),
-        }
-    }
-}
-
-/// The error for [`Submitted::Claimed`] when the scheduler holds no job with the key
-/// either: a submit is in flight or was cut off; temporary, since trying again soon answers.
-fn claimed_without_job(key: &JobKey, scheduler: &str, dir: &str) -> Error {
-    Error::new(
-        ErrorKind::SubmitOutcomeUnknown,
-        format!(
-            "another submit of job {key} is in flight or was cut off before {scheduler} \
-             answered; try again shortly (its job directory is {dir})"
-        ),
-    )
-    .temporary()
-}
-
 /// The error for [`Submitted::Refused`] when the scheduler refused the job itself (not
 /// because it was unreachable): permanent [`Rejected`](ErrorKind::Rejected), with
 /// `context` (e.g. ` on partition "debug"`) and the scheduler's message.
@@ -344,7 +362,7 @@ async fn submit(
     }
     args.push("--".to_owned());
     args.extend(scheduler_command);
-    let command = Command::sh(SUBMIT, args)
+    let command = Command::sh(&SUBMIT, args)
         .stdin(spec.script.as_bytes())
         .timeout(timeout);
     check_command_line(&command, spec)?;
@@ -365,7 +383,7 @@ async fn submit(
     };
     match output.exit_code {
         Some(0) => {}
-        Some(71) => return Ok(Submitted::Refused(output)),
+        Some(SUBMIT_REFUSED_EXIT_CODE) => return Ok(Submitted::Refused(output)),
         _ => {
             return Err(Error::new(
                 ErrorKind::CommandFailed,
@@ -489,14 +507,14 @@ async fn fetch_output(
         ],
     };
     let limit = usize::try_from(MAX_OUTPUT_CHUNK).unwrap_or(usize::MAX) + 64;
-    let command = Command::sh(FETCH_OUTPUT, [work, id, &task])
+    let command = Command::sh(&FETCH_OUTPUT, [work, id, &task])
         .args(range)
         .output_limit(limit)
         .timeout(timeout);
     let output = shell.run(&command).await?;
     match output.exit_code {
-        Some(3) => return Err(not_found()),
-        Some(4) => {
+        Some(NO_SUCH_JOB_EXIT_CODE) => return Err(not_found()),
+        Some(NO_SUCH_TASK_EXIT_CODE) => {
             return Err(Error::invalid_input(format!(
                 "job {id} has {} task(s); there is no task {task_number}",
                 output.stdout_text().trim()
@@ -775,7 +793,7 @@ mod tests {
         ];
         args.extend(command.iter().map(|word| (*word).to_owned()));
         crate::shell::LocalShell
-            .run(&Command::sh(SUBMIT, args).stdin(stdin))
+            .run(&Command::sh(&SUBMIT, args).stdin(stdin))
             .await
             .unwrap()
     }
@@ -791,7 +809,7 @@ mod tests {
         let script = b"sleep 1\nexit 8\n";
 
         let cut = run_submit(work.path(), script.len(), &script[..5], &scheduler).await;
-        assert_eq!(cut.exit_code, Some(70), "{cut:?}");
+        assert_eq!(cut.exit_code, Some(SUBMIT_NOT_SENT_EXIT_CODE), "{cut:?}");
         assert!(
             cut.stderr_text().contains(&format!(
                 "the script arrived cut short: 5 of {} bytes",
@@ -957,6 +975,42 @@ mod tests {
         let output = crate::shell::LocalShell.run(&command).await.unwrap();
         assert_eq!(output.stdout_text(), "7 tasks 1 0\n7 task 0 exit 0\n");
         assert_eq!(output.stderr_text(), "");
+    }
+
+    /// A `@NAME@` left in a rendered script: a placeholder without a constant.
+    fn leftover_placeholder(script: &str) -> Option<&str> {
+        script.split('@').skip(1).step_by(2).find(|word| {
+            !word.is_empty() && word.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        })
+    }
+
+    #[test]
+    fn every_placeholder_of_the_scripts_is_filled_in() {
+        assert_eq!(
+            leftover_placeholder("exit @NO_SUCH_CODE@"),
+            Some("NO_SUCH_CODE")
+        );
+        for script in [SUBMIT.as_str(), FETCH_OUTPUT.as_str()] {
+            assert_eq!(leftover_placeholder(script), None, "{script}");
+        }
+        // Each code appears in its script as a number of its own.
+        let numbers = |script: &str| -> Vec<i32> {
+            script
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|word| word.parse().ok())
+                .collect()
+        };
+        let (submit, fetch) = (numbers(&SUBMIT), numbers(&FETCH_OUTPUT));
+        for code in [
+            SUBMIT_REFUSED_EXIT_CODE,
+            SUBMIT_NO_ID_EXIT_CODE,
+            SUBMIT_NOT_SENT_EXIT_CODE,
+        ] {
+            assert!(submit.contains(&code), "{code}");
+        }
+        for code in [NO_SUCH_JOB_EXIT_CODE, NO_SUCH_TASK_EXIT_CODE] {
+            assert!(fetch.contains(&code), "{code}");
+        }
     }
 
     #[test]

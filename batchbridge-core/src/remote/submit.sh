@@ -2,9 +2,12 @@
 # with the job's script (SIZE bytes) on stdin. Claims WORK/jobs/KEY, writes script.sh from
 # stdin and each NAME with its CONTENT (job.sh is made executable), runs COMMAND, and records
 # the id it printed (its leading digits). Prints `submitted ID`, `existing ID` (the key
-# already has a job) or `claimed` (a submit of the key is in flight or was cut off). Exits 71
-# with the scheduler's message when it refuses the job. Builtins besides mkdir, cat, wc,
-# chmod and ln: forks are what a submit costs on a busy login node.
+# already has a job) or `claimed` (a submit of the key is in flight or was cut off). Exits
+# @SUBMIT_REFUSED@ with the scheduler's message when it refuses the job, @SUBMIT_NO_ID@ when it
+# printed no id, and @SUBMIT_NOT_SENT@ (the key released) when it stopped before asking it.
+# Those placeholders are batchbridge_core::remote's exit codes, filled in by render_script.
+# Builtins besides mkdir, cat, wc, chmod and ln: forks are what a submit costs on a busy login
+# node.
 # Hang-ups are ignored so that a dropped connection cannot stop it between the scheduler's
 # reply and recording the id.
 trap '' HUP PIPE
@@ -29,23 +32,23 @@ fail() {
     exit "$2"
 }
 while [ "$nfiles" -gt 0 ]; do
-    printf '%s' "$2" >"$dir/$1" || fail "cannot write $dir/$1" 70
+    printf '%s' "$2" >"$dir/$1" || fail "cannot write $dir/$1" @SUBMIT_NOT_SENT@
     shift 2
     nfiles=$((nfiles - 1))
 done
-[ "$1" = -- ] || fail "submit.sh: expected -- before the command" 70
+[ "$1" = -- ] || fail "submit.sh: expected -- before the command" @SUBMIT_NOT_SENT@
 shift
-cat >"$dir/script.sh" || fail "cannot write $dir/script.sh" 70
+cat >"$dir/script.sh" || fail "cannot write $dir/script.sh" @SUBMIT_NOT_SENT@
 # A connection dropped mid-upload ends stdin early, and hang-ups are ignored: a script cut
 # short must never reach the scheduler. Failing releases the key for the next submit.
-got=$(wc -c <"$dir/script.sh") || fail "cannot read $dir/script.sh" 70
+got=$(wc -c <"$dir/script.sh") || fail "cannot read $dir/script.sh" @SUBMIT_NOT_SENT@
 got=${got##* }
-[ "$got" = "$size" ] || fail "the script arrived cut short: $got of $size bytes" 70
-if [ -f "$dir/job.sh" ]; then chmod u+x "$dir/job.sh" || fail "cannot chmod $dir/job.sh" 70; fi
+[ "$got" = "$size" ] || fail "the script arrived cut short: $got of $size bytes" @SUBMIT_NOT_SENT@
+if [ -f "$dir/job.sh" ]; then chmod u+x "$dir/job.sh" || fail "cannot chmod $dir/job.sh" @SUBMIT_NOT_SENT@; fi
 # A refused job releases its key, so that a corrected spec can be submitted under it.
-reply=$("$@") || { rm -rf "$dir"; exit 71; }
+reply=$("$@") || { rm -rf "$dir"; exit @SUBMIT_REFUSED@; }
 id=${reply%%[!0-9]*}
-[ -n "$id" ] || { printf 'the scheduler printed no job id: %s\n' "$reply" >&2; exit 72; }
+[ -n "$id" ] || { printf 'the scheduler printed no job id: %s\n' "$reply" >&2; exit @SUBMIT_NO_ID@; }
 ln -sfn "../jobs/$key" "$work/ids/$id"
 printf '%s\n' "$id" >"$dir/job_id"
 printf 'submitted %s\n' "$id"

@@ -3,16 +3,17 @@
 # `job.sh PROC CLUSTER JOB_DIR WORKING_DIR`, with `enter_working_dir`
 # (batchbridge_core::remote::ENTER_WORKING_DIR) defined below. HTCondor records how the
 # script ended (ExitCode, ExitBySignal), so the wrapper only sets the scene: it enters the
-# working directory itself, since HTCondor's initialdir is the job directory, and exits 70
-# with task-PROC.reason beside the output when it cannot. Without a shared file system
-# HTCondor runs it in a scratch directory that holds the transferred script.sh and env.sh,
-# and brings the reason file back with the output.
+# working directory itself, since HTCondor's initialdir is the job directory, and exits
+# @NOT_STARTED@ with task-PROC.reason beside the output when it cannot (the placeholders are
+# filled in by batchbridge_core::remote::render_script). Without a shared file system HTCondor
+# runs it in a scratch directory that holds the transferred script.sh and env.sh, and brings
+# the reason file back with the output.
 dir=$3
 [ -r "$dir/script.sh" ] || dir=$PWD
 @ENTER_WORKING_DIR@
-enter_working_dir "$4" "$dir/task-$1.reason" || exit 70
+enter_working_dir "$4" "$dir/task-$1.reason" || exit @NOT_STARTED@
 # Positional parameters, not variables: env.sh may set any variable name.
 set -- "$dir/script.sh" "$1" "$2"
-. "$dir/env.sh" || exit 70
+. "$dir/env.sh" || exit @NOT_STARTED@
 export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
 exec bash "$1"

@@ -16,8 +16,8 @@ trap 'record "signal 15"; exit 143' TERM
     set -- "$dir/script.sh" "$task" "${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" "$dir"
     # sbatch's --chdir is the job directory: slurmd would run the job in /tmp when the
     # working directory is missing; entering it here fails the job instead, saying why.
-    enter_working_dir "$workdir" "$dir/task-$task.reason" || exit 70
-    . "$dir/env.sh" || exit 70
+    enter_working_dir "$workdir" "$dir/task-$task.reason" || exit @NOT_STARTED@
+    . "$dir/env.sh" || exit @NOT_STARTED@
     export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
     exec @RUNNER@bash "$1"
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &

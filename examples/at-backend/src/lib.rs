@@ -1,17 +1,21 @@
 //! A batchbridge backend for Debian's `at` and its batch queue (`atd`), written the way a
-//! third party writes one for its own scheduler: [`AtBackend`] implements
-//! [`BatchBackend`] on `at`, `atq` and `atrm` run through a [`Shell`] (an SSH connection, or
-//! this machine), and reuses [`batchbridge_core::remote`] for everything that is not
-//! at's: the job directory, the idempotent submit, bounded output reads and the exit-code
-//! files.
+//! third party writes one for its own scheduler: [`At`] implements core's
+//! [`CliScheduler`] with `at`, `atq` and `atrm`, and [`AtBackend`], core's
+//! [`RemoteBackend`] over it, is the [`BatchBackend`](batchbridge_core::BatchBackend) run
+//! through a [`Shell`](batchbridge_core::shell::Shell) (an SSH connection, or this
+//! machine). Everything that is not at's comes from [`batchbridge_core::remote`]: the job
+//! directory, the idempotent submit, `find` by the recorded number, bounded output reads,
+//! cleanup and the exit-code files.
 //!
 //! - **submit** writes the script, its environment and a small wrapper (`job.sh`) into a
 //!   job directory and queues the wrapper with `at -q b -f job.sh now` from that directory,
-//!   all in one remote command ([`JobDirs::submit`](remote::JobDirs::submit)).
+//!   all in one remote command
+//!   ([`JobDirs::submit`](batchbridge_core::remote::JobDirs::submit)).
 //! - **status** is one `atq` for any number of ids (queue `=` means running) and one read of
 //!   the job directories for jobs at no longer holds: the wrapper records how the script
 //!   ended in `task-0.exit`, and why it never ran when it cannot enter the spec's working
-//!   directory ([`remote::ENTER_WORKING_DIR`]). A job neither knows is Unknown.
+//!   directory ([`ENTER_WORKING_DIR`](batchbridge_core::remote::ENTER_WORKING_DIR)). A job
+//!   neither knows is Unknown.
 //! - **find** reads the job number the submit recorded; for a key whose submit was cut off
 //!   before that, it asks `at -c` of each job at holds for the directory it was queued
 //!   from (one remote command).
@@ -33,25 +37,22 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, ENTER_WORKING_DIR, JobDirs, JobFiles, SubmitLocks, environment_file, job_number,
+    CliScheduler, JobDirs, JobFiles, RemoteBackend, SubmitCommand, WorkSettings, job_number,
+    render_script,
 };
-use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::{
-    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
-    JobStatus, OutputRequest, Resources, Result,
+    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Resources, Result,
 };
 
 const QUEUE: &str = include_str!("sh/queue.sh");
 const JOB_WRAPPER: &str = include_str!("sh/job.sh");
 const CANCEL: &str = include_str!("sh/cancel.sh");
 const FIND: &str = include_str!("sh/find.sh");
-/// What a job id of this backend is, in the error for one that is not.
-const AT_JOB_NUMBER: &str = "an at job number";
 /// at's batch queue: its jobs start when the load average permits.
 const BATCH_QUEUE: &str = "b";
 /// The queue `atq` shows for a job that is running.
@@ -75,7 +76,8 @@ impl Default for AtConfig {
     }
 }
 
-/// Runs jobs with `at` through a [`Shell`], as the user the shell logs in as.
+/// Runs jobs with `at` through a [`Shell`](batchbridge_core::shell::Shell), as the user the
+/// shell logs in as: core's [`RemoteBackend`] driving [`At`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -95,49 +97,126 @@ impl Default for AtConfig {
 /// println!("{:?}", at.status(&[id.clone()]).await?[&id].state);
 /// # Ok(()) }
 /// ```
+pub type AtBackend = RemoteBackend<At>;
+
+/// at's half of an [`AtBackend`]: `at`, `atq`, `atrm` and `at -V`.
 #[derive(Debug)]
-pub struct AtBackend {
-    dirs: JobDirs,
-    /// So that a second submit of a key in flight waits for the first and finds its job.
-    submits: SubmitLocks,
-}
+pub struct At;
 
-impl AtBackend {
-    /// A backend that works through `shell`. Nothing runs until the first call.
-    pub fn new(shell: Arc<dyn Shell>, config: AtConfig) -> Result<Self> {
-        Ok(Self {
-            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
-            submits: SubmitLocks::default(),
-        })
-    }
-
+impl At {
     /// The queue of every job of the user that at holds, by job number.
-    async fn atq(&self) -> Result<HashMap<String, char>> {
-        let output = self.dirs.run(Command::new("atq")).await?;
+    async fn atq(&self, jobs: &JobDirs) -> Result<HashMap<String, char>> {
+        let output = jobs.run(Command::new("atq")).await?;
         if !output.success() {
-            return Err(at_failure("atq", &output));
+            return Err(self.failure("atq", &output));
         }
         Ok(parse_atq(&output.stdout_text()))
+    }
+}
+
+// core re-exports async_trait: the trait's async methods stay object safe without a
+// dependency of our own.
+#[batchbridge_core::async_trait]
+impl CliScheduler for At {
+    type Config = AtConfig;
+    const NAME: &'static str = "at";
+    const SCHEDULER: &'static str = "at";
+    const JOB_ID: &'static str = "an at job number";
+    /// at has no daemon to ask: its tools read and write the spool directly.
+    const UNREACHABLE: &'static [&'static str] = &[];
+
+    fn configure(config: AtConfig) -> Result<(Self, WorkSettings)> {
+        let settings = WorkSettings {
+            work_dir: config.work_dir,
+            command_timeout: config.command_timeout,
+        };
+        Ok((Self, settings))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+    }
+
+    fn check(&self, spec: &JobSpec) -> Result<()> {
+        check_spec(spec)
+    }
+
+    /// The wrapper, the working directory (if the spec names one), and `at -q QUEUE -f
+    /// job.sh now` run from the job directory by `queue.sh`, which prints the job's
+    /// number alone.
+    fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+        let mut files = vec![("job.sh", render_script(JOB_WRAPPER))];
+        if let Some(working_dir) = &spec.working_dir {
+            files.push(("workdir", working_dir.clone()));
+        }
+        let queue = spec.queue.as_deref().unwrap_or(BATCH_QUEUE);
+        Ok(SubmitCommand {
+            files,
+            command: ["sh", "-c", QUEUE, "sh", dir, queue]
+                .map(str::to_owned)
+                .to_vec(),
+        })
     }
 
     /// The job at holds that was queued from `dir`: how a key whose submit was cut off
     /// before its number was recorded finds its job.
-    async fn find_in_scheduler(&self, dir: &str) -> Result<Option<JobId>> {
-        let output = self
-            .dirs
+    async fn find(&self, jobs: &JobDirs, _key: &JobKey, dir: &str) -> Result<Option<JobId>> {
+        let output = jobs
             .run(Command::sh(FIND, [dir]))
             .await?
             .check("looking for a job in atq")?;
         Ok(job_number(output.stdout_text().trim()).map(JobId::from))
     }
+
+    /// One `atq`, and one read of the job directories of the jobs it shows running or no
+    /// longer holds.
+    async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>> {
+        let queue = self.atq(jobs).await?;
+        // A job waiting in a queue has not started, so its directory has nothing to say.
+        let for_files: Vec<&str> = numbers
+            .iter()
+            .copied()
+            .filter(|n| queue.get(*n).is_none_or(|q| *q == RUNNING))
+            .collect();
+        let files = if for_files.is_empty() {
+            HashMap::new()
+        } else {
+            jobs.job_files(&for_files).await?
+        };
+        Ok(numbers
+            .iter()
+            .map(|n| job_status(n, queue.get(*n).copied(), files.get(*n)))
+            .collect())
+    }
+
+    /// A mark in the job's directory, `atrm`, then SIGTERM to a running job's wrapper;
+    /// idempotent.
+    fn cancel_command(&self, work: &str, number: &str) -> Command {
+        Command::sh(CANCEL, [work, number])
+    }
+
+    fn cancelled(&self, _number: &str, output: &Output) -> Result<()> {
+        if output.success() {
+            Ok(())
+        } else {
+            Err(self.failure("atrm", output))
+        }
+    }
+
+    fn version_command(&self) -> Command {
+        Command::new("at").arg("-V")
+    }
+
+    /// `at 3.2.5`, from what `at -V` prints (on stderr).
+    fn parse_version(&self, output: &Output) -> Result<String> {
+        at_version(&output.stderr_text())
+    }
 }
 
-/// Refuses what at cannot do: arrays, GPUs and containers ([`Capabilities::check`]), any
-/// resource request (at keeps no account of resources), native options, and a queue that
-/// is not one letter.
-fn check_spec(spec: &JobSpec, capabilities: &Capabilities) -> Result<()> {
-    spec.validate()?;
-    capabilities.check(spec, "at")?;
+/// Refuses what at cannot do beyond what [`Capabilities::check`] refuses (arrays, GPUs and
+/// containers): any resource request (at keeps no account of resources), native options,
+/// and a queue that is not one letter.
+fn check_spec(spec: &JobSpec) -> Result<()> {
     if spec.resources != Resources::default() {
         return Err(Error::new(
             ErrorKind::Unsupported,
@@ -249,131 +328,6 @@ pub fn at_version(text: &str) -> Result<String> {
         })
 }
 
-/// An error for an at command that failed, with what it said.
-fn at_failure(what: &str, output: &Output) -> Error {
-    Error::new(
-        ErrorKind::CommandFailed,
-        format!(
-            "{what} failed (exit code {:?}): {}",
-            output.exit_code,
-            excerpt(output.stderr_text().trim())
-        ),
-    )
-}
-
-// core re-exports async_trait: the trait's async methods stay object safe without a
-// dependency of our own.
-#[batchbridge_core::async_trait]
-impl BatchBackend for AtBackend {
-    fn name(&self) -> &str {
-        "at"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE
-    }
-
-    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
-        check_spec(spec, &self.capabilities())?;
-        let environment = environment_file(spec)?;
-        let work = self.dirs.work().await?;
-        let dir = format!("{work}/jobs/{}", spec.key);
-        let wrapper = JOB_WRAPPER.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
-        // One task: `tasks` is what makes core's fetch_output refuse output of any other.
-        let mut files = vec![
-            ("job.sh", wrapper.as_str()),
-            ("env.sh", environment.as_str()),
-            ("tasks", "1\n"),
-        ];
-        if let Some(working_dir) = &spec.working_dir {
-            files.push(("workdir", working_dir.as_str()));
-        }
-        let queue = spec.queue.as_deref().unwrap_or(BATCH_QUEUE);
-        let at = ["sh", "-c", QUEUE, "sh", &dir, queue]
-            .map(str::to_owned)
-            .to_vec();
-        let _in_flight = self.submits.lock(&spec.key).await;
-        self.dirs
-            .submit(spec, &files, at)
-            .await?
-            .into_job_id(
-                &spec.key,
-                "at",
-                &dir,
-                self.find_in_scheduler(&dir),
-                |output| remote::rejected(&spec.key, "at", "", &output),
-            )
-            .await
-    }
-
-    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let recorded = self.dirs.recorded_id(key).await?;
-        match recorded {
-            Some(id) => Ok(Some(JobId::from(id))),
-            None => {
-                let work = self.dirs.work().await?;
-                self.find_in_scheduler(&format!("{work}/jobs/{key}")).await
-            }
-        }
-    }
-
-    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (numbers, mut statuses) = remote::job_numbers(ids, AT_JOB_NUMBER);
-        if numbers.is_empty() {
-            return Ok(statuses);
-        }
-        let queue = self.atq().await?;
-        // A job waiting in a queue has not started, so its directory has nothing to say.
-        let for_files: Vec<&str> = numbers
-            .iter()
-            .copied()
-            .filter(|n| queue.get(*n).is_none_or(|q| *q == RUNNING))
-            .collect();
-        let files = if for_files.is_empty() {
-            HashMap::new()
-        } else {
-            self.dirs.job_files(&for_files).await?
-        };
-        for id in ids {
-            if let Some(number) = job_number(id.as_str()) {
-                let status = job_status(number, queue.get(number).copied(), files.get(number));
-                statuses.insert(id.clone(), status);
-            }
-        }
-        Ok(statuses)
-    }
-
-    async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = remote::job_number_of(id.as_str(), AT_JOB_NUMBER)?;
-        let work = self.dirs.work().await?;
-        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
-        if output.success() {
-            Ok(())
-        } else {
-            Err(at_failure("atrm", &output))
-        }
-    }
-
-    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let number = remote::job_number_of(id.as_str(), AT_JOB_NUMBER)?;
-        self.dirs.fetch_output(number, request).await
-    }
-
-    /// Removes an ended job's directory and its id link, with core's shared cleanup.
-    async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        self.dirs.cleanup(self, key).await
-    }
-
-    /// `at 3.2.5`, from what `at -V` prints (on stderr) on the machine the shell reaches.
-    async fn version(&self) -> Result<String> {
-        let output = self.dirs.run(Command::new("at").arg("-V")).await?;
-        if !output.success() {
-            return Err(at_failure("at -V", &output));
-        }
-        at_version(&output.stderr_text())
-    }
-}
-
 /// The README's examples, compiled as doctests so they cannot go stale.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
@@ -383,8 +337,9 @@ pub struct ReadmeDoctests;
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use batchbridge_core::ArraySpec;
+    use batchbridge_core::conformance::scripted::scripted_shell;
     use batchbridge_core::remote::parse_job_files;
+    use batchbridge_core::{ArraySpec, BatchBackend};
 
     use super::*;
 
@@ -451,8 +406,8 @@ mod tests {
         assert_eq!((queue["3"], queue["41"], queue["6"]), ('=', 'a', '='));
     }
 
-    #[test]
-    fn specs_at_cannot_run_are_refused_before_anything_is_sent() {
+    #[tokio::test]
+    async fn specs_at_cannot_run_are_refused_before_anything_is_sent() {
         type Change = fn(&mut JobSpec);
         let cases: [(Change, Option<ErrorKind>); 9] = [
             (|_| {}, None),
@@ -485,9 +440,38 @@ mod tests {
         for (change, refused) in cases {
             let mut spec = JobSpec::new(JobKey::new("key-1").unwrap(), "job", "true");
             change(&mut spec);
-            let result = check_spec(&spec, &Capabilities::NONE);
-            assert_eq!(result.err().map(|e| e.kind()), refused, "{spec:?}");
+            // A spec at can run reaches the submit command, here cut off.
+            let cut_off = Err(Error::new(ErrorKind::ConnectionLost, "gone"));
+            let (shell, programs) = scripted_shell("/w", vec![cut_off]);
+            let at = AtBackend::new(shell, AtConfig::default()).unwrap();
+            let kind = at.submit(&spec).await.unwrap_err().kind();
+            let sent = programs.lock().unwrap().len();
+            match refused {
+                Some(refused) => assert_eq!((kind, sent), (refused, 0), "{spec:?}"),
+                None => assert_eq!(
+                    (kind, sent),
+                    (ErrorKind::SubmitOutcomeUnknown, 1),
+                    "{spec:?}"
+                ),
+            }
         }
+    }
+
+    #[test]
+    fn the_wrapper_gets_cores_exit_codes() {
+        let mut spec = JobSpec::new(JobKey::new("key-1").unwrap(), "job", "true");
+        spec.working_dir = Some("/data/run 1".into());
+        let submit = At.render_submit(&spec, "/w/jobs/key-1").unwrap();
+        let file = |name: &str| {
+            let (_, content) = submit.files.iter().find(|(n, _)| *n == name).unwrap();
+            content.clone()
+        };
+        let wrapper = file("job.sh");
+        assert!(!wrapper.contains('@'), "{wrapper}");
+        let not_started = batchbridge_core::remote::NOT_STARTED_EXIT_CODE;
+        assert!(wrapper.contains(&format!("record \"exit {not_started}\"")));
+        assert_eq!(file("workdir"), "/data/run 1");
+        assert_eq!(submit.command[4..], ["/w/jobs/key-1", "b"]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 # batchbridge's wrapper for one at job, with `enter_working_dir`
-# (batchbridge_core::remote::ENTER_WORKING_DIR) defined below. at starts it with /bin/sh in
+# (batchbridge_core::remote::ENTER_WORKING_DIR) defined below and core's exit codes filled in
+# (batchbridge_core::remote::render_script). at starts it with /bin/sh in
 # the job's directory (the one it was queued from) and in atd's own process group, so the
 # script runs in a process group of its own: a cancel stops all of it and nothing else. How
 # it ended goes to task-0.exit, which the backend reads once at has forgotten the job.
@@ -28,11 +29,11 @@ workdir=$dir
 # The script inherits the directory; one that cannot be entered fails the job, saying why
 # in its stderr and in task-0.reason.
 enter_working_dir "$workdir" "$dir/task-0.reason" 2>"$dir/task-0.stderr" || {
-    record "exit 70"
-    exit 70
+    record "exit @NOT_STARTED@"
+    exit @NOT_STARTED@
 }
 # Positional parameters, not variables: env.sh may set any variable name.
-setsid sh -c '. "$2/env.sh" || exit 70
+setsid sh -c '. "$2/env.sh" || exit @NOT_STARTED@
 export BATCHBRIDGE_TASK_INDEX=0 BATCHBRIDGE_JOB_ID="$3"
 exec bash "$1"' sh "$dir/script.sh" "$dir" "$job_id" \
     </dev/null >"$dir/task-0.stdout" 2>"$dir/task-0.stderr" &

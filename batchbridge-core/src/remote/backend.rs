@@ -1,0 +1,476 @@
+//! [`RemoteBackend`]: a [`BatchBackend`] made of a scheduler's command-line tools
+//! ([`CliScheduler`]) and the job directories every such backend keeps ([`JobDirs`]).
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, job_numbers};
+use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
+use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::shell::{Command, Output, Shell};
+use crate::spec::{JobKey, JobSpec};
+use crate::state::JobStatus;
+
+/// Where a [`RemoteBackend`] keeps its jobs and how long one command may take: what
+/// [`CliScheduler::configure`] takes from a backend's configuration for [`JobDirs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkSettings {
+    /// The work directory: absolute, or relative to the login directory.
+    pub work_dir: String,
+    /// The longest any one remote command may take.
+    pub command_timeout: Duration,
+}
+
+/// What submits one job: the files of the scheduler's own written into the job directory
+/// beside `script.sh`, `env.sh` and `tasks` (which [`RemoteBackend`] writes), and the
+/// command run there. The command prints the job's id first (submit.sh records its leading
+/// digits): `sbatch --parsable` and `condor_submit -terse` do; a tool that says more wraps
+/// itself in a small script that prints the number alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmitCommand {
+    /// Files by name: `job.sh` (made executable) is the usual wrapper.
+    pub files: Vec<(&'static str, String)>,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+}
+
+/// The part of a command-line backend that is its scheduler's: how a submit is rendered,
+/// how the scheduler is asked about many jobs at once and its answer read, the cancel and
+/// version commands, and which of its failures mean "it did not answer" (temporary). The
+/// rest of [`BatchBackend`] is [`RemoteBackend`]'s: validation, the idempotent submit,
+/// `find`, output, cleanup and the exit-code files.
+///
+/// Job ids are job numbers ([`job_number`](super::job_number)): a malformed id never reaches
+/// a command line. Every command runs through the [`JobDirs`] given, within the configured
+/// time limit.
+///
+/// A whole backend for a scheduler whose `qsub`-like tool prints the new job's number and
+/// whose `qstat`-like tool lists running jobs, one a line (here plain processes run with
+/// `nohup`, so that the example runs anywhere):
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use batchbridge_core::remote::{
+///     CliScheduler, JobDirs, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand,
+///     WorkSettings, render_script,
+/// };
+/// use batchbridge_core::shell::{Command, LocalShell, Output};
+/// use batchbridge_core::{
+///     BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState,
+///     JobStatus, Result,
+/// };
+///
+/// /// Each job a background process: its number is its process id.
+/// #[derive(Debug)]
+/// struct Nohup;
+///
+/// // A wrapper that records how the script ended where JobDirs::job_files reads it.
+/// const WRAPPER: &str = r#"dir=$PWD
+/// @ENTER_WORKING_DIR@
+/// rc=0
+/// if enter_working_dir "$dir" "$dir/task-0.reason"; then
+///     (. "$dir/env.sh" && exec sh "$dir/script.sh") >"$dir/task-0.stdout" 2>"$dir/task-0.stderr"
+///     rc=$?
+/// else
+///     rc=@NOT_STARTED@
+/// fi
+/// echo "exit $rc" >"$dir/task-0.exit.tmp" && mv "$dir/task-0.exit.tmp" "$dir/task-0.exit""#;
+///
+/// #[batchbridge_core::async_trait]
+/// impl CliScheduler for Nohup {
+///     type Config = String;
+///     const NAME: &'static str = "nohup";
+///     const SCHEDULER: &'static str = "nohup";
+///     const JOB_ID: &'static str = "a process id";
+///     const UNREACHABLE: &'static [&'static str] = &[];
+///
+///     fn configure(work_dir: String) -> Result<(Self, WorkSettings)> {
+///         Ok((Nohup, WorkSettings { work_dir, command_timeout: Duration::from_secs(10) }))
+///     }
+///
+///     fn capabilities(&self) -> Capabilities {
+///         Capabilities::NONE
+///     }
+///
+///     fn render_submit(&self, _spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+///         let start = "cd \"$1\" && nohup sh job.sh >/dev/null 2>&1 & echo $!";
+///         Ok(SubmitCommand {
+///             files: vec![("job.sh", render_script(WRAPPER))],
+///             command: ["sh", "-c", start, "sh", dir].map(str::to_owned).to_vec(),
+///         })
+///     }
+///
+///     async fn find(&self, _: &JobDirs, _: &JobKey, _: &str) -> Result<Option<JobId>> {
+///         Ok(None) // processes carry no key
+///     }
+///
+///     async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>> {
+///         let files = jobs.job_files(numbers).await?;
+///         Ok(numbers
+///             .iter()
+///             .map(|n| match files.get(*n).and_then(|f| f.ended.get(&0)) {
+///                 Some(end) => end.status(false),
+///                 None => JobStatus::new(JobState::Running, "running"),
+///             })
+///             .collect())
+///     }
+///
+///     fn cancel_command(&self, _work: &str, number: &str) -> Command {
+///         Command::new("kill").arg(number)
+///     }
+///
+///     fn cancelled(&self, number: &str, output: &Output) -> Result<()> {
+///         match output.success() {
+///             true => Ok(()),
+///             false => Err(self.failure(&format!("kill {number}"), output)),
+///         }
+///     }
+///
+///     fn version_command(&self) -> Command {
+///         Command::new("nohup").arg("--version")
+///     }
+///
+///     fn parse_version(&self, output: &Output) -> Result<String> {
+///         let text = output.stdout_text();
+///         let first = text.lines().next().unwrap_or_default();
+///         Ok(first.to_owned())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<()> {
+/// let tmp = tempfile::tempdir()?;
+/// let work = tmp.path().to_str().unwrap().to_owned();
+/// let backend = RemoteBackend::<Nohup>::new(Arc::new(LocalShell), work)?;
+/// let key = JobKey::new("hello-1")?;
+/// let id = backend.submit(&JobSpec::new(key.clone(), "hello", "echo hello; exit 3")).await?;
+/// assert_eq!(backend.submit(&JobSpec::new(key.clone(), "hello", "true")).await?, id);
+/// assert_eq!(backend.find(&key).await?, Some(id.clone()));
+/// while backend.status_of(&id).await?.state == JobState::Running {
+///     tokio::time::sleep(Duration::from_millis(20)).await;
+/// }
+/// assert_eq!(backend.status_of(&id).await?.exit_code, Some(3));
+/// let output = backend.fetch_output(&id, &batchbridge_core::OutputRequest::tail(100)).await?;
+/// assert_eq!(output.stdout.data, b"hello\n");
+/// backend.cleanup(&key).await?;
+/// assert_eq!(backend.find(&key).await?, None);
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
+    /// How the backend is configured ([`RemoteBackend::new`] takes it).
+    type Config;
+    /// The backend's name ([`BatchBackend::name`]), e.g. `slurm`.
+    const NAME: &'static str;
+    /// The scheduler's name in messages, e.g. `SLURM`.
+    const SCHEDULER: &'static str;
+    /// What one of its job ids is, in the error or Unknown status for an id that is not
+    /// one, e.g. `a SLURM job id`.
+    const JOB_ID: &'static str;
+    /// Words in a failed command's message that show the scheduler did not answer (its
+    /// daemon down or unreachable), so that the failure is temporary ([`Self::failure`]).
+    const UNREACHABLE: &'static [&'static str];
+
+    /// The scheduler and where its jobs live, from `config`; a config it cannot work with
+    /// is refused here, before anything runs.
+    fn configure(config: Self::Config) -> Result<(Self, WorkSettings)>;
+
+    /// What it can run ([`BatchBackend::capabilities`]).
+    fn capabilities(&self) -> Capabilities;
+
+    /// Refuses a spec it cannot run beyond what [`Capabilities::check`] refuses, before
+    /// anything is sent. Nothing more by default.
+    fn check(&self, spec: &JobSpec) -> Result<()> {
+        let _ = spec;
+        Ok(())
+    }
+
+    /// The files and command that submit `spec` from its job directory `dir` (absolute).
+    fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand>;
+
+    /// What to add to the [`Rejected`](ErrorKind::Rejected) error of a refused submit
+    /// (e.g. ` on partition "debug"`), from the spec and what the scheduler said. Nothing
+    /// by default.
+    fn rejection_context(&self, spec: &JobSpec, refusal: &Output) -> String {
+        let _ = (spec, refusal);
+        String::new()
+    }
+
+    /// The job the scheduler itself holds with `key` (whose directory is `dir`): how a key
+    /// whose submit was cut off before its id was recorded finds its job.
+    async fn find(&self, jobs: &JobDirs, key: &JobKey, dir: &str) -> Result<Option<JobId>>;
+
+    /// The status of each of `numbers` (job numbers, sorted, without repeats), one per
+    /// number and in order, asked in a number of commands that does not grow with theirs.
+    async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>>;
+
+    /// The command that cancels job `number` (`work` is the work directory, for a mark in
+    /// the job's directory).
+    fn cancel_command(&self, work: &str, number: &str) -> Command;
+
+    /// What the cancel command's `output` means: Ok when the job is cancelled or has
+    /// nothing left to cancel.
+    fn cancelled(&self, number: &str, output: &Output) -> Result<()>;
+
+    /// The command whose output names the scheduler's version, without asking its daemon.
+    fn version_command(&self) -> Command;
+
+    /// The version in the version command's output (which succeeded).
+    fn parse_version(&self, output: &Output) -> Result<String>;
+
+    /// The error for a command of the scheduler that failed (`what` names it):
+    /// [`CommandFailed`](ErrorKind::CommandFailed) quoting what it said (stderr, or stdout
+    /// when stderr is empty), temporary when that shows one of [`Self::UNREACHABLE`].
+    fn failure(&self, what: &str, output: &Output) -> Error {
+        scheduler_failure(what, output, Self::UNREACHABLE)
+    }
+}
+
+/// The error for a scheduler command that failed: temporary when its message holds one of
+/// `unreachable`. Quotes stderr, or stdout when stderr is empty, in part.
+fn scheduler_failure(what: &str, output: &Output, unreachable: &[&str]) -> Error {
+    let stderr = output.stderr_text();
+    let stdout = output.stdout_text();
+    let said = match stderr.trim() {
+        "" => stdout.trim(),
+        stderr => stderr,
+    };
+    let error = Error::new(
+        ErrorKind::CommandFailed,
+        format!(
+            "{what} failed (exit code {:?}): {}",
+            output.exit_code,
+            excerpt(said)
+        ),
+    );
+    if unreachable.iter().any(|sign| said.contains(sign)) {
+        error.temporary()
+    } else {
+        error
+    }
+}
+
+/// A [`BatchBackend`] driving scheduler `S`'s command-line tools through a [`Shell`]
+/// (usually one multiplexed SSH connection), with its jobs in [`JobDirs`]. A submit is
+/// one remote command, idempotent on the key; status, find, cancel and version are `S`'s
+/// commands; output, cleanup and the exit-code files are the job directories'.
+#[derive(Debug)]
+pub struct RemoteBackend<S> {
+    scheduler: S,
+    jobs: JobDirs,
+    submits: SubmitLocks,
+}
+
+impl<S: CliScheduler> RemoteBackend<S> {
+    /// A backend that works through `shell`, configured by `config`
+    /// ([`CliScheduler::configure`]). Nothing runs until the first call.
+    pub fn new(shell: Arc<dyn Shell>, config: S::Config) -> Result<Self> {
+        let (scheduler, settings) = S::configure(config)?;
+        Ok(Self {
+            scheduler,
+            jobs: JobDirs::new(shell, &settings.work_dir, settings.command_timeout)?,
+            submits: SubmitLocks::default(),
+        })
+    }
+
+    /// The scheduler half.
+    pub fn scheduler(&self) -> &S {
+        &self.scheduler
+    }
+
+    /// The job directories.
+    pub fn jobs(&self) -> &JobDirs {
+        &self.jobs
+    }
+
+    /// The directory of `key`'s job.
+    async fn dir_of(&self, key: &JobKey) -> Result<String> {
+        Ok(format!("{}/jobs/{key}", self.jobs.work().await?))
+    }
+
+    /// The error for a submit `S` refused: temporary when the scheduler did not answer,
+    /// else [`Rejected`](ErrorKind::Rejected) with what it said.
+    fn refused(&self, spec: &JobSpec, program: &str, refusal: &Output) -> Error {
+        let failure = self.scheduler.failure(program, refusal);
+        if failure.is_temporary() {
+            return failure;
+        }
+        let context = self.scheduler.rejection_context(spec, refusal);
+        super::rejected(&spec.key, S::SCHEDULER, &context, refusal)
+    }
+}
+
+#[async_trait]
+impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
+    fn name(&self) -> &str {
+        S::NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.scheduler.capabilities()
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        spec.validate()?;
+        self.capabilities().check(spec, S::NAME)?;
+        self.scheduler.check(spec)?;
+        let environment = environment_file(spec)?;
+        let dir = self.dir_of(&spec.key).await?;
+        let rendered = self.scheduler.render_submit(spec, &dir)?;
+        // The task count, for fetch_output to tell a task the job does not have.
+        let tasks = format!("{}\n", spec.task_count());
+        let mut files = vec![("env.sh", environment.as_str()), ("tasks", tasks.as_str())];
+        files.extend(rendered.files.iter().map(|(n, c)| (*n, c.as_str())));
+        let program = rendered.command.first().cloned().unwrap_or_default();
+        let _in_flight = self.submits.lock(&spec.key).await;
+        match self.jobs.submit(spec, &files, rendered.command).await? {
+            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
+            Submitted::Claimed => self
+                .scheduler
+                .find(&self.jobs, &spec.key, &dir)
+                .await?
+                .ok_or_else(|| claimed_without_job(&spec.key, S::SCHEDULER, &dir)),
+            Submitted::Refused(output) => Err(self.refused(spec, &program, &output)),
+        }
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        match self.jobs.recorded_id(key).await? {
+            Some(id) => Ok(Some(JobId::from(id))),
+            None => {
+                let dir = self.dir_of(key).await?;
+                self.scheduler.find(&self.jobs, key, &dir).await
+            }
+        }
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let (numbers, mut statuses) = job_numbers(ids, S::JOB_ID);
+        if numbers.is_empty() {
+            return Ok(statuses);
+        }
+        let found = self.scheduler.status(&self.jobs, &numbers).await?;
+        if found.len() != numbers.len() {
+            return Err(Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!(
+                    "the {} backend gave {} statuses for {} jobs",
+                    S::NAME,
+                    found.len(),
+                    numbers.len()
+                ),
+            ));
+        }
+        // A valid id is its own job number.
+        statuses.extend(numbers.iter().map(|number| JobId::from(*number)).zip(found));
+        Ok(statuses)
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let number = job_number_of(id.as_str(), S::JOB_ID)?;
+        let work = self.jobs.work().await?;
+        let output = self
+            .jobs
+            .run(self.scheduler.cancel_command(work, number))
+            .await?;
+        self.scheduler.cancelled(number, &output)
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let number = job_number_of(id.as_str(), S::JOB_ID)?;
+        self.jobs.fetch_output(number, request).await
+    }
+
+    /// Removes the job's directory (script, output, exit codes) once the scheduler reports
+    /// the job ended; see [`JobDirs::cleanup`].
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        self.jobs.cleanup(self, key).await
+    }
+
+    async fn version(&self) -> Result<String> {
+        let command = self.scheduler.version_command();
+        let what = std::iter::once(command.get_program())
+            .chain(command.get_args().iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let output = self.jobs.run(command).await?;
+        if !output.success() {
+            return Err(self.scheduler.failure(&what, &output));
+        }
+        self.scheduler.parse_version(&output)
+    }
+}
+
+/// The error for [`Submitted::Claimed`] when the scheduler holds no job with the key
+/// either: a submit is in flight or was cut off; temporary, since trying again soon answers.
+fn claimed_without_job(key: &JobKey, scheduler: &str, dir: &str) -> Error {
+    Error::new(
+        ErrorKind::SubmitOutcomeUnknown,
+        format!(
+            "another submit of job {key} is in flight or was cut off before {scheduler} \
+             answered; try again shortly (its job directory is {dir})"
+        ),
+    )
+    .temporary()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_temporary_only_with_a_sign_the_scheduler_did_not_answer() {
+        let signs = ["Connection refused", "timed out"];
+        for (stdout, stderr, temporary, quoted) in [
+            (
+                "",
+                "error: Connection refused\n",
+                true,
+                "error: Connection refused",
+            ),
+            (
+                "",
+                "squeue: error: Socket timed out\n",
+                true,
+                "Socket timed out",
+            ),
+            (
+                "",
+                "Invalid partition name specified\n",
+                false,
+                "Invalid partition",
+            ),
+            // HTCondor's tools say some things on stdout alone.
+            (
+                "ERROR: Connection refused\n",
+                "",
+                true,
+                "ERROR: Connection refused",
+            ),
+            (
+                "Connection refused\n",
+                "bad attribute\n",
+                false,
+                "bad attribute",
+            ),
+            ("", "", false, "failed (exit code Some(1)): "),
+        ] {
+            let output = Output {
+                exit_code: Some(1),
+                stdout: stdout.into(),
+                stderr: stderr.into(),
+                ..Output::default()
+            };
+            let error = scheduler_failure("tool", &output, &signs);
+            assert_eq!(error.kind(), ErrorKind::CommandFailed);
+            assert_eq!(error.is_temporary(), temporary, "{stdout:?} {stderr:?}");
+            assert!(error.message().contains(quoted), "{error}");
+            assert!(error.message().starts_with("tool failed"), "{error}");
+        }
+    }
+}
