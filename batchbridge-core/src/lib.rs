@@ -15,8 +15,11 @@
 //! - [`shell`] is the transport backends drive schedulers through: [`shell::LocalShell`]
 //!   and [`shell::SshShell`] (one multiplexed OpenSSH connection per host).
 //! - [`LocalBackend`] runs jobs as local processes: the embedded default.
-//! - [`remote`] is the job directory that command-line backends (SLURM, HTCondor) keep on a
-//!   cluster, with the submit and output commands they share.
+//! - [`remote`] is the skeleton of backends driving a scheduler's command-line tools
+//!   (SLURM, HTCondor, the at example): implement [`remote::CliScheduler`] (render the
+//!   submit, query and parse statuses, cancel, version) and [`remote::RemoteBackend`] is
+//!   the [`BatchBackend`], with the job directories, the idempotent submit, `find`, output,
+//!   cleanup and exit-code files they share.
 //! - `conformance` is the test suite any backend runs against itself, behind the cargo
 //!   feature of the same name (off by default): add `batchbridge-core = { version = "0.1",
 //!   features = ["conformance"] }` to the backend crate's `[dev-dependencies]`.

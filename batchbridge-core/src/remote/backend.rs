@@ -422,6 +422,96 @@ fn claimed_without_job(key: &JobKey, scheduler: &str, dir: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shell::MockShell;
+
+    /// A scheduler that answers for the first job number asked about only.
+    #[derive(Debug)]
+    struct ForgetsAllButOne;
+
+    #[async_trait]
+    impl CliScheduler for ForgetsAllButOne {
+        type Config = ();
+        const NAME: &'static str = "forgetful";
+        const SCHEDULER: &'static str = "Forgetful";
+        const JOB_ID: &'static str = "a forgetful job id";
+        const UNREACHABLE: &'static [&'static str] = &[];
+
+        fn configure((): ()) -> Result<(Self, WorkSettings)> {
+            let settings = WorkSettings {
+                work_dir: "/w".to_owned(),
+                command_timeout: Duration::from_secs(1),
+            };
+            Ok((Self, settings))
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::NONE
+        }
+
+        fn render_submit(&self, _: &JobSpec, _: &str) -> Result<SubmitCommand> {
+            unreachable!("no test submits")
+        }
+
+        async fn find(&self, _: &JobDirs, _: &JobKey, _: &str) -> Result<Option<JobId>> {
+            Ok(None)
+        }
+
+        async fn status(&self, _: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>> {
+            Ok(numbers
+                .iter()
+                .take(1)
+                .map(|n| JobStatus::unknown(format!("job {n}")))
+                .collect())
+        }
+
+        fn cancel_command(&self, _: &str, number: &str) -> Command {
+            Command::new("cancel").arg(number)
+        }
+
+        fn cancelled(&self, _: &str, _: &Output) -> Result<()> {
+            Ok(())
+        }
+
+        fn version_command(&self) -> Command {
+            Command::new("version")
+        }
+
+        fn parse_version(&self, output: &Output) -> Result<String> {
+            Ok(output.stdout_text())
+        }
+    }
+
+    /// The backend, through a shell that must never be asked to run anything.
+    fn backend() -> RemoteBackend<ForgetsAllButOne> {
+        let mut shell = MockShell::new();
+        shell.expect_run().never();
+        RemoteBackend::new(Arc::new(shell), ()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn ids_that_are_no_job_numbers_are_unknown_without_a_command() {
+        let ids = [JobId::from("x;y"), JobId::from("")];
+        let statuses = backend().status(&ids).await.unwrap();
+        assert_eq!(statuses.len(), 2);
+        let reason = statuses[&ids[0]].reason.as_deref().unwrap();
+        assert_eq!(reason, "\"x;y\" is not a forgetful job id");
+    }
+
+    #[tokio::test]
+    async fn a_scheduler_that_leaves_jobs_out_is_a_clear_error() {
+        let forgetful = backend();
+        let one = forgetful.status(&[JobId::from("1")]).await.unwrap();
+        assert_eq!(one[&JobId::from("1")].reason.as_deref(), Some("job 1"));
+        let err = forgetful
+            .status(&[JobId::from("1"), JobId::from("2")])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnexpectedOutput);
+        assert_eq!(
+            err.message(),
+            "the forgetful backend gave 1 statuses for 2 jobs"
+        );
+    }
 
     #[test]
     fn failures_are_temporary_only_with_a_sign_the_scheduler_did_not_answer() {

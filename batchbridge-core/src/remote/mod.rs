@@ -1,6 +1,32 @@
-//! The job directories that backends driving a scheduler's command-line tools keep on the
-//! cluster, and the remote commands that create and read them. SLURM and HTCondor share it;
-//! a backend for another scheduler over a [`Shell`] can use it too.
+//! Backends that drive a scheduler's command-line tools over a [`Shell`]: the shared
+//! skeleton, the job directories they keep on the cluster, and the remote commands that
+//! create and read them. SLURM, HTCondor and the at example are built on it.
+//!
+//! # Writing a command-line backend
+//!
+//! A backend for a scheduler driven by its command-line tools is render + parse + a small
+//! impl: implement [`CliScheduler`] (render the submit, find a key's job in the
+//! scheduler's own records, ask about many jobs at once and parse the answer, the cancel
+//! and version commands, the words that make a failure temporary), and
+//! [`RemoteBackend<YourScheduler>`](RemoteBackend) is the [`BatchBackend`]. It brings
+//! the rest, the same for every scheduler:
+//!
+//! - validation ([`JobSpec::validate`], [`Capabilities::check`](crate::Capabilities::check),
+//!   then [`CliScheduler::check`]) before anything is sent;
+//! - the idempotent submit: one remote command that claims `WORK/jobs/KEY` with an atomic
+//!   `mkdir`, writes the script, `env.sh`, `tasks` and the scheduler's files, runs its
+//!   command and records the id it prints, so a key never makes two jobs; a second submit
+//!   of a key in flight in this process waits for the first ([`SubmitLocks`]); a key claimed
+//!   by a submit cut off mid-way is looked up with [`CliScheduler::find`];
+//! - `find` by the recorded id, `status` by job number (any other id is Unknown), `cancel`,
+//!   `version`, bounded `fetch_output`, and `cleanup` of an ended job's directory;
+//! - the exit-code files a job wrapper writes, read for many jobs in one command
+//!   ([`JobDirs::job_files`]), and the wrapper's shared parts ([`render_script`]).
+//!
+//! [`CliScheduler`] has a whole backend as its example. Exit codes the scripts and Rust
+//! share are constants here (`*_EXIT_CODE`), which scripts name by placeholder.
+//!
+//! # Job directories
 //!
 //! Under a work directory `WORK` (resolved to an absolute path once, so that a path reads
 //! the same on the login node and inside a job):
