@@ -248,10 +248,10 @@ pub fn environment_file(spec: &JobSpec) -> Result<String> {
     Ok(file)
 }
 
-/// The submits in flight in this process, one lock per key. A backend holds the key's
-/// lock around its [`JobDirs::submit`], so a second submit of the same key waits for the first
-/// and then finds its job (`existing`), instead of seeing the key claimed by a submit
-/// that has not answered yet. Submits in other processes still meet
+/// The submits in flight in this process, one lock per key. [`RemoteBackend`] holds the
+/// key's lock around its [`JobDirs::submit`], so a second submit of the same key waits for
+/// the first and then finds its job (`existing`), instead of seeing the key claimed by a
+/// submit that has not answered yet. Submits in other processes still meet
 /// [`Submitted::Claimed`].
 ///
 /// ```
