@@ -6,7 +6,7 @@
 //! - [`BatchJob`] ([`BatchJobSpec`], [`BatchJobStatus`]): a script to run on a cluster, with
 //!   its resources, array, container, passthrough options, retry and output policies; its
 //!   status carries the [`Phase`], the scheduler's job id, times, exit code, task counts and
-//!   the output's tail.
+//!   the output's tail (one per task, [`TaskOutput`], for an array).
 //!
 //! The CRDs are generated from these types ([`crds`], [`crd_yaml`]): every field's doc
 //! comment is its `description` (so `kubectl explain` works), and the API server enforces
@@ -76,7 +76,7 @@ pub use cluster::{
 pub use job::{
     ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
     ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,
-    TaskCounts,
+    TaskCounts, TaskOutput,
 };
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.
