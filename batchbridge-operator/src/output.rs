@@ -32,12 +32,12 @@ use crate::crd::{BatchClusterSpec, BatchJob, OutputPolicy, Scheduler, TaskOutput
 pub const CONFIG_MAP_CAP: u64 = 480 * 1024;
 /// The most tasks of an array whose output the ConfigMap keeps (from task 0); their streams
 /// share [`CONFIG_MAP_CAP`], so each keeps at least 4.8 KiB.
-pub const CONFIG_MAP_TASKS: u32 = 100;
+const CONFIG_MAP_TASKS: u32 = 100;
 /// The most tasks of an array whose tails status shows (`status.taskOutputs`, from task 0).
-pub const STATUS_TASKS: u32 = 32;
+const STATUS_TASKS: u32 = 32;
 /// The least a task's tail in status may hold: when `tailBytes` shared by the tasks would
 /// give each less, status shows fewer tasks.
-pub const MIN_TASK_TAIL: u32 = 64;
+const MIN_TASK_TAIL: u32 = 64;
 /// The group of the operator image's user (uid and gid 65532, see the Dockerfile).
 const IMAGE_GROUP: i64 = 65532;
 
@@ -128,9 +128,10 @@ impl Plan {
     }
 }
 
-/// Fetches job `id`'s output (every task's that the policy keeps, for an array) and keeps
-/// it as `job`'s output policy says, within the caps ([`CONFIG_MAP_CAP`],
-/// [`CONFIG_MAP_TASKS`], [`STATUS_TASKS`], [`MIN_TASK_TAIL`]).
+/// Fetches job `id`'s output (for an array, that of every task the policy keeps) and keeps
+/// it as `job`'s output policy says, within the caps: [`CONFIG_MAP_CAP`] per stream in the
+/// ConfigMap, shared by at most 100 tasks of an array; for an array, at most 32 tails in
+/// status that share `tailBytes`, at least 64 bytes each.
 pub async fn collect(
     ctx: &Context,
     job: &BatchJob,
@@ -667,6 +668,15 @@ mod tests {
             (request.range, request.task),
             (batchbridge_core::OutputRange::Tail(4915), Some(40))
         );
+    }
+
+    /// The API server refuses a status with more tails than the CRD's maxItems.
+    #[test]
+    fn the_crd_takes_as_many_tails_as_status_shows() {
+        let crd = serde_json::to_value(crate::crd::crds().remove(1)).unwrap_or_default();
+        let max_items = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["properties"]["taskOutputs"]["maxItems"];
+        assert_eq!(max_items.as_u64(), Some(u64::from(STATUS_TASKS)));
     }
 
     fn sized(stdout: &str, stderr: &str) -> JobOutput {
