@@ -23,10 +23,10 @@ async fn a_job_waits_for_resources_then_runs() {
     })
     .await;
 
-    let waiting = slurm
-        .submit(&common::spec("waiting", "echo ran\n"))
-        .await
-        .unwrap();
+    // Backfill plans only jobs with a time limit.
+    let mut waiting = common::spec("waiting", "echo ran\n");
+    waiting.resources.wall_time = Some(Duration::from_secs(60));
+    let waiting = slurm.submit(&waiting).await.unwrap();
     // Priority when another user's job waits for the node too.
     let queued = common::wait_for(&slurm, &waiting, "pending for resources", |s| {
         matches!(s.reason.as_deref(), Some("Resources" | "Priority"))
