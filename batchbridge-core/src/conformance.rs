@@ -16,16 +16,19 @@
 //! });
 //! ```
 //!
-//! What is checked, one function each: a job succeeds and its output is readable; a failing
-//! job reports its exit code; a queued and a running job can be cancelled (where nothing
-//! can hold a job back, a resource request is refused instead of queued); cancelling a
+//! What is checked, one function each: a job succeeds (with no failure cause) and its output
+//! is readable; a failing job reports its exit code and the cause
+//! [`ExitCode`](FailureCause::ExitCode); a queued and a running job can be cancelled, with
+//! the cause [`Cancelled`](FailureCause::Cancelled) (where nothing can hold a job back, a
+//! resource request is refused instead of queued); cancelling a
 //! finished or unknown job is Ok; submitting one key twice, one after the other or four
 //! times at once, yields one job; `find` by key; `status` of 50 jobs in one call; an
 //! unknown id is Unknown (its output NotFound); a malformed id is InvalidInput for cancel
 //! and output and Unknown for status; output of a task the job does not have is
 //! InvalidInput; output is bounded (tail and range); a hostile script and environment run
-//! verbatim; an array of 3 tasks with one failing; a working directory that does not exist
-//! fails the job, saying so; an invalid spec is refused and leaves nothing behind; the
+//! verbatim; an array of 3 tasks with one failing, whose cause is that task's exit code; a
+//! working directory that does not exist fails the job, saying so, with the cause
+//! [`NotStarted`](FailureCause::NotStarted); an invalid spec is refused and leaves nothing behind; the
 //! version is one printable line; cleanup refuses an active job and removes an ended one.
 //!
 //! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
@@ -38,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::backend::{BatchBackend, JobId, OutputRequest};
+use crate::cause::FailureCause;
 use crate::error::{ErrorKind, Result};
 use crate::spec::{ArraySpec, JobKey, JobSpec, Resources};
 use crate::state::{JobState, JobStatus};
@@ -157,7 +161,8 @@ async fn run_to_end<B: BatchBackend + ?Sized>(
     Ok((id, status))
 }
 
-/// A job succeeds, reports exit code 0, and its stdout and stderr are readable.
+/// A job succeeds, reports exit code 0 and no failure cause, and its stdout and stderr are
+/// readable.
 pub async fn job_succeeds_and_output_is_readable<B: BatchBackend + ?Sized>(
     backend: &B,
     config: &Config,
@@ -170,6 +175,10 @@ pub async fn job_succeeds_and_output_is_readable<B: BatchBackend + ?Sized>(
     let (id, status) = run_to_end(backend, &spec, config).await?;
     assert_eq!(status.state, JobState::Succeeded, "{status:?}");
     assert_eq!(status.exit_code, Some(0), "{status:?}");
+    assert_eq!(
+        status.cause, None,
+        "a job that succeeded has no failure cause"
+    );
     let output = backend
         .fetch_output(&id, &OutputRequest::tail(4096))
         .await?;
@@ -179,7 +188,8 @@ pub async fn job_succeeds_and_output_is_readable<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
-/// A script exiting 3 is Failed with exit code 3.
+/// A script exiting 3 is Failed with exit code 3 and the cause
+/// [`ExitCode(3)`](FailureCause::ExitCode), which retry policies decide on.
 pub async fn failing_job_reports_exit_code<B: BatchBackend + ?Sized>(
     backend: &B,
     config: &Config,
@@ -188,10 +198,12 @@ pub async fn failing_job_reports_exit_code<B: BatchBackend + ?Sized>(
     let (_, status) = run_to_end(backend, &spec, config).await?;
     assert_eq!(status.state, JobState::Failed, "{status:?}");
     assert_eq!(status.exit_code, Some(3), "{status:?}");
+    assert_eq!(status.cause, Some(FailureCause::ExitCode(3)), "{status:?}");
     Ok(())
 }
 
-/// A job that cannot get its resources stays Queued, and cancelling it ends it Cancelled.
+/// A job that cannot get its resources stays Queued, and cancelling it ends it Cancelled
+/// with the cause [`Cancelled`](FailureCause::Cancelled).
 /// A backend without [`Config::unsatisfiable`] resources must refuse a request for 1024
 /// CPUs as Unsupported and leave no job behind.
 pub async fn cancel_queued_job<B: BatchBackend + ?Sized>(
@@ -232,11 +244,12 @@ pub async fn cancel_queued_job<B: BatchBackend + ?Sized>(
     );
     backend.cancel(&id).await?;
     let status = wait_terminal(backend, &id, config).await?;
-    assert_eq!(status.state, JobState::Cancelled, "{status:?}");
+    assert_cancelled(&status);
     Ok(())
 }
 
-/// A running job can be cancelled and ends Cancelled.
+/// A running job can be cancelled and ends Cancelled, with the cause
+/// [`Cancelled`](FailureCause::Cancelled).
 pub async fn cancel_running_job<B: BatchBackend + ?Sized>(
     backend: &B,
     config: &Config,
@@ -253,8 +266,18 @@ pub async fn cancel_running_job<B: BatchBackend + ?Sized>(
     .await?;
     backend.cancel(&id).await?;
     let status = wait_terminal(backend, &id, config).await?;
-    assert_eq!(status.state, JobState::Cancelled, "{status:?}");
+    assert_cancelled(&status);
     Ok(())
+}
+
+/// The status of a job the suite cancelled: Cancelled, and the cause says so (by whom is
+/// the backend's to tell).
+fn assert_cancelled(status: &JobStatus) {
+    assert_eq!(status.state, JobState::Cancelled, "{status:?}");
+    assert!(
+        matches!(status.cause, Some(FailureCause::Cancelled(_))),
+        "a cancelled job's cause is Cancelled: {status:?}"
+    );
 }
 
 /// Cancelling a finished job, or an unknown one, is Ok and changes nothing.
@@ -546,7 +569,8 @@ pub async fn hostile_script_runs_verbatim<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
-/// An array of 3 tasks where task 1 fails: Failed overall, 2 succeeded and 1 failed, each
+/// An array of 3 tasks where task 1 fails: Failed overall with the cause
+/// [`ExitCode(4)`](FailureCause::ExitCode) of that task, 2 succeeded and 1 failed, each
 /// task's output readable. A backend without arrays must refuse the spec as Unsupported.
 pub async fn array_with_one_failing_task<B: BatchBackend + ?Sized>(
     backend: &B,
@@ -573,6 +597,11 @@ pub async fn array_with_one_failing_task<B: BatchBackend + ?Sized>(
         (3, 2, 1),
         "{tasks:?}"
     );
+    assert_eq!(
+        status.cause,
+        Some(FailureCause::ExitCode(4)),
+        "a task exiting non-zero is a non-zero exit of the array: {status:?}"
+    );
     for task in 0..3 {
         let output = backend
             .fetch_output(&id, &OutputRequest::tail(100).for_task(task))
@@ -587,8 +616,8 @@ pub async fn array_with_one_failing_task<B: BatchBackend + ?Sized>(
 pub const MISSING_WORKING_DIR: &str = "/nonexistent/batchbridge-conformance";
 
 /// A job whose working directory does not exist ends Failed without running its script,
-/// the status's reason and the task's stderr both naming the directory; it never runs
-/// somewhere else instead.
+/// with the cause [`NotStarted`](FailureCause::NotStarted), the status's reason and the
+/// task's stderr both naming the directory; it never runs somewhere else instead.
 pub async fn working_dir_that_cannot_be_entered_fails_the_job<B: BatchBackend + ?Sized>(
     backend: &B,
     config: &Config,
@@ -603,6 +632,7 @@ pub async fn working_dir_that_cannot_be_entered_fails_the_job<B: BatchBackend + 
         status.reason.as_deref().is_some_and(names_the_directory),
         "the reason says the working directory could not be entered: {status:?}"
     );
+    assert_eq!(status.cause, Some(FailureCause::NotStarted), "{status:?}");
     let output = backend
         .fetch_output(&id, &OutputRequest::tail(4096))
         .await?;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use batchbridge_core::conformance::{Config, wait_for, wait_terminal};
 use batchbridge_core::{
-    ArraySpec, BatchBackend, Container, ErrorKind, JobId, JobKey, JobSpec, JobState, LocalBackend,
-    OutputRequest,
+    ArraySpec, BatchBackend, Container, ErrorKind, FailureCause, JobId, JobKey, JobSpec, JobState,
+    LocalBackend, OutputRequest,
 };
 
 fn spec(key: &str, script: &str) -> JobSpec {
@@ -217,6 +217,11 @@ async fn a_job_killed_from_outside_is_failed_not_succeeded() {
     let status = wait_terminal(&backend, &id, &config()).await.unwrap();
     assert_eq!(status.state, JobState::Failed, "{status:?}");
     assert_eq!(status.native_state, "LOST");
+    assert_eq!(
+        status.cause,
+        Some(FailureCause::Other),
+        "no record says how it ended"
+    );
     assert!(
         status
             .reason
@@ -308,7 +313,16 @@ async fn working_directory_environment_and_unsupported_requests() {
         file.display()
     );
     assert_eq!(status.reason.as_deref(), Some(why.as_str()));
+    assert_eq!(status.cause, Some(FailureCause::NotStarted));
     assert_eq!(stdout(&backend, &id, 0).await, "");
+
+    // A script of its own exiting with the wrapper's not-started code did start.
+    let id = backend
+        .submit(&spec("exits-70", "exit 70\n"))
+        .await
+        .unwrap();
+    let status = wait_terminal(&backend, &id, &config()).await.unwrap();
+    assert_eq!(status.cause, Some(FailureCause::ExitCode(70)), "{status:?}");
 
     let mut container = spec("container", "true\n");
     container.container = Some(Container::new("docker://alpine"));

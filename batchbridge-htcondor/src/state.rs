@@ -5,11 +5,28 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use batchbridge_core::{JobState, JobStatus};
+use batchbridge_core::{CancelledBy, FailureCause, JobState, JobStatus};
 
 use crate::parse::ProcAd;
 
-/// One proc's status.
+/// The reason batchbridge's cancel gives `condor_rm -reason` (`sh/cancel.sh`). HTCondor
+/// records it as the proc's `RemoveReason` with ` (by user NAME)` appended, which tells a
+/// cancel through batchbridge from a `condor_rm` by hand under the same account.
+pub const CANCEL_REASON: &str = "cancelled through batchbridge";
+
+/// One proc's status, with the cause of a Failed or Cancelled proc:
+///
+/// | HTCondor | cause |
+/// |---|---|
+/// | Completed, `ExitBySignal` | [`Signal`](FailureCause::Signal)`(ExitSignal)` |
+/// | Completed, `ExitCode` ≠ 0 | [`ExitCode`](FailureCause::ExitCode), or [`NotStarted`](FailureCause::NotStarted) when its job directory says why the script never ran |
+/// | Removed by batchbridge's wall-time `periodic_remove` | [`WallTimeExceeded`](FailureCause::WallTimeExceeded) |
+/// | Removed by another `periodic_remove` or `SYSTEM_PERIODIC_REMOVE` | [`Other`](FailureCause::Other) |
+/// | Removed by batchbridge's cancel ([`CANCEL_REASON`]) | [`Cancelled`](FailureCause::Cancelled)`(Request)` |
+/// | Removed `via condor_rm (by user NAME)` | [`Cancelled`](FailureCause::Cancelled)`(Account(NAME))` |
+/// | Removed, any other reason | [`Cancelled`](FailureCause::Cancelled)`(Unknown)` |
+///
+/// A Held proc is not over: its `HoldReason` stays the status's reason, with no cause.
 ///
 /// ```
 /// use batchbridge_core::JobState;
@@ -25,7 +42,7 @@ pub fn proc_status(ad: &ProcAd) -> JobStatus {
     let (state, native) = match ad.job_status {
         1 => (JobState::Queued, "Idle"),
         2 => (JobState::Running, "Running"),
-        3 if removed_by_policy(ad) => (JobState::Failed, "Removed"),
+        3 if removal(ad).is_failure() => (JobState::Failed, "Removed"),
         3 => (JobState::Cancelled, "Removed"),
         4 if ad.exit_by_signal == Some(true) || ad.exit_code.is_some_and(|c| c != 0) => {
             (JobState::Failed, "Completed")
@@ -62,6 +79,16 @@ pub fn proc_status(ad: &ProcAd) -> JobStatus {
             status.exit_code = ad.exit_code;
         }
     }
+    status.cause = match (state, ad.job_status) {
+        (JobState::Failed | JobState::Cancelled, 3) => Some(removal(ad).cause()),
+        (JobState::Failed, _) if ad.not_started.is_some() => Some(FailureCause::NotStarted),
+        (JobState::Failed, _) => Some(match (status.signal, status.exit_code) {
+            (Some(signal), _) => FailureCause::Signal(signal),
+            (None, Some(code)) => FailureCause::ExitCode(code),
+            (None, None) => FailureCause::Other,
+        }),
+        _ => None,
+    };
     status.submitted_at = epoch(ad.q_date);
     status.started_at = epoch(ad.job_start_date);
     status.ended_at = match ad.job_status {
@@ -72,12 +99,70 @@ pub fn proc_status(ad: &ProcAd) -> JobStatus {
     status
 }
 
-/// A removal by a `periodic_remove` expression (batchbridge's wall-time limit, or the
-/// pool's policy) is a failure of the job, not a user's cancel.
-fn removed_by_policy(ad: &ProcAd) -> bool {
-    ad.remove_reason
-        .as_deref()
-        .is_some_and(|reason| reason.contains("PeriodicRemove"))
+/// The expression of batchbridge's wall-time `periodic_remove`, up to its number of seconds
+/// (see [`submit_description`](crate::description::submit_description)).
+const WALL_TIME_EXPRESSION: &str = "JobStatus == 2 && time() - JobCurrentStartDate > ";
+
+/// Who or what removed a proc, read from its `RemoveReason`.
+#[derive(Debug, PartialEq, Eq)]
+enum Removal {
+    /// batchbridge's wall-time `periodic_remove`.
+    WallTime,
+    /// Another `periodic_remove` of the job, or the pool's `SYSTEM_PERIODIC_REMOVE`.
+    Policy,
+    /// A cancel, by whom.
+    Cancel(CancelledBy),
+}
+
+impl Removal {
+    /// A removal by a policy is a failure of the job, not a cancel.
+    fn is_failure(&self) -> bool {
+        !matches!(self, Self::Cancel(_))
+    }
+
+    fn cause(self) -> FailureCause {
+        match self {
+            Self::WallTime => FailureCause::WallTimeExceeded,
+            Self::Policy => FailureCause::Other,
+            Self::Cancel(by) => FailureCause::Cancelled(by),
+        }
+    }
+}
+
+/// Reads a `RemoveReason` as the schedd writes it: `The job attribute PeriodicRemove
+/// expression 'EXPR' evaluated to TRUE`, `The system macro SYSTEM_PERIODIC_REMOVE expression
+/// 'EXPR' evaluated to TRUE`, or condor_rm's reason (`via condor_rm` unless `-reason` gave
+/// one) followed by ` (by user NAME)`.
+fn removal(ad: &ProcAd) -> Removal {
+    let reason = ad.remove_reason.as_deref().unwrap_or("").trim();
+    if let Some(expression) = reason
+        .strip_prefix("The job attribute PeriodicRemove expression '")
+        .and_then(|rest| rest.strip_suffix("' evaluated to TRUE"))
+    {
+        let wall_time = expression
+            .strip_prefix(WALL_TIME_EXPRESSION)
+            .is_some_and(|seconds| {
+                !seconds.is_empty() && seconds.bytes().all(|b| b.is_ascii_digit())
+            });
+        return if wall_time {
+            Removal::WallTime
+        } else {
+            Removal::Policy
+        };
+    }
+    if reason.starts_with("The system macro SYSTEM_PERIODIC_REMOVE expression ") {
+        return Removal::Policy;
+    }
+    let account = reason
+        .strip_suffix(')')
+        .and_then(|rest| rest.rsplit_once(" (by user "));
+    match account {
+        Some((CANCEL_REASON, _)) => Removal::Cancel(CancelledBy::Request),
+        Some((_, user)) if !user.is_empty() && !user.contains(char::is_whitespace) => {
+            Removal::Cancel(CancelledBy::Account(user.to_owned()))
+        }
+        _ => Removal::Cancel(CancelledBy::Unknown),
+    }
 }
 
 /// HTCondor's dates are epoch seconds; 0 means "not yet".
@@ -223,6 +308,173 @@ mod tests {
                 "{ad:?}"
             );
         }
+    }
+
+    /// `condor_history -json` on the test bed for a script exiting 3, one killed by SIGKILL,
+    /// `condor_rm` of a running and of an idle job, batchbridge's cancel, a wall-time
+    /// removal, and an array whose proc 1 exits 4.
+    const ENDINGS: &str = r#"[
+{ "ClusterId": 1307, "CompletionDate": 1795445542, "EnteredCurrentStatus": 1795445542, "ExitBySignal": false,
+  "ExitCode": 3, "JobStartDate": 1795445542, "JobStatus": 4, "ProcId": 0, "QDate": 1795445542 },
+{ "ClusterId": 1308, "CompletionDate": 1795445542, "EnteredCurrentStatus": 1795445542, "ExitBySignal": true,
+  "ExitSignal": 9, "JobStartDate": 1795445542, "JobStatus": 4, "ProcId": 0, "QDate": 1795445542 },
+{ "ClusterId": 1309, "EnteredCurrentStatus": 1795445559, "ExitBySignal": true, "ExitSignal": 15,
+  "JobStartDate": 1795445542, "JobStatus": 3, "ProcId": 0, "QDate": 1795445542,
+  "RemoveReason": "via condor_rm (by user batch)" },
+{ "ClusterId": 1312, "EnteredCurrentStatus": 1795445559, "ExitBySignal": false, "JobStatus": 3,
+  "LastRejMatchReason": "no match found ", "ProcId": 0, "QDate": 1795445542,
+  "RemoveReason": "via condor_rm (by user batch)" },
+{ "ClusterId": 1313, "EnteredCurrentStatus": 1795445559, "ExitBySignal": false, "JobStatus": 3, "ProcId": 0,
+  "QDate": 1795445542, "RemoveReason": "cancelled through batchbridge (by user batch)" },
+{ "ClusterId": 1311, "EnteredCurrentStatus": 1795445552, "ExitBySignal": true, "ExitSignal": 15,
+  "JobStartDate": 1795445544, "JobStatus": 3, "ProcId": 0, "QDate": 1795445542,
+  "RemoveReason": "The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE" },
+{ "ClusterId": 1310, "CompletionDate": 1795445544, "EnteredCurrentStatus": 1795445544, "ExitBySignal": false,
+  "ExitCode": 0, "JobStartDate": 1795445543, "JobStatus": 4, "ProcId": 2, "QDate": 1795445542 },
+{ "ClusterId": 1310, "CompletionDate": 1795445543, "EnteredCurrentStatus": 1795445543, "ExitBySignal": false,
+  "ExitCode": 4, "JobStartDate": 1795445542, "JobStatus": 4, "ProcId": 1, "QDate": 1795445542 },
+{ "ClusterId": 1310, "CompletionDate": 1795445542, "EnteredCurrentStatus": 1795445542, "ExitBySignal": false,
+  "ExitCode": 0, "JobStartDate": 1795445542, "JobStatus": 4, "ProcId": 0, "QDate": 1795445542 }
+]"#;
+
+    #[test]
+    fn every_ending_has_its_cause() {
+        use CancelledBy::{Account, Request, Unknown as Nobody};
+        use FailureCause as C;
+        let ads = parse_ads(ENDINGS).unwrap();
+        let cluster =
+            |id: u64| -> Vec<&ProcAd> { ads.iter().filter(|a| a.cluster_id == id).collect() };
+        let removed = |reason: &str| ProcAd {
+            job_status: 3,
+            remove_reason: Some(reason.to_owned()),
+            ..ProcAd::default()
+        };
+        let never_ran = ProcAd {
+            job_status: 4,
+            exit_code: Some(70),
+            not_started: Some("the script never ran: gone".into()),
+            ..ProcAd::default()
+        };
+        let own_70 = ProcAd {
+            job_status: 4,
+            exit_code: Some(70),
+            ..ProcAd::default()
+        };
+        let statuses = [
+            ("exit 3", cluster_status("1307", &[], &cluster(1307))),
+            ("SIGKILL", cluster_status("1308", &[], &cluster(1308))),
+            (
+                "condor_rm running",
+                cluster_status("1309", &[], &cluster(1309)),
+            ),
+            (
+                "condor_rm idle",
+                cluster_status("1312", &[], &cluster(1312)),
+            ),
+            (
+                "batchbridge's cancel",
+                cluster_status("1313", &[], &cluster(1313)),
+            ),
+            ("wall time", cluster_status("1311", &[], &cluster(1311))),
+            ("array, proc 1 exits 4", {
+                let mut procs = cluster(1310);
+                let tasks = ProcAd {
+                    batch_bridge_tasks: Some(3),
+                    ..procs[0].clone()
+                };
+                procs[0] = &tasks;
+                cluster_status("1310", &[], &procs)
+            }),
+            (
+                "the job's own periodic_remove",
+                proc_status(&removed(
+                    "The job attribute PeriodicRemove expression 'NumJobStarts > 3' evaluated to TRUE",
+                )),
+            ),
+            (
+                "the pool's policy",
+                proc_status(&removed(
+                    "The system macro SYSTEM_PERIODIC_REMOVE expression 'ResidentSetSize > 100' evaluated to TRUE",
+                )),
+            ),
+            ("removed, nobody named", proc_status(&removed("removed"))),
+            ("never ran", proc_status(&never_ran)),
+            ("a script of its own exiting 70", proc_status(&own_70)),
+            (
+                "done",
+                proc_status(&ProcAd {
+                    job_status: 4,
+                    exit_code: Some(0),
+                    ..ProcAd::default()
+                }),
+            ),
+            (
+                "held",
+                proc_status(&ProcAd {
+                    job_status: 5,
+                    hold_reason: Some("x".into()),
+                    ..ProcAd::default()
+                }),
+            ),
+        ];
+        #[rustfmt::skip]
+        let expected = [
+            (Failed, Some(C::ExitCode(3))),
+            (Failed, Some(C::Signal(9))),
+            (Cancelled, Some(C::Cancelled(Account("batch".into())))),
+            (Cancelled, Some(C::Cancelled(Account("batch".into())))),
+            (Cancelled, Some(C::Cancelled(Request))),
+            (Failed, Some(C::WallTimeExceeded)),
+            (Failed, Some(C::ExitCode(4))),
+            (Failed, Some(C::Other)),
+            (Failed, Some(C::Other)),
+            (Cancelled, Some(C::Cancelled(Nobody))),
+            (Failed, Some(C::NotStarted)),
+            (Failed, Some(C::ExitCode(70))),
+            (Succeeded, None),
+            (Held, None),
+        ];
+        for ((what, status), (state, cause)) in statuses.into_iter().zip(expected) {
+            assert_eq!(
+                (status.state, status.cause.clone()),
+                (state, cause),
+                "{what}: {status:?}"
+            );
+        }
+    }
+
+    /// The wall-time removal is recognised by the very expression the submit description
+    /// sets, and batchbridge's cancel by the reason its cancel script gives.
+    #[test]
+    fn the_description_and_the_cancel_script_say_what_is_recognised() {
+        let mut spec = batchbridge_core::JobSpec::new(
+            batchbridge_core::JobKey::new("k").unwrap(),
+            "n",
+            "true",
+        );
+        spec.resources.wall_time = Some(Duration::from_millis(90_500));
+        let description = crate::description::submit_description(&spec, "/w/jobs/k").unwrap();
+        let expression = description
+            .lines()
+            .find_map(|line| line.strip_prefix("periodic_remove = "))
+            .expect("a wall time sets periodic_remove");
+        let reason =
+            format!("The job attribute PeriodicRemove expression '{expression}' evaluated to TRUE");
+        let removed = ProcAd {
+            job_status: 3,
+            remove_reason: Some(reason),
+            ..ProcAd::default()
+        };
+        assert_eq!(
+            proc_status(&removed).cause,
+            Some(FailureCause::WallTimeExceeded)
+        );
+
+        let cancel = include_str!("sh/cancel.sh");
+        assert!(
+            cancel.contains(&format!("condor_rm -reason '{CANCEL_REASON}' ")),
+            "{cancel}"
+        );
     }
 
     #[test]

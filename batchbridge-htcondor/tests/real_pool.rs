@@ -9,9 +9,11 @@ mod common;
 use std::time::Duration;
 
 use batchbridge_core::shell::Command;
-use batchbridge_core::{ArraySpec, BatchBackend, ErrorKind, JobState, OutputRequest};
+use batchbridge_core::{
+    ArraySpec, BatchBackend, CancelledBy, ErrorKind, FailureCause, JobState, OutputRequest,
+};
 use batchbridge_htcondor::description::PASSTHROUGH_KEY;
-use batchbridge_testbed::{htcondor_shell, stdout_of, testbed_script};
+use batchbridge_testbed::{htcondor_shell, login, stdout_of, testbed_script};
 use common::{backend, spec, wait_for};
 
 #[tokio::test]
@@ -30,6 +32,11 @@ async fn a_cluster_of_three_procs_with_one_failing_counts_two_succeeded_one_fail
         (tasks.total, tasks.succeeded, tasks.failed),
         (3, 2, 1),
         "{status:?}"
+    );
+    assert_eq!(
+        status.cause,
+        Some(FailureCause::ExitCode(4)),
+        "issue 21 case 1: {status:?}"
     );
 
     // It is one cluster of three procs, and HTCondor's own record agrees.
@@ -71,6 +78,11 @@ async fn a_job_whose_executable_cannot_run_is_held_with_a_readable_reason() {
     condor.cancel(&id).await.unwrap();
     let end = wait_for(&condor, &id, "Cancelled", |s| s.state.is_terminal()).await;
     assert_eq!(end.state, JobState::Cancelled, "{end:?}");
+    assert_eq!(
+        end.cause,
+        Some(FailureCause::Cancelled(CancelledBy::Request)),
+        "{end:?}"
+    );
 }
 
 #[tokio::test]
@@ -94,6 +106,13 @@ async fn a_job_removed_on_the_pool_side_is_cancelled_with_the_reason() {
             .unwrap_or_default()
             .contains("condor_rm"),
         "{end:?}"
+    );
+    assert_eq!(
+        end.cause,
+        Some(FailureCause::Cancelled(CancelledBy::Account(
+            login("htcondor").user
+        ))),
+        "removed by hand, by the account HTCondor names: {end:?}"
     );
     assert!(end.ended_at.is_some(), "{end:?}");
 }
@@ -142,6 +161,7 @@ async fn a_job_over_its_wall_time_is_removed_and_failed() {
             .contains("JobCurrentStartDate > 3"),
         "the reason shows the limit: {end:?}"
     );
+    assert_eq!(end.cause, Some(FailureCause::WallTimeExceeded), "{end:?}");
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use std::io::Write;
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, JobId, JobOutput, OutputRequest};
 use batchbridge_slurm::SubmitDefaults;
+use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, Container, EmptyDirVolumeSource, EnvVar, Pod, PodSecurityContext,
     PodSpec, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
@@ -22,13 +23,21 @@ use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 
 use crate::cluster::credentials::{BASIC_AUTH_TYPE, PASSWORD, SSH_PRIVATE_KEY};
-use crate::cluster::{Connection, ssh_backend};
+use crate::cluster::{Connection, OUTPUT_FETCHES_AT_ONCE, ssh_backend};
 use crate::controller::{Context, FIELD_MANAGER, ReconcileError};
-use crate::crd::{BatchClusterSpec, BatchJob, Scheduler};
+use crate::crd::{BatchClusterSpec, BatchJob, OutputPolicy, Scheduler, TaskOutput};
 
 /// The most output a ConfigMap keeps, per stream: two of these stay under the 1 MiB
-/// object limit with room for the metadata.
+/// object limit with room for the metadata. An array's tasks share it.
 pub const CONFIG_MAP_CAP: u64 = 480 * 1024;
+/// The most tasks of an array whose output the ConfigMap keeps (from task 0); their streams
+/// share [`CONFIG_MAP_CAP`], so each keeps at least 4.8 KiB.
+const CONFIG_MAP_TASKS: u32 = 100;
+/// The most tasks of an array whose tails status shows (`status.taskOutputs`, from task 0).
+const STATUS_TASKS: u32 = 32;
+/// The least a task's tail in status may hold: when `tailBytes` shared by the tasks would
+/// give each less, status shows fewer tasks.
+const MIN_TASK_TAIL: u32 = 64;
 /// The group of the operator image's user (uid and gid 65532, see the Dockerfile).
 const IMAGE_GROUP: i64 = 65532;
 
@@ -38,8 +47,13 @@ const SECRET_MOUNT: &str = "/var/run/batchbridge/credentials";
 /// What was collected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Collected {
-    /// The tail for status.outputTail, if the policy keeps one.
+    /// The tail for status.outputTail, if the policy keeps one and the job is no array.
     pub tail: Option<String>,
+    /// For an array, the tails for status.taskOutputs, if the policy keeps tails.
+    pub task_outputs: Vec<TaskOutput>,
+    /// For an array, how many tasks have no tail in `task_outputs` (status.taskOutputsOmitted);
+    /// `None` when none are left out or the policy keeps no tails.
+    pub task_outputs_omitted: Option<u32>,
     /// One line for the OutputCollected condition.
     pub summary: String,
     /// The objects the policy asked for that were not written because an object of that
@@ -48,7 +62,76 @@ pub struct Collected {
     pub refused: Vec<String>,
 }
 
-/// Fetches job `id`'s output and keeps it as `job`'s output policy says.
+/// How much of which tasks' output a collection keeps, from the output policy and the
+/// array's size: a pure function of the two, so that the caps are tested without a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Plan {
+    /// The tasks in the array, `None` for a job that is no array.
+    tasks: Option<u32>,
+    /// How many tasks (from task 0) get a tail in status: 0 or 1 for a job that is no array.
+    status_tasks: u32,
+    /// The bytes of each of those tails.
+    status_tail: u32,
+    /// How many tasks (from task 0) the ConfigMap keeps: 0 or 1 for a job that is no array.
+    map_tasks: u32,
+    /// The bytes the ConfigMap keeps of each of their streams.
+    map_stream: u64,
+}
+
+impl Plan {
+    fn new(policy: &OutputPolicy, tasks: Option<u32>) -> Self {
+        let count = tasks.unwrap_or(1);
+        let status_tasks = if policy.tail_bytes == 0 {
+            0
+        } else {
+            count
+                .min(STATUS_TASKS)
+                .min((policy.tail_bytes / MIN_TASK_TAIL).max(1))
+        };
+        let map_tasks = if policy.config_map {
+            count.min(CONFIG_MAP_TASKS)
+        } else {
+            0
+        };
+        Self {
+            tasks,
+            status_tasks,
+            status_tail: policy.tail_bytes / status_tasks.max(1),
+            map_tasks,
+            map_stream: CONFIG_MAP_CAP / u64::from(map_tasks.max(1)),
+        }
+    }
+
+    /// How many tasks (from task 0) to fetch: those status or the ConfigMap keep, and at
+    /// least the first, whose sizes the summary reports when nothing is kept.
+    fn fetched(&self) -> u32 {
+        self.status_tasks.max(self.map_tasks).max(1)
+    }
+
+    /// What to fetch of task `task`: the larger of what status and the ConfigMap keep.
+    fn request(&self, task: u32) -> OutputRequest {
+        let status = if task < self.status_tasks {
+            u64::from(self.status_tail)
+        } else {
+            0
+        };
+        let map = if task < self.map_tasks {
+            self.map_stream
+        } else {
+            0
+        };
+        let request = OutputRequest::tail(status.max(map));
+        match self.tasks {
+            Some(_) => request.for_task(task),
+            None => request,
+        }
+    }
+}
+
+/// Fetches job `id`'s output (for an array, that of every task the policy keeps) and keeps
+/// it as `job`'s output policy says, within the caps: [`CONFIG_MAP_CAP`] per stream in the
+/// ConfigMap, shared by at most 100 tasks of an array; for an array, at most 32 tails in
+/// status that share `tailBytes`, at least 64 bytes each.
 pub async fn collect(
     ctx: &Context,
     job: &BatchJob,
@@ -56,19 +139,18 @@ pub async fn collect(
     id: &JobId,
 ) -> Result<Collected, ReconcileError> {
     let policy = &job.spec.output_policy;
-    let bytes = if policy.config_map {
-        CONFIG_MAP_CAP
-    } else {
-        u64::from(policy.tail_bytes)
-    };
-    let output = connection
-        .fetch_output(id, &OutputRequest::tail(bytes))
+    let plan = Plan::new(policy, job.spec.array.map(|array| array.count));
+    // In task order; the connection's slots bound how many run at once.
+    let outputs: Vec<JobOutput> = stream::iter(0..plan.fetched())
+        .map(|task| async move { connection.fetch_output(id, &plan.request(task)).await })
+        .buffered(OUTPUT_FETCHES_AT_ONCE)
+        .try_collect()
         .await
         .map_err(ReconcileError::Backend)?;
     let namespace = job.namespace().unwrap_or_default();
     let mut refused = Vec::new();
     if policy.config_map {
-        let map = config_map(job, &output);
+        let map = config_map(job, &plan, &outputs);
         let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace);
         if !write_config_map(&api, job, &map).await? {
             refused.push(format!("ConfigMap {}", map.name_any()));
@@ -80,15 +162,64 @@ pub async fn collect(
             refused.push(format!("Pod {}", pod.name_any()));
         }
     }
-    let tail = (policy.tail_bytes > 0).then(|| tail(&output, policy.tail_bytes as usize));
-    Ok(Collected {
-        tail,
-        summary: format!(
-            "{} bytes of stdout, {} of stderr",
-            output.stdout.total_size, output.stderr.total_size
-        ),
+    Ok(kept(&plan, &outputs, refused))
+}
+
+/// What `collect` reports of `outputs` (task `i`'s at `i`, as `plan` fetched them).
+fn kept(plan: &Plan, outputs: &[JobOutput], refused: Vec<String>) -> Collected {
+    let mut tails = outputs
+        .iter()
+        .take(plan.status_tasks as usize)
+        .map(|output| tail(output, plan.status_tail as usize));
+    let (stdout, stderr) = outputs.iter().fold((0, 0), |(out, err), output| {
+        (
+            out + output.stdout.total_size,
+            err + output.stderr.total_size,
+        )
+    });
+    let sizes = format!("{stdout} bytes of stdout, {stderr} of stderr");
+    let Some(count) = plan.tasks else {
+        return Collected {
+            tail: tails.next(),
+            task_outputs: Vec::new(),
+            task_outputs_omitted: None,
+            summary: sizes,
+            refused,
+        };
+    };
+    let fetched = u32::try_from(outputs.len()).unwrap_or(u32::MAX);
+    let mut summary = format!("{count} tasks");
+    if fetched < count {
+        summary.push_str(&format!(", tasks {} read", task_range(fetched)));
+    }
+    summary.push_str(&format!(": {sizes}"));
+    for (what, tasks) in [
+        ("status.taskOutputs shows", plan.status_tasks),
+        ("the ConfigMap keeps", plan.map_tasks),
+    ] {
+        if tasks > 0 && tasks < count {
+            summary.push_str(&format!("; {what} tasks {}", task_range(tasks)));
+        }
+    }
+    Collected {
+        tail: None,
+        task_outputs: tails
+            .zip(0..)
+            .map(|(tail, index)| TaskOutput { index, tail })
+            .collect(),
+        task_outputs_omitted: (plan.status_tasks > 0 && plan.status_tasks < count)
+            .then(|| count - plan.status_tasks),
+        summary,
         refused,
-    })
+    }
+}
+
+/// `0-N` for the first `tasks` tasks, `0` for one.
+fn task_range(tasks: u32) -> String {
+    match tasks {
+        0 | 1 => "0".to_owned(),
+        n => format!("0-{}", n - 1),
+    }
 }
 
 /// Whether `object` is controlled by `job` (its controller owner reference names the job's
@@ -166,6 +297,11 @@ async fn replace_pod(api: &Api<Pod>, job: &BatchJob, pod: &Pod) -> Result<bool, 
 pub fn tail(output: &JobOutput, max: usize) -> String {
     let mut text = output.stdout.text().into_owned();
     text.push_str(&output.stderr.text());
+    last_bytes(text, max)
+}
+
+/// The last `max` bytes of `text`, cut forward to a character boundary.
+fn last_bytes(mut text: String, max: usize) -> String {
     let mut start = text.len().saturating_sub(max);
     while !text.is_char_boundary(start) {
         start += 1;
@@ -178,12 +314,24 @@ pub fn config_map_name(job: &BatchJob) -> String {
     format!("{}-output", job.name_any())
 }
 
-/// The ConfigMap holding the output (each stream's last [`CONFIG_MAP_CAP`] bytes), owned
-/// by the job so it goes when the job goes.
-pub fn config_map(job: &BatchJob, output: &JobOutput) -> ConfigMap {
+/// The ConfigMap holding the output, owned by the job so it goes when the job goes: keys
+/// `stdout` and `stderr` for a job that is no array, `task-N.stdout` and `task-N.stderr`
+/// for the tasks of an array `plan` keeps, each stream's last `plan.map_stream` bytes.
+fn config_map(job: &BatchJob, plan: &Plan, outputs: &[JobOutput]) -> ConfigMap {
+    let cap = usize::try_from(plan.map_stream).unwrap_or(usize::MAX);
     let mut data = BTreeMap::new();
-    data.insert("stdout".to_owned(), output.stdout.text().into_owned());
-    data.insert("stderr".to_owned(), output.stderr.text().into_owned());
+    for (task, output) in outputs.iter().take(plan.map_tasks as usize).enumerate() {
+        let prefix = match plan.tasks {
+            Some(_) => format!("task-{task}."),
+            None => String::new(),
+        };
+        for (stream, chunk) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+            data.insert(
+                format!("{prefix}{stream}"),
+                last_bytes(chunk.text().into_owned(), cap),
+            );
+        }
+    }
     ConfigMap {
         metadata: owned_meta(job, config_map_name(job)),
         data: Some(data),
@@ -203,6 +351,9 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
         env_var("BATCHBRIDGE_SCHEDULER", cluster.scheduler.as_str()),
         env_var("BATCHBRIDGE_JOB_ID", id.as_str()),
     ];
+    if let Some(array) = &job.spec.array {
+        env.push(env_var("BATCHBRIDGE_TASKS", &array.count.to_string()));
+    }
     if let Some(ssh) = &cluster.ssh {
         env.push(env_var("BATCHBRIDGE_SSH_HOST", &ssh.host));
         env.push(env_var("BATCHBRIDGE_SSH_PORT", &ssh.port.to_string()));
@@ -307,7 +458,8 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
 
 /// The fetch-output mode: reads the cluster and job from the environment (as [`log_pod`]
 /// sets it) and the credential from the mounted Secret, and streams the job's whole
-/// stdout, then stderr, to `out` in bounded chunks.
+/// stdout, then stderr, to `out` in bounded chunks. For an array job (`BATCHBRIDGE_TASKS`
+/// set) it streams every task's in task order, each after a line `==> task N <==`.
 pub async fn fetch_output_to(
     vars: &impl Fn(&str) -> Option<String>,
     credentials: &std::path::Path,
@@ -350,32 +502,61 @@ pub async fn fetch_output_to(
         work_dir.as_deref(),
         SubmitDefaults::default(),
     )?;
-    stream(backend.as_ref(), &id, out).await
+    let tasks = match vars("BATCHBRIDGE_TASKS") {
+        Some(count) => Some(count.parse().map_err(|_| {
+            batchbridge_core::Error::invalid_input(
+                "fetch-output: BATCHBRIDGE_TASKS is not a task count",
+            )
+        })?),
+        None => None,
+    };
+    match tasks {
+        None => {
+            stream(backend.as_ref(), &id, None, out).await?;
+        }
+        Some(count) => {
+            for task in 0..count {
+                writeln!(out, "==> task {task} <==")?;
+                if stream(backend.as_ref(), &id, Some(task), out).await? != Some(b'\n') {
+                    // The next header starts a line of its own.
+                    writeln!(out)?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
-/// Copies the job's stdout and then its stderr to `out`, 1 MiB at a time.
+/// Copies the stdout and then the stderr of the job (of its task `task`, for an array) to
+/// `out`, 1 MiB at a time; returns the last byte copied, if any.
 async fn stream(
     backend: &dyn BatchBackend,
     id: &JobId,
+    task: Option<u32>,
     out: &mut impl Write,
-) -> batchbridge_core::Result<()> {
+) -> batchbridge_core::Result<Option<u8>> {
     const CHUNK: u64 = 1024 * 1024;
+    let mut last = None;
     for stderr in [false, true] {
         let mut offset = 0;
         loop {
-            let output = backend
-                .fetch_output(id, &OutputRequest::bytes(offset, CHUNK))
-                .await?;
+            let request = OutputRequest::bytes(offset, CHUNK);
+            let request = match task {
+                Some(task) => request.for_task(task),
+                None => request,
+            };
+            let output = backend.fetch_output(id, &request).await?;
             let chunk = if stderr { output.stderr } else { output.stdout };
             out.write_all(&chunk.data)?;
+            last = chunk.data.last().copied().or(last);
             offset += chunk.data.len() as u64;
             if chunk.data.is_empty() || offset >= chunk.total_size {
                 break;
             }
         }
     }
-    out.flush()?;
-    Ok(())
+    Ok(last)
 }
 
 #[cfg(test)]
@@ -399,6 +580,196 @@ mod tests {
         assert_eq!(tail(&output, 0), "");
     }
 
+    fn policy(tail_bytes: u32, config_map: bool) -> OutputPolicy {
+        OutputPolicy {
+            tail_bytes,
+            config_map,
+            log_pod: false,
+        }
+    }
+
+    /// The caps: status shows at most STATUS_TASKS tails of at least MIN_TASK_TAIL bytes
+    /// that share tailBytes; the ConfigMap keeps at most CONFIG_MAP_TASKS tasks whose
+    /// streams share CONFIG_MAP_CAP; a job that is no array keeps what it always kept.
+    #[test]
+    fn the_plan_keeps_what_fits_the_caps() {
+        // (tailBytes, configMap, array count) -> (status tasks, bytes each, ConfigMap
+        // tasks, bytes per stream, tasks fetched, bytes fetched of task 0)
+        let cases = [
+            ((4096, false, None), (1, 4096, 0, CONFIG_MAP_CAP, 1, 4096)),
+            (
+                (4096, true, None),
+                (1, 4096, 1, CONFIG_MAP_CAP, 1, CONFIG_MAP_CAP),
+            ),
+            ((0, false, None), (0, 0, 0, CONFIG_MAP_CAP, 1, 0)),
+            (
+                (4096, false, Some(1)),
+                (1, 4096, 0, CONFIG_MAP_CAP, 1, 4096),
+            ),
+            (
+                (4096, false, Some(3)),
+                (3, 1365, 0, CONFIG_MAP_CAP, 3, 1365),
+            ),
+            (
+                (4096, false, Some(32)),
+                (32, 128, 0, CONFIG_MAP_CAP, 32, 128),
+            ),
+            (
+                (4096, false, Some(1000)),
+                (32, 128, 0, CONFIG_MAP_CAP, 32, 128),
+            ),
+            (
+                (65536, false, Some(3)),
+                (3, 21845, 0, CONFIG_MAP_CAP, 3, 21845),
+            ),
+            // A small tailBytes shows fewer tasks rather than tails of a few bytes.
+            (
+                (1024, false, Some(100)),
+                (16, 64, 0, CONFIG_MAP_CAP, 16, 64),
+            ),
+            ((100, false, Some(3)), (1, 100, 0, CONFIG_MAP_CAP, 1, 100)),
+            ((10, false, Some(3)), (1, 10, 0, CONFIG_MAP_CAP, 1, 10)),
+            ((0, false, Some(3)), (0, 0, 0, CONFIG_MAP_CAP, 1, 0)),
+            ((4096, true, Some(3)), (3, 1365, 3, 163_840, 3, 163_840)),
+            ((4096, true, Some(1000)), (32, 128, 100, 4915, 100, 4915)),
+            ((0, true, Some(10_000)), (0, 0, 100, 4915, 100, 4915)),
+        ];
+        for ((tail_bytes, map, tasks), expected) in cases {
+            let plan = Plan::new(&policy(tail_bytes, map), tasks);
+            let request = plan.request(0);
+            let fetched_of_task_0 = match request.range {
+                batchbridge_core::OutputRange::Tail(bytes) => bytes,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(
+                (
+                    plan.status_tasks,
+                    plan.status_tail,
+                    plan.map_tasks,
+                    plan.map_stream,
+                    plan.fetched(),
+                    fetched_of_task_0
+                ),
+                expected,
+                "tailBytes {tail_bytes}, configMap {map}, array {tasks:?}"
+            );
+            assert!(plan.status_tasks * plan.status_tail <= tail_bytes);
+            assert!(u64::from(plan.map_tasks) * plan.map_stream <= CONFIG_MAP_CAP);
+            assert_eq!(
+                request.task,
+                tasks.map(|_| 0),
+                "only an array names its task"
+            );
+        }
+        // Past the tasks status shows, a task is fetched for the ConfigMap's share only.
+        let plan = Plan::new(&policy(4096, true), Some(1000));
+        let request = plan.request(40);
+        assert_eq!(
+            (request.range, request.task),
+            (batchbridge_core::OutputRange::Tail(4915), Some(40))
+        );
+    }
+
+    /// The API server refuses a status with more tails than the CRD's maxItems.
+    #[test]
+    fn the_crd_takes_as_many_tails_as_status_shows() {
+        let crd = serde_json::to_value(crate::crd::crds().remove(1)).unwrap_or_default();
+        let max_items = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["properties"]["taskOutputs"]["maxItems"];
+        assert_eq!(max_items.as_u64(), Some(u64::from(STATUS_TASKS)));
+    }
+
+    fn sized(stdout: &str, stderr: &str) -> JobOutput {
+        JobOutput::new(chunk(stdout), chunk(stderr))
+    }
+
+    /// The seed's example: `echo A` in an array of 3 shows its three lines, one per task.
+    #[test]
+    fn every_task_of_a_small_array_has_its_tail() {
+        let plan = Plan::new(&policy(4096, false), Some(3));
+        let outputs = vec![sized("A\n", ""), sized("A\n", "oops\n"), sized("A\n", "")];
+        let collected = kept(&plan, &outputs, Vec::new());
+        let tails: Vec<(u32, &str)> = collected
+            .task_outputs
+            .iter()
+            .map(|t| (t.index, t.tail.as_str()))
+            .collect();
+        assert_eq!(tails, [(0, "A\n"), (1, "A\noops\n"), (2, "A\n")]);
+        assert_eq!(
+            (collected.tail, collected.task_outputs_omitted),
+            (None, None)
+        );
+        assert_eq!(collected.summary, "3 tasks: 6 bytes of stdout, 5 of stderr");
+    }
+
+    /// A large array: 32 tails of 128 bytes (a 4 KiB tailBytes), the rest counted, and the
+    /// summary says which tasks status and the ConfigMap hold.
+    #[test]
+    fn a_large_array_says_which_tasks_it_left_out() {
+        let line = "x".repeat(199) + "\n";
+        let plan = Plan::new(&policy(4096, true), Some(1000));
+        let outputs = vec![sized(&line, ""); plan.fetched() as usize];
+        let collected = kept(&plan, &outputs, Vec::new());
+        assert_eq!(collected.task_outputs.len(), 32);
+        assert_eq!(collected.task_outputs[31].index, 31);
+        assert!(collected.task_outputs.iter().all(|t| t.tail.len() == 128));
+        assert_eq!(collected.task_outputs_omitted, Some(968));
+        assert_eq!(
+            collected.summary,
+            "1000 tasks, tasks 0-99 read: 20000 bytes of stdout, 0 of stderr; \
+             status.taskOutputs shows tasks 0-31; the ConfigMap keeps tasks 0-99"
+        );
+        let status_only = Plan::new(&policy(4096, false), Some(40));
+        let collected = kept(&status_only, &outputs[..32], Vec::new());
+        assert_eq!(collected.task_outputs_omitted, Some(8));
+        assert_eq!(
+            collected.summary,
+            "40 tasks, tasks 0-31 read: 6400 bytes of stdout, 0 of stderr; \
+             status.taskOutputs shows tasks 0-31"
+        );
+    }
+
+    #[test]
+    fn a_job_that_is_no_array_keeps_one_tail() {
+        let plan = Plan::new(&policy(8, false), None);
+        let collected = kept(&plan, &[sized("hello\n", "warning\n")], Vec::new());
+        assert_eq!(
+            (
+                collected.tail.as_deref(),
+                collected.task_outputs.len(),
+                collected.task_outputs_omitted,
+                collected.summary.as_str()
+            ),
+            (Some("warning\n"), 0, None, "6 bytes of stdout, 8 of stderr")
+        );
+        let none = kept(
+            &Plan::new(&policy(0, false), None),
+            &[sized("hello\n", "")],
+            Vec::new(),
+        );
+        assert_eq!(none.tail, None);
+    }
+
+    #[test]
+    fn an_arrays_config_map_has_keys_per_task_within_the_cap() {
+        let mut job = job();
+        job.spec.array = Some(crate::crd::ArraySpec {
+            count: 200,
+            max_parallel: None,
+        });
+        let plan = Plan::new(&policy(0, true), Some(200));
+        let big = "y".repeat(6000);
+        let outputs = vec![sized(&big, "e\n"); plan.fetched() as usize];
+        let data = config_map(&job, &plan, &outputs).data.unwrap_or_default();
+        assert_eq!(data.len(), 200, "100 tasks, 2 streams each");
+        assert_eq!(data.get("task-0.stderr").map(String::as_str), Some("e\n"));
+        assert_eq!(data.get("task-99.stdout").map(String::len), Some(4915));
+        assert!(!data.contains_key("task-100.stdout"));
+        assert!(!data.contains_key("stdout"));
+        let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(size <= 2 * CONFIG_MAP_CAP as usize, "{size} bytes");
+    }
+
     fn job() -> BatchJob {
         let mut job: BatchJob = serde_json::from_value(serde_json::json!({
             "apiVersion": "batchbridge.dev/v1alpha1",
@@ -414,7 +785,8 @@ mod tests {
     #[test]
     fn the_config_map_and_log_pod_belong_to_the_job() {
         let output = JobOutput::new(chunk("out\n"), chunk(""));
-        let map = config_map(&job(), &output);
+        let plan = Plan::new(&policy(4096, true), None);
+        let map = config_map(&job(), &plan, &[output]);
         assert_eq!(map.metadata.name.as_deref(), Some("hello-output"));
         let owner = map.metadata.owner_references.unwrap_or_default();
         assert_eq!(
@@ -447,6 +819,23 @@ mod tests {
             "ghcr.io/batchbridge/operator:0.1.0",
         );
         assert_eq!(pod.metadata.name.as_deref(), Some("hello-log"));
+        let mut array = job();
+        array.spec.array = Some(crate::crd::ArraySpec {
+            count: 3,
+            max_parallel: None,
+        });
+        let tasks = |pod: &Pod| {
+            pod.spec.as_ref()?.containers[0]
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.name == "BATCHBRIDGE_TASKS")?
+                .value
+                .clone()
+        };
+        assert_eq!(tasks(&pod), None);
+        let array_pod = log_pod(&array, &cluster, &JobId::from("42"), "operator:test");
+        assert_eq!(tasks(&array_pod).as_deref(), Some("3"));
         let spec = pod.spec.unwrap_or_default();
         assert_eq!(
             spec.automount_service_account_token,

@@ -489,8 +489,9 @@ async fn an_htcondor_job_runs() {
     let done = status(&wait_for_phase(&bed, "pair", Phase::Failed).await);
     let tasks = done.tasks.unwrap();
     assert_eq!((tasks.total, tasks.succeeded, tasks.failed), (2, 1, 1));
-    let done = status(&wait_for(&bed, "pair", "the output", |s| s.output_tail.is_some()).await);
-    assert_eq!(done.output_tail.as_deref(), Some("task 0\n"));
+    let done = status(&wait_for(&bed, "pair", "the output", |s| !s.task_outputs.is_empty()).await);
+    let tails: Vec<&str> = done.task_outputs.iter().map(|t| t.tail.as_str()).collect();
+    assert_eq!(tails, ["task 0\n", "task 1\n"]);
     operator.stop().await;
     bed.clean_up().await;
 }

@@ -3,14 +3,15 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use batchbridge_core::{Error, ErrorKind, JobStatus, Result};
+use batchbridge_core::{Error, ErrorKind, JobState, JobStatus, Result};
 
 use crate::state::status_from;
 
-/// The `squeue -o` format [`parse_squeue`] reads.
-pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e";
+/// The `squeue -o` format [`parse_squeue`] reads: id, state, reason, submit, start (for a
+/// pending job the scheduler's estimate), end, partition.
+pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e|%P";
 /// The `sacct -o` fields [`parse_sacct`] reads.
-pub const SACCT_FIELDS: &str = "JobID,State,Reason,ExitCode,Submit,Start,End";
+pub const SACCT_FIELDS: &str = "JobID,State,Reason,ExitCode,Submit,Start,End,Partition";
 /// Array expansions larger than this are cut: no real array is this big, and hostile output
 /// must not make us allocate without bound.
 const MAX_TASKS_PER_ROW: usize = 1_000_000;
@@ -79,12 +80,27 @@ fn parse_time(field: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
-fn row(job_id: &str, mut status: JobStatus, times: [&str; 3]) -> Option<Row> {
+/// A row from its id, mapped status, `[submit, start, end]` times and partition.
+///
+/// SLURM's start of a job that has not started is its estimate (backfill may put it a year
+/// ahead): for a Queued or Held job it is [`JobStatus::expected_start_at`], never
+/// `started_at`. squeue also gives a job cancelled while it waited a start, the time of the
+/// cancel; such a row keeps the pending reason (a job cancelled while running has `None`),
+/// and its start is dropped.
+fn row(job_id: &str, mut status: JobStatus, times: [&str; 3], partition: &str) -> Option<Row> {
     let (job, tasks) = parse_job_id(job_id)?;
-    let [submitted, started, ended] = times.map(parse_time);
+    let [submitted, start, ended] = times.map(parse_time);
     status.submitted_at = submitted;
-    status.started_at = started;
+    match status.state {
+        JobState::Queued | JobState::Held => status.expected_start_at = start,
+        JobState::Cancelled if status.reason.is_some() => {}
+        _ => status.started_at = start,
+    }
     status.ended_at = ended.filter(|_| status.state.is_terminal());
+    let partition = partition.trim();
+    if !partition.is_empty() {
+        status.queue = Some(partition.to_owned());
+    }
     Some(Row { job, tasks, status })
 }
 
@@ -92,10 +108,11 @@ fn row(job_id: &str, mut status: JobStatus, times: [&str; 3]) -> Option<Row> {
 /// skipped with a warning: one odd line must not hide every other job.
 pub fn parse_squeue(text: &str) -> Vec<Row> {
     parse_lines(text, "squeue", |fields| match fields {
-        [id, state, reason, submitted, started, ended] => row(
+        [id, state, reason, submitted, started, ended, partition] => row(
             id,
             status_from(state, reason, None),
             [submitted, started, ended],
+            partition,
         ),
         _ => None,
     })
@@ -105,13 +122,23 @@ pub fn parse_squeue(text: &str) -> Vec<Row> {
 /// finished jobs (`FAILED` with `JobArrayTaskLimit`), so a finished job's reason is dropped.
 pub fn parse_sacct(text: &str) -> Vec<Row> {
     parse_lines(text, "sacct", |fields| match fields {
-        [id, state, reason, exit_code, submitted, started, ended] => {
+        [
+            id,
+            state,
+            reason,
+            exit_code,
+            submitted,
+            started,
+            ended,
+            partition,
+        ] => {
             let finished = status_from(state, "None", None).state.is_terminal();
             let reason = if finished { "None" } else { reason };
             row(
                 id,
                 status_from(state, reason, Some(exit_code)),
                 [submitted, started, ended],
+                partition,
             )
         }
         _ => None,
@@ -204,9 +231,9 @@ mod tests {
     /// Captured from the test bed: an array of 4 (`%1`) and a plain job, just submitted.
     #[test]
     fn squeue_of_a_pending_array_and_a_job() {
-        let out = "107_0|PENDING|None|1795248211|N/A|N/A\n\
-                   107_1|PENDING|None|1795248211|N/A|N/A\n\
-                   108|PENDING|Priority|1795248211|N/A|N/A\n";
+        let out = "107_0|PENDING|None|1795248211|N/A|N/A|debug\n\
+                   107_1|PENDING|None|1795248211|N/A|N/A|debug\n\
+                   108|PENDING|Priority|1795248211|N/A|N/A|debug\n";
         let rows = parse_squeue(out);
         assert_eq!(rows.len(), 3);
         assert_eq!(
@@ -228,12 +255,12 @@ mod tests {
     /// Captured from the test bed: the same array later, one task running, in both tools.
     #[test]
     fn squeue_and_sacct_of_a_finishing_array() {
-        let squeue = "107_0|COMPLETED|None|1795248211|1795248211|1795248212\n\
-                      107_2|FAILED|NonZeroExitCode|1795248211|1795248215|1795248216\n\
-                      107_3|RUNNING|None|1795248211|1795248217|NONE\n";
-        let sacct = "107_0|COMPLETED|None|0:0|1795248211|1795248211|1795248212\n\
-                     107_1|FAILED|JobArrayTaskLimit|1:0|1795248211|1795248213|1795248214\n\
-                     107_3|RUNNING|JobArrayTaskLimit|0:0|1795248211|1795248217|Unknown\n";
+        let squeue = "107_0|COMPLETED|None|1795248211|1795248211|1795248212|debug\n\
+                      107_2|FAILED|NonZeroExitCode|1795248211|1795248215|1795248216|debug\n\
+                      107_3|RUNNING|None|1795248211|1795248217|NONE|debug\n";
+        let sacct = "107_0|COMPLETED|None|0:0|1795248211|1795248211|1795248212|debug\n\
+                     107_1|FAILED|JobArrayTaskLimit|1:0|1795248211|1795248213|1795248214|debug\n\
+                     107_3|RUNNING|JobArrayTaskLimit|0:0|1795248211|1795248217|Unknown|debug\n";
         let from_squeue = parse_squeue(squeue);
         assert_eq!(
             from_squeue
@@ -261,10 +288,10 @@ mod tests {
 
     #[test]
     fn sacct_cancellations_and_timeouts() {
-        let out = "110|CANCELLED by 1001|None|0:0|1795248211|None|1795248230\n\
-                   111|CANCELLED|None|0:15|1795248211|1795248212|1795248230\n\
-                   112|TIMEOUT|None|0:15|1795248211|1795248212|1795248290\n\
-                   113|PENDING|Resources|0:0|1795248211|Unknown|Unknown\n";
+        let out = "110|CANCELLED by 1001|None|0:0|1795248211|None|1795248230|debug\n\
+                   111|CANCELLED|None|0:15|1795248211|1795248212|1795248230|debug\n\
+                   112|TIMEOUT|None|0:15|1795248211|1795248212|1795248290|debug\n\
+                   113|PENDING|Resources|0:0|1795248211|Unknown|Unknown|debug\n";
         let rows = parse_sacct(out);
         let seen: Vec<_> = rows
             .iter()
@@ -289,9 +316,77 @@ mod tests {
         assert_eq!(rows[3].status.exit_code, None);
     }
 
+    /// Captured from the test bed at 1795445490: job 4661 running with a one-minute limit,
+    /// 4667 (16 CPUs) and 4668 waiting behind it with backfill's estimates; then, 42 s
+    /// later, 4668 cancelled while it waited. A start SLURM only expects is never a start
+    /// (issue 21 case 3).
+    #[test]
+    fn expected_starts_are_not_starts() {
+        let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
+        let waiting = parse_squeue(
+            "4667|PENDING|Resources|1795445438|1795445490|1795446090|debug\n\
+             4668|PENDING|Priority|1795445439|1795446060|1795446360|debug\n\
+             4661|RUNNING|None|1795445430|1795445430|1795445490|debug\n",
+        );
+        let seen: Vec<_> = waiting
+            .iter()
+            .map(|r| {
+                (
+                    r.status.state,
+                    r.status.started_at,
+                    r.status.expected_start_at,
+                    r.status.ended_at,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Queued, None, at(1_795_445_490), None),
+                (Queued, None, at(1_795_446_060), None),
+                (Running, at(1_795_445_430), None, None),
+            ]
+        );
+        let cancelled_waiting =
+            &parse_squeue("4668|CANCELLED|Resources|1795445439|1795445532|1795445532|debug\n")[0];
+        assert_eq!(cancelled_waiting.status.state, Cancelled);
+        assert_eq!(
+            (
+                cancelled_waiting.status.started_at,
+                cancelled_waiting.status.expected_start_at
+            ),
+            (None, None),
+            "cancelled before it ever started"
+        );
+        let cancelled_running =
+            &parse_squeue("4663|CANCELLED|None|1795445430|1795445430|1795445442|debug\n")[0];
+        assert_eq!(cancelled_running.status.started_at, at(1_795_445_430));
+        let in_sacct = parse_sacct(
+            "4668|CANCELLED by 1001|None|0:0|1795445439|None|1795445532|debug\n\
+             4667|PENDING|None|0:0|1795445438|Unknown|Unknown|debug\n",
+        );
+        assert!(
+            in_sacct
+                .iter()
+                .all(|r| r.status.started_at.is_none() && r.status.expected_start_at.is_none())
+        );
+    }
+
+    /// The partition the scheduler used, from squeue's `%P` and sacct's `Partition`; a
+    /// field left empty names none.
+    #[test]
+    fn partitions_are_the_queue() {
+        let squeue =
+            parse_squeue("4667|PENDING|Resources|1|2|3|single\n4668|PENDING|Priority|1|2|3|\n");
+        assert_eq!(squeue[0].status.queue.as_deref(), Some("single"));
+        assert_eq!(squeue[1].status.queue, None);
+        let sacct = parse_sacct("4659|FAILED|None|3:0|1|2|3|debug\n");
+        assert_eq!(sacct[0].status.queue.as_deref(), Some("debug"));
+    }
+
     #[test]
     fn odd_lines_are_skipped_not_fatal() {
-        let out = "garbage\n\n108|RUNNING|None|1|2|NONE\n109|RUNNING\n";
+        let out = "garbage\n\n108|RUNNING|None|1|2|NONE|debug\n109|RUNNING\n";
         let rows = parse_squeue(out);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].job, "108");

@@ -1,6 +1,6 @@
 //! SLURM's job states and exit codes, mapped onto batchbridge's [`JobState`].
 
-use batchbridge_core::{JobState, JobStatus};
+use batchbridge_core::{CancelledBy, FailureCause, JobState, JobStatus};
 
 /// Maps a SLURM state word (as `squeue %T` or `sacct State` print it) and its reason onto
 /// the unified state. sacct appends the actor to cancellations (`CANCELLED by 1001`); only
@@ -29,8 +29,66 @@ pub fn parse_exit_code(text: &str) -> Option<(i32, Option<i32>)> {
     Some((code, signal))
 }
 
+/// Why a job SLURM reports in state `native` ended Failed or Cancelled, with its exit code
+/// and signal once known; `None` for every other state.
+///
+/// | SLURM state | cause |
+/// |---|---|
+/// | `TIMEOUT` | [`WallTimeExceeded`](FailureCause::WallTimeExceeded) |
+/// | `OUT_OF_MEMORY` | [`MemoryExceeded`](FailureCause::MemoryExceeded) |
+/// | `NODE_FAIL`, `BOOT_FAIL` | [`NodeFailure`](FailureCause::NodeFailure) |
+/// | `PREEMPTED` | [`Preempted`](FailureCause::Preempted) |
+/// | `FAILED` | [`Signal`](FailureCause::Signal) or [`ExitCode`](FailureCause::ExitCode), else [`Other`](FailureCause::Other) |
+/// | `DEADLINE` (its `--deadline` passed) | [`Other`](FailureCause::Other) |
+/// | `CANCELLED by N` (sacct) | [`Cancelled`](FailureCause::Cancelled)`(Account(N))` |
+/// | `CANCELLED` (squeue), `REVOKED` | [`Cancelled`](FailureCause::Cancelled)`(Unknown)` |
+///
+/// Whether batchbridge itself cancelled the job only its job directory tells
+/// ([`CancelledBy::Request`]); that is for the caller to add.
+///
+/// ```
+/// use batchbridge_core::{CancelledBy, FailureCause};
+/// use batchbridge_slurm::state::failure_cause;
+///
+/// assert_eq!(failure_cause("TIMEOUT", Some(0), Some(15)), Some(FailureCause::WallTimeExceeded));
+/// assert_eq!(failure_cause("FAILED", Some(3), None), Some(FailureCause::ExitCode(3)));
+/// assert_eq!(
+///     failure_cause("CANCELLED by 1001", Some(0), None),
+///     Some(FailureCause::Cancelled(CancelledBy::Account("1001".into())))
+/// );
+/// assert_eq!(failure_cause("COMPLETED", Some(0), None), None);
+/// ```
+pub fn failure_cause(
+    native: &str,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+) -> Option<FailureCause> {
+    let mut words = native.split_whitespace();
+    let cause = match words.next()? {
+        "TIMEOUT" => FailureCause::WallTimeExceeded,
+        "OUT_OF_MEMORY" => FailureCause::MemoryExceeded,
+        "NODE_FAIL" | "BOOT_FAIL" => FailureCause::NodeFailure,
+        "PREEMPTED" => FailureCause::Preempted,
+        "DEADLINE" => FailureCause::Other,
+        "FAILED" => match (signal, exit_code) {
+            (Some(signal), _) => FailureCause::Signal(signal),
+            (None, Some(code)) if code != 0 => FailureCause::ExitCode(code),
+            _ => FailureCause::Other,
+        },
+        "CANCELLED" | "REVOKED" => {
+            FailureCause::Cancelled(match (words.next(), words.next(), words.next()) {
+                (Some("by"), Some(account), None) => CancelledBy::Account(account.to_owned()),
+                _ => CancelledBy::Unknown,
+            })
+        }
+        _ => return None,
+    };
+    Some(cause)
+}
+
 /// A status from SLURM's words: the state, the native state and reason kept beside it
-/// (`None` for SLURM's `None` reason), the exit code when the job ended.
+/// (`None` for SLURM's `None` reason), the exit code when the job ended, and the
+/// [`failure_cause`].
 pub fn status_from(native: &str, reason: &str, exit_code: Option<&str>) -> JobStatus {
     let state = map_state(native, reason);
     let mut status = JobStatus::new(state, native);
@@ -46,6 +104,7 @@ pub fn status_from(native: &str, reason: &str, exit_code: Option<&str>) -> JobSt
             status.signal = signal;
         }
     }
+    status.cause = failure_cause(native, status.exit_code, status.signal);
     status
 }
 
@@ -108,6 +167,51 @@ mod tests {
         ];
         for (text, expected) in cases {
             assert_eq!(parse_exit_code(text), expected, "{text:?}");
+        }
+    }
+
+    /// Every state word that ends a job, as sacct printed it on the test bed (`State` and
+    /// `ExitCode` of a script exiting 3, one killed by SIGKILL, a job over its time limit, a
+    /// `scancel` by uid 1001) or as SLURM documents it, with its cause.
+    #[test]
+    fn every_ending_has_its_cause() {
+        use CancelledBy::{Account, Unknown as Nobody};
+        use FailureCause as C;
+        let cases = [
+            ("FAILED", "3:0", Some(C::ExitCode(3))),
+            ("FAILED", "0:9", Some(C::Signal(9))),
+            ("FAILED", "0:0", Some(C::Other)),
+            ("TIMEOUT", "0:0", Some(C::WallTimeExceeded)),
+            ("TIMEOUT", "0:15", Some(C::WallTimeExceeded)),
+            ("OUT_OF_MEMORY", "0:125", Some(C::MemoryExceeded)),
+            ("NODE_FAIL", "0:0", Some(C::NodeFailure)),
+            ("BOOT_FAIL", "0:0", Some(C::NodeFailure)),
+            ("PREEMPTED", "0:15", Some(C::Preempted)),
+            ("DEADLINE", "0:0", Some(C::Other)),
+            (
+                "CANCELLED by 1001",
+                "0:0",
+                Some(C::Cancelled(Account("1001".into()))),
+            ),
+            (
+                "CANCELLED by 0",
+                "0:15",
+                Some(C::Cancelled(Account("0".into()))),
+            ),
+            ("CANCELLED", "0:15", Some(C::Cancelled(Nobody))),
+            ("REVOKED", "0:0", Some(C::Cancelled(Nobody))),
+            ("COMPLETED", "0:0", None),
+            ("RUNNING", "0:0", None),
+            ("PENDING", "0:0", None),
+        ];
+        for (native, exit_code, cause) in cases {
+            let status = status_from(native, "None", Some(exit_code));
+            assert_eq!(status.cause, cause, "{native} {exit_code}");
+            assert_eq!(
+                status.cause.is_some(),
+                matches!(status.state, Failed | Cancelled),
+                "{native}: a cause exactly when Failed or Cancelled"
+            );
         }
     }
 

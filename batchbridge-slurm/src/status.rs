@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use batchbridge_core::remote::{JobFiles, NOT_STARTED_EXIT_CODE, TaskEnd};
-use batchbridge_core::{JobState, JobStatus};
+use batchbridge_core::{CancelledBy, FailureCause, JobState, JobStatus};
 
 use crate::parse::{Row, Tasks};
+use crate::state::failure_cause;
 
 /// What one status cycle saw of one job.
 #[derive(Debug, Default)]
@@ -36,12 +37,14 @@ impl Sightings<'_> {
             return false;
         }
         // A task whose script never ran exits NOT_STARTED_EXIT_CODE; only its directory
-        // says why.
+        // says why. Only the directory tells a cancel batchbridge asked for from another.
         self.whole_row().is_some_and(|s| {
             !s.state.is_terminal()
-                || s.exit_code
-                    .is_some_and(|code| code != NOT_STARTED_EXIT_CODE)
-                || s.signal.is_some()
+                || s.state != JobState::Cancelled
+                    && (s
+                        .exit_code
+                        .is_some_and(|code| code != NOT_STARTED_EXIT_CODE)
+                        || s.signal.is_some())
         })
     }
 
@@ -60,42 +63,61 @@ pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
     if seen.is_array() {
         return resolve_array(id, seen);
     }
-    let ended = seen.files.and_then(|f| f.ended.get(&0).copied());
-    let mut status = match seen.whole_row() {
-        Some(status) => {
-            let mut status = status.clone();
-            if status.state.is_terminal() && status.exit_code.is_none() && status.signal.is_none() {
-                match ended {
-                    Some(TaskEnd::Exit(code)) => status.exit_code = Some(code),
-                    Some(TaskEnd::Signal(signal)) => status.signal = Some(signal),
-                    None => {}
-                }
-            }
-            status
-        }
-        None => match (seen.files, ended) {
-            (Some(files), Some(end)) => from_exit_file(end, files.cancel_requested),
-            (Some(_), None) => JobStatus::unknown(format!(
+    if let Some(status) = seen.whole_row() {
+        return with_files(status.clone(), seen.files, 0);
+    }
+    match seen.files {
+        Some(files) => from_files(files, 0).unwrap_or_else(|| {
+            JobStatus::unknown(format!(
                 "SLURM no longer knows job {id} (not in squeue; sacct has no record or is \
                  unavailable) and its batch script recorded no end"
-            )),
-            (None, _) => JobStatus::unknown(format!(
-                "SLURM knows no job {id}, and it was not submitted through this work directory"
-            )),
-        },
+            ))
+        }),
+        None => JobStatus::unknown(format!(
+            "SLURM knows no job {id}, and it was not submitted through this work directory"
+        )),
+    }
+}
+
+/// Task `index`'s status from SLURM, completed by its job directory when read: squeue
+/// prints no exit code, so a finished task takes the one its batch script recorded (and
+/// the cause follows it); a task whose script never ran says why, with the cause
+/// [`NotStarted`](FailureCause::NotStarted); a cancel batchbridge asked for is
+/// [`CancelledBy::Request`] rather than the account SLURM names.
+fn with_files(mut status: JobStatus, files: Option<&JobFiles>, index: u32) -> JobStatus {
+    let Some(files) = files else {
+        return status;
     };
-    if status.state == JobState::Failed
-        && let Some(why) = seen.files.and_then(|f| f.not_started.get(&0))
-    {
-        status.reason = Some(why.clone());
+    if status.state.is_terminal() && status.exit_code.is_none() && status.signal.is_none() {
+        match files.ended.get(&index) {
+            Some(TaskEnd::Exit(code)) => status.exit_code = Some(*code),
+            Some(TaskEnd::Signal(signal)) => status.signal = Some(*signal),
+            None => {}
+        }
+        status.cause = failure_cause(&status.native_state, status.exit_code, status.signal);
+    }
+    match status.state {
+        JobState::Failed => {
+            if let Some(why) = files.not_started.get(&index) {
+                status.reason = Some(why.clone());
+                status.cause = Some(FailureCause::NotStarted);
+            }
+        }
+        JobState::Cancelled if files.cancel_requested => {
+            status.cause = Some(FailureCause::Cancelled(CancelledBy::Request));
+        }
+        _ => {}
     }
     status
 }
 
-/// A task's status from the wrapper's record alone.
-fn from_exit_file(end: TaskEnd, cancel_requested: bool) -> JobStatus {
-    end.status(cancel_requested)
-        .with_reason("from the exit-code file: SLURM no longer knows the job")
+/// Task `index`'s status from its job directory alone, once SLURM has forgotten it.
+fn from_files(files: &JobFiles, index: u32) -> Option<JobStatus> {
+    let mut status = files.task_status(index)?;
+    if status.reason.is_none() {
+        status.reason = Some("from the exit-code file: SLURM no longer knows the job".to_owned());
+    }
+    Some(status)
 }
 
 fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
@@ -106,29 +128,18 @@ fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
             tasks.extend(indices.iter().map(|i| (*i, &row.status)));
         }
     }
-    let from_files: BTreeMap<u32, JobStatus> = seen
-        .files
-        .map(|f| {
-            f.ended
-                .iter()
-                .map(|(i, end)| {
-                    let mut status = from_exit_file(*end, f.cancel_requested);
-                    if let Some(why) = f.not_started.get(i) {
-                        status.reason = Some(why.clone());
-                    }
-                    (*i, status)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
     let total = seen
         .files
         .map(|f| f.tasks)
         .or_else(|| tasks.keys().next_back().map(|last| last + 1))
         .unwrap_or(0);
-    let statuses: Vec<Option<&JobStatus>> = (0..total)
-        .map(|i| tasks.get(&i).copied().or_else(|| from_files.get(&i)))
+    let statuses: Vec<Option<JobStatus>> = (0..total)
+        .map(|i| match tasks.get(&i) {
+            Some(status) => Some(with_files((*status).clone(), seen.files, i)),
+            None => seen.files.and_then(|f| from_files(f, i)),
+        })
         .collect();
+    let statuses: Vec<Option<&JobStatus>> = statuses.iter().map(Option::as_ref).collect();
     JobStatus::of_array(id, "SLURM", &statuses)
 }
 
@@ -149,10 +160,11 @@ mod tests {
         tasks: Option<(u32, u32, u32, u32)>,
     }
 
-    fn run(case: &Case) -> JobStatus {
-        let squeue = parse_squeue(case.squeue);
-        let sacct = parse_sacct(case.sacct);
-        let files = parse_job_files(case.files);
+    /// Job 7's status from what squeue, sacct and the job-files script printed.
+    fn run(squeue: &str, sacct: &str, files: &str) -> JobStatus {
+        let squeue = parse_squeue(squeue);
+        let sacct = parse_sacct(sacct);
+        let files = parse_job_files(files);
         let seen = Sightings {
             squeue: squeue.iter().filter(|r| r.job == "7").collect(),
             sacct: sacct.iter().filter(|r| r.job == "7").collect(),
@@ -166,7 +178,7 @@ mod tests {
         let cases = [
             Case {
                 what: "running in squeue",
-                squeue: "7|RUNNING|None|1|2|NONE",
+                squeue: "7|RUNNING|None|1|2|NONE|debug",
                 sacct: "",
                 files: "",
                 expected: (Running, None, None),
@@ -174,7 +186,7 @@ mod tests {
             },
             Case {
                 what: "finished in squeue: the exit-code file adds the code",
-                squeue: "7|FAILED|NonZeroExitCode|1|2|3",
+                squeue: "7|FAILED|NonZeroExitCode|1|2|3|debug",
                 sacct: "",
                 files: "7 tasks 1 0\n7 task 0 exit 3",
                 expected: (Failed, Some(3), None),
@@ -182,8 +194,8 @@ mod tests {
             },
             Case {
                 what: "squeue wins over a lagging sacct",
-                squeue: "7|COMPLETED|None|1|2|3",
-                sacct: "7|RUNNING|None|0:0|1|2|Unknown",
+                squeue: "7|COMPLETED|None|1|2|3|debug",
+                sacct: "7|RUNNING|None|0:0|1|2|Unknown|debug",
                 files: "7 tasks 1 0\n7 task 0 exit 0",
                 expected: (Succeeded, Some(0), None),
                 tasks: None,
@@ -199,7 +211,7 @@ mod tests {
             Case {
                 what: "purged from squeue: sacct",
                 squeue: "",
-                sacct: "7|TIMEOUT|None|0:15|1|2|3",
+                sacct: "7|TIMEOUT|None|0:15|1|2|3|debug",
                 files: "",
                 expected: (Failed, Some(0), Some(15)),
                 tasks: None,
@@ -216,7 +228,7 @@ mod tests {
                 what: "the working directory could not be entered: sacct has the code, the \
                        files say why",
                 squeue: "",
-                sacct: "7|FAILED|NonZeroExitCode|70:0|1|2|3",
+                sacct: "7|FAILED|NonZeroExitCode|70:0|1|2|3|debug",
                 files: "7 tasks 1 0\n7 task 0 exit 70\n7 why 0 the script never ran: x",
                 expected: (Failed, Some(70), None),
                 tasks: None,
@@ -263,7 +275,7 @@ mod tests {
             },
             Case {
                 what: "array: pending tasks expanded by squeue -r",
-                squeue: "7_0|RUNNING|None|1|2|NONE\n7_1|PENDING|JobArrayTaskLimit|1|N/A|N/A\n7_2|PENDING|JobArrayTaskLimit|1|N/A|N/A",
+                squeue: "7_0|RUNNING|None|1|2|NONE|debug\n7_1|PENDING|JobArrayTaskLimit|1|N/A|N/A|debug\n7_2|PENDING|JobArrayTaskLimit|1|N/A|N/A|debug",
                 sacct: "",
                 files: "7 tasks 3 0",
                 expected: (Running, None, None),
@@ -271,15 +283,15 @@ mod tests {
             },
             Case {
                 what: "array: task 0 purged from squeue, sacct remembers it",
-                squeue: "7_1|FAILED|NonZeroExitCode|1|2|3\n7_2|RUNNING|None|1|2|NONE",
-                sacct: "7_0|COMPLETED|None|0:0|1|2|3\n7_1|RUNNING|None|0:0|1|2|Unknown\n7_[2]|PENDING|None|0:0|1|N/A|N/A",
+                squeue: "7_1|FAILED|NonZeroExitCode|1|2|3|debug\n7_2|RUNNING|None|1|2|NONE|debug",
+                sacct: "7_0|COMPLETED|None|0:0|1|2|3|debug\n7_1|RUNNING|None|0:0|1|2|Unknown|debug\n7_[2]|PENDING|None|0:0|1|N/A|N/A|debug",
                 files: "7 tasks 3 0",
                 expected: (Running, None, None),
                 tasks: Some((3, 1, 1, 1)),
             },
             Case {
                 what: "array: all done, one failed, some known only from files",
-                squeue: "7_2|COMPLETED|None|1|2|3",
+                squeue: "7_2|COMPLETED|None|1|2|3|debug",
                 sacct: "",
                 files: "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
                 expected: (Failed, None, None),
@@ -295,7 +307,7 @@ mod tests {
             },
             Case {
                 what: "array of one task",
-                squeue: "7_0|COMPLETED|None|1|2|3",
+                squeue: "7_0|COMPLETED|None|1|2|3|debug",
                 sacct: "",
                 files: "7 tasks 1 0\n7 task 0 exit 0",
                 expected: (Succeeded, None, None),
@@ -303,7 +315,7 @@ mod tests {
             },
         ];
         for case in &cases {
-            let status = run(case);
+            let status = run(case.squeue, case.sacct, case.files);
             let from_files_alone = case.squeue.is_empty()
                 && case.sacct.is_empty()
                 && case.tasks.is_none()
@@ -337,10 +349,121 @@ mod tests {
         }
     }
 
+    /// The cause of each ending, from squeue and sacct rows captured on the test bed (an
+    /// array whose task 1 exits 4, a script exiting 3, a `scancel` of a running job by uid
+    /// 1001, a job over its one-minute limit) and the job directory batchbridge's batch
+    /// script leaves.
+    #[test]
+    fn causes_from_every_source() {
+        use CancelledBy::{Account, Request};
+        use FailureCause as C;
+        let cases: [(&str, &str, &str, &str, Option<FailureCause>); 12] = [
+            (
+                "array, task 1 failed: squeue has no exit code, the files have it (issue 21 \
+                 case 1)",
+                "7_0|COMPLETED|None|1795445430|1795445430|1795445430|debug\n\
+                 7_1|FAILED|NonZeroExitCode|1795445430|1795445430|1795445430|debug\n\
+                 7_2|COMPLETED|None|1795445430|1795445430|1795445430|debug",
+                "",
+                "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
+                Some(C::ExitCode(4)),
+            ),
+            (
+                "array, task 1 failed, from sacct alone",
+                "",
+                "7_0|COMPLETED|None|0:0|1795445430|1795445430|1795445430|debug\n\
+                 7_1|FAILED|None|4:0|1795445430|1795445430|1795445430|debug\n\
+                 7_2|COMPLETED|None|0:0|1795445430|1795445430|1795445430|debug",
+                "7 tasks 3 0",
+                Some(C::ExitCode(4)),
+            ),
+            (
+                "array, task 1 failed, from the files alone",
+                "",
+                "",
+                "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
+                Some(C::ExitCode(4)),
+            ),
+            (
+                "exit 3 in squeue, code from the files",
+                "7|FAILED|NonZeroExitCode|1795445430|1795445430|1795445430|debug",
+                "",
+                "7 tasks 1 0\n7 task 0 exit 3",
+                Some(C::ExitCode(3)),
+            ),
+            (
+                "exit 3 in sacct",
+                "",
+                "7|FAILED|None|3:0|1795445430|1795445430|1795445430|debug",
+                "",
+                Some(C::ExitCode(3)),
+            ),
+            (
+                "scancel by hand, sacct names the uid",
+                "",
+                "7|CANCELLED by 1001|None|0:0|1795445430|1795445430|1795445442|debug",
+                "7 tasks 1 0\n7 task 0 signal 15",
+                Some(C::Cancelled(Account("1001".into()))),
+            ),
+            (
+                "batchbridge's cancel, sacct names the same uid",
+                "",
+                "7|CANCELLED by 1001|None|0:0|1795445430|1795445430|1795445442|debug",
+                "7 tasks 1 1\n7 task 0 signal 15",
+                Some(C::Cancelled(Request)),
+            ),
+            (
+                "batchbridge's cancel, in squeue",
+                "7|CANCELLED|None|1795445430|1795445430|1795445442|debug",
+                "",
+                "7 tasks 1 1\n7 task 0 signal 15",
+                Some(C::Cancelled(Request)),
+            ),
+            (
+                "over its time limit, in sacct",
+                "",
+                "7|TIMEOUT|None|0:0|1795445430|1795445430|1795445491|debug",
+                "7 tasks 1 0\n7 task 0 signal 15",
+                Some(C::WallTimeExceeded),
+            ),
+            (
+                "over its time limit, in squeue: the signal from the files keeps the cause",
+                "7|TIMEOUT|TimeLimit|1795445430|1795445430|1795445491|debug",
+                "",
+                "7 tasks 1 0\n7 task 0 signal 15",
+                Some(C::WallTimeExceeded),
+            ),
+            (
+                "working directory missing",
+                "",
+                "7|FAILED|None|70:0|1795445430|1795445430|1795445430|debug",
+                "7 tasks 1 0\n7 task 0 exit 70\n7 why 0 the script never ran: x",
+                Some(C::NotStarted),
+            ),
+            (
+                "succeeded",
+                "7|COMPLETED|None|1795445430|1795445430|1795445436|debug",
+                "",
+                "7 tasks 1 0\n7 task 0 exit 0",
+                None,
+            ),
+        ];
+        for (what, squeue, sacct, files, cause) in cases {
+            let status = run(squeue, sacct, files);
+            assert_eq!(status.cause, cause, "{what}: {status:?}");
+            assert_eq!(
+                status.queue.as_deref(),
+                Some("debug").filter(|_| !(squeue.is_empty() && sacct.is_empty())),
+                "{what}"
+            );
+        }
+    }
+
     #[test]
     fn arrays_summarise_native_states_reasons_and_times() {
-        let squeue =
-            parse_squeue("7_0|RUNNING|None|10|20|NONE\n7_1|PENDING|JobArrayTaskLimit|11|N/A|N/A\n");
+        let squeue = parse_squeue(
+            "7_0|RUNNING|None|10|20|NONE|debug\n7_1|PENDING|JobArrayTaskLimit|11|N/A|N/A|debug\n",
+        );
         let seen = Sightings {
             squeue: squeue.iter().collect(),
             ..Sightings::default()
@@ -358,10 +481,11 @@ mod tests {
     #[test]
     fn what_needs_the_job_directory() {
         let squeue = parse_squeue(
-            "1|RUNNING|None|1|2|NONE\n2|COMPLETED|None|1|2|3\n3_0|RUNNING|None|1|2|NONE\n",
+            "1|RUNNING|None|1|2|NONE|debug\n2|COMPLETED|None|1|2|3|debug\n3_0|RUNNING|None|1|2|NONE|debug\n",
         );
-        let sacct =
-            parse_sacct("5|COMPLETED|None|0:0|1|2|3\n6|FAILED|NonZeroExitCode|70:0|1|2|3\n");
+        let sacct = parse_sacct(
+            "5|COMPLETED|None|0:0|1|2|3|debug\n6|FAILED|NonZeroExitCode|70:0|1|2|3|debug\n",
+        );
         let by_job = |job: &str| Sightings {
             squeue: squeue.iter().filter(|r| r.job == job).collect(),
             ..Sightings::default()

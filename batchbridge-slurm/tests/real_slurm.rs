@@ -140,7 +140,9 @@ async fn impossible_and_held_jobs_wait_then_cancel() {
 
 mod common;
 
-use batchbridge_core::{ArraySpec, BatchBackend, ErrorKind, JobId, OutputRequest};
+use batchbridge_core::{
+    ArraySpec, BatchBackend, CancelledBy, ErrorKind, FailureCause, JobId, OutputRequest,
+};
 
 #[tokio::test]
 async fn a_job_over_its_time_limit_ends_timeout() {
@@ -155,6 +157,12 @@ async fn a_job_over_its_time_limit_ends_timeout() {
         "{status:?}"
     );
     assert_eq!(status.reason.as_deref(), Some("TimeLimit"), "{status:?}");
+    assert_eq!(
+        status.cause,
+        Some(FailureCause::WallTimeExceeded),
+        "{status:?}"
+    );
+    assert_eq!(status.queue.as_deref(), Some("debug"), "{status:?}");
     assert_eq!(
         status.signal,
         Some(15),
@@ -180,6 +188,15 @@ async fn a_job_cancelled_on_the_cluster_side_shows_cancelled() {
     let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
     assert_eq!(status.state, JobState::Cancelled, "{status:?}");
     assert!(status.native_state.starts_with("CANCELLED"), "{status:?}");
+    assert!(
+        matches!(
+            status.cause,
+            Some(FailureCause::Cancelled(
+                CancelledBy::Account(_) | CancelledBy::Unknown
+            ))
+        ),
+        "not batchbridge's cancel: {status:?}"
+    );
 }
 
 #[tokio::test]
@@ -197,6 +214,8 @@ async fn a_job_purged_from_squeue_is_answered_by_sacct() {
         (JobState::Failed, "FAILED", Some(6)),
         "sacct's record: {status:?}"
     );
+    assert_eq!(status.cause, Some(FailureCause::ExitCode(6)), "{status:?}");
+    assert_eq!(status.queue.as_deref(), Some("debug"), "{status:?}");
     assert!(status.ended_at.is_some(), "{status:?}");
     assert!(slurm.capabilities().accounting);
     let output = slurm
@@ -269,6 +288,11 @@ async fn a_throttled_array_counts_its_tasks_and_its_failure() {
         "{done:?}"
     );
     assert!(done.native_state.contains("FAILED"), "{done:?}");
+    assert_eq!(
+        done.cause,
+        Some(FailureCause::ExitCode(4)),
+        "issue 21 case 1: {done:?}"
+    );
     let failed_task = slurm
         .fetch_output(&id, &OutputRequest::tail(100).for_task(1))
         .await

@@ -9,6 +9,7 @@ use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 
 use crate::backend::{JobId, JobOutput, OutputChunk, OutputRequest};
+use crate::cause::{CancelledBy, FailureCause};
 use crate::error::{Error, Result};
 use crate::remote::NOT_STARTED_EXIT_CODE;
 use crate::spec::JobSpec;
@@ -33,6 +34,24 @@ struct TaskView {
     not_started: Option<String>,
     started_at: Option<SystemTime>,
     ended_at: Option<SystemTime>,
+}
+
+impl TaskView {
+    /// Why the task failed or was cancelled: cancels only ever come from this backend's
+    /// `cancel`; a task whose wrapper wrote why the script never ran, or whose job never
+    /// started at all, did not start; a `LOST` task ended without a record of how.
+    fn cause(&self, never_started: bool) -> Option<FailureCause> {
+        match self.state {
+            JobState::Cancelled => Some(FailureCause::Cancelled(CancelledBy::Request)),
+            JobState::Failed if self.not_started.is_some() => Some(FailureCause::NotStarted),
+            JobState::Failed => Some(match self.exit_code {
+                Some(code) => FailureCause::ExitCode(code),
+                None if never_started => FailureCause::NotStarted,
+                None => FailureCause::Other,
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl JobDir {
@@ -168,6 +187,10 @@ impl JobDir {
         if status.state == JobState::Cancelled {
             status.signal = Some(nix::libc::SIGTERM);
         }
+        status.cause = tasks
+            .iter()
+            .find(|t| t.state == status.state)
+            .and_then(|t| t.cause(never_started));
         status.submitted_at = submitted_at;
         status.started_at = tasks.iter().filter_map(|t| t.started_at).min();
         if status.state.is_terminal() {

@@ -58,6 +58,7 @@ use crate::backend::{
     BatchBackend, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest,
     refuse_active,
 };
+use crate::cause::{CancelledBy, FailureCause};
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::shell::{Command, MAX_COMMAND_LINE, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
@@ -581,39 +582,39 @@ pub enum TaskEnd {
 }
 
 impl TaskEnd {
-    /// A task's status from how it ended alone: exit 0 is Succeeded, any other exit Failed,
-    /// a signal Cancelled when batchbridge asked for it (`cancel_requested`), else Failed.
+    /// A task's status from how it ended alone: exit 0 is Succeeded; any other exit is
+    /// Failed with cause [`ExitCode`](FailureCause::ExitCode); a signal is Cancelled
+    /// ([`CancelledBy::Request`]) when batchbridge asked for it (`cancel_requested`), else
+    /// Failed with cause [`Signal`](FailureCause::Signal).
     ///
     /// ```
-    /// use batchbridge_core::JobState;
+    /// use batchbridge_core::{CancelledBy, FailureCause, JobState};
     /// use batchbridge_core::remote::TaskEnd;
     ///
-    /// assert_eq!(TaskEnd::Exit(3).status(false).exit_code, Some(3));
-    /// assert_eq!(TaskEnd::Signal(15).status(true).state, JobState::Cancelled);
-    /// assert_eq!(TaskEnd::Signal(9).status(false).state, JobState::Failed);
+    /// let failed = TaskEnd::Exit(3).status(false);
+    /// assert_eq!((failed.exit_code, failed.cause), (Some(3), Some(FailureCause::ExitCode(3))));
+    /// let cancelled = TaskEnd::Signal(15).status(true);
+    /// assert_eq!(cancelled.state, JobState::Cancelled);
+    /// assert_eq!(cancelled.cause, Some(FailureCause::Cancelled(CancelledBy::Request)));
+    /// assert_eq!(TaskEnd::Signal(9).status(false).cause, Some(FailureCause::Signal(9)));
+    /// assert_eq!(TaskEnd::Exit(0).status(false).cause, None);
     /// ```
     pub fn status(self, cancel_requested: bool) -> JobStatus {
         match self {
-            Self::Exit(code) => {
-                let state = if code == 0 {
-                    JobState::Succeeded
-                } else {
-                    JobState::Failed
-                };
-                let mut status = JobStatus::new(state, NATIVE_STATE_EXIT_FILE);
-                status.exit_code = Some(code);
-                status
+            Self::Exit(0) => {
+                JobStatus::new(JobState::Succeeded, NATIVE_STATE_EXIT_FILE).with_exit_code(0)
             }
-            Self::Signal(signal) => {
-                let state = if cancel_requested {
-                    JobState::Cancelled
-                } else {
-                    JobState::Failed
-                };
-                let mut status = JobStatus::new(state, NATIVE_STATE_EXIT_FILE);
-                status.signal = Some(signal);
-                status
+            Self::Exit(code) => JobStatus::new(JobState::Failed, NATIVE_STATE_EXIT_FILE)
+                .with_exit_code(code)
+                .with_cause(FailureCause::ExitCode(code)),
+            Self::Signal(signal) if cancel_requested => {
+                JobStatus::new(JobState::Cancelled, NATIVE_STATE_EXIT_FILE)
+                    .with_signal(signal)
+                    .with_cause(FailureCause::Cancelled(CancelledBy::Request))
             }
+            Self::Signal(signal) => JobStatus::new(JobState::Failed, NATIVE_STATE_EXIT_FILE)
+                .with_signal(signal)
+                .with_cause(FailureCause::Signal(signal)),
         }
     }
 }
@@ -630,6 +631,31 @@ pub struct JobFiles {
     /// Why a task's script never ran (its working directory could not be entered), by
     /// index: the first line of its `task-N.reason`.
     pub not_started: BTreeMap<u32, String>,
+}
+
+impl JobFiles {
+    /// Task `index`'s status from these files alone, once its wrapper recorded an end:
+    /// [`TaskEnd::status`], and for a task whose script never ran the reason from its
+    /// `task-N.reason` and the cause [`NotStarted`](FailureCause::NotStarted).
+    ///
+    /// ```
+    /// use batchbridge_core::FailureCause;
+    /// use batchbridge_core::remote::parse_job_files;
+    ///
+    /// let jobs = parse_job_files("12 tasks 2 0\n12 task 0 exit 70\n12 why 0 no such dir\n");
+    /// let never_ran = jobs["12"].task_status(0).unwrap();
+    /// assert_eq!(never_ran.cause, Some(FailureCause::NotStarted));
+    /// assert_eq!(never_ran.reason.as_deref(), Some("no such dir"));
+    /// assert_eq!(jobs["12"].task_status(1), None, "task 1 recorded no end");
+    /// ```
+    pub fn task_status(&self, index: u32) -> Option<JobStatus> {
+        let mut status = self.ended.get(&index)?.status(self.cancel_requested);
+        if let Some(why) = self.not_started.get(&index) {
+            status.reason = Some(why.clone());
+            status.cause = Some(FailureCause::NotStarted);
+        }
+        Some(status)
+    }
 }
 
 /// What the directories of jobs `ids` (each a [`job_number`]) under `WORK/ids/` say, in one

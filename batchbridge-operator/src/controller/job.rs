@@ -252,6 +252,8 @@ async fn collect(
     match collected {
         Ok(collected) => {
             next.output_tail = collected.tail;
+            next.task_outputs = collected.task_outputs;
+            next.task_outputs_omitted = collected.task_outputs_omitted;
             let (holds, reason, message) = if collected.refused.is_empty() {
                 (true, "Collected", collected.summary)
             } else {

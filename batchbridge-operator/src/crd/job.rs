@@ -239,15 +239,20 @@ pub enum CleanupPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputPolicy {
-    /// How many bytes of the end of the output go into status.outputTail; 0 keeps none.
+    /// How many bytes of the end of the output go into status.outputTail (for an array job,
+    /// shared by the tasks' tails in status.taskOutputs); 0 keeps none.
     #[serde(default = "default_tail_bytes")]
     #[schemars(range(max = 65536))]
     pub tail_bytes: u32,
     /// Whether to keep the whole output (capped at the size a ConfigMap can hold) in a
-    /// ConfigMap named after the job and owned by it.
+    /// ConfigMap named after the job (NAME-output) and owned by it, under the keys stdout
+    /// and stderr. An array job's tasks are under task-N.stdout and task-N.stderr instead:
+    /// the first 100 tasks, sharing the cap.
     #[serde(default)]
     pub config_map: bool,
-    /// Whether to create a pod that prints the output, so that "kubectl logs" shows it.
+    /// Whether to create a pod (NAME-log) that prints the output, so that "kubectl logs"
+    /// shows it. For an array job it prints every task's output, each after a line
+    /// "==> task N <==".
     #[serde(default)]
     pub log_pod: bool,
 }
@@ -320,9 +325,22 @@ pub struct BatchJobStatus {
     /// How the tasks of an array job are spread over states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<TaskCounts>,
-    /// The end of the job's output (stdout, then stderr), at most outputPolicy.tailBytes.
+    /// The end of the job's output (stdout, then stderr), at most outputPolicy.tailBytes. An
+    /// array job has none: the tails of its tasks are in taskOutputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tail: Option<String>,
+    /// For an array job, the end of each task's output (stdout, then stderr), in task order
+    /// from task 0, so that item N holds task N's. The tails share
+    /// outputPolicy.tailBytes: at most 32 tasks are shown, each tail at least 64 bytes, so a
+    /// large array or a small tailBytes shows fewer tasks (taskOutputsOmitted counts the
+    /// others). The ConfigMap (outputPolicy.configMap) holds more tasks, and the log pod
+    /// (outputPolicy.logPod) prints the whole output of every task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub task_outputs: Vec<TaskOutput>,
+    /// How many tasks of an array job, the last ones, have no entry in taskOutputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_outputs_omitted: Option<u32>,
     /// The job's conditions in the standard Kubernetes form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
@@ -373,6 +391,16 @@ pub struct TaskCounts {
     pub failed: u32,
     /// Tasks that were cancelled.
     pub cancelled: u32,
+}
+
+/// The end of one array task's output.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskOutput {
+    /// The task's index, its $BATCHBRIDGE_TASK_INDEX.
+    pub index: u32,
+    /// The end of the task's stdout followed by its stderr.
+    pub tail: String,
 }
 
 #[cfg(test)]

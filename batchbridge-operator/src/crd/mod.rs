@@ -6,7 +6,7 @@
 //! - [`BatchJob`] ([`BatchJobSpec`], [`BatchJobStatus`]): a script to run on a cluster, with
 //!   its resources, array, container, passthrough options, retry and output policies; its
 //!   status carries the [`Phase`], the scheduler's job id, times, exit code, task counts and
-//!   the output's tail.
+//!   the output's tail (one per task, [`TaskOutput`], for an array).
 //!
 //! The CRDs are generated from these types ([`crds`], [`crd_yaml`]): every field's doc
 //! comment is its `description` (so `kubectl explain` works), and the API server enforces
@@ -54,6 +54,26 @@
 //! assert_eq!(job.spec.output_policy.tail_bytes, 4096);
 //! ```
 //!
+//! The status of an array job keeps the end of each task's output apart ([`TaskOutput`]),
+//! here the seed's example `echo A` in an array of 3 tasks:
+//!
+//! ```
+//! use batchbridge_operator::crd::BatchJobStatus;
+//!
+//! let status: BatchJobStatus = serde_json::from_value(serde_json::json!({
+//!     "phase": "Succeeded",
+//!     "taskOutputs": [
+//!         {"index": 0, "tail": "A\n"},
+//!         {"index": 1, "tail": "A\n"},
+//!         {"index": 2, "tail": "A\n"},
+//!     ],
+//! }))?;
+//! let task_2 = &status.task_outputs[2];
+//! assert_eq!((task_2.index, task_2.tail.as_str()), (2, "A\n"));
+//! assert_eq!((status.output_tail, status.task_outputs_omitted), (None, None));
+//! # Ok::<(), serde_json::Error>(())
+//! ```
+//!
 //! `scheduler` is one word, not an enum plus a custom name: `slurm`, `htcondor` and `local`
 //! are the built-in backends ([`Scheduler`]'s variants) and any other DNS label names a
 //! custom backend registered in the operator, so the schema checks the word's shape (a
@@ -76,7 +96,7 @@ pub use cluster::{
 pub use job::{
     ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
     ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,
-    TaskCounts,
+    TaskCounts, TaskOutput,
 };
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.

@@ -46,7 +46,8 @@ use batchbridge_core::remote::{
 };
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::{
-    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Resources, Result,
+    CancelledBy, Capabilities, Error, ErrorKind, FailureCause, JobId, JobKey, JobSpec, JobState,
+    JobStatus, Resources, Result,
 };
 
 const QUEUE: &str = include_str!("sh/queue.sh");
@@ -278,20 +279,35 @@ pub fn parse_atq(text: &str) -> HashMap<String, char> {
 /// Job `id`'s status from its queue in `atq` (if at holds it) and its job directory (if it
 /// was submitted through this work directory). The wrapper's record of how the script
 /// ended wins: at may still show the job running for a moment after.
+///
+/// at itself says only whether a job waits (and in which queue, the status's `queue`) or
+/// runs; the failure cause comes from the wrapper's record
+/// ([`JobFiles::task_status`]): an exit code, a signal, a cancel through this backend, a
+/// script that never ran.
+///
+/// ```
+/// use batchbridge_core::{CancelledBy, FailureCause, JobState};
+/// use batchbridge_core::remote::parse_job_files;
+///
+/// let files = parse_job_files("4 tasks 1 0\n4 task 0 exit 3\n5 tasks 1 1\n");
+/// let failed = batchbridge_at::job_status("4", None, files.get("4"));
+/// assert_eq!(failed.cause, Some(FailureCause::ExitCode(3)));
+/// let removed = batchbridge_at::job_status("5", None, files.get("5"));
+/// assert_eq!(removed.cause, Some(FailureCause::Cancelled(CancelledBy::Request)));
+/// let waiting = batchbridge_at::job_status("6", Some('b'), None);
+/// assert_eq!((waiting.state, waiting.queue.as_deref()), (JobState::Queued, Some("b")));
+/// ```
 pub fn job_status(id: &str, queue: Option<char>, files: Option<&JobFiles>) -> JobStatus {
     let cancelled = files.is_some_and(|f| f.cancel_requested);
-    match (files.and_then(|f| f.ended.get(&0)), queue) {
-        (Some(end), _) => {
-            let mut status = end.status(cancelled);
-            // Why the script never ran (its working directory), when it did not.
-            status.reason = files.and_then(|f| f.not_started.get(&0)).cloned();
-            status
-        }
+    match (files.and_then(|f| f.task_status(0)), queue) {
+        (Some(status), _) => status,
         (None, Some(RUNNING)) => JobStatus::new(JobState::Running, RUNNING.to_string()),
         (None, Some(queue)) => JobStatus::new(JobState::Queued, queue.to_string())
-            .with_reason(format!("waiting in at's queue {queue} for atd to start it")),
+            .with_reason(format!("waiting in at's queue {queue} for atd to start it"))
+            .with_queue(queue.to_string()),
         (None, None) if cancelled => JobStatus::new(JobState::Cancelled, "")
-            .with_reason("removed from at's queue before it started"),
+            .with_reason("removed from at's queue before it started")
+            .with_cause(FailureCause::Cancelled(CancelledBy::Request)),
         (None, None) if files.is_some() => JobStatus::unknown(format!(
             "at no longer holds job {id}, and its wrapper recorded no end (killed, or lost \
              with the machine)"
@@ -352,36 +368,40 @@ mod tests {
              9 tasks 1 0\n9 task 0 exit 70\n9 why 0 the script never ran: cannot enter /gone\n",
         );
         const EXIT: &str = batchbridge_core::remote::NATIVE_STATE_EXIT_FILE;
-        // (id, atq's queue) -> (state, exit code, signal, native state)
+        // (id, atq's queue) -> (state, exit code, signal, native state, cause)
+        use CancelledBy::Request;
+        use FailureCause as C;
+        #[rustfmt::skip]
         let cases = [
-            (("1", None), (JobState::Succeeded, Some(0), None, EXIT)),
-            (("1", Some('=')), (JobState::Succeeded, Some(0), None, EXIT)),
-            (("2", None), (JobState::Failed, Some(3), None, EXIT)),
-            (
-                ("3", Some('=')),
-                (JobState::Cancelled, None, Some(15), EXIT),
-            ),
-            (("4", None), (JobState::Failed, None, Some(9), EXIT)),
-            (("5", None), (JobState::Cancelled, None, None, "")),
-            (("6", Some('=')), (JobState::Running, None, None, "=")),
-            (("7", Some('b')), (JobState::Queued, None, None, "b")),
-            (("7", None), (JobState::Unknown, None, None, "")),
-            (("8", Some('a')), (JobState::Queued, None, None, "a")),
-            (("8", None), (JobState::Unknown, None, None, "")),
-            (("9", None), (JobState::Failed, Some(70), None, EXIT)),
+            (("1", None), (JobState::Succeeded, Some(0), None, EXIT, None)),
+            (("1", Some('=')), (JobState::Succeeded, Some(0), None, EXIT, None)),
+            (("2", None), (JobState::Failed, Some(3), None, EXIT, Some(C::ExitCode(3)))),
+            (("3", Some('=')), (JobState::Cancelled, None, Some(15), EXIT, Some(C::Cancelled(Request)))),
+            (("4", None), (JobState::Failed, None, Some(9), EXIT, Some(C::Signal(9)))),
+            (("5", None), (JobState::Cancelled, None, None, "", Some(C::Cancelled(Request)))),
+            (("6", Some('=')), (JobState::Running, None, None, "=", None)),
+            (("7", Some('b')), (JobState::Queued, None, None, "b", None)),
+            (("7", None), (JobState::Unknown, None, None, "", None)),
+            (("8", Some('a')), (JobState::Queued, None, None, "a", None)),
+            (("8", None), (JobState::Unknown, None, None, "", None)),
+            (("9", None), (JobState::Failed, Some(70), None, EXIT, Some(C::NotStarted))),
         ];
-        for ((id, queue), (state, exit_code, signal, native)) in cases {
+        for ((id, queue), (state, exit_code, signal, native, cause)) in cases {
             let status = job_status(id, queue, files.get(id));
             assert_eq!(
                 (
                     status.state,
                     status.exit_code,
                     status.signal,
-                    status.native_state.as_str()
+                    status.native_state.as_str(),
+                    status.cause.clone(),
                 ),
-                (state, exit_code, signal, native),
+                (state, exit_code, signal, native, cause),
                 "job {id} in queue {queue:?}: {status:?}"
             );
+            if state == JobState::Queued {
+                assert_eq!(status.queue, queue.map(String::from), "{status:?}");
+            }
             if matches!(state, JobState::Queued | JobState::Unknown) {
                 assert!(status.reason.is_some(), "{status:?}");
             }

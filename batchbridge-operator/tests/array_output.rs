@@ -1,0 +1,216 @@
+//! Every task's output of an array job reaches the user (issue 21, case 8), on the test
+//! bed's real SLURM and HTCondor through the real kube-apiserver: the tails in
+//! `status.taskOutputs` (bounded, the left-out tasks counted), the ConfigMap's per-task keys
+//! and the log pod's output, read the ways the README shows (kubectl jsonpath included).
+//!
+//! Each test runs its own operator for a namespace of its own, with a BatchCluster polled
+//! every second.
+
+// Helpers panic on purpose: anything unexpected is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use batchbridge_operator::crd::{BatchJobStatus, TaskOutput};
+use batchbridge_operator::output;
+use batchbridge_operator::status::{OUTPUT_COLLECTED, condition};
+use batchbridge_testbed::login;
+use common::Cluster;
+use common::operator::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_of_a_slurm_array_shows_its_output() {
+    every_task_shows_its_output("array-out-slurm", "ssh", "slurm").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_of_an_htcondor_array_shows_its_output() {
+    every_task_shows_its_output("array-out-htcondor", "htcondor", "htcondor").await;
+}
+
+/// Two arrays on the cluster of `scheduler` (test bed component `component`):
+///
+/// - "seed", the seed's example (`echo A`, 3 tasks), with a line of its own on stderr per
+///   task, a ConfigMap and a log pod: every task's output is in status, in the ConfigMap
+///   under its own keys, and in the log pod's output after its header;
+/// - "many", 5 tasks printing 108 bytes each with `tailBytes: 128`: status shows the tails
+///   of tasks 0 and 1 (64 bytes each, the least a task's tail holds) and counts the other 3,
+///   while the ConfigMap keeps all five.
+async fn every_task_shows_its_output(test: &str, component: &str, scheduler: &str) {
+    let (bed, operator) = set_up(test, component, scheduler).await;
+    create_job(
+        &bed,
+        "seed",
+        json!({
+            "clusterRef": {"name": scheduler},
+            "script": "echo \"A\"\necho \"task $BATCHBRIDGE_TASK_INDEX\" >&2\n",
+            "array": {"count": 3},
+            "outputPolicy": {"configMap": true, "logPod": true},
+        }),
+    )
+    .await;
+    create_job(
+        &bed,
+        "many",
+        json!({
+            "clusterRef": {"name": scheduler},
+            "script": "printf '%0100d task %s\\n' 0 \"$BATCHBRIDGE_TASK_INDEX\"\n",
+            "array": {"count": 5},
+            "outputPolicy": {"tailBytes": 128, "configMap": true},
+        }),
+    )
+    .await;
+
+    let seed = collected(&bed, "seed").await;
+    assert_eq!(
+        tails(&seed),
+        [
+            (0, "A\ntask 0\n".to_owned()),
+            (1, "A\ntask 1\n".to_owned()),
+            (2, "A\ntask 2\n".to_owned())
+        ]
+    );
+    assert_eq!(
+        (seed.output_tail.as_deref(), seed.task_outputs_omitted),
+        (None, None),
+        "an array's output is per task, and none is left out"
+    );
+    let message = &condition(&seed.conditions, OUTPUT_COLLECTED)
+        .unwrap()
+        .message;
+    assert_eq!(message, "3 tasks: 6 bytes of stdout, 21 of stderr");
+    // What the README tells a user to type.
+    assert_eq!(
+        bed.kubectl(&[
+            "-n",
+            &bed.namespace,
+            "get",
+            "batchjob",
+            "seed",
+            "-o",
+            "jsonpath={.status.taskOutputs[2].tail}",
+        ]),
+        "A\ntask 2\n"
+    );
+    assert_eq!(
+        bed.kubectl(&[
+            "-n",
+            &bed.namespace,
+            "get",
+            "configmap",
+            "seed-output",
+            "-o",
+            "jsonpath={.data.task-2\\.stdout}",
+        ]),
+        "A\n"
+    );
+    let data = config_map(&bed, "seed-output").await;
+    let expected: BTreeMap<String, String> = (0..3)
+        .flat_map(|task| {
+            [
+                (format!("task-{task}.stdout"), "A\n".to_owned()),
+                (format!("task-{task}.stderr"), format!("task {task}\n")),
+            ]
+        })
+        .collect();
+    assert_eq!(data, expected);
+
+    // The log pod: the test bed has no kubelet, so its fetch-output mode runs here, with
+    // the environment and the mounted Secret the pod would have.
+    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
+        .get("seed-log")
+        .await
+        .unwrap();
+    let env: BTreeMap<String, String> = pod.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect();
+    let credentials = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        login(component).private_key,
+        credentials.path().join("ssh-privatekey"),
+    )
+    .unwrap();
+    let mut printed = Vec::new();
+    output::fetch_output_to(
+        &|name: &str| env.get(name).cloned(),
+        credentials.path(),
+        &mut printed,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(printed).unwrap(),
+        "==> task 0 <==\nA\ntask 0\n==> task 1 <==\nA\ntask 1\n==> task 2 <==\nA\ntask 2\n"
+    );
+
+    let many = collected(&bed, "many").await;
+    let line_end = |task: u32| format!("{} task {task}\n", "0".repeat(56));
+    assert_eq!(tails(&many), [(0, line_end(0)), (1, line_end(1))]);
+    assert_eq!(many.task_outputs_omitted, Some(3));
+    let message = &condition(&many.conditions, OUTPUT_COLLECTED)
+        .unwrap()
+        .message;
+    assert_eq!(
+        message,
+        "5 tasks: 540 bytes of stdout, 0 of stderr; status.taskOutputs shows tasks 0-1"
+    );
+    let data = config_map(&bed, "many-output").await;
+    let stdout: Vec<(&str, usize)> = data
+        .iter()
+        .filter(|(key, _)| key.ends_with(".stdout"))
+        .map(|(key, value)| (key.as_str(), value.len()))
+        .collect();
+    assert_eq!(
+        stdout,
+        [
+            ("task-0.stdout", 108),
+            ("task-1.stdout", 108),
+            ("task-2.stdout", 108),
+            ("task-3.stdout", 108),
+            ("task-4.stdout", 108)
+        ]
+    );
+    assert_eq!(
+        data.get("task-4.stdout").map(String::as_str),
+        Some(format!("{} task 4\n", "0".repeat(100)).as_str())
+    );
+
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// The status of job `name` once its output was collected (OutputCollected True).
+async fn collected(bed: &Cluster, name: &str) -> BatchJobStatus {
+    status(
+        &wait_for(bed, name, "its output collected", |s| {
+            condition(&s.conditions, OUTPUT_COLLECTED).is_some_and(|c| c.status == "True")
+        })
+        .await,
+    )
+}
+
+fn tails(status: &BatchJobStatus) -> Vec<(u32, String)> {
+    status
+        .task_outputs
+        .iter()
+        .map(|TaskOutput { index, tail }| (*index, tail.clone()))
+        .collect()
+}
+
+async fn config_map(bed: &Cluster, name: &str) -> BTreeMap<String, String> {
+    Api::<ConfigMap>::namespaced(bed.client.clone(), &bed.namespace)
+        .get(name)
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default()
+}
