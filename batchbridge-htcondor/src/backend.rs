@@ -16,7 +16,7 @@ use crate::description::{KEY_ATTRIBUTE, submit_description};
 use crate::parse::{
     ATTRIBUTES, ProcAd, condor_version, first_cluster, parse_ads, parse_not_started,
 };
-use crate::state::cluster_status;
+use crate::state::{CANCEL_REASON, cluster_status};
 
 const JOB_WRAPPER: &str = include_str!("sh/job.sh");
 const NOT_STARTED: &str = include_str!("sh/not_started.sh");
@@ -277,7 +277,7 @@ impl CliScheduler for Htcondor {
 
     /// condor_rm, idempotent; the procs it refused that are still queued are printed.
     fn cancel_command(&self, _work: &str, cluster: &str) -> Command {
-        Command::sh(CANCEL, [cluster])
+        Command::sh(CANCEL, [cluster, CANCEL_REASON])
     }
 
     fn cancelled(&self, cluster: &str, output: &Output) -> Result<()> {
@@ -397,6 +397,18 @@ mod tests {
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
         assert!(err.is_temporary());
+    }
+
+    #[test]
+    fn a_cancel_gives_condor_rm_the_reason_that_tells_it_from_one_by_hand() {
+        let command = Htcondor.cancel_command("/w", "5");
+        let args = command.get_args();
+        assert_eq!(args[args.len() - 2..], ["5", CANCEL_REASON]);
+        assert!(
+            args[1].contains("condor_rm -reason \"$2\" \"$1\""),
+            "{}",
+            args[1]
+        );
     }
 
     #[test]
