@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::io::ErrorKind as IoErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,12 +34,13 @@ use nix::unistd::Pid;
 
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, refuse_active};
 use crate::error::{Error, ErrorKind, Result};
-use crate::remote::ENTER_WORKING_DIR;
+use crate::remote::render_script;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 use job_dir::JobDir;
 
-const WRAPPER: &str = include_str!("wrapper.sh");
+/// The job wrapper, with `enter_working_dir` and the exit codes it shares with Rust.
+static WRAPPER: LazyLock<String> = LazyLock::new(|| render_script(include_str!("wrapper.sh")));
 /// The `PATH` of a job started with [`LocalBackend::clean_environment`].
 const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
@@ -293,7 +294,7 @@ impl Inner {
         }
         let child = command
             .arg("-c")
-            .arg(format!("{ENTER_WORKING_DIR}{WRAPPER}"))
+            .arg(WRAPPER.as_str())
             .arg("bash")
             .arg(dir.root())
             .arg(self.root.join("slots"))

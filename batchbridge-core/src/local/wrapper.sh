@@ -1,8 +1,10 @@
 # The local backend's job wrapper, run as `bash -c "$WRAPPER" bash JOB_DIR SLOTS_DIR CAPACITY
-# TASKS MAX_PARALLEL CPUS WORKING_DIR` in a process group of its own, after the definition of
-# `enter_working_dir` (batchbridge_core::remote::ENTER_WORKING_DIR). Every value arrives as a
-# positional parameter, never as code. It outlives the program that started it; all state
+# TASKS MAX_PARALLEL CPUS WORKING_DIR` in a process group of its own, with `enter_working_dir`
+# (batchbridge_core::remote::ENTER_WORKING_DIR) and core's exit codes filled in by
+# batchbridge_core::remote::render_script. Every value arrives as a positional parameter,
+# never as code. It outlives the program that started it; all state
 # is in files.
+@ENTER_WORKING_DIR@
 set -u
 job=$1 slots=$2 capacity=$3 tasks=$4 parallel=$5 cpus=$6 workdir=$7
 
@@ -33,10 +35,10 @@ run_task() {
         for fd in "${held[@]}"; do exec {fd}>&-; done
         # Positional parameters, not variables: env.sh may set any variable name.
         set -- "$job/script.sh" "$dir" "$index"
-        enter_working_dir "$workdir" "$2/reason" 2>"$2/stderr" || exit 70
+        enter_working_dir "$workdir" "$2/reason" 2>"$2/stderr" || exit @NOT_STARTED@
         # What sourcing the environment says (a read-only variable, say) is the task's
-        # stderr too, so that a job failing with 70 shows why.
-        . "$job/env.sh" 2>"$2/stderr" || exit 70
+        # stderr too, so that a job failing with @NOT_STARTED@ shows why.
+        . "$job/env.sh" 2>"$2/stderr" || exit @NOT_STARTED@
         export BATCHBRIDGE_TASK_INDEX="$3"
         exec bash "$1" <"/dev/null" >"$2/stdout" 2>>"$2/stderr"
     )
