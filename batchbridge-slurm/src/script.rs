@@ -192,12 +192,37 @@ pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
         }
     };
     let working_dir = spec.working_dir.as_deref().unwrap_or(dir);
-    // The shared placeholders first, so that none is looked for in a value of the spec.
-    Ok(render_script(BATCH_SCRIPT)
-        .replace("@KEY@", spec.key.as_str())
-        .replace("@DIR@", &quote(dir, "the job directory")?)
-        .replace("@WORKDIR@", &quote(working_dir, "workingDir")?)
-        .replace("@RUNNER@", &runner))
+    Ok(fill(
+        &render_script(BATCH_SCRIPT),
+        &[
+            ("@KEY@", spec.key.as_str()),
+            ("@DIR@", &quote(dir, "the job directory")?),
+            ("@WORKDIR@", &quote(working_dir, "workingDir")?),
+            ("@RUNNER@", &runner),
+        ],
+    ))
+}
+
+/// `template` with each placeholder replaced by its value in one pass: a value is never
+/// searched for placeholders, so a working directory or work directory that names one (a
+/// tenant's `/scratch/@RUNNER@`) stays verbatim instead of pulling generated shell text
+/// into its quotes.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut filled = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some((at, placeholder, value)) = values
+        .iter()
+        .filter_map(|(placeholder, value)| {
+            rest.find(placeholder).map(|at| (at, *placeholder, *value))
+        })
+        .min_by_key(|(at, ..)| *at)
+    {
+        filled.push_str(&rest[..at]);
+        filled.push_str(value);
+        rest = &rest[at + placeholder.len()..];
+    }
+    filled.push_str(rest);
+    filled
 }
 
 fn quote(value: &str, what: &str) -> Result<String> {
@@ -453,6 +478,43 @@ mod tests {
             "SLURM sees the script's exit code"
         );
         assert!(!script.contains('@'), "a placeholder was left: {script}");
+    }
+
+    /// A tenant's path naming a placeholder must not pull the container command (with the
+    /// image's quotes) into the path's quotes, where the image would run as shell.
+    #[test]
+    fn a_value_naming_a_placeholder_stays_verbatim() {
+        let mut spec = spec();
+        spec.working_dir = Some("/scratch/@RUNNER@ @KEY@".into());
+        spec.container =
+            Some(Container::new("$(touch /tmp/canary)").with_runtime(ContainerRuntime::Apptainer));
+        let dir = "/home/batch/@WORKDIR@";
+        let script = batch_script(&spec, dir).unwrap();
+        let line = |prefix: &str| {
+            let line = script.lines().find(|l| l.starts_with(prefix)).unwrap();
+            shlex::split(line).unwrap()
+        };
+        assert_eq!(line("workdir="), ["workdir=/scratch/@RUNNER@ @KEY@"]);
+        assert_eq!(line("dir="), [format!("dir={dir}")]);
+        assert!(
+            script.contains("apptainer exec --bind \"$4\" '$(touch /tmp/canary)' bash"),
+            "{script}"
+        );
+    }
+
+    #[test]
+    fn fill_replaces_each_placeholder_once_in_one_pass() {
+        type Values<'a> = &'a [(&'a str, &'a str)];
+        let cases: &[(&str, Values<'_>, &str)] = &[
+            ("a @X@ b @Y@", &[("@X@", "1"), ("@Y@", "2")], "a 1 b 2"),
+            ("@Y@@X@@Y@", &[("@X@", "1"), ("@Y@", "2")], "212"),
+            ("@X@", &[("@X@", "@Y@"), ("@Y@", "no")], "@Y@"),
+            ("none here", &[("@X@", "1")], "none here"),
+            ("@Z@ stays", &[("@X@", "1")], "@Z@ stays"),
+        ];
+        for (template, values, filled) in cases {
+            assert_eq!(fill(template, values), *filled, "{template}");
+        }
     }
 
     #[test]
