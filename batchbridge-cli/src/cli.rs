@@ -32,7 +32,7 @@ Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
 Exit codes:
   0    done; for run and wait: the job succeeded
   N    run and wait: the job's own exit code (128+S when signal S killed it)
-  1    a job failed or was cancelled
+  1    a job failed (without a code of its own) or was cancelled
   2    usage error: a flag or value was refused; nothing was sent
   69   a cluster is unreachable or its scheduler did not answer
   70   any other failure (the scheduler refused, unknown job, I/O)

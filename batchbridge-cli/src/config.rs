@@ -195,8 +195,8 @@ impl Clusters {
         };
         let wrong = |message: String| CliError::config(format!("[clusters.{name}]: {message}"));
         if config.scheduler == Scheduler::Local {
-            let backend = LocalBackend::new(self.state_dir.join("local"))
-                .map_err(CliError::from)?;
+            let backend =
+                LocalBackend::new(self.state_dir.join("local")).map_err(CliError::from)?;
             return Ok(Cluster {
                 name: name.to_owned(),
                 scheduler: Scheduler::Local,

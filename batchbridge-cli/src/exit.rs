@@ -36,10 +36,12 @@ impl From<Exit> for ExitCode {
 }
 
 /// What `run` and `wait` exit with for a job that ended: its own exit code, 128 + the
-/// signal that killed it (as a shell reports it), or [`Exit::JobFailed`].
+/// signal that killed it (as a shell reports it), or [`Exit::JobFailed`], which is also
+/// what a cancelled job gets, whatever signal the cancel sent.
 pub(crate) fn job_exit_code(status: &JobStatus) -> u8 {
     match (status.state, status.exit_code, status.signal) {
         (JobState::Succeeded, ..) => 0,
+        (JobState::Cancelled, ..) => Exit::JobFailed as u8,
         (_, Some(code), _) if code != 0 => u8::try_from(code & 0xff).unwrap_or(1).max(1),
         (_, _, Some(signal)) => u8::try_from(128 + signal.clamp(1, 127)).unwrap_or(1),
         _ => Exit::JobFailed as u8,
@@ -132,5 +134,10 @@ mod tests {
         );
         assert_eq!(ended(JobState::Failed, None, Some(9)), 137);
         assert_eq!(ended(JobState::Cancelled, None, None), 1);
+        assert_eq!(
+            ended(JobState::Cancelled, None, Some(15)),
+            1,
+            "the cancel's signal"
+        );
     }
 }
