@@ -23,7 +23,7 @@ Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
   host = \"login.hpc.example\"
   port = 22                           # default 22
   user = \"alice\"                      # default $USER
-  key_file = \"~/.ssh/id_ed25519\"      # default the first of ~/.ssh/id_{ed25519,ecdsa,rsa}
+  key_file = \"~/.ssh/id_ed25519\"      # default: the ssh-agent at $SSH_AUTH_SOCK, else ~/.ssh/id_{ed25519,ecdsa,rsa}
   known_hosts = \"~/.ssh/known_hosts\"  # default; unknown host keys are refused
   work_dir = \"/scratch/alice/bb\"      # default .batchbridge/slurm in the login directory
   partition = \"short\"                 # slurm only

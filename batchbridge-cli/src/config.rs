@@ -63,7 +63,8 @@ pub(crate) struct SshTarget {
     pub(crate) host: String,
     pub(crate) port: u16,
     pub(crate) user: String,
-    pub(crate) key_file: PathBuf,
+    /// `the key FILE` or `the ssh-agent's keys`.
+    pub(crate) credentials: String,
     pub(crate) known_hosts: PathBuf,
 }
 
@@ -99,10 +100,10 @@ impl Cluster {
                 known = ssh.known_hosts.display()
             )),
             ErrorKind::AuthenticationFailed => error.with_hint(format!(
-                "{user}@{host}:{port} refused the key {key}: check `user` and `key_file` of \
+                "{user}@{host}:{port} refused {credentials}: check `user` and `key_file` of \
                  [clusters.{name}], and that the key's public half is in ~/.ssh/authorized_keys \
-                 on the cluster (try: ssh -i {key} -p {port} {user}@{host} true)",
-                key = ssh.key_file.display(),
+                 on the cluster (try: ssh -p {port} {user}@{host} true)",
+                credentials = ssh.credentials,
                 name = self.name
             )),
             ErrorKind::Unreachable | ErrorKind::ConnectionLost => error.with_hint(format!(
@@ -254,24 +255,32 @@ impl Clusters {
             None => std::env::var("USER").map_err(|_| "`user` is missing and $USER is not set")?,
         };
         check_ssh_word("user", &user)?;
-        let key_file = match &config.key_file {
-            Some(path) => self.expand(path),
-            None => self.default_key().ok_or(
-                "`key_file` is missing and none of ~/.ssh/id_ed25519, id_ecdsa, id_rsa exists",
-            )?,
+        let (auth, credentials) = match (&config.key_file, std::env::var_os("SSH_AUTH_SOCK")) {
+            (Some(path), _) => {
+                let path = self.expand(path);
+                let credentials = format!("the key {}", path.display());
+                (SshAuth::KeyFile(path), credentials)
+            }
+            (None, Some(socket)) if !socket.is_empty() => (
+                SshAuth::Agent(socket.into()),
+                "the ssh-agent's keys ($SSH_AUTH_SOCK)".to_owned(),
+            ),
+            (None, _) => {
+                let path = self.default_key().ok_or(
+                    "`key_file` is missing, no ssh-agent runs ($SSH_AUTH_SOCK), and none of \
+                     ~/.ssh/id_ed25519, id_ecdsa, id_rsa exists",
+                )?;
+                let credentials = format!("the key {}", path.display());
+                (SshAuth::KeyFile(path), credentials)
+            }
         };
         let known_hosts = match &config.known_hosts {
             Some(path) => self.expand(path),
             None => self.expand(Path::new("~/.ssh/known_hosts")),
         };
         let port = config.port.unwrap_or(22);
-        let mut ssh = SshConfig::new(
-            &host,
-            &user,
-            SshAuth::KeyFile(key_file.clone()),
-            HostKeys::File(known_hosts.clone()),
-        )
-        .port(port);
+        let mut ssh =
+            SshConfig::new(&host, &user, auth, HostKeys::File(known_hosts.clone())).port(port);
         ssh.accept_new_host_keys = config.accept_new_host_keys;
         if let Some(secs) = config.connect_timeout_secs {
             ssh.connect_timeout = Duration::from_secs(secs);
@@ -283,7 +292,7 @@ impl Clusters {
             host,
             port,
             user,
-            key_file,
+            credentials,
             known_hosts,
         };
         Ok((shell, target))

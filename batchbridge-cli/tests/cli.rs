@@ -120,6 +120,16 @@ impl User {
     }
 }
 
+/// A child process killed when the test ends, however it ends.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn code(output: &Output) -> i32 {
     output.status.code().unwrap_or(-1)
 }
@@ -310,8 +320,77 @@ fn clusters_reports_each_problem_with_what_to_do() {
         "{spoofed}"
     );
 
-    let table = user.run(&["clusters"]);
-    assert_eq!(code(&table), 77, "the worst problem's code");
+    // A key the cluster does not know; and the right key, held by an ssh-agent.
+    let stranger = user.home.path().join("stranger");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&stranger)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let socket = user.home.path().join("agent.sock");
+    let _agent = Stopped(
+        Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    while !socket.exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let added = Command::new("ssh-add")
+        .arg(&ssh.private_key)
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let config =
+        std::fs::read_to_string(user.home.path().join("config/batchbridge/config.toml")).unwrap();
+    user.write_config(&format!(
+        "{config}\n[clusters.stranger]\nscheduler = \"slurm\"\nhost = \"{host}\"\nport = {port}\n\
+         user = \"{user}\"\nkey_file = \"{key}\"\nknown_hosts = \"{known}\"\n\n\
+         [clusters.agent]\nscheduler = \"slurm\"\nhost = \"{host}\"\nport = {port}\n\
+         user = \"{user}\"\nknown_hosts = \"{known}\"\n",
+        host = ssh.host,
+        port = ssh.port,
+        user = ssh.user,
+        key = stranger.display(),
+        known = ssh.known_hosts.display(),
+    ));
+    let output = user
+        .command(&["-o", "json", "clusters"])
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    let checks: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let check = |name: &str| checks.iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!(check("agent")["ok"], true, "{checks:?}");
+    let stranger = check("stranger");
+    assert_eq!(stranger["exit"].as_u64(), Some(77), "{stranger}");
+    assert!(
+        stranger["error"]
+            .as_str()
+            .unwrap()
+            .contains("authentication failed"),
+        "{stranger}"
+    );
+    assert!(
+        stranger["hint"]
+            .as_str()
+            .unwrap()
+            .contains("refused the key"),
+        "{stranger}"
+    );
+
+    let table = user
+        .command(&["clusters"])
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    assert_eq!(code(&table), 77, "the highest problem's code");
     assert!(stdout(&table).contains(&keyscan), "{}", stdout(&table));
 }
 
