@@ -576,3 +576,69 @@ fn the_progress_spinner_shows_on_a_terminal_only() {
         "no colour on a terminal: {seen:?}"
     );
 }
+
+/// Ctrl-C typed at a terminal during `run` asks whether to cancel: "y" cancels the job,
+/// "n" leaves it running and says how to follow it.
+#[test]
+fn an_interrupted_run_on_a_terminal_asks_before_cancelling() {
+    use std::io::{Read, Write};
+
+    let user = User::new();
+    let script = user.script("long.sh", "echo started\nsleep 300\n");
+    for (answer, goes_on) in [("y", false), ("n", true)] {
+        // util-linux `script` puts the run under a pseudo-terminal; the ^C written to it
+        // becomes a SIGINT from the terminal, as when typed.
+        let line = format!(
+            "{} run {}",
+            env!("CARGO_BIN_EXE_batchbridge"),
+            script.display()
+        );
+        let mut terminal = user
+            .program("script")
+            .args(["-qefc", &line, "/dev/null"])
+            .env("TERM", "xterm")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut keyboard = terminal.stdin.take().unwrap();
+        let mut screen = terminal.stdout.take().unwrap();
+        let mut seen = Vec::new();
+        let mut read_until = |text: &str| {
+            while !String::from_utf8_lossy(&seen).contains(text) {
+                let mut byte = [0; 256];
+                let n = screen.read(&mut byte).unwrap();
+                assert!(
+                    n > 0,
+                    "the terminal closed before {text:?}: {:?}",
+                    String::from_utf8_lossy(&seen)
+                );
+                seen.extend_from_slice(&byte[..n]);
+            }
+        };
+        read_until("started");
+        keyboard.write_all(b"\x03").unwrap();
+        read_until("[y/N]");
+        keyboard
+            .write_all(format!("{answer}\n").as_bytes())
+            .unwrap();
+        let status = terminal.wait().unwrap();
+        let mut rest = Vec::new();
+        screen.read_to_end(&mut rest).unwrap();
+        seen.extend(rest);
+        let seen = String::from_utf8_lossy(&seen).into_owned();
+        assert_eq!(status.code(), Some(130), "{seen}");
+        let job = user.status(&[]).last().unwrap()["job"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if goes_on {
+            assert!(seen.contains(&format!("{job} goes on")), "{seen}");
+            assert_eq!(user.status(&[&job])[0]["status"]["state"], "Running");
+            assert_eq!(code(&user.run(&["cancel", &job])), 0);
+        } else {
+            assert!(seen.contains(&format!("cancelled {job}")), "{seen}");
+            user.wait_state(&job, "Cancelled");
+        }
+    }
+}
