@@ -184,8 +184,16 @@ impl Context {
         let known = self.record.entries()?.iter().any(|e| {
             (e.cluster.as_str(), e.id.as_str()) == (entry.cluster.as_str(), entry.id.as_str())
         });
-        if !known {
-            self.record.add(&entry)?;
+        if !known && let Err(err) = self.record.add(&entry) {
+            // The job runs all the same: say which it is rather than lose it.
+            terminal::print_error(&CliError {
+                message: format!(
+                    "{} was submitted but not recorded: {}",
+                    entry.reference(),
+                    err.message
+                ),
+                ..err
+            });
         }
         Ok((cluster, entry, id))
     }
