@@ -294,6 +294,11 @@ fn clusters_reports_each_problem_with_what_to_do() {
         check("good")["version"].as_str().unwrap().contains("22.05"),
         "{checks:?}"
     );
+    assert_eq!(
+        check("good")["accounting"],
+        true,
+        "the test bed's slurmdbd answers"
+    );
     let down = check("down");
     assert_eq!(
         (down["ok"].as_bool(), down["exit"].as_u64()),
