@@ -11,6 +11,7 @@
 //! - [`Tracker`] follows jobs on one backend with one batched status call per interval:
 //!   [`Tracker::wait`] for a job to end (with a time limit), [`Tracker::changes`] for every
 //!   status change of every job it follows.
+//! - [`follow::OutputFollower`] passes a job's output on as it grows, until the job ends.
 //! - [`Error`] carries an [`ErrorKind`] and whether retrying can help.
 //! - [`shell`] is the transport backends drive schedulers through: [`shell::LocalShell`]
 //!   and [`shell::SshShell`] (one multiplexed OpenSSH connection per host).
@@ -63,6 +64,7 @@ pub mod cause;
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
 pub mod error;
+pub mod follow;
 pub mod local;
 pub mod remote;
 pub mod shell;

@@ -48,6 +48,64 @@ async fn key_and_host_keys_given_as_text() {
     assert_eq!(whoami(&shell).await.unwrap(), "batch");
 }
 
+/// An ssh-agent of its own on a socket in `dir`, holding `key` when given; stopped on drop.
+struct Agent(std::process::Child);
+
+impl Agent {
+    fn start(dir: &std::path::Path, key: Option<&std::path::Path>) -> (Self, std::path::PathBuf) {
+        let socket = dir.join("agent.sock");
+        let agent = std::process::Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        while !socket.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if let Some(key) = key {
+            let added = std::process::Command::new("ssh-add")
+                .arg(key)
+                .env("SSH_AUTH_SOCK", &socket)
+                .output()
+                .unwrap();
+            assert!(added.status.success(), "{added:?}");
+        }
+        (Self(agent), socket)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn an_agents_key_logs_in_and_an_empty_agent_is_refused() {
+    let f = ssh_facts();
+    let dir = tempfile::tempdir().unwrap();
+    let (_agent, socket) = Agent::start(dir.path(), Some(&f.private_key));
+    let shell = SshShell::new(f.config(
+        SshAuth::Agent(socket),
+        HostKeys::File(f.known_hosts.clone()),
+    ))
+    .unwrap();
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+
+    let empty = tempfile::tempdir().unwrap();
+    let (_agent, socket) = Agent::start(empty.path(), None);
+    let shell = SshShell::new(f.config(
+        SshAuth::Agent(socket),
+        HostKeys::File(f.known_hosts.clone()),
+    ))
+    .unwrap();
+    let err = whoami(&shell).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+}
+
 #[tokio::test]
 async fn a_wrong_host_key_is_refused() {
     let f = ssh_facts();

@@ -65,6 +65,15 @@ pub enum SshAuth {
     /// A password, handed to `ssh` through an askpass helper, never on a command line; like
     /// [`SshAuth::Key`], it is on disk only while the master connection authenticates.
     Password(Password),
+    /// The keys an ssh-agent holds, through its socket (usually `$SSH_AUTH_SOCK`): the
+    /// private keys never reach this program.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::SshAuth;
+    /// let auth = SshAuth::Agent("/run/user/1000/ssh-agent.socket".into());
+    /// # drop(auth);
+    /// ```
+    Agent(PathBuf),
 }
 
 /// The host keys to trust.
@@ -380,6 +389,18 @@ impl SshShell {
                 write_private(&credential_file, text.as_bytes(), 0o600)?;
                 options.extend(key_options.map(str::to_owned));
                 ssh.arg("-i").arg(&credential_file);
+            }
+            SshAuth::Agent(socket) => {
+                // Not IdentitiesOnly/IdentityAgent=none: the agent's keys are the point.
+                options.extend(
+                    [
+                        "BatchMode=yes",
+                        "PasswordAuthentication=no",
+                        "KbdInteractiveAuthentication=no",
+                    ]
+                    .map(str::to_owned),
+                );
+                options.push(format!("IdentityAgent={}", socket.display()));
             }
             SshAuth::Password(password) => {
                 write_private(&credential_file, password.0.as_bytes(), 0o600)?;

@@ -1,0 +1,183 @@
+//! The command line: every command, flag and help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Examples:
+  batchbridge run hello.sh                      run on this machine, print the output, exit with its code
+  batchbridge -c hpc submit --cpus 4 --mem 8GiB --time 2h train.sh
+  batchbridge status                            every job this tool submitted, one query per cluster
+  batchbridge logs -f hpc:4242                  follow a running job's output
+  batchbridge cancel hpc:4242
+  batchbridge clusters                          check that every cluster answers
+
+Jobs are named CLUSTER:ID as `submit` prints them; a bare ID is looked up among the jobs
+this tool submitted, then taken to be on the --cluster (or default) cluster.
+
+Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
+  default_cluster = \"hpc\"
+  [clusters.hpc]
+  scheduler = \"slurm\"                 # slurm, htcondor or local
+  host = \"login.hpc.example\"
+  port = 22                           # default 22
+  user = \"alice\"                      # default $USER
+  key_file = \"~/.ssh/id_ed25519\"      # default: the ssh-agent at $SSH_AUTH_SOCK, else ~/.ssh/id_{ed25519,ecdsa,rsa}
+  known_hosts = \"~/.ssh/known_hosts\"  # default; unknown host keys are refused
+  work_dir = \"/scratch/alice/bb\"      # default .batchbridge/slurm in the login directory
+  partition = \"short\"                 # slurm only
+  account = \"proj-17\"                 # slurm only
+
+Exit codes:
+  0    done; for run and wait: the job succeeded
+  N    run and wait: the job's own exit code (128+S when signal S killed it)
+  1    a job failed (without a code of its own) or was cancelled
+  2    usage error: a flag or value was refused; nothing was sent
+  69   a cluster is unreachable or its scheduler did not answer
+  70   any other failure (the scheduler refused, unknown job, I/O)
+  75   wait --timeout passed; the job goes on
+  77   SSH refused: unknown or changed host key, or key not accepted
+  78   the config file is wrong
+  130  interrupted";
+
+/// batchbridge: run batch jobs on SLURM, HTCondor or this machine with one set of commands.
+#[derive(Debug, Parser)]
+#[command(name = "batchbridge", version, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// The cluster to use (default: the config's default_cluster, else `local`).
+    #[arg(short, long, global = true, env = "BATCHBRIDGE_CLUSTER")]
+    pub(crate) cluster: Option<String>,
+
+    /// The config file.
+    #[arg(long, global = true, env = "BATCHBRIDGE_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// How listings are printed.
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    pub(crate) output: Format,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// How listings are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// JSON for scripts.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Submit a script and print the job's CLUSTER:ID.
+    #[command(after_help = "Examples:\n  batchbridge submit job.sh\n  \
+        echo 'hostname' | batchbridge submit --name host -\n  \
+        batchbridge -c hpc submit --array 10%2 --env INPUT=/data/x sweep.sh")]
+    Submit {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Wait until the job ends, then exit with its exit code.
+        #[arg(long, conflicts_with = "follow")]
+        wait: bool,
+        /// Print the job's output as it runs, then exit with its exit code (as `run`).
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Submit a script, print its output live, exit with its exit code.
+    #[command(after_help = "Examples:\n  batchbridge run hello.sh\n  \
+        batchbridge -c hpc run --cpus 8 --time 30m --cancel-on-interrupt build.sh")]
+    Run {
+        #[command(flatten)]
+        job: JobArgs,
+        /// On Ctrl-C, cancel the job without asking.
+        #[arg(long)]
+        cancel_on_interrupt: bool,
+    },
+    /// Show jobs: those named, or every job this tool submitted.
+    Status {
+        /// Jobs as CLUSTER:ID or ID.
+        jobs: Vec<String>,
+    },
+    /// Wait until jobs end; exit with the job's code (one job) or 1 if any failed.
+    Wait {
+        /// Jobs as CLUSTER:ID or ID.
+        #[arg(required = true)]
+        jobs: Vec<String>,
+        /// Give up after this long (e.g. 90s, 2h); the jobs go on.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Print a job's output.
+    Logs {
+        /// The job as CLUSTER:ID or ID.
+        job: String,
+        /// Only the last BYTES of each stream.
+        #[arg(long, value_name = "BYTES")]
+        tail: Option<u64>,
+        /// Keep printing as the job writes, until it ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// The task of an array job.
+        #[arg(long, default_value_t = 0)]
+        task: u32,
+    },
+    /// Cancel jobs (cancelling an ended job is not an error).
+    Cancel {
+        /// Jobs as CLUSTER:ID or ID.
+        #[arg(required = true)]
+        jobs: Vec<String>,
+    },
+    /// Check every cluster: reachable, scheduler version, accounting.
+    Clusters,
+    /// Remove ended jobs' files on their clusters and drop them from the record.
+    Forget {
+        /// Jobs as CLUSTER:ID or ID.
+        #[arg(required_unless_present = "ended", conflicts_with = "ended")]
+        jobs: Vec<String>,
+        /// Every ended job in the record.
+        #[arg(long)]
+        ended: bool,
+    },
+    /// Print a completion script: `batchbridge completions bash > /etc/bash_completion.d/batchbridge`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// What to run and with what.
+#[derive(Debug, Args)]
+pub(crate) struct JobArgs {
+    /// The script to run, or `-` to read it from standard input.
+    pub(crate) script: String,
+    /// The job's name (default: the script's file name without extension).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// A key naming this submission: submitting the same key again returns the same job.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// CPUs per task.
+    #[arg(long)]
+    pub(crate) cpus: Option<u32>,
+    /// Memory per task, e.g. 512MiB, 4GiB.
+    #[arg(long)]
+    pub(crate) mem: Option<String>,
+    /// Wall-time limit, e.g. 90s, 30m, 2h.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) time: Option<std::time::Duration>,
+    /// GPUs per task.
+    #[arg(long)]
+    pub(crate) gpus: Option<u32>,
+    /// An array of N tasks, at most M at once: N or N%M.
+    #[arg(long, value_name = "N[%M]")]
+    pub(crate) array: Option<String>,
+    /// An environment variable for the job, passed verbatim (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub(crate) env: Vec<String>,
+    /// The partition (SLURM) or queue.
+    #[arg(long)]
+    pub(crate) partition: Option<String>,
+}

@@ -1,0 +1,888 @@
+//! What each command does.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use batchbridge_core::follow::{NewOutput, OutputFollower};
+use batchbridge_core::{
+    ArraySpec, ByteSize, JobId, JobKey, JobSpec, JobState, JobStatus, OutputRequest, TaskCounts,
+    Tracker,
+};
+use clap::CommandFactory;
+use serde_json::json;
+
+use crate::cli::{Cli, Command, Format, JobArgs};
+use crate::config::{Cluster, Clusters, Scheduler};
+use crate::exit::{CliError, CliResult, Exit, job_exit_code};
+use crate::record::{Entry, Record};
+use crate::terminal;
+
+/// Runs the command line's command; `Ok` holds the exit code.
+pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
+    if let Command::Completions { shell } = cli.command {
+        let mut command = Cli::command();
+        clap_complete::generate(shell, &mut command, "batchbridge", &mut std::io::stdout());
+        return Ok(Exit::Success as u8);
+    }
+    let mut context = Context::new(&cli)?;
+    match cli.command {
+        Command::Submit { job, wait, follow } => {
+            let (cluster, entry, id) = context.submit(job).await?;
+            if follow {
+                return context.follow_run(&cluster, &entry, &id, false).await;
+            }
+            context.print_submitted(&entry);
+            if wait {
+                let statuses = context
+                    .wait(vec![(cluster, id, entry.reference())], None)
+                    .await?;
+                return Ok(statuses
+                    .first()
+                    .map_or(Exit::Success as u8, |(_, status)| job_exit_code(status)));
+            }
+            Ok(Exit::Success as u8)
+        }
+        Command::Run {
+            job,
+            cancel_on_interrupt,
+        } => {
+            let (cluster, entry, id) = context.submit(job).await?;
+            context
+                .follow_run(&cluster, &entry, &id, cancel_on_interrupt)
+                .await
+        }
+        Command::Status { jobs } => context.status(&jobs).await,
+        Command::Wait { jobs, timeout } => {
+            let jobs = context.resolve_all(&jobs)?;
+            let statuses = context.wait(jobs, timeout).await?;
+            context.print_statuses(&statuses);
+            Ok(match &statuses[..] {
+                [(_, only)] => job_exit_code(only),
+                all if all.iter().all(|(_, s)| s.state == JobState::Succeeded) => 0,
+                _ => Exit::JobFailed as u8,
+            })
+        }
+        Command::Logs {
+            job,
+            tail,
+            follow,
+            task,
+        } => context.logs(&job, tail, follow, task).await,
+        Command::Cancel { jobs } => context.cancel(&jobs).await,
+        Command::Clusters => context.check_clusters().await,
+        Command::Forget { jobs, ended } => context.forget(&jobs, ended).await,
+        Command::Completions { .. } => unreachable!("handled above"),
+    }
+}
+
+/// A job named on the command line: its cluster, id and how to print it.
+type Resolved = (Cluster, JobId, String);
+
+struct Context {
+    clusters: Clusters,
+    record: Record,
+    chosen: Option<String>,
+    format: Format,
+    opened: BTreeMap<String, Cluster>,
+}
+
+impl Context {
+    fn new(cli: &Cli) -> CliResult<Self> {
+        let dirs = directories::ProjectDirs::from("", "", "batchbridge").ok_or_else(|| {
+            CliError::config("no home directory: set HOME so the tool can find its config")
+        })?;
+        let state_dir = dirs
+            .state_dir()
+            .unwrap_or_else(|| dirs.data_local_dir())
+            .to_path_buf();
+        let (config, explicit) = match &cli.config {
+            Some(path) => (path.clone(), true),
+            None => (dirs.config_dir().join("config.toml"), false),
+        };
+        Ok(Self {
+            clusters: Clusters::load(&config, explicit, &state_dir)?,
+            record: Record::new(&state_dir),
+            chosen: cli.cluster.clone(),
+            format: cli.output,
+            opened: BTreeMap::new(),
+        })
+    }
+
+    fn cluster(&mut self, name: &str) -> CliResult<Cluster> {
+        if let Some(cluster) = self.opened.get(name) {
+            return Ok(cluster.clone());
+        }
+        let cluster = self.clusters.open(name)?;
+        self.opened.insert(name.to_owned(), cluster.clone());
+        Ok(cluster)
+    }
+
+    fn chosen_cluster(&self) -> String {
+        self.chosen
+            .clone()
+            .unwrap_or_else(|| self.clusters.default_name().to_owned())
+    }
+
+    /// `CLUSTER:ID`, or a bare `ID`: the cluster of the record's one job with that id, else
+    /// the chosen cluster.
+    fn resolve(&mut self, reference: &str, entries: &[Entry]) -> CliResult<Resolved> {
+        let (cluster, id) = match reference.split_once(':') {
+            Some((cluster, id)) => (cluster.to_owned(), id.to_owned()),
+            None => {
+                let matches: Vec<&Entry> = entries
+                    .iter()
+                    .filter(|e| e.id == reference)
+                    .filter(|e| self.chosen.as_ref().is_none_or(|c| *c == e.cluster))
+                    .collect();
+                match &matches[..] {
+                    [one] => (one.cluster.clone(), one.id.clone()),
+                    [] => (self.chosen_cluster(), reference.to_owned()),
+                    several => {
+                        let names: Vec<String> = several.iter().map(|e| e.reference()).collect();
+                        return Err(CliError::usage(format!(
+                            "job {reference} is ambiguous: {}",
+                            names.join(", ")
+                        ))
+                        .with_hint("name it as CLUSTER:ID"));
+                    }
+                }
+            }
+        };
+        if id.is_empty()
+            || id.len() > 64
+            || id.contains(|c: char| c.is_whitespace() || c.is_control())
+        {
+            return Err(CliError::usage(format!(
+                "job {:?}: an id is 1 to 64 characters without whitespace",
+                batchbridge_core::spec::truncate_for_message(reference)
+            )));
+        }
+        let cluster = self.cluster(&cluster)?;
+        let reference = format!("{}:{id}", cluster.name);
+        Ok((cluster, JobId::from(id), reference))
+    }
+
+    fn resolve_all(&mut self, references: &[String]) -> CliResult<Vec<Resolved>> {
+        let entries = self.record.entries()?;
+        references
+            .iter()
+            .map(|reference| self.resolve(reference, &entries))
+            .collect()
+    }
+
+    async fn submit(&mut self, job: JobArgs) -> CliResult<(Cluster, Entry, JobId)> {
+        let spec = job_spec(job)?;
+        let cluster = self.cluster(&self.chosen_cluster())?;
+        let id = cluster
+            .backend
+            .submit(&spec)
+            .await
+            .map_err(|err| cluster.explain(err))?;
+        let entry = Entry::new(&cluster.name, id.as_str(), spec.key.as_str(), &spec.name);
+        let known = self.record.entries()?.iter().any(|e| {
+            (e.cluster.as_str(), e.id.as_str()) == (entry.cluster.as_str(), entry.id.as_str())
+        });
+        if !known && let Err(err) = self.record.add(&entry) {
+            // The job runs all the same: say which it is rather than lose it.
+            terminal::print_error(&CliError {
+                message: format!(
+                    "{} was submitted but not recorded: {}",
+                    entry.reference(),
+                    err.message
+                ),
+                ..err
+            });
+        }
+        Ok((cluster, entry, id))
+    }
+
+    fn print_submitted(&self, entry: &Entry) {
+        match self.format {
+            Format::Table => println!("{}", entry.reference()),
+            Format::Json => println!(
+                "{}",
+                json!({
+                    "job": entry.reference(), "cluster": entry.cluster, "id": entry.id,
+                    "key": entry.key, "name": entry.name,
+                })
+            ),
+        }
+    }
+
+    /// Prints the job's output as it runs and returns its exit code; on Ctrl-C, cancels
+    /// it when asked to (or when the person at the terminal says so).
+    async fn follow_run(
+        &self,
+        cluster: &Cluster,
+        entry: &Entry,
+        id: &JobId,
+        cancel_on_interrupt: bool,
+    ) -> CliResult<u8> {
+        let tracker = tracker(cluster)?;
+        let spinner = terminal::spinner(format!("{} Queued", entry.reference()));
+        let mut changes = tracker.changes();
+        let shown = spinner.clone();
+        let reference = entry.reference();
+        let watching = tokio::spawn(async move {
+            while let Some((_, status)) = changes.recv().await {
+                if matches!(status.state, JobState::Queued | JobState::Held) {
+                    shown.set_message(format!("{reference} {:?}", status.state));
+                } else {
+                    shown.finish_and_clear();
+                }
+            }
+        });
+        let mut follower = OutputFollower::new(id.clone());
+        let following = follower.follow(&tracker, poll_interval(cluster), |new| {
+            spinner.suspend(|| write_output(&new));
+        });
+        let outcome = tokio::select! {
+            status = following => Some(status),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        watching.abort();
+        spinner.finish_and_clear();
+        match outcome {
+            Some(status) => {
+                let status = status.map_err(|err| cluster.explain(err))?;
+                if status.state != JobState::Succeeded {
+                    eprintln!("{}: {}", entry.reference(), describe_end(&status));
+                }
+                Ok(job_exit_code(&status))
+            }
+            None => {
+                interrupted(cluster, entry, id, cancel_on_interrupt).await?;
+                Ok(Exit::Interrupted as u8)
+            }
+        }
+    }
+
+    /// Waits for every job, each reported as it ends, within `timeout` overall.
+    async fn wait(
+        &mut self,
+        jobs: Vec<Resolved>,
+        timeout: Option<Duration>,
+    ) -> CliResult<Vec<(String, JobStatus)>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut trackers: BTreeMap<String, Tracker> = BTreeMap::new();
+        let mut ended = Vec::new();
+        for (cluster, id, reference) in jobs {
+            let tracker = match trackers.get(&cluster.name) {
+                Some(tracker) => tracker,
+                None => trackers
+                    .entry(cluster.name.clone())
+                    .or_insert(tracker(&cluster)?),
+            };
+            let spinner = terminal::spinner(format!("{reference} waiting"));
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            let status = tracker
+                .wait_with(&id, left, |status| {
+                    spinner.set_message(format!("{reference} {:?}", status.state));
+                })
+                .await;
+            spinner.finish_and_clear();
+            ended.push((reference, status.map_err(|err| cluster.explain(err))?));
+        }
+        Ok(ended)
+    }
+
+    fn print_statuses(&self, statuses: &[(String, JobStatus)]) {
+        let rows: Vec<Row> = statuses
+            .iter()
+            .map(|(reference, status)| Row {
+                job: reference.clone(),
+                name: String::new(),
+                key: String::new(),
+                status: Ok(status.clone()),
+            })
+            .collect();
+        self.print_rows(&rows);
+    }
+
+    /// One batched status query per cluster.
+    async fn status(&mut self, references: &[String]) -> CliResult<u8> {
+        let entries = self.record.entries()?;
+        let jobs: Vec<(Resolved, Option<Entry>)> = if references.is_empty() {
+            let mut jobs = Vec::new();
+            for entry in &entries {
+                let cluster = self.cluster(&entry.cluster)?;
+                let reference = entry.reference();
+                jobs.push((
+                    (cluster, JobId::from(entry.id.as_str()), reference),
+                    Some(entry.clone()),
+                ));
+            }
+            jobs
+        } else {
+            let mut jobs = Vec::new();
+            for reference in references {
+                let resolved = self.resolve(reference, &entries)?;
+                let entry = entries
+                    .iter()
+                    .find(|e| e.reference() == resolved.2)
+                    .cloned();
+                jobs.push((resolved, entry));
+            }
+            jobs
+        };
+        let mut by_cluster: BTreeMap<String, (Cluster, Vec<JobId>)> = BTreeMap::new();
+        for ((cluster, id, _), _) in &jobs {
+            by_cluster
+                .entry(cluster.name.clone())
+                .or_insert_with(|| (cluster.clone(), Vec::new()))
+                .1
+                .push(id.clone());
+        }
+        let mut answers = BTreeMap::new();
+        let mut worst = 0;
+        for (name, (cluster, ids)) in by_cluster {
+            let answer = cluster
+                .backend
+                .status(&ids)
+                .await
+                .map_err(|err| cluster.explain(err));
+            if let Err(err) = &answer {
+                worst = worst.max(err.exit as u8);
+                terminal::print_error(err);
+            }
+            answers.insert(name, answer);
+        }
+        let rows: Vec<Row> =
+            jobs.into_iter()
+                .map(|((cluster, id, reference), entry)| {
+                    let status = match &answers[&cluster.name] {
+                        Ok(statuses) => Ok(statuses.get(&id).cloned().unwrap_or_else(|| {
+                            JobStatus::unknown("not in the scheduler's answer")
+                        })),
+                        Err(err) => Err(err.message.clone()),
+                    };
+                    Row {
+                        job: reference,
+                        name: entry.as_ref().map(|e| e.name.clone()).unwrap_or_default(),
+                        key: entry.map(|e| e.key).unwrap_or_default(),
+                        status,
+                    }
+                })
+                .collect();
+        self.print_rows(&rows);
+        Ok(worst)
+    }
+
+    fn print_rows(&self, rows: &[Row]) {
+        match self.format {
+            Format::Json => {
+                let list: Vec<serde_json::Value> = rows.iter().map(Row::to_json).collect();
+                println!("{}", serde_json::Value::Array(list));
+            }
+            Format::Table => {
+                let cells: Vec<[String; 5]> = rows.iter().map(Row::cells).collect();
+                let widths: Vec<usize> = (0..5)
+                    .map(|column| {
+                        cells
+                            .iter()
+                            .map(|row| row[column].len())
+                            .chain([HEADER[column].len()])
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .collect();
+                let line = |row: &[String; 5], state: String| {
+                    let mut out = String::new();
+                    for (column, cell) in row.iter().enumerate() {
+                        let cell = if column == 2 {
+                            state.clone()
+                        } else {
+                            format!("{cell:<w$}", w = widths[column])
+                        };
+                        out.push_str(&cell);
+                        out.push_str("  ");
+                    }
+                    out.trim_end().to_owned()
+                };
+                let header: [String; 5] = HEADER.map(str::to_owned);
+                println!(
+                    "{}",
+                    line(&header, format!("{:<w$}", HEADER[2], w = widths[2]))
+                );
+                for (row, cells) in rows.iter().zip(&cells) {
+                    let state = match &row.status {
+                        Ok(status) => terminal::state_word(status.state, widths[2]),
+                        Err(_) => format!("{:<w$}", "error", w = widths[2]),
+                    };
+                    println!("{}", line(cells, state));
+                }
+            }
+        }
+    }
+
+    async fn logs(
+        &mut self,
+        reference: &str,
+        tail: Option<u64>,
+        follow: bool,
+        task: u32,
+    ) -> CliResult<u8> {
+        let entries = self.record.entries()?;
+        let (cluster, id, _) = self.resolve(reference, &entries)?;
+        let explain = |err| cluster.explain(err);
+        let mut follower = OutputFollower::new(id.clone()).for_task(task);
+        if let Some(bytes) = tail {
+            let output = cluster
+                .backend
+                .fetch_output(&id, &OutputRequest::tail(bytes).for_task(task))
+                .await
+                .map_err(explain)?;
+            write_output(&NewOutput {
+                stdout: output.stdout.data.clone(),
+                stderr: output.stderr.data.clone(),
+            });
+            let end =
+                |chunk: &batchbridge_core::OutputChunk| chunk.offset + chunk.data.len() as u64;
+            follower = follower.starting_at(end(&output.stdout), end(&output.stderr));
+        }
+        if follow {
+            let tracker = tracker(&cluster)?;
+            let status = follower
+                .follow(&tracker, poll_interval(&cluster), |new| write_output(&new))
+                .await
+                .map_err(explain)?;
+            return Ok(job_exit_code(&status));
+        }
+        if tail.is_none() {
+            loop {
+                let new = follower
+                    .poll(cluster.backend.as_ref())
+                    .await
+                    .map_err(explain)?;
+                if new.is_empty() {
+                    break;
+                }
+                write_output(&new);
+            }
+        }
+        Ok(Exit::Success as u8)
+    }
+
+    async fn cancel(&mut self, references: &[String]) -> CliResult<u8> {
+        let mut worst = 0;
+        for (cluster, id, reference) in self.resolve_all(references)? {
+            match cluster.backend.cancel(&id).await {
+                Ok(()) => println!("cancelled {reference}"),
+                Err(err) => {
+                    let err = cluster.explain(err);
+                    worst = worst.max(err.exit as u8);
+                    terminal::print_error(&err);
+                }
+            }
+        }
+        Ok(worst)
+    }
+
+    async fn check_clusters(&mut self) -> CliResult<u8> {
+        let mut worst = 0;
+        let mut checks = Vec::new();
+        for name in self.clusters.names() {
+            let check = match self.cluster(&name) {
+                Ok(cluster) => {
+                    let version = cluster
+                        .backend
+                        .version()
+                        .await
+                        .map_err(|err| cluster.explain(err));
+                    let accounting = cluster.backend.capabilities().accounting;
+                    json!({
+                        "name": name,
+                        "scheduler": format!("{:?}", cluster.scheduler).to_lowercase(),
+                        "target": cluster.target(),
+                        "ok": version.is_ok(),
+                        "version": version.as_ref().ok(),
+                        "accounting": accounting,
+                        "error": version.as_ref().err().map(|e| e.message.clone()),
+                        "hint": version.as_ref().err().and_then(|e| e.hint.clone()),
+                        "exit": version.as_ref().err().map(|e| e.exit as u8),
+                    })
+                }
+                Err(err) => json!({
+                    "name": name, "ok": false, "error": err.message, "hint": err.hint,
+                    "exit": err.exit as u8,
+                }),
+            };
+            if let Some(code) = check["exit"].as_u64() {
+                worst = worst.max(u8::try_from(code).unwrap_or(u8::MAX));
+            }
+            checks.push(check);
+        }
+        if self.format == Format::Json {
+            println!("{}", serde_json::Value::Array(checks));
+            return Ok(worst);
+        }
+        for check in &checks {
+            let text = |field: &str| check[field].as_str().unwrap_or("").to_owned();
+            let state = if check["ok"].as_bool() == Some(true) {
+                console::style("ok").green().to_string()
+            } else {
+                console::style("FAILED").red().bold().to_string()
+            };
+            let accounting = match check["accounting"].as_bool() {
+                Some(true) => "accounting",
+                Some(false) => "no accounting",
+                None => "",
+            };
+            println!(
+                "{:<16} {} {:<9} {:<28} {} {accounting}",
+                text("name"),
+                state,
+                text("scheduler"),
+                text("target"),
+                text("version")
+            );
+            if let Some(error) = check["error"].as_str() {
+                println!("  error: {error}");
+            }
+            if let Some(hint) = check["hint"].as_str() {
+                println!("  hint: {hint}");
+            }
+        }
+        Ok(worst)
+    }
+
+    async fn forget(&mut self, references: &[String], all_ended: bool) -> CliResult<u8> {
+        let entries = self.record.entries()?;
+        let chosen: Vec<Entry> = if all_ended {
+            entries.clone()
+        } else {
+            let mut chosen = Vec::new();
+            for reference in references {
+                let (_, _, reference) = self.resolve(reference, &entries)?;
+                let entry = entries
+                    .iter()
+                    .find(|e| e.reference() == reference)
+                    .ok_or_else(|| {
+                        CliError::usage(format!("{reference} is not in this tool's record of jobs"))
+                            .with_hint("`batchbridge status` lists the jobs it knows")
+                    })?;
+                chosen.push(entry.clone());
+            }
+            chosen
+        };
+        let mut worst = 0;
+        let mut forgotten = Vec::new();
+        for entry in chosen {
+            let cluster = self.cluster(&entry.cluster)?;
+            let id = JobId::from(entry.id.as_str());
+            let cleaned = async {
+                let status = cluster.backend.status_of(&id).await?;
+                if status.state.is_active() {
+                    return Ok(false);
+                }
+                cluster
+                    .backend
+                    .cleanup(&JobKey::new(entry.key.as_str())?)
+                    .await?;
+                Ok(true)
+            };
+            match cleaned.await.map_err(|err| cluster.explain(err)) {
+                Ok(true) => forgotten.push(entry.reference()),
+                Ok(false) if all_ended => {}
+                Ok(false) => {
+                    worst = worst.max(Exit::Failure as u8);
+                    terminal::print_error(
+                        &CliError::new(
+                            Exit::Failure,
+                            format!("{} is still active", entry.reference()),
+                        )
+                        .with_hint(format!(
+                            "cancel it first: batchbridge cancel {}",
+                            entry.reference()
+                        )),
+                    );
+                }
+                Err(err) => {
+                    worst = worst.max(err.exit as u8);
+                    terminal::print_error(&err);
+                }
+            }
+        }
+        self.record
+            .remove(|entry| forgotten.contains(&entry.reference()))?;
+        for reference in &forgotten {
+            println!("forgot {reference}");
+        }
+        Ok(worst)
+    }
+}
+
+const HEADER: [&str; 5] = ["JOB", "NAME", "STATE", "EXIT", "TASKS/REASON"];
+
+/// One line of `status` or `wait`.
+struct Row {
+    job: String,
+    name: String,
+    key: String,
+    status: Result<JobStatus, String>,
+}
+
+impl Row {
+    fn cells(&self) -> [String; 5] {
+        match &self.status {
+            Ok(status) => {
+                let exit = match (status.exit_code, status.signal) {
+                    (Some(code), _) => code.to_string(),
+                    (None, Some(signal)) => format!("signal {signal}"),
+                    (None, None) => String::new(),
+                };
+                let detail = status
+                    .tasks
+                    .as_ref()
+                    .map(describe_tasks)
+                    .or_else(|| status.reason.clone())
+                    .unwrap_or_default();
+                [
+                    self.job.clone(),
+                    self.name.clone(),
+                    format!("{:?}", status.state),
+                    exit,
+                    detail,
+                ]
+            }
+            Err(err) => [
+                self.job.clone(),
+                self.name.clone(),
+                "error".into(),
+                String::new(),
+                err.clone(),
+            ],
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let (cluster, id) = self.job.split_once(':').unwrap_or(("", &self.job));
+        let mut value = json!({"job": self.job, "cluster": cluster, "id": id, "name": self.name, "key": self.key});
+        match &self.status {
+            Ok(status) => value["status"] = json!(status),
+            Err(err) => value["error"] = json!(err),
+        }
+        value
+    }
+}
+
+/// `3 tasks: 2 succeeded, 1 running`, leaving out what none are.
+fn describe_tasks(tasks: &TaskCounts) -> String {
+    let parts = [
+        (tasks.succeeded, "succeeded"),
+        (tasks.running, "running"),
+        (tasks.pending, "pending"),
+        (tasks.failed, "failed"),
+        (tasks.cancelled, "cancelled"),
+    ];
+    let counts: Vec<String> = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    format!("{} tasks: {}", tasks.total, counts.join(", "))
+}
+
+/// How a job that did not succeed ended, for standard error.
+fn describe_end(status: &JobStatus) -> String {
+    let mut text = format!("{:?}", status.state);
+    if let Some(code) = status.exit_code {
+        text.push_str(&format!(", exit code {code}"));
+    }
+    if let Some(signal) = status.signal {
+        text.push_str(&format!(", signal {signal}"));
+    }
+    if let Some(reason) = &status.reason {
+        text.push_str(&format!(": {reason}"));
+    }
+    text
+}
+
+fn write_output(new: &NewOutput) {
+    // A closed pipe (`| head`) is no error of the job's: what is left is dropped.
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(&new.stdout).and_then(|()| stdout.flush());
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(&new.stderr).and_then(|()| stderr.flush());
+}
+
+/// How often a cluster is asked: the local one is cheap, a remote one costs a round trip.
+fn poll_interval(cluster: &Cluster) -> Duration {
+    match cluster.scheduler {
+        Scheduler::Local => Duration::from_millis(200),
+        Scheduler::Slurm | Scheduler::Htcondor => Duration::from_secs(2),
+    }
+}
+
+fn tracker(cluster: &Cluster) -> CliResult<Tracker> {
+    Tracker::new(cluster.backend.clone(), poll_interval(cluster))
+        .map_err(|err| cluster.explain(err))
+}
+
+/// Ctrl-C during `run`: cancel the job if asked to, or ask the person at the terminal.
+async fn interrupted(cluster: &Cluster, entry: &Entry, id: &JobId, cancel: bool) -> CliResult<()> {
+    let reference = entry.reference();
+    let cancel =
+        cancel || (terminal::can_ask() && ask(&format!("cancel {reference}? [y/N] ")).await);
+    if cancel {
+        cluster
+            .backend
+            .cancel(id)
+            .await
+            .map_err(|err| cluster.explain(err))?;
+        eprintln!("cancelled {reference}");
+    } else {
+        eprintln!(
+            "{reference} goes on: `batchbridge logs -f {reference}` follows it, \
+             `batchbridge cancel {reference}` cancels it"
+        );
+    }
+    Ok(())
+}
+
+/// Asks a yes/no question on the terminal; another Ctrl-C or end of input is "no".
+async fn ask(question: &str) -> bool {
+    eprint!("\n{question}");
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    });
+    tokio::select! {
+        answer = answer => matches!(answer, Ok(Ok(line)) if line.trim().eq_ignore_ascii_case("y") || line.trim().eq_ignore_ascii_case("yes")),
+        _ = tokio::signal::ctrl_c() => false,
+    }
+}
+
+/// The spec the flags describe, checked before anything is sent.
+fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
+    let (script, default_name) = if job.script == "-" {
+        let mut script = String::new();
+        std::io::stdin()
+            .read_to_string(&mut script)
+            .map_err(|err| {
+                CliError::usage(format!("cannot read the script from standard input: {err}"))
+            })?;
+        (script, "stdin".to_owned())
+    } else {
+        let path = PathBuf::from(&job.script);
+        let script = std::fs::read_to_string(&path).map_err(|err| {
+            CliError::usage(format!("cannot read the script {}: {err}", path.display()))
+        })?;
+        (script, name_from(&path))
+    };
+    let name = job.name.unwrap_or(default_name);
+    let key = match job.key {
+        Some(key) => key,
+        None => fresh_key(&name),
+    };
+    let mut spec = JobSpec::new(JobKey::new(key)?, name, script);
+    spec.resources.cpus = job.cpus;
+    spec.resources.gpus = job.gpus;
+    spec.resources.wall_time = job.time;
+    if let Some(mem) = job.mem {
+        spec.resources.memory =
+            Some(mem.parse::<ByteSize>().map_err(|err| {
+                CliError::usage(format!("--mem {mem:?}: {err} (e.g. 512MiB, 4GiB)"))
+            })?);
+    }
+    if let Some(array) = job.array {
+        spec.array = Some(parse_array(&array)?);
+    }
+    for pair in job.env {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            CliError::usage(format!(
+                "--env {:?}: expected NAME=VALUE",
+                batchbridge_core::spec::truncate_for_message(&pair)
+            ))
+        })?;
+        spec.environment.insert(name.to_owned(), value.to_owned());
+    }
+    spec.queue = job.partition;
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// `N` or `N%M`.
+fn parse_array(text: &str) -> CliResult<ArraySpec> {
+    let refused = || {
+        CliError::usage(format!(
+            "--array {text:?}: expected N or N%M, e.g. 10 or 10%2"
+        ))
+    };
+    let (count, parallel) = match text.split_once('%') {
+        Some((count, parallel)) => (count, Some(parallel)),
+        None => (text, None),
+    };
+    let mut array = ArraySpec::new(count.parse().map_err(|_| refused())?);
+    if let Some(parallel) = parallel {
+        array = array.with_max_parallel(parallel.parse().map_err(|_| refused())?);
+    }
+    Ok(array)
+}
+
+/// A job name from a script's file name: its stem with every character a name cannot hold
+/// made `-`.
+fn name_from(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(batchbridge_core::MAX_NAME_LEN)
+        .collect();
+    let name = name.trim_start_matches(['.', '_', '-']).to_owned();
+    if name.is_empty() {
+        "job".to_owned()
+    } else {
+        name
+    }
+}
+
+/// A key no other submission has: the name, the time in nanoseconds and this process.
+fn fresh_key(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let prefix: String = name.chars().take(32).collect();
+    format!("{prefix}-{nanos}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_are_n_or_n_percent_m() {
+        let parsed = |text: &str| parse_array(text).ok().map(|a| (a.count, a.max_parallel));
+        assert_eq!(parsed("3"), Some((3, None)));
+        assert_eq!(parsed("10%2"), Some((10, Some(2))));
+        for bad in ["", "%2", "3%", "x", "3%$(touch x)", "-1"] {
+            assert_eq!(parsed(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_from_file_names_are_valid_names() {
+        let cases = [
+            ("hello.sh", "hello"),
+            ("/a/b/my job $(x).sh", "my-job---x-"),
+            (".hidden", "hidden"),
+            ("--", "job"),
+        ];
+        for (path, name) in cases {
+            assert_eq!(name_from(Path::new(path)), name, "{path}");
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! `batchbridge`, the command line: one set of commands for SLURM, HTCondor and this
+//! machine, built on the batchbridge library's public API.
+//!
+//! `batchbridge --help` lists the commands, the config file, and the exit codes.
+
+// A command-line tool's output is its purpose.
+#![allow(clippy::print_stdout)]
+
+mod cli;
+mod commands;
+mod config;
+mod exit;
+mod record;
+mod terminal;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start: {err}");
+            return exit::Exit::Failure.into();
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            terminal::print_error(&err);
+            err.exit.into()
+        }
+    }
+}

@@ -1,0 +1,653 @@
+//! The `batchbridge` binary against the real test bed (tests/testbed/up.sh): the built-in
+//! local cluster, SLURM over SSH (127.0.0.1:2222) and HTCondor over SSH (127.0.0.1:2223),
+//! each invocation with its own home, config and state directories, as a user would run it.
+
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use batchbridge_testbed::{login, ssh_facts};
+use serde_json::Value;
+
+/// A user of the tool: a home directory with a config naming the test bed's clusters.
+struct User {
+    home: tempfile::TempDir,
+}
+
+impl User {
+    fn new() -> Self {
+        let user = Self {
+            home: tempfile::tempdir().unwrap(),
+        };
+        let slurm = login("ssh");
+        let condor = login("htcondor");
+        user.write_config(&format!(
+            "[clusters.slurm]\nscheduler = \"slurm\"\nhost = \"{}\"\nport = {}\nuser = \"{}\"\n\
+             key_file = \"{}\"\nknown_hosts = \"{}\"\npartition = \"debug\"\n\n\
+             [clusters.condor]\nscheduler = \"htcondor\"\nhost = \"{}\"\nport = {}\nuser = \"{}\"\n\
+             key_file = \"{}\"\nknown_hosts = \"{}\"\n",
+            slurm.host,
+            slurm.port,
+            slurm.user,
+            slurm.private_key.display(),
+            slurm.known_hosts.display(),
+            condor.host,
+            condor.port,
+            condor.user,
+            condor.private_key.display(),
+            condor.known_hosts.display(),
+        ));
+        user
+    }
+
+    fn write_config(&self, text: &str) {
+        let dir = self.home.path().join("config/batchbridge");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    }
+
+    fn script(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.home.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = self.program(env!("CARGO_BIN_EXE_batchbridge"));
+        command.args(args);
+        command
+    }
+
+    /// `program` in this user's environment, and nothing of the test's.
+    fn program(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("HOME", self.home.path())
+            .env("USER", "nobody-here")
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .env("XDG_STATE_HOME", self.home.path().join("state"))
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `submit`'s CLUSTER:ID.
+    fn submit(&self, args: &[&str]) -> String {
+        let output = self.run(&[&["submit"], args].concat());
+        assert_eq!(code(&output), 0, "submit {args:?}: {}", stderr(&output));
+        stdout(&output).trim().to_owned()
+    }
+
+    /// `status -o json` of jobs (every recorded job when none), parsed.
+    fn status(&self, jobs: &[&str]) -> Vec<Value> {
+        let output = self.run(&[&["-o", "json", "status"], jobs].concat());
+        assert_eq!(code(&output), 0, "status: {}", stderr(&output));
+        serde_json::from_slice::<Value>(&output.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// Polls `status` until the job is in `state`.
+    fn wait_state(&self, job: &str, state: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let row = self.status(&[job]).remove(0);
+            if row["status"]["state"] == state {
+                return row;
+            }
+            assert!(Instant::now() < deadline, "{job} never {state}: {row}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `run` prints the first line while the job still runs, and exits with the job's code.
+fn run_prints_live_and_exits_with_the_jobs_code(user: &User, cluster: &str) {
+    let ok = user.script("ok.sh", "echo first\nsleep 6\necho second\necho oops >&2\n");
+    let mut child = user.spawn(&["-c", cluster, "run", ok.to_str().unwrap()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "first");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "{cluster}: the first line came only after the job ended"
+    );
+    assert_eq!(lines.next().unwrap().unwrap(), "second");
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(code(&output), 0, "{cluster}: {}", stderr(&output));
+    assert_eq!(stderr(&output), "oops\n");
+
+    let three = user.script("three.sh", "echo bye\nexit 3\n");
+    let output = user.run(&["-c", cluster, "run", three.to_str().unwrap()]);
+    assert_eq!(code(&output), 3, "{cluster}: {}", stderr(&output));
+    assert_eq!(stdout(&output), "bye\n");
+    assert!(
+        stderr(&output).contains("Failed, exit code 3"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// An array of 3 ends with 3 succeeded tasks in `status`, and `logs --task` reads each.
+fn an_arrays_tasks_are_counted(user: &User, cluster: &str) {
+    let script = user.script("array.sh", "echo task $BATCHBRIDGE_TASK_INDEX\n");
+    let job = user.submit(&["-c", cluster, "--array", "3", script.to_str().unwrap()]);
+    let row = user.wait_state(&job, "Succeeded");
+    let tasks = &row["status"]["tasks"];
+    assert_eq!(
+        (tasks["total"].as_u64(), tasks["succeeded"].as_u64()),
+        (Some(3), Some(3)),
+        "{row}"
+    );
+    let table = stdout(&user.run(&["status", &job]));
+    assert!(table.contains("3 tasks: 3 succeeded"), "{table}");
+    let output = user.run(&["logs", "--task", "2", &job]);
+    assert_eq!(stdout(&output), "task 2\n", "{}", stderr(&output));
+}
+
+/// `logs -f` of a running job prints what comes after it started and ends with the job.
+fn logs_follow_a_running_job(user: &User, cluster: &str) {
+    let script = user.script("slow.sh", "echo one\nsleep 5\necho two\n");
+    let job = user.submit(&["-c", cluster, script.to_str().unwrap()]);
+    user.wait_state(&job, "Running");
+    let output = user.run(&["logs", "-f", &job]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(stdout(&output), "one\ntwo\n");
+    let output = user.run(&["logs", "--tail", "4", &job]);
+    assert_eq!(stdout(&output), "two\n");
+}
+
+/// `cancel` ends a running job; `wait` then reports it with exit code 1.
+fn cancel_ends_a_job(user: &User, cluster: &str) {
+    let script = user.script("long.sh", "sleep 300\n");
+    let job = user.submit(&["-c", cluster, script.to_str().unwrap()]);
+    user.wait_state(&job, "Running");
+    let output = user.run(&["cancel", &job]);
+    assert_eq!(
+        (code(&output), stdout(&output)),
+        (0, format!("cancelled {job}\n"))
+    );
+    let output = user.run(&["wait", "--timeout", "2m", &job]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(stdout(&output).contains("Cancelled"), "{}", stdout(&output));
+}
+
+fn every_command_on(cluster: &str) {
+    let user = User::new();
+    run_prints_live_and_exits_with_the_jobs_code(&user, cluster);
+    an_arrays_tasks_are_counted(&user, cluster);
+    logs_follow_a_running_job(&user, cluster);
+    cancel_ends_a_job(&user, cluster);
+    let recorded = user.status(&[]);
+    assert_eq!(recorded.len(), 5, "every submitted job in the record");
+    let output = user.run(&["forget", "--ended"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(stdout(&output).lines().count(), 5, "{}", stdout(&output));
+    assert!(user.status(&[]).is_empty());
+}
+
+#[test]
+fn every_command_on_this_machine() {
+    every_command_on("local");
+}
+
+#[test]
+fn every_command_on_slurm_over_ssh() {
+    every_command_on("slurm");
+}
+
+#[test]
+fn every_command_on_htcondor_over_ssh() {
+    every_command_on("condor");
+}
+
+#[test]
+fn concurrent_submits_all_land_in_the_record() {
+    let user = User::new();
+    let script = user.script("quick.sh", "true\n");
+    let children: Vec<Child> = (0..8)
+        .map(|_| user.spawn(&["submit", script.to_str().unwrap()]))
+        .collect();
+    let mut submitted: Vec<String> = children
+        .into_iter()
+        .map(|child| {
+            let output = child.wait_with_output().unwrap();
+            assert_eq!(code(&output), 0, "{}", stderr(&output));
+            stdout(&output).trim().to_owned()
+        })
+        .collect();
+    let mut recorded: Vec<String> = user
+        .status(&[])
+        .iter()
+        .map(|row| row["job"].as_str().unwrap().to_owned())
+        .collect();
+    submitted.sort();
+    recorded.sort();
+    assert_eq!(recorded, submitted);
+}
+
+#[test]
+fn clusters_reports_each_problem_with_what_to_do() {
+    let user = User::new();
+    let ssh = ssh_facts();
+    user.write_config(&format!(
+        "[clusters.good]\nscheduler = \"slurm\"\nhost = \"{host}\"\nport = {port}\nuser = \"{user}\"\n\
+         key_file = \"{key}\"\nknown_hosts = \"{known}\"\n\n\
+         [clusters.down]\nscheduler = \"slurm\"\nhost = \"127.0.0.1\"\nport = 1\nuser = \"{user}\"\n\
+         key_file = \"{key}\"\nknown_hosts = \"{known}\"\n\n\
+         [clusters.spoofed]\nscheduler = \"slurm\"\nhost = \"{host}\"\nport = {port}\nuser = \"{user}\"\n\
+         key_file = \"{key}\"\nknown_hosts = \"{wrong}\"\n",
+        host = ssh.host,
+        port = ssh.port,
+        user = ssh.user,
+        key = ssh.private_key.display(),
+        known = ssh.known_hosts.display(),
+        wrong = ssh.wrong_known_hosts.display(),
+    ));
+    let output = user.run(&["-o", "json", "clusters"]);
+    assert_ne!(code(&output), 0);
+    let checks: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let check = |name: &str| checks.iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!(check("local")["ok"], true);
+    assert_eq!(check("good")["ok"], true);
+    assert!(
+        check("good")["version"].as_str().unwrap().contains("22.05"),
+        "{checks:?}"
+    );
+    assert_eq!(
+        check("good")["accounting"],
+        true,
+        "the test bed's slurmdbd answers"
+    );
+    let down = check("down");
+    assert_eq!(
+        (down["ok"].as_bool(), down["exit"].as_u64()),
+        (Some(false), Some(69)),
+        "{down}"
+    );
+    assert!(
+        down["hint"]
+            .as_str()
+            .unwrap()
+            .contains("ssh -p 1 batch@127.0.0.1"),
+        "{down}"
+    );
+    let spoofed = check("spoofed");
+    assert_eq!(spoofed["exit"].as_u64(), Some(77), "{spoofed}");
+    let keyscan = format!(
+        "ssh-keyscan -p {} {} >> {}",
+        ssh.port,
+        ssh.host,
+        ssh.wrong_known_hosts.display()
+    );
+    assert!(
+        spoofed["hint"].as_str().unwrap().contains(&keyscan),
+        "{spoofed}"
+    );
+
+    // A key the cluster does not know; and the right key, held by an ssh-agent.
+    let stranger = user.home.path().join("stranger");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&stranger)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let socket = user.home.path().join("agent.sock");
+    let _agent = Stopped(
+        Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    while !socket.exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let added = Command::new("ssh-add")
+        .arg(&ssh.private_key)
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let config =
+        std::fs::read_to_string(user.home.path().join("config/batchbridge/config.toml")).unwrap();
+    user.write_config(&format!(
+        "{config}\n[clusters.stranger]\nscheduler = \"slurm\"\nhost = \"{host}\"\nport = {port}\n\
+         user = \"{user}\"\nkey_file = \"{key}\"\nknown_hosts = \"{known}\"\n\n\
+         [clusters.agent]\nscheduler = \"slurm\"\nhost = \"{host}\"\nport = {port}\n\
+         user = \"{user}\"\nknown_hosts = \"{known}\"\n",
+        host = ssh.host,
+        port = ssh.port,
+        user = ssh.user,
+        key = stranger.display(),
+        known = ssh.known_hosts.display(),
+    ));
+    let output = user
+        .command(&["-o", "json", "clusters"])
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    let checks: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let check = |name: &str| checks.iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!(check("agent")["ok"], true, "{checks:?}");
+    let stranger = check("stranger");
+    assert_eq!(stranger["exit"].as_u64(), Some(77), "{stranger}");
+    assert!(
+        stranger["error"]
+            .as_str()
+            .unwrap()
+            .contains("authentication failed"),
+        "{stranger}"
+    );
+    assert!(
+        stranger["hint"]
+            .as_str()
+            .unwrap()
+            .contains("refused the key"),
+        "{stranger}"
+    );
+
+    let table = user
+        .command(&["clusters"])
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    assert_eq!(code(&table), 77, "the highest problem's code");
+    assert!(stdout(&table).contains(&keyscan), "{}", stdout(&table));
+}
+
+#[test]
+fn wrong_commands_and_configs_have_their_own_exit_codes() {
+    let user = User::new();
+    assert_eq!(code(&user.run(&["submit"])), 2, "no script");
+    assert_eq!(code(&user.run(&["submit", "/no/such/script.sh"])), 2);
+    assert_eq!(code(&user.run(&["-c", "nowhere", "status", "1"])), 2);
+    user.write_config("[clusters.hpc]\nscheduler = \"slurm\"\nhots = \"x\"\n");
+    let output = user.run(&["status"]);
+    assert_eq!(code(&output), 78);
+    assert!(
+        stderr(&output).contains("unknown field `hots`"),
+        "{}",
+        stderr(&output)
+    );
+    let completions = user.run(&["completions", "bash"]);
+    assert!(stdout(&completions).contains("_batchbridge()"));
+}
+
+/// Values a shell would interpret, in every flag and config value: refused before anything
+/// runs, or handed to the job verbatim; no canary file ever appears.
+#[test]
+fn hostile_values_are_refused_or_passed_verbatim() {
+    let user = User::new();
+    let canary = PathBuf::from(format!(
+        "/tmp/batchbridge-cli-canary-{}",
+        std::process::id()
+    ));
+    let payloads = [
+        format!("$(touch {})", canary.display()),
+        format!("`touch {}`", canary.display()),
+        format!("x'; touch {}; '", canary.display()),
+        format!("x\"; touch {}; \"", canary.display()),
+        format!("x\ntouch {}", canary.display()),
+    ];
+    let script = user.script("env.sh", "printf '%s' \"$VALUE\"\n");
+    let script = script.to_str().unwrap();
+    for cluster in ["local", "slurm"] {
+        for payload in &payloads {
+            for flag in [
+                "--name",
+                "--key",
+                "--partition",
+                "--array",
+                "--mem",
+                "--time",
+                "--cpus",
+            ] {
+                let output = user.run(&["-c", cluster, "submit", flag, payload, script]);
+                assert_eq!(
+                    code(&output),
+                    2,
+                    "{cluster} {flag} {payload:?}: {}",
+                    stderr(&output)
+                );
+            }
+            let value = format!("VALUE={payload}");
+            let output = user.run(&["-c", cluster, "run", "--env", &value, script]);
+            assert_eq!(
+                code(&output),
+                0,
+                "{cluster} --env {payload:?}: {}",
+                stderr(&output)
+            );
+            assert_eq!(stdout(&output), *payload, "{cluster}: passed verbatim");
+            let name = format!("{payload}=x");
+            let output = user.run(&["-c", cluster, "submit", "--env", &name, script]);
+            assert_eq!(code(&output), 2, "{cluster} env name {payload:?}");
+            let output = user.run(&["-c", cluster, "status", payload]);
+            assert!(
+                code(&output) != 0,
+                "{cluster} job id {payload:?}: {}",
+                stdout(&output)
+            );
+        }
+    }
+    // Under the 128 KiB a single argument may have on Linux.
+    let huge = "x".repeat(100_000);
+    assert_eq!(code(&user.run(&["submit", "--name", &huge, script])), 2);
+    assert_eq!(code(&user.run(&["status", &huge])), 2);
+
+    let ssh = ssh_facts();
+    for payload in &payloads {
+        for (field, value) in [
+            ("host", payload.clone()),
+            ("host", format!("-oProxyCommand=touch {}", canary.display())),
+            ("user", payload.clone()),
+            ("user", format!("-oProxyCommand=touch {}", canary.display())),
+            ("partition", payload.clone()),
+            ("account", payload.clone()),
+            ("work_dir", payload.clone()),
+            ("key_file", payload.clone()),
+            ("known_hosts", payload.clone()),
+        ] {
+            let mut fields = vec![
+                ("host", ssh.host.clone()),
+                ("user", ssh.user.clone()),
+                ("key_file", ssh.private_key.display().to_string()),
+                ("known_hosts", ssh.known_hosts.display().to_string()),
+            ];
+            fields.retain(|(name, _)| *name != field);
+            fields.push((field, value.clone()));
+            let mut table = toml::Table::new();
+            table.insert("scheduler".into(), "slurm".into());
+            table.insert("port".into(), i64::from(ssh.port).into());
+            for (name, value) in fields {
+                table.insert(name.into(), value.into());
+            }
+            let mut clusters = toml::Table::new();
+            clusters.insert("hostile".into(), table.into());
+            let mut config = toml::Table::new();
+            config.insert("clusters".into(), clusters.into());
+            user.write_config(&toml::to_string(&config).unwrap());
+            let output = user.run(&["-c", "hostile", "run", "--env", "VALUE=ok", script]);
+            let passed = code(&output) == 0 && stdout(&output) == "ok";
+            // Refused as a usage or config error, by the scheduler, or by ssh (a known_hosts
+            // file that does not exist vouches for no host).
+            let refused = [2, 70, 77, 78].contains(&code(&output));
+            assert!(
+                passed || refused,
+                "{field} = {value:?}: {} {}",
+                code(&output),
+                stderr(&output)
+            );
+        }
+    }
+    assert!(!canary.exists(), "a hostile value was executed");
+}
+
+/// Ctrl-C during `run --cancel-on-interrupt` cancels the job and exits with 130.
+#[test]
+fn an_interrupted_run_cancels_its_job_when_asked_to() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let user = User::new();
+    let script = user.script("long.sh", "echo started\nsleep 300\n");
+    let mut child = user.spawn(&["run", "--cancel-on-interrupt", script.to_str().unwrap()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "started");
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    kill(pid, Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(code(&output), 130, "{}", stderr(&output));
+    let job = user.status(&[]).remove(0)["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        stderr(&output).contains(&format!("cancelled {job}")),
+        "{}",
+        stderr(&output)
+    );
+    user.wait_state(&job, "Cancelled");
+}
+
+/// The spinner shows on a terminal (the CLI under a pseudo-terminal made by `script`) and
+/// never in a pipe.
+#[test]
+fn the_progress_spinner_shows_on_a_terminal_only() {
+    let user = User::new();
+    let script = user.script("nap.sh", "sleep 2\n");
+    let job = user.submit(&[script.to_str().unwrap()]);
+    let piped = user.run(&["wait", &job]);
+    assert_eq!(code(&piped), 0);
+    assert_eq!(stderr(&piped), "", "nothing but the result in a pipe");
+    assert!(!stdout(&piped).contains('\u{1b}'), "no colours in a pipe");
+
+    let job = user.submit(&[script.to_str().unwrap()]);
+    // util-linux `script` runs the line under a pseudo-terminal of its own.
+    let line = format!("{} wait {job}", env!("CARGO_BIN_EXE_batchbridge"));
+    let on_terminal = user
+        .program("script")
+        .args(["-qefc", &line, "/dev/null"])
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    let seen = stdout(&on_terminal);
+    assert!(
+        seen.contains(&format!("{job} Running (")),
+        "no spinner on a terminal: {seen:?}"
+    );
+    assert!(
+        seen.contains("\u{1b}[32mSucceeded"),
+        "no colour on a terminal: {seen:?}"
+    );
+}
+
+/// Ctrl-C typed at a terminal during `run` asks whether to cancel: "y" cancels the job,
+/// "n" leaves it running and says how to follow it.
+#[test]
+fn an_interrupted_run_on_a_terminal_asks_before_cancelling() {
+    use std::io::{Read, Write};
+
+    let user = User::new();
+    let script = user.script("long.sh", "echo started\nsleep 300\n");
+    for (answer, goes_on) in [("y", false), ("n", true)] {
+        // util-linux `script` puts the run under a pseudo-terminal; the ^C written to it
+        // becomes a SIGINT from the terminal, as when typed.
+        let line = format!(
+            "{} run {}",
+            env!("CARGO_BIN_EXE_batchbridge"),
+            script.display()
+        );
+        let mut terminal = user
+            .program("script")
+            .args(["-qefc", &line, "/dev/null"])
+            .env("TERM", "xterm")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut keyboard = terminal.stdin.take().unwrap();
+        let mut screen = terminal.stdout.take().unwrap();
+        let mut seen = Vec::new();
+        let mut read_until = |text: &str| {
+            while !String::from_utf8_lossy(&seen).contains(text) {
+                let mut byte = [0; 256];
+                let n = screen.read(&mut byte).unwrap();
+                assert!(
+                    n > 0,
+                    "the terminal closed before {text:?}: {:?}",
+                    String::from_utf8_lossy(&seen)
+                );
+                seen.extend_from_slice(&byte[..n]);
+            }
+        };
+        read_until("started");
+        keyboard.write_all(b"\x03").unwrap();
+        read_until("[y/N]");
+        keyboard
+            .write_all(format!("{answer}\n").as_bytes())
+            .unwrap();
+        let status = terminal.wait().unwrap();
+        let mut rest = Vec::new();
+        screen.read_to_end(&mut rest).unwrap();
+        seen.extend(rest);
+        let seen = String::from_utf8_lossy(&seen).into_owned();
+        assert_eq!(status.code(), Some(130), "{seen}");
+        let job = user.status(&[]).last().unwrap()["job"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if goes_on {
+            assert!(seen.contains(&format!("{job} goes on")), "{seen}");
+            assert_eq!(user.status(&[&job])[0]["status"]["state"], "Running");
+            assert_eq!(code(&user.run(&["cancel", &job])), 0);
+        } else {
+            assert!(seen.contains(&format!("cancelled {job}")), "{seen}");
+            user.wait_state(&job, "Cancelled");
+        }
+    }
+}
