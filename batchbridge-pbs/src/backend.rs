@@ -1,0 +1,468 @@
+//! [`PbsBackend`]: the [`BatchBackend`] that drives `qsub`, `qstat` and `qdel` through a
+//! [`Shell`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::{
+    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, environment_file, job_number,
+};
+use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::spec::truncate_for_message;
+use batchbridge_core::{
+    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
+    JobStatus, OutputRequest, Result,
+};
+
+use crate::parse::{Sighting, parse_qstat, pbs_version};
+use crate::script::{SubmitDefaults, job_script, qsub_options};
+use crate::state::{SUBSTATE_DELETED, job_status};
+
+const CANCEL: &str = include_str!("sh/cancel.sh");
+/// Above this many ids, qstat lists every job the user may see instead of taking the ids on
+/// its command line, which must stay well under the remote shell's 128 KiB argument limit.
+const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+/// qstat's and qdel's exit code for an id the server does not know (`PBSE_UNKJOBID`).
+const UNKNOWN_JOB_EXIT: i32 = 153;
+/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
+const PBS_JOB_ID: &str = "a PBS job id";
+
+/// How a [`PbsBackend`] works on its cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PbsConfig {
+    /// Where job directories live on the cluster: absolute, or relative to the login
+    /// directory. It must be on a file system the execution hosts share with the login
+    /// node.
+    pub work_dir: String,
+    /// Queue and account for specs that do not choose.
+    pub defaults: SubmitDefaults,
+    /// The longest any one remote command may take.
+    pub command_timeout: Duration,
+}
+
+impl Default for PbsConfig {
+    fn default() -> Self {
+        Self {
+            work_dir: ".batchbridge/pbs".to_owned(),
+            defaults: SubmitDefaults::default(),
+            command_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl PbsConfig {
+    /// Sets [`PbsConfig::work_dir`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use batchbridge_pbs::PbsConfig;
+    ///
+    /// let config = PbsConfig::default()
+    ///     .with_work_dir("/scratch/alice/batchbridge")
+    ///     .with_queue("workq")
+    ///     .with_account("proj-17")
+    ///     .with_command_timeout(Duration::from_secs(30));
+    /// assert_eq!(config.defaults.queue.as_deref(), Some("workq"));
+    /// ```
+    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
+        self.work_dir = work_dir.into();
+        self
+    }
+
+    /// Sets the queue for specs that do not choose one.
+    pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
+        self.defaults.queue = Some(queue.into());
+        self
+    }
+
+    /// Sets the account string every job is charged to.
+    pub fn with_account(mut self, account: impl Into<String>) -> Self {
+        self.defaults.account = Some(account.into());
+        self
+    }
+
+    /// Sets [`PbsConfig::command_timeout`].
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+}
+
+/// Runs jobs on a PBS (OpenPBS, PBS Professional) cluster through a [`Shell`], usually one
+/// multiplexed SSH connection to a login node. Nothing is installed on the cluster: every
+/// job gets a directory under [`PbsConfig::work_dir`] holding its script, output and
+/// exit-code files.
+///
+/// A status cycle costs one `qstat -x -f -F json -t` for all jobs asked about (with job
+/// history on, finished jobs included), and one read of job directories for the jobs PBS
+/// no longer knows or that ended in a way only those files explain, whatever the number
+/// of jobs.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use batchbridge_core::shell::{SshShell, SshConfig, SshAuth, HostKeys};
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec};
+/// use batchbridge_pbs::{PbsBackend, PbsConfig};
+///
+/// # async fn run() -> batchbridge_core::Result<()> {
+/// let ssh = SshShell::new(SshConfig::new(
+///     "login.cluster.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// ))?;
+/// let pbs = PbsBackend::new(Arc::new(ssh), PbsConfig::default())?;
+/// let id = pbs.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
+/// println!("{:?}", pbs.status_of(&id).await?.state); // `status` asks about many at once
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct PbsBackend {
+    dirs: JobDirs,
+    config: PbsConfig,
+    submits: SubmitLocks,
+}
+
+impl PbsBackend {
+    /// A backend that works through `shell`. Nothing runs until the first call.
+    ///
+    /// The defaults' queue and account are refused when they are empty or hold whitespace,
+    /// control characters or a leading `-`.
+    pub fn new(shell: Arc<dyn Shell>, config: PbsConfig) -> Result<Self> {
+        let defaults = [
+            ("queue", &config.defaults.queue),
+            ("account", &config.defaults.account),
+        ];
+        for (what, value) in defaults {
+            if let Some(value) = value
+                && (value.is_empty()
+                    || value.starts_with('-')
+                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::invalid_input(format!(
+                    "PbsConfig defaults.{what} {:?}: must be a non-empty name without \
+                     whitespace or control characters, not starting with '-'",
+                    truncate_for_message(value)
+                )));
+            }
+        }
+        Ok(Self {
+            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
+            config,
+            submits: SubmitLocks::default(),
+        })
+    }
+
+    /// What qstat says of the jobs with sequence numbers `numbers` (arrays with their
+    /// subjobs), by sequence number; jobs PBS does not know are absent. PBS names an array
+    /// `N[]` and a job `N`, and batchbridge's id is N either way, so both are asked for:
+    /// with `-E`, qstat sends one request for all of them and passes over ids it does
+    /// not know (without it, one request per id, about 250 ms each on the test bed).
+    async fn qstat(&self, numbers: &[&str]) -> Result<HashMap<String, Sighting>> {
+        let mut command = qstat().arg("-t");
+        if numbers.len() <= MAX_IDS_ON_COMMAND_LINE {
+            for number in numbers {
+                command = command.arg(*number).arg(format!("{number}[]"));
+            }
+        }
+        let output = self.dirs.run(command).await?;
+        if output.success() {
+            return parse_qstat(&output.stdout_text());
+        }
+        // When PBS knows none of the ids, qstat -E fails instead of printing no jobs.
+        let stderr = output.stderr_text();
+        let mut complaints = stderr.lines().filter(|line| !line.trim().is_empty());
+        if output.exit_code == Some(UNKNOWN_JOB_EXIT)
+            && complaints.all(|line| line.contains("Unknown Job Id"))
+        {
+            return Ok(HashMap::new());
+        }
+        Err(scheduler_failure("qstat", &output))
+    }
+
+    async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
+        self.dirs.job_files(ids).await
+    }
+
+    /// The job PBS itself holds with `key` in its key variable, history included.
+    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let output = self.dirs.run(qstat()).await?;
+        if !output.success() {
+            return Err(scheduler_failure("qstat", &output));
+        }
+        let seen = parse_qstat(&output.stdout_text())?;
+        let mut found: Vec<&String> = seen
+            .iter()
+            .filter(|(_, s)| s.job.as_ref().and_then(|j| j.key()) == Some(key.as_str()))
+            .map(|(number, _)| number)
+            .collect();
+        found.sort_unstable_by_key(|n| (n.len(), n.as_str()));
+        Ok(found.first().map(|n| JobId::from(n.as_str())))
+    }
+}
+
+/// `qstat -E -x -f -F json`: one request for all ids, history included, full records as
+/// JSON, times printed in UTC.
+fn qstat() -> Command {
+    Command::new("env").args(["TZ=UTC0", "qstat", "-E", "-x", "-f", "-F", "json"])
+}
+
+/// Whether the job directory must have its say on `sighting`: PBS no longer knows the job,
+/// or it finished in a way only the files explain (a script that never started, a deletion
+/// batchbridge may have asked for, no exit status at all).
+fn needs_files(sighting: Option<&Sighting>) -> bool {
+    let Some(sighting) = sighting else {
+        return true;
+    };
+    let Some(job) = &sighting.job else {
+        return true;
+    };
+    let finished = |j: &crate::parse::QstatJob| {
+        matches!(j.job_state.as_str(), "F" | "X")
+            && (j.substate == Some(SUBSTATE_DELETED)
+                || j.exit_status
+                    .is_none_or(|e| e == NOT_STARTED_EXIT_CODE || e > 256))
+    };
+    finished(job) || sighting.subjobs.values().any(finished)
+}
+
+/// The status of job `number` from what qstat saw of it and its job directory: an array's
+/// subjobs each by their own record, the job directory deciding for any PBS no longer
+/// knows (or knows without saying how it ended).
+fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) -> JobStatus {
+    let from_files = |task: u32| {
+        files.and_then(|f| {
+            f.ended
+                .get(&task)
+                .map(|end| with_not_started(end.status(f.cancel_requested), f, task))
+        })
+    };
+    let tasks = files.map_or(1, |f| f.tasks);
+    let Some(job) = sighting.and_then(|s| s.job.as_ref()) else {
+        if tasks > 1 {
+            let statuses: Vec<Option<JobStatus>> = (0..tasks).map(from_files).collect();
+            let refs: Vec<Option<&JobStatus>> = statuses.iter().map(Option::as_ref).collect();
+            return JobStatus::of_array(number, "PBS", &refs);
+        }
+        return from_files(0).unwrap_or_else(|| {
+            JobStatus::unknown(format!(
+                "PBS does not know job {number} (not queued, not in its history) and its \
+                 job directory records no end"
+            ))
+        });
+    };
+    let one = |record: &crate::parse::QstatJob, task: u32| {
+        let status = job_status(record, files, task);
+        if status.state == JobState::Unknown
+            && let Some(decided) = from_files(task)
+        {
+            return decided;
+        }
+        status
+    };
+    if job.array.as_deref() != Some("True") {
+        return one(job, 0);
+    }
+    let subjobs = sighting.map(|s| &s.subjobs);
+    let count = subjobs
+        .map_or(0, |s| s.len())
+        .max(usize::try_from(tasks).unwrap_or(0));
+    let statuses: Vec<Option<JobStatus>> = (0..count)
+        .map(|index| {
+            let task = u32::try_from(index).unwrap_or(u32::MAX);
+            match subjobs.and_then(|s| s.get(&task)) {
+                Some(record) => Some(one(record, task)),
+                None => from_files(task),
+            }
+        })
+        .collect();
+    let refs: Vec<Option<&JobStatus>> = statuses.iter().map(Option::as_ref).collect();
+    let mut status = JobStatus::of_array(number, "PBS", &refs);
+    if status.queue.is_none() {
+        status.queue.clone_from(&job.queue);
+    }
+    status
+}
+
+/// A status the exit-code file decided, with why the script never ran when the wrapper
+/// said so.
+fn with_not_started(mut status: JobStatus, files: &JobFiles, task: u32) -> JobStatus {
+    if let Some(why) = files.not_started.get(&task) {
+        status.reason = Some(why.clone());
+        status.cause = Some(batchbridge_core::FailureCause::NotStarted);
+    }
+    status
+}
+
+/// An error for a PBS command that failed: temporary when the server did not answer, so
+/// that callers retry instead of giving up on the job.
+fn scheduler_failure(what: &str, output: &Output) -> Error {
+    let stderr = output.stderr_text();
+    let stderr = stderr.trim();
+    let unreachable = [
+        "cannot connect to server",
+        "Connection refused",
+        "timed out",
+        "Server not available",
+        "Communication failure",
+        "Premature end of message",
+    ]
+    .iter()
+    .any(|sign| stderr.contains(sign));
+    let error = Error::new(
+        ErrorKind::CommandFailed,
+        format!(
+            "{what} failed (exit code {:?}): {}",
+            output.exit_code,
+            excerpt(stderr)
+        ),
+    );
+    if unreachable {
+        error.temporary()
+    } else {
+        error
+    }
+}
+
+#[async_trait]
+impl BatchBackend for PbsBackend {
+    fn name(&self) -> &str {
+        "pbs"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+            .with_arrays(true)
+            .with_containers(true)
+            .with_gpus(true)
+            .with_accounting(true)
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        spec.validate()?;
+        self.capabilities().check(spec, self.name())?;
+        let environment = environment_file(spec)?;
+        let work = self.dirs.work().await?;
+        let dir = format!("{work}/jobs/{}", spec.key);
+        let options = qsub_options(spec, &self.config.defaults, &dir)?;
+        let script = job_script(spec, &dir)?;
+        let tasks = format!("{}\n", spec.task_count());
+        let _in_flight = self.submits.lock(&spec.key).await;
+        // -f: no background helper left holding the session's output open.
+        let qsub = ["qsub".to_owned(), "-f".to_owned()]
+            .into_iter()
+            .chain(options)
+            .chain([format!("{dir}/job.sh")])
+            .collect();
+        let files = [
+            ("job.sh", script.as_str()),
+            ("env.sh", environment.as_str()),
+            ("tasks", tasks.as_str()),
+        ];
+        self.dirs
+            .submit(spec, &files, qsub)
+            .await?
+            .into_job_id(
+                &spec.key,
+                "PBS",
+                &dir,
+                self.find_in_scheduler(&spec.key),
+                |output| {
+                    let error = scheduler_failure("qsub", &output);
+                    if error.is_temporary() {
+                        return error;
+                    }
+                    let context = self
+                        .config
+                        .defaults
+                        .queue_for(spec)
+                        .map(|q| format!(" in queue {q:?}"))
+                        .unwrap_or_default();
+                    remote::rejected(&spec.key, "PBS", &context, &output)
+                },
+            )
+            .await
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let recorded = self.dirs.recorded_id(key).await?;
+        match recorded {
+            Some(id) => Ok(Some(JobId::from(id))),
+            None => self.find_in_scheduler(key).await,
+        }
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let (numbers, mut statuses) = remote::job_numbers(ids, PBS_JOB_ID);
+        if numbers.is_empty() {
+            return Ok(statuses);
+        }
+        let seen = self.qstat(&numbers).await?;
+        let for_files: Vec<&str> = numbers
+            .iter()
+            .copied()
+            .filter(|n| needs_files(seen.get(*n)))
+            .collect();
+        let files = if for_files.is_empty() {
+            HashMap::new()
+        } else {
+            self.job_files(&for_files).await?
+        };
+        for id in ids {
+            if let Some(number) = job_number(id.as_str()) {
+                statuses.insert(
+                    id.clone(),
+                    resolve(number, seen.get(number), files.get(number)),
+                );
+            }
+        }
+        Ok(statuses)
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let number = remote::job_number_of(id.as_str(), PBS_JOB_ID)?;
+        let work = self.dirs.work().await?;
+        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
+        if output.success() {
+            return Ok(());
+        }
+        if output.stderr_text().contains("Unauthorized Request") {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "PBS refused to delete job {id}: {}",
+                    excerpt(output.stderr_text().trim())
+                ),
+            ));
+        }
+        Err(scheduler_failure("qdel", &output))
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let number = remote::job_number_of(id.as_str(), PBS_JOB_ID)?;
+        self.dirs.fetch_output(number, request).await
+    }
+
+    /// Removes the job's directory (script, output, exit codes) from the work directory
+    /// once PBS reports the job ended; see [`JobDirs::cleanup`].
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        self.dirs.cleanup(self, key).await
+    }
+
+    /// `OpenPBS 23.06.06`, from what `qstat --version` prints (`pbs_version = 23.06.06`),
+    /// which needs no server: a server that is down does not fail it.
+    async fn version(&self) -> Result<String> {
+        let output = self
+            .dirs
+            .run(Command::new("qstat").arg("--version"))
+            .await?;
+        if !output.success() {
+            return Err(scheduler_failure("qstat --version", &output));
+        }
+        pbs_version(&output.stdout_text())
+    }
+}
