@@ -224,8 +224,7 @@ fn needs_files(sighting: Option<&Sighting>) -> bool {
     let finished = |j: &crate::parse::QstatJob| {
         matches!(j.job_state.as_str(), "F" | "X")
             && (j.substate == Some(SUBSTATE_DELETED)
-                || j.exit_status
-                    .is_none_or(|e| e == NOT_STARTED_EXIT_CODE || e > 256))
+                || j.exit_status.is_none_or(|e| e == NOT_STARTED_EXIT_CODE))
     };
     finished(job) || sighting.subjobs.values().any(finished)
 }
@@ -305,6 +304,7 @@ fn scheduler_failure(what: &str, output: &Output) -> Error {
     let stderr = stderr.trim();
     let unreachable = [
         "cannot connect to server",
+        "Couldn't connect to cluster",
         "Connection refused",
         "timed out",
         "Server not available",
@@ -464,5 +464,191 @@ impl BatchBackend for PbsBackend {
             return Err(scheduler_failure("qstat --version", &output));
         }
         pbs_version(&output.stdout_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use batchbridge_core::conformance::scripted::{reply, scripted_shell};
+    use batchbridge_core::{CancelledBy, FailureCause, TaskCounts};
+
+    use super::*;
+
+    /// `qstat -E -x -f -F json -t` as the test bed's OpenPBS 23.06.06 printed it for jobs
+    /// submitted by `batch` (see each file's `Submit_arguments`): mid-run, then after
+    /// `qdel` of the held, queued and running ones, and a job past its walltime.
+    const MID_RUN: &str = include_str!("testdata/qstat-mid-run.json");
+    const AFTER_QDEL: &str = include_str!("testdata/qstat-after-qdel.json");
+    const WALLTIME: &str = include_str!("testdata/qstat-walltime.json");
+
+    fn status_in(capture: &str, number: &str) -> JobStatus {
+        let seen = parse_qstat(capture).unwrap();
+        resolve(number, seen.get(number), None)
+    }
+
+    /// capture, job, state, native state, exit code, signal, cause, words of the reason.
+    type Case = (
+        &'static str,
+        &'static str,
+        JobState,
+        &'static str,
+        Option<i32>,
+        Option<i32>,
+        Option<FailureCause>,
+        &'static str,
+    );
+
+    #[test]
+    fn real_qstat_records_map_to_states_and_causes() {
+        use JobState::*;
+        let deleted_by_batch = FailureCause::Cancelled(CancelledBy::Account("batch".into()));
+        #[rustfmt::skip]
+        let cases: [Case; 14] = [
+            // capture, job, state, native, exit code, signal, cause, reason contains
+            (MID_RUN, "123", Succeeded, "F", Some(0), None, None, "and finished"),
+            (MID_RUN, "124", Failed, "F", Some(3), None, Some(FailureCause::ExitCode(3)), "and failed"),
+            (MID_RUN, "125", Failed, "F", None, Some(9), Some(FailureCause::Signal(9)), "signal 9"),
+            (MID_RUN, "126", Cancelled, "F", None, Some(15), Some(deleted_by_batch.clone()), "deleted while running"),
+            (MID_RUN, "127", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
+            (MID_RUN, "128", Running, "R", None, None, None, "Job run at"),
+            (MID_RUN, "129", Held, "H", None, None, None, "hold types u"),
+            (MID_RUN, "130", Queued, "Q", None, None, None, "Can Never Run: Insufficient amount of resource: ncpus"),
+            (MID_RUN, "131", Failed, "F", None, None, Some(FailureCause::ExitCode(1)), "and failed"),
+            (MID_RUN, "132", Running, "Q,R", None, None, None, ""),
+            (AFTER_QDEL, "129", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
+            (AFTER_QDEL, "130", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
+            (AFTER_QDEL, "132", Cancelled, "F", None, None, Some(deleted_by_batch), "deleted while running"),
+            (WALLTIME, "134", Failed, "F", None, None, Some(FailureCause::WallTimeExceeded), "walltime exceeded (Exit_status -29)"),
+        ];
+        for (capture, number, state, native, exit_code, signal, cause, reason) in cases {
+            let status = status_in(capture, number);
+            let what = format!("job {number}: {status:?}");
+            assert_eq!(status.state, state, "{what}");
+            assert_eq!(status.native_state, native, "{what}");
+            assert_eq!(
+                (status.exit_code, status.signal),
+                (exit_code, signal),
+                "{what}"
+            );
+            assert_eq!(status.cause, cause, "{what}");
+            assert!(
+                status.reason.as_deref().unwrap_or("").contains(reason),
+                "{what}"
+            );
+            assert_eq!(status.queue.as_deref(), Some("workq"), "{what}");
+            assert!(status.submitted_at.is_some(), "{what}");
+        }
+    }
+
+    #[test]
+    fn arrays_count_their_subjobs() {
+        let cases = [
+            (MID_RUN, "131", (3, 0, 0, 1, 2, 0)),
+            (MID_RUN, "132", (4, 3, 1, 0, 0, 0)),
+            (AFTER_QDEL, "132", (4, 0, 0, 0, 0, 4)),
+        ];
+        for (capture, number, (total, pending, running, succeeded, failed, cancelled)) in cases {
+            let tasks = status_in(capture, number).tasks.unwrap();
+            let mut expected = TaskCounts::from_states([]);
+            (expected.total, expected.pending, expected.running) = (total, pending, running);
+            (expected.succeeded, expected.failed, expected.cancelled) =
+                (succeeded, failed, cancelled);
+            assert_eq!(tasks, expected, "array {number}");
+        }
+    }
+
+    #[test]
+    fn times_are_read_as_utc() {
+        let status = status_in(MID_RUN, "123");
+        let since_epoch = |t: Option<std::time::SystemTime>| {
+            t.unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        // "ctime": "Mon Nov 23 15:20:13 2026" with TZ=UTC0.
+        let ctime = since_epoch(status.submitted_at);
+        assert_eq!(ctime % 86_400, 15 * 3600 + 20 * 60 + 13, "{status:?}");
+        assert!(since_epoch(status.ended_at) >= since_epoch(status.started_at));
+    }
+
+    #[test]
+    fn a_job_pbs_forgot_is_decided_by_its_files_or_unknown() {
+        let files = batchbridge_core::remote::parse_job_files("7 tasks 1 0\n7 task 0 exit 0\n");
+        let status = resolve("7", None, files.get("7"));
+        assert_eq!(
+            (status.state, status.native_state.as_str()),
+            (
+                JobState::Succeeded,
+                batchbridge_core::remote::NATIVE_STATE_EXIT_FILE
+            )
+        );
+        assert_eq!(resolve("8", None, None).state, JobState::Unknown);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_does_not_answer_fails_status_and_cancel_temporarily() {
+        // What qstat and qdel printed on the test bed with pbs_server stopped.
+        let (shell, _) = scripted_shell(
+            "/w",
+            vec![
+                reply(
+                    255,
+                    "",
+                    "Connection refused\nqstat: cannot connect to server pbs (errno=15010)\n",
+                ),
+                reply(
+                    162,
+                    "",
+                    "Connection refused\nCouldn't connect to cluster: pbs\n",
+                ),
+            ],
+        );
+        let pbs = PbsBackend::new(shell, PbsConfig::default()).unwrap();
+        let err = pbs.status(&[JobId::from("5")]).await.unwrap_err();
+        assert!(err.is_temporary(), "{err}");
+        let err = pbs.cancel(&JobId::from("5")).await.unwrap_err();
+        assert!(err.is_temporary(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn ids_pbs_does_not_know_at_all_are_unknown_not_an_error() {
+        let (shell, _) = scripted_shell(
+            "/w",
+            vec![
+                reply(153, "", "qstat: Unknown Job Id 999999999[].pbs\n"),
+                reply(0, "", ""),
+            ],
+        );
+        let pbs = PbsBackend::new(shell, PbsConfig::default()).unwrap();
+        let statuses = pbs.status(&[JobId::from("999999999")]).await.unwrap();
+        assert_eq!(statuses[&JobId::from("999999999")].state, JobState::Unknown);
+    }
+
+    #[test]
+    fn defaults_that_no_pbs_name_can_be_are_refused_up_front() {
+        for (queue, account, ok) in [
+            (Some("workq"), Some("lab-1"), true),
+            (None, Some("x; touch /tmp/c"), false),
+            (Some("-h"), None, false),
+            (Some(""), None, false),
+            (Some("workq\n-J 0-3"), None, false),
+        ] {
+            let config = PbsConfig {
+                defaults: SubmitDefaults {
+                    queue: queue.map(str::to_owned),
+                    account: account.map(str::to_owned),
+                },
+                ..PbsConfig::default()
+            };
+            let (shell, _) = scripted_shell("/w", Vec::new());
+            match PbsBackend::new(shell, config) {
+                Ok(_) => assert!(ok, "{queue:?} {account:?}"),
+                Err(err) => {
+                    assert!(!ok, "{queue:?} {account:?}: {err}");
+                    assert!(err.message().starts_with("PbsConfig defaults."), "{err}");
+                }
+            }
+        }
     }
 }

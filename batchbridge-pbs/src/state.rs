@@ -75,70 +75,81 @@ pub fn pbs_failure(exit_status: i32) -> (FailureCause, &'static str) {
     }
 }
 
-/// How a finished job (F) or subjob (X) ended, from its `Exit_status` and `substate`, with
-/// what its job directory says for task `task`: whether batchbridge cancelled it, and why
-/// the script never ran when the wrapper exited
+/// How a finished job (F) or subjob (X) ended, from its `Exit_status`, `substate` and
+/// `comment`, with what its job directory says for task `task`: whether batchbridge
+/// cancelled it, and why the script never ran when the wrapper exited
 /// [`NOT_STARTED_EXIT_CODE`].
 ///
+/// A deleted job (substate 91) is Cancelled whatever its `Exit_status` (PBS gives the
+/// queued subjobs of a deleted array 1): by batchbridge when its job directory holds the
+/// cancel mark, else by the account PBS names in the comment (`... terminated by
+/// alice@login1`), else by an account it does not name.
+///
 /// ```
-/// use batchbridge_core::{FailureCause, JobState};
+/// use batchbridge_core::{CancelledBy, FailureCause, JobState};
 /// use batchbridge_pbs::state::ended;
 ///
-/// let status = ended(Some(3), Some(93), None, 0);
+/// let status = ended(Some(3), Some(93), None, None, 0);
 /// assert_eq!((status.state, status.exit_code), (JobState::Failed, Some(3)));
-/// let status = ended(Some(256 + 9), Some(93), None, 0);
+/// let status = ended(Some(256 + 9), Some(93), None, None, 0);
 /// assert_eq!((status.signal, status.cause), (Some(9), Some(FailureCause::Signal(9))));
-/// assert_eq!(ended(None, Some(91), None, 0).state, JobState::Cancelled);
+/// let comment = "Job run at Mon Nov 23 at 15:20 on (pbs:ncpus=1) and terminated by alice@pbs";
+/// let status = ended(Some(271), Some(91), Some(comment), None, 0);
+/// assert_eq!(status.state, JobState::Cancelled);
+/// assert_eq!(status.cause, Some(FailureCause::Cancelled(CancelledBy::Account("alice".into()))));
 /// ```
 pub fn ended(
     exit_status: Option<i32>,
     substate: Option<u32>,
+    comment: Option<&str>,
     files: Option<&JobFiles>,
     task: u32,
 ) -> JobStatus {
-    let requested = files.is_some_and(|f| f.cancel_requested);
-    let cancelled_by = if requested {
-        CancelledBy::Request
-    } else {
-        CancelledBy::Unknown
-    };
-    let deleted = substate == Some(SUBSTATE_DELETED);
-    let mut status = match exit_status {
-        // Deleted before it ran: no exit status at all.
-        None if deleted => JobStatus::new(JobState::Cancelled, "F")
-            .with_cause(FailureCause::Cancelled(cancelled_by))
-            .with_reason("deleted before it ran"),
+    if substate == Some(SUBSTATE_DELETED) {
+        let by = if files.is_some_and(|f| f.cancel_requested) {
+            CancelledBy::Request
+        } else {
+            comment
+                .and_then(|c| c.rsplit_once("terminated by "))
+                .map(|(_, who)| who.split('@').next().unwrap_or(who).trim())
+                .filter(|who| !who.is_empty())
+                .map_or(CancelledBy::Unknown, |who| {
+                    CancelledBy::Account(who.to_owned())
+                })
+        };
+        let mut status =
+            JobStatus::new(JobState::Cancelled, "F").with_cause(FailureCause::Cancelled(by));
+        status.reason = Some(match exit_status {
+            Some(code) if code > 256 => {
+                status.signal = Some(code - 256);
+                format!("deleted while running (signal {})", code - 256)
+            }
+            _ => "deleted before it ran".to_owned(),
+        });
+        return status;
+    }
+    match exit_status {
         None => JobStatus::new(JobState::Unknown, "F")
             .with_reason("PBS says the job finished but records no exit status"),
         Some(0) => JobStatus::new(JobState::Succeeded, "F").with_exit_code(0),
         Some(code) if code == NOT_STARTED_EXIT_CODE => {
-            let why = files.and_then(|f| f.not_started.get(&task));
-            let mut status = JobStatus::new(JobState::Failed, "F").with_exit_code(code);
-            match why {
-                Some(why) => {
-                    status = status
-                        .with_cause(FailureCause::NotStarted)
-                        .with_reason(why.clone());
-                }
-                None => status = status.with_cause(FailureCause::ExitCode(code)),
+            let status = JobStatus::new(JobState::Failed, "F").with_exit_code(code);
+            match files.and_then(|f| f.not_started.get(&task)) {
+                Some(why) => status
+                    .with_cause(FailureCause::NotStarted)
+                    .with_reason(why.clone()),
+                None => status.with_cause(FailureCause::ExitCode(code)),
             }
-            status
         }
         Some(code @ 1..=255) => JobStatus::new(JobState::Failed, "F")
             .with_exit_code(code)
             .with_cause(FailureCause::ExitCode(code)),
         Some(code) if code > 256 => {
             let signal = code - 256;
-            let status = JobStatus::new(JobState::Failed, "F").with_signal(signal);
-            if requested || deleted {
-                status
-                    .with_cause(FailureCause::Cancelled(cancelled_by))
-                    .with_reason(format!("deleted while running (signal {signal})"))
-            } else {
-                status
-                    .with_cause(FailureCause::Signal(signal))
-                    .with_reason(format!("ended by signal {signal}"))
-            }
+            JobStatus::new(JobState::Failed, "F")
+                .with_signal(signal)
+                .with_cause(FailureCause::Signal(signal))
+                .with_reason(format!("ended by signal {signal}"))
         }
         Some(code) => {
             let (cause, why) = pbs_failure(code);
@@ -146,11 +157,7 @@ pub fn ended(
                 .with_cause(cause)
                 .with_reason(format!("{why} (Exit_status {code})"))
         }
-    };
-    if matches!(status.cause, Some(FailureCause::Cancelled(_))) {
-        status.state = JobState::Cancelled;
     }
-    status
 }
 
 /// The status of one job or subjob from its qstat record (and, once it finished, what its
@@ -176,7 +183,13 @@ pub fn ended(
 pub fn job_status(job: &QstatJob, files: Option<&JobFiles>, task: u32) -> JobStatus {
     let state = map_state(&job.job_state);
     let mut status = if matches!(job.job_state.as_str(), "F" | "X") {
-        let mut status = ended(job.exit_status, job.substate, files, task);
+        let mut status = ended(
+            job.exit_status,
+            job.substate,
+            job.comment.as_deref(),
+            files,
+            task,
+        );
         status.native_state.clone_from(&job.job_state);
         status.ended_at = job.obittime.as_deref().and_then(parse_ctime);
         status

@@ -96,8 +96,10 @@ async fn a_job_deleted_with_qdel_outside_batchbridge_is_cancelled() {
     assert_eq!(end.state, JobState::Cancelled, "{end:?}");
     assert_eq!(
         end.cause,
-        Some(FailureCause::Cancelled(CancelledBy::Unknown)),
-        "PBS does not record who deleted a job, and batchbridge did not: {end:?}"
+        Some(FailureCause::Cancelled(CancelledBy::Account(
+            "batch".into()
+        ))),
+        "PBS's comment names who deleted it: {end:?}"
     );
 
     // batchbridge's own cancel says so.

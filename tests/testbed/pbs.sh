@@ -305,9 +305,14 @@ EOF
 # configure_mom : the mom copies output files locally ($usecp) instead of through pbs_rcp,
 # and checks running jobs' limits every 1-2 s instead of 10-120 s (walltime tests).
 configure_mom() {
-    local config="$ROOTFS$PBS_HOME/mom_priv/config"
-    if ! grep -qF '$usecp' "$config" 2>/dev/null; then
-        printf '$usecp *:/ /\n$min_check_poll 1\n$max_check_poll 2\n' >>"$config"
+    local config="$ROOTFS$PBS_HOME/mom_priv/config" line changed=0
+    for line in '$usecp *:/ /' '$min_check_poll 1' '$max_check_poll 2'; do
+        if ! grep -qxF "$line" "$config"; then
+            printf '%s\n' "$line" >>"$config"
+            changed=1
+        fi
+    done
+    if ((changed)); then
         in_pbs sh -c 'kill -HUP "$(cat '"$PBS_HOME"'/mom_priv/mom.lock)"'
     fi
 }
