@@ -61,9 +61,10 @@ impl SubmitDefaults {
 }
 
 /// `qsub`'s options for `spec`, whose files live in `dir`. Passthrough options come first;
-/// those batchbridge sets itself are refused among them (see [`NOT_PASSTHROUGH`]'s list
-/// in the source), so nothing can override the key variable, the output paths or the
-/// array.
+/// those that would lose the job id or block (`-I`, `-X`, `-z`, `-W block`) and those
+/// batchbridge sets itself (`-J`, `-v`, `-V`, `-N`, `-S`, `-o`, `-e`, `-j`, `-k`, `-f`,
+/// `-r`) are refused among them, so nothing can override the key variable, the output
+/// paths or the array.
 ///
 /// The resources become one select statement, `-l select=N:ncpus=C:mem=Mmb:ngpus=G` (N
 /// chunks for N nodes, placed one per node with `-l place=scatter`), and

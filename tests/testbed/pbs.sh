@@ -351,6 +351,8 @@ start_daemons() {
     qmgr 'set server job_history_duration = 24:00:00'
     # The default 600 s cycle leaves a job submitted before the mom reported waiting.
     qmgr 'set server scheduler_iteration = 5'
+    # 16 CPUs on 2 cores, like the SLURM node: many short test jobs run at once.
+    qmgr "set node $PBS_HOST resources_available.ncpus = 16"
     WAIT_FOR_SLEEP=0.5 wait_for 120 "node $PBS_HOST to be free" node_free ||
         die "node $PBS_HOST is not free (logs: $ROOTFS$PBS_HOME/mom_logs)"
     qmgr 'set server scheduling = True'
