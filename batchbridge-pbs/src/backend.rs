@@ -8,13 +8,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, environment_file, job_number,
+    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, TaskEnd, environment_file,
+    job_number,
 };
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
-    BatchBackend, Capabilities, Error, ErrorKind, JobId, JobKey, JobOutput, JobSpec, JobState,
-    JobStatus, OutputRequest, Result,
+    BatchBackend, CancelledBy, Capabilities, Error, ErrorKind, FailureCause, JobId, JobKey,
+    JobOutput, JobSpec, JobState, JobStatus, OutputRequest, Result,
 };
 
 use crate::parse::{Sighting, parse_qstat, pbs_version};
@@ -233,13 +234,8 @@ fn needs_files(sighting: Option<&Sighting>) -> bool {
 /// subjobs each by their own record, the job directory deciding for any PBS no longer
 /// knows (or knows without saying how it ended).
 fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) -> JobStatus {
-    let from_files = |task: u32| {
-        files.and_then(|f| {
-            f.ended
-                .get(&task)
-                .map(|end| with_not_started(end.status(f.cancel_requested), f, task))
-        })
-    };
+    let from_files =
+        |task: u32| files.and_then(|f| f.ended.get(&task).map(|end| from_exit_file(*end, f, task)));
     let tasks = files.map_or(1, |f| f.tasks);
     let Some(job) = sighting.and_then(|s| s.job.as_ref()) else {
         if tasks > 1 {
@@ -287,13 +283,23 @@ fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) 
     status
 }
 
-/// A status the exit-code file decided, with why the script never ran when the wrapper
-/// said so.
-fn with_not_started(mut status: JobStatus, files: &JobFiles, task: u32) -> JobStatus {
-    if let Some(why) = files.not_started.get(&task) {
-        status.reason = Some(why.clone());
-        status.cause = Some(batchbridge_core::FailureCause::NotStarted);
-    }
+/// The status of task `task` from how its exit-code file says it ended, with the cause:
+/// why the script never ran when the job script said so, batchbridge's cancel when the
+/// job directory holds its mark.
+fn from_exit_file(end: TaskEnd, files: &JobFiles, task: u32) -> JobStatus {
+    let mut status = end.status(files.cancel_requested);
+    status.cause = match (end, files.not_started.get(&task)) {
+        (TaskEnd::Exit(_), Some(why)) => {
+            status.reason = Some(why.clone());
+            Some(FailureCause::NotStarted)
+        }
+        (TaskEnd::Exit(0), None) => None,
+        (TaskEnd::Exit(code), None) => Some(FailureCause::ExitCode(code)),
+        (TaskEnd::Signal(_), _) if files.cancel_requested => {
+            Some(FailureCause::Cancelled(CancelledBy::Request))
+        }
+        (TaskEnd::Signal(signal), _) => Some(FailureCause::Signal(signal)),
+    };
     status
 }
 
@@ -469,8 +475,8 @@ impl BatchBackend for PbsBackend {
 
 #[cfg(test)]
 mod tests {
+    use batchbridge_core::TaskCounts;
     use batchbridge_core::conformance::scripted::{reply, scripted_shell};
-    use batchbridge_core::{CancelledBy, FailureCause, TaskCounts};
 
     use super::*;
 
@@ -574,16 +580,38 @@ mod tests {
 
     #[test]
     fn a_job_pbs_forgot_is_decided_by_its_files_or_unknown() {
-        let files = batchbridge_core::remote::parse_job_files("7 tasks 1 0\n7 task 0 exit 0\n");
-        let status = resolve("7", None, files.get("7"));
-        assert_eq!(
-            (status.state, status.native_state.as_str()),
+        let files = remote::parse_job_files(concat!(
+            "7 tasks 1 0\n7 task 0 exit 0\n",
+            "8 tasks 1 0\n8 task 0 exit 5\n",
+            "9 tasks 1 1\n9 task 0 signal 15\n",
+            "10 tasks 1 0\n10 task 0 signal 9\n",
+            "11 tasks 1 0\n11 task 0 exit 70\n11 why 0 the script never ran: no dir\n",
+            "12 tasks 2 0\n12 task 0 exit 0\n12 task 1 exit 3\n",
+        ));
+        let cases = [
+            ("7", JobState::Succeeded, None),
+            ("8", JobState::Failed, Some(FailureCause::ExitCode(5))),
             (
-                JobState::Succeeded,
-                batchbridge_core::remote::NATIVE_STATE_EXIT_FILE
-            )
-        );
-        assert_eq!(resolve("8", None, None).state, JobState::Unknown);
+                "9",
+                JobState::Cancelled,
+                Some(FailureCause::Cancelled(CancelledBy::Request)),
+            ),
+            ("10", JobState::Failed, Some(FailureCause::Signal(9))),
+            ("11", JobState::Failed, Some(FailureCause::NotStarted)),
+            ("12", JobState::Failed, Some(FailureCause::ExitCode(3))),
+            ("13", JobState::Unknown, None),
+        ];
+        for (number, state, cause) in cases {
+            let status = resolve(number, None, files.get(number));
+            assert_eq!(
+                (status.state, status.cause.clone()),
+                (state, cause),
+                "{status:?}"
+            );
+            if state != JobState::Unknown {
+                assert_eq!(status.native_state, remote::NATIVE_STATE_EXIT_FILE);
+            }
+        }
     }
 
     #[tokio::test]

@@ -131,6 +131,7 @@ async fn a_job_purged_from_the_history_is_decided_by_its_exit_code_file() {
     as_user("qdel", &["-x", id.as_str()]).await;
     let after = pbs.status_of(&id).await.unwrap();
     assert_eq!(after.native_state, NATIVE_STATE_EXIT_FILE, "{after:?}");
+    assert_eq!(after.cause, Some(FailureCause::ExitCode(5)), "{after:?}");
     assert_eq!(
         (after.state, after.exit_code),
         (JobState::Failed, Some(5)),
