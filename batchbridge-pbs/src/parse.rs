@@ -14,7 +14,7 @@ pub const KEY_VARIABLE: &str = "BATCHBRIDGE_JOB_KEY";
 
 /// One job, array or subjob as `qstat -f -F json` prints it, with the attributes a status
 /// needs; those it lacks are `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[allow(missing_docs)] // The fields are PBS's job attributes of the same names.
 pub struct QstatJob {
     pub job_state: String,
@@ -88,7 +88,9 @@ impl<'a> PbsId<'a> {
 }
 
 /// What `qstat -f -F json` said about the jobs of one sequence number.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+// Not Eq, nor is QstatJob: serde_json 1.0.0, the lowest version this crate supports, has no
+// Eq for the Value in `Variable_List`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sighting {
     /// The job itself, or an array's parent.
     pub job: Option<QstatJob>,
