@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The library crates (core, slurm, htcondor) as an application gets them; needs no test bed,
+# The library crates (core, slurm, htcondor, pbs) as an application gets them; needs no test bed,
 # only crates.io. Three checks:
 #  1. Lowest versions: in a copy of the workspace holding only the library crates (and the
 #     test support crate their tests use), every requirement of [workspace.dependencies]
@@ -8,7 +8,7 @@
 #     their unit tests pass (the integration tests need the test bed; building them too
 #     added over a minute to the cold run here).
 #  2. A new application on tokio's LTS line (`~1.47`) with its own serde pin (`=1.0.200`)
-#     depends on the three crates by path, builds, implements BatchBackend through core's
+#     depends on the four crates by path, builds, implements BatchBackend through core's
 #     re-exports alone (no async-trait of its own) and runs a job on the local backend.
 #  3. Packaging: `cargo publish --workspace --dry-run` builds each package as crates.io would
 #     get it; each package holds src/lib.rs, README.md and LICENSE but no tests/ (they
@@ -26,13 +26,13 @@ export CARGO_PROFILE_DEV_DEBUG=0
 export RUSTFLAGS="-A warnings"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-library=(batchbridge-core batchbridge-slurm batchbridge-htcondor)
+library=(batchbridge-core batchbridge-slurm batchbridge-htcondor batchbridge-pbs)
 
 echo "== lowest declared versions" >&2
 mkdir -p "$scratch/lowest/tests"
 cp -a Cargo.toml Cargo.lock LICENSE "${library[@]}" "$scratch/lowest/"
 cp -a tests/support "$scratch/lowest/tests/"
-awk -v members='"batchbridge-core", "batchbridge-slurm", "batchbridge-htcondor", "tests/support"' '
+awk -v members='"batchbridge-core", "batchbridge-slurm", "batchbridge-htcondor", "batchbridge-pbs", "tests/support"' '
     /^members = \[/ { print "members = [" members "]"; skipping = 1 }
     skipping { if (/\]/) skipping = 0; next }
     /^\[/ { section = $0 }
@@ -42,7 +42,7 @@ awk -v members='"batchbridge-core", "batchbridge-slurm", "batchbridge-htcondor",
 # Without --locked: cargo moves exactly what the exact requirements force, starting from
 # our lock. The resolved direct dependencies are printed, for the log.
 (cd "$scratch/lowest" && cargo tree -q -e normal --depth 1 --prefix none \
-    -p batchbridge-core -p batchbridge-slurm -p batchbridge-htcondor \
+    -p batchbridge-core -p batchbridge-slurm -p batchbridge-htcondor -p batchbridge-pbs \
     | grep -v '^batchbridge' | sed 's/ (\*)$//' | sort -u | paste -sd' ' >&2)
 (cd "$scratch/lowest" && cargo test -q --workspace --lib)
 
@@ -59,6 +59,7 @@ publish = false
 [dependencies]
 batchbridge-core = { path = "$root/batchbridge-core" }
 batchbridge-htcondor = { path = "$root/batchbridge-htcondor" }
+batchbridge-pbs = { path = "$root/batchbridge-pbs" }
 batchbridge-slurm = { path = "$root/batchbridge-slurm" }
 serde = { version = "=1.0.200", features = ["derive"] }
 serde_json = "1"
@@ -114,8 +115,9 @@ async fn main() -> Result<()> {
     let id = local.submit(&JobSpec::new(JobKey::new("library-user")?, "user", "true\n")).await?;
     let shell = Arc::new(LocalShell);
     let slurm = batchbridge_slurm::SlurmBackend::new(shell.clone(), Default::default())?;
-    let condor = batchbridge_htcondor::HtcondorBackend::new(shell, Default::default())?;
-    let backends = [&local as &dyn BatchBackend, &slurm, &condor, &Closed];
+    let condor = batchbridge_htcondor::HtcondorBackend::new(shell.clone(), Default::default())?;
+    let pbs = batchbridge_pbs::PbsBackend::new(shell, Default::default())?;
+    let backends = [&local as &dyn BatchBackend, &slurm, &condor, &pbs, &Closed];
     let report = Report {
         backends: backends.iter().map(|backend| backend.name().to_owned()).collect(),
         submitted: id.to_string(),
@@ -127,8 +129,8 @@ EOF
 (cd "$scratch/app" && cargo generate-lockfile -q && cargo tree -q -e normal --depth 1 --prefix none \
     | grep -E '^(serde|tokio) ' | sed 's/ (\*)$//' | sort -u | paste -sd' ' >&2)
 (cd "$scratch/app" && cargo run -q --locked) | tee "$scratch/app.out"
-grep -qx '{"backends":\["local","slurm","htcondor","closed"\],"submitted":"[^"]\+"}' "$scratch/app.out" ||
-    { echo "application: expected the four backends' names and a job id" >&2; exit 1; }
+grep -qx '{"backends":\["local","slurm","htcondor","pbs","closed"\],"submitted":"[^"]\+"}' "$scratch/app.out" ||
+    { echo "application: expected the five backends' names and a job id" >&2; exit 1; }
 
 echo "== packages" >&2
 # --allow-dirty: the check is of the tree it runs in, committed or not.
@@ -144,13 +146,13 @@ for crate in "${library[@]}"; do
 done
 # Packages and builds of an earlier run share the version number, and cargo takes a
 # registry crate of the same name and version for unchanged: the dry run would verify
-# slurm and htcondor against that run's core. Start from none.
+# slurm, htcondor and pbs against that run's core. Start from none.
 rm -rf "$CARGO_TARGET_DIR/package"
-cargo clean -q -p batchbridge-core -p batchbridge-slurm -p batchbridge-htcondor
+cargo clean -q -p batchbridge-core -p batchbridge-slurm -p batchbridge-htcondor -p batchbridge-pbs
 cargo publish -q --workspace --dry-run --allow-dirty
 # The packages' own tests (unit tests and doctests) pass as packaged: without tests/ and
-# without the dev-dependency on batchbridge-testbed, which cargo strips. slurm and
-# htcondor get the packaged core through a patch, as they would get it from crates.io.
+# without the dev-dependency on batchbridge-testbed, which cargo strips. slurm, htcondor
+# and pbs get the packaged core through a patch, as they would get it from crates.io.
 cargo package -q --allow-dirty --no-verify "${library[@]/#/--package=}"
 mkdir "$scratch/packaged"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1) # [workspace.package]'s

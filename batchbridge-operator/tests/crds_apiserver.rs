@@ -240,7 +240,14 @@ async fn batch_cluster_rules_are_enforced_by_the_api_server() {
             "slurm-without-ssh",
             json!({"scheduler": "slurm"}),
             &[
-                "spec.ssh: Required value: spec.ssh is required: slurm and htcondor clusters are reached over SSH",
+                "spec.ssh: Required value: spec.ssh is required: slurm, htcondor and pbs clusters are reached over SSH",
+            ],
+        ),
+        (
+            "pbs-without-ssh",
+            json!({"scheduler": "pbs"}),
+            &[
+                "spec.ssh: Required value: spec.ssh is required: slurm, htcondor and pbs clusters are reached over SSH",
             ],
         ),
         (

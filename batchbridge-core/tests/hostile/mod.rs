@@ -1,6 +1,6 @@
 //! The hostile-input table and its runner, shared by the local backend's test
-//! (`batchbridge-core/tests/hostile_local.rs`), the SLURM backend's and the HTCondor
-//! backend's (`tests/hostile_input.rs` in their crates, which include this module by path).
+//! (`batchbridge-core/tests/hostile_local.rs`), the SLURM, HTCondor and PBS backends'
+//! (`tests/hostile_input.rs` in their crates, which include this module by path).
 //!
 //! Every case attacks one field with one input and says what must happen: refused with an
 //! error of the right kind whose message names the field, or accepted and run (with the
@@ -39,6 +39,7 @@ pub(crate) enum Backend {
     Local,
     Slurm,
     Htcondor,
+    Pbs,
 }
 
 /// What must become of a case's input.

@@ -31,7 +31,7 @@ impl Case {
     }
 }
 
-use Backend::{Htcondor, Local, Slurm};
+use Backend::{Htcondor, Local, Pbs, Slurm};
 use ErrorKind::{InvalidInput, NotFound, Rejected, Unsupported};
 use Expect::{Fails, NoError, Queued, Refused, Skip, Succeeds, Unknown};
 
@@ -39,10 +39,12 @@ const MIB: usize = 1 << 20;
 const NOT_SLURM: &[(Backend, Expect)] = &[
     (Local, Skip("a SLURM cluster default")),
     (Htcondor, Skip("a SLURM cluster default")),
+    (Pbs, Skip("a SLURM cluster default")),
 ];
 /// What each backend does with a passthrough entry meant for SLURM that SLURM refuses:
 /// the others never read it.
-const ONLY_SLURM_READS_IT: &[(Backend, Expect)] = &[(Local, Succeeds), (Htcondor, Succeeds)];
+const ONLY_SLURM_READS_IT: &[(Backend, Expect)] =
+    &[(Local, Succeeds), (Htcondor, Succeeds), (Pbs, Succeeds)];
 
 fn key(text: String) -> (Input, Check) {
     match JobKey::new(text) {
@@ -548,7 +550,8 @@ pub(crate) static CASES: &[Case] = &[
         input: "`UID` (read-only in bash)",
         build: |c| c.printing_env("UID", "0".to_owned()),
         expect: Fails("UID: readonly variable"),
-        except: &[(Htcondor, Succeeds)],
+        // Their job wrappers source env.sh in sh (dash), where UID is an ordinary name.
+        except: &[(Htcondor, Succeeds), (Pbs, Succeeds)],
     },
     // The working directory: an absolute path, quoted into the batch script (SLURM), a
     // checked path (HTCondor), an argument of the wrapper (local).
@@ -648,6 +651,7 @@ pub(crate) static CASES: &[Case] = &[
         except: &[
             (Htcondor, Refused(Unsupported, "HTCondor has no queues")),
             (Local, Succeeds),
+            (Pbs, Refused(Rejected, "qsub: Unknown queue")),
         ],
     },
     Case {
@@ -661,6 +665,13 @@ pub(crate) static CASES: &[Case] = &[
         except: &[
             (Htcondor, Refused(Unsupported, "HTCondor has no queues")),
             (Local, Succeeds),
+            (
+                Pbs,
+                Refused(
+                    Rejected,
+                    "in queue \"no-such-partition\": qsub: illegally formed destination",
+                ),
+            ),
         ],
     },
     // The account, a SLURM cluster default.
@@ -881,6 +892,32 @@ pub(crate) static CASES: &[Case] = &[
         except: &[(
             Htcondor,
             Refused(InvalidInput, "sets a command batchbridge needs for itself"),
+        )],
+    },
+    // Passthrough options for PBS: one qsub option each; those that would lose the job id,
+    // the key or the output are refused.
+    Case {
+        field: "passthrough.pbs",
+        input: "`-v BATCHBRIDGE_JOB_KEY=$(touch CANARY)` (the key's variable)",
+        build: |c| c.passthrough("pbs", c.payload("-v BATCHBRIDGE_JOB_KEY=$(touch CANARY)")),
+        expect: Succeeds,
+        except: &[(Pbs, Refused(InvalidInput, "sets job variables"))],
+    },
+    Case {
+        field: "passthrough.pbs",
+        input: "`-W block=true` (qsub would wait for the job to end)",
+        build: |c| c.passthrough("pbs", "-W block=true".to_owned()),
+        expect: Succeeds,
+        except: &[(Pbs, Refused(InvalidInput, "makes qsub wait"))],
+    },
+    Case {
+        field: "passthrough.pbs",
+        input: "`-zN x;touch CANARY` (a flag hiding the job id, clustered)",
+        build: |c| c.passthrough("pbs", c.payload("-zN x;touch CANARY")),
+        expect: Succeeds,
+        except: &[(
+            Pbs,
+            Refused(InvalidInput, "keeps qsub from printing the job id"),
         )],
     },
     // Arrays.

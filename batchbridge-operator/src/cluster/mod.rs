@@ -15,6 +15,7 @@ use batchbridge_core::{
     BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
 };
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
+use batchbridge_pbs::{PbsBackend, PbsConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -105,9 +106,10 @@ impl Connection {
     }
 }
 
-/// The built-in backend of `scheduler` (slurm or htcondor) on the login node `shell` reaches,
-/// with its job directories under `work_dir` (the backend's default when absent) and, for
-/// SLURM, `defaults`; any other scheduler is Unsupported.
+/// The built-in backend of `scheduler` (slurm, htcondor or pbs) on the login node `shell`
+/// reaches, with its job directories under `work_dir` (the backend's default when absent)
+/// and, for SLURM and PBS, `defaults` (PBS takes the partition as its queue); any other
+/// scheduler is Unsupported.
 pub fn ssh_backend(
     scheduler: &Scheduler,
     shell: Arc<dyn Shell>,
@@ -129,6 +131,15 @@ pub fn ssh_backend(
                 config.work_dir = dir.to_owned();
             }
             Ok(Arc::new(HtcondorBackend::new(shell, config)?))
+        }
+        Scheduler::Pbs => {
+            let mut config = PbsConfig::default();
+            config.defaults.queue = defaults.partition;
+            config.defaults.account = defaults.account;
+            if let Some(dir) = work_dir {
+                config.work_dir = dir.to_owned();
+            }
+            Ok(Arc::new(PbsBackend::new(shell, config)?))
         }
         other => Err(Error::new(
             ErrorKind::Unsupported,
@@ -330,7 +341,7 @@ impl Clusters {
                         .clean_environment(),
                 )
             }
-            Scheduler::Slurm | Scheduler::Htcondor => {
+            Scheduler::Slurm | Scheduler::Htcondor | Scheduler::Pbs => {
                 let mut defaults = SubmitDefaults::default();
                 defaults.partition = spec.defaults.as_ref().and_then(|d| d.partition.clone());
                 defaults.account = spec.defaults.as_ref().and_then(|d| d.account.clone());
@@ -346,7 +357,7 @@ impl Clusters {
                 let factory = self.custom.get(name).ok_or_else(|| ClusterProblem {
                     reason: "UnknownScheduler".into(),
                     message: format!(
-                        "no backend named {name:?} is registered in this operator (built in: slurm, htcondor, local)"
+                        "no backend named {name:?} is registered in this operator (built in: slurm, htcondor, pbs, local)"
                     ),
                 })?;
                 let config = match spec.ssh {

@@ -27,7 +27,7 @@ use super::DURATION_OF_AT_LEAST_1S;
     status = "BatchClusterStatus",
     shortname = "bcl",
     category = "batchbridge",
-    doc = "A batch system (SLURM, HTCondor, the operator's local backend or a custom one) that BatchJobs in this namespace run on, reached over SSH as a regular user.",
+    doc = "A batch system (SLURM, HTCondor, PBS, the operator's local backend or a custom one) that BatchJobs in this namespace run on, reached over SSH as a regular user.",
     printcolumn(
         name = "Scheduler",
         type_ = "string",
@@ -59,8 +59,8 @@ use super::DURATION_OF_AT_LEAST_1S;
     )
 )]
 #[x_kube(
-    validation = Rule::new("!(self.scheduler in ['slurm', 'htcondor']) || has(self.ssh)")
-        .message("spec.ssh is required: slurm and htcondor clusters are reached over SSH")
+    validation = Rule::new("!(self.scheduler in ['slurm', 'htcondor', 'pbs']) || has(self.ssh)")
+        .message("spec.ssh is required: slurm, htcondor and pbs clusters are reached over SSH")
         .field_path(".ssh")
         .reason(Reason::FieldValueRequired),
     validation = Rule::new("!has(self.ssh) || has(self.knownHosts)")
@@ -74,11 +74,11 @@ use super::DURATION_OF_AT_LEAST_1S;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BatchClusterSpec {
-    /// The batch system: slurm, htcondor, local (jobs run as processes beside the operator
+    /// The batch system: slurm, htcondor, pbs, local (jobs run as processes beside the operator
     /// itself, for trying things out), or the name of a custom backend registered in the
     /// operator (lowercase letters, digits and '-').
     pub scheduler: Scheduler,
-    /// Where to log in: the cluster's login node. Required for slurm and htcondor.
+    /// Where to log in: the cluster's login node. Required for slurm, htcondor and pbs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh: Option<SshEndpoint>,
     /// The Secret in this namespace holding the SSH credential: of type
@@ -115,14 +115,15 @@ fn default_poll_interval() -> kube::core::Duration {
     std::time::Duration::from_secs(10).into()
 }
 
-/// A batch system. In YAML it is one word: `slurm`, `htcondor`, `local`, or the name of a
+/// A batch system. In YAML it is one word: `slurm`, `htcondor`, `pbs`, `local`, or the name of a
 /// custom backend registered in the operator.
 ///
 /// ```
 /// use batchbridge_operator::crd::Scheduler;
 ///
 /// assert_eq!(Scheduler::from("htcondor".to_owned()), Scheduler::Htcondor);
-/// assert_eq!(Scheduler::from("pbs".to_owned()), Scheduler::Custom("pbs".into()));
+/// assert_eq!(Scheduler::from("pbs".to_owned()), Scheduler::Pbs);
+/// assert_eq!(Scheduler::from("lsf".to_owned()), Scheduler::Custom("lsf".into()));
 /// assert_eq!(Scheduler::Slurm.as_str(), "slurm");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -132,6 +133,8 @@ pub enum Scheduler {
     Slurm,
     /// HTCondor, driven with condor_submit, condor_q, condor_history and condor_rm over SSH.
     Htcondor,
+    /// PBS (OpenPBS, PBS Professional), driven with qsub, qstat and qdel over SSH.
+    Pbs,
     /// The operator's own local backend: jobs run as processes beside the operator.
     Local,
     /// A backend registered in the operator under this name.
@@ -144,6 +147,7 @@ impl Scheduler {
         match self {
             Self::Slurm => "slurm",
             Self::Htcondor => "htcondor",
+            Self::Pbs => "pbs",
             Self::Local => "local",
             Self::Custom(name) => name,
         }
@@ -161,6 +165,7 @@ impl From<String> for Scheduler {
         match name.as_str() {
             "slurm" => Self::Slurm,
             "htcondor" => Self::Htcondor,
+            "pbs" => Self::Pbs,
             "local" => Self::Local,
             _ => Self::Custom(name),
         }

@@ -1,6 +1,6 @@
 //! What tests need to reach the test bed that `tests/testbed/up.sh` starts: the facts each
 //! component writes to `$BATCHBRIDGE_TESTBED_DIR/NAME/facts.json` (default
-//! `/var/lib/batchbridge-testbed`): SSH logins, `at`, the Kubernetes API server, the helm
+//! `/var/lib/batchbridge-testbed`): SSH logins (SLURM, HTCondor, PBS), `at`, the Kubernetes API server, the helm
 //! client.
 //! A missing test bed fails the test with the command that starts it; it never skips.
 
@@ -104,8 +104,8 @@ pub struct Login {
     pub known_hosts: PathBuf,
 }
 
-/// The login to the SLURM test bed (`ssh/facts.json`) or the HTCondor pool
-/// (`htcondor/facts.json`).
+/// The login to the SLURM test bed (`ssh/facts.json`), the HTCondor pool
+/// (`htcondor/facts.json`) or the PBS server (`pbs/facts.json`).
 pub fn login(component: &str) -> Login {
     let facts = Facts::read(&format!("{component}/facts.json"));
     Login {
@@ -186,7 +186,19 @@ fn fail_fast(config: SshConfig) -> SshConfig {
 /// A shell on the HTCondor pool (`tests/testbed/htcondor.sh`, facts in
 /// `htcondor/facts.json`), logged in with the test bed's client key.
 pub fn htcondor_shell() -> SshShell {
-    let facts = Facts::read("htcondor/facts.json");
+    component_shell("htcondor")
+}
+
+/// A shell on the PBS server's host (`tests/testbed/pbs.sh`, facts in `pbs/facts.json`): the
+/// sshd inside the network namespace that holds OpenPBS, logged in with the test bed's
+/// client key.
+pub fn pbs_shell() -> SshShell {
+    component_shell("pbs")
+}
+
+/// A shell on the sshd of test bed component `component`, from its facts file.
+fn component_shell(component: &str) -> SshShell {
+    let facts = Facts::read(&format!("{component}/facts.json"));
     let config = SshConfig::new(
         facts.field("host"),
         facts.field("user"),

@@ -1,0 +1,682 @@
+//! [`PbsBackend`]: the [`BatchBackend`] that drives `qsub`, `qstat` and `qdel` through a
+//! [`Shell`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::{
+    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, TaskEnd, environment_file,
+    job_number,
+};
+use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::spec::truncate_for_message;
+use batchbridge_core::{
+    BatchBackend, CancelledBy, Capabilities, Error, ErrorKind, FailureCause, JobId, JobKey,
+    JobOutput, JobSpec, JobState, JobStatus, OutputRequest, Result,
+};
+
+use crate::parse::{Sighting, parse_qstat, pbs_version};
+use crate::script::{SubmitDefaults, job_script, qsub_options};
+use crate::state::{SUBSTATE_DELETED, job_status};
+
+const CANCEL: &str = include_str!("sh/cancel.sh");
+/// Above this many ids, qstat lists every job the user may see instead of taking the ids on
+/// its command line, which must stay well under the remote shell's 128 KiB argument limit.
+const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+/// qstat's and qdel's exit code for an id the server does not know (`PBSE_UNKJOBID`).
+const UNKNOWN_JOB_EXIT: i32 = 153;
+/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
+const PBS_JOB_ID: &str = "a PBS job id";
+
+/// How a [`PbsBackend`] works on its cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PbsConfig {
+    /// Where job directories live on the cluster: absolute, or relative to the login
+    /// directory. It must be on a file system the execution hosts share with the login
+    /// node.
+    pub work_dir: String,
+    /// Queue and account for specs that do not choose.
+    pub defaults: SubmitDefaults,
+    /// The longest any one remote command may take.
+    pub command_timeout: Duration,
+}
+
+impl Default for PbsConfig {
+    fn default() -> Self {
+        Self {
+            work_dir: ".batchbridge/pbs".to_owned(),
+            defaults: SubmitDefaults::default(),
+            command_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl PbsConfig {
+    /// Sets [`PbsConfig::work_dir`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use batchbridge_pbs::PbsConfig;
+    ///
+    /// let config = PbsConfig::default()
+    ///     .with_work_dir("/scratch/alice/batchbridge")
+    ///     .with_queue("workq")
+    ///     .with_account("proj-17")
+    ///     .with_command_timeout(Duration::from_secs(30));
+    /// assert_eq!(config.defaults.queue.as_deref(), Some("workq"));
+    /// ```
+    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
+        self.work_dir = work_dir.into();
+        self
+    }
+
+    /// Sets the queue for specs that do not choose one.
+    pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
+        self.defaults.queue = Some(queue.into());
+        self
+    }
+
+    /// Sets the account string every job is charged to.
+    pub fn with_account(mut self, account: impl Into<String>) -> Self {
+        self.defaults.account = Some(account.into());
+        self
+    }
+
+    /// Sets [`PbsConfig::command_timeout`].
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+}
+
+/// Runs jobs on a PBS (OpenPBS, PBS Professional) cluster through a [`Shell`], usually one
+/// multiplexed SSH connection to a login node. Nothing is installed on the cluster: every
+/// job gets a directory under [`PbsConfig::work_dir`] holding its script, output and
+/// exit-code files.
+///
+/// A status cycle costs one `qstat -x -f -F json -t` for all jobs asked about (with job
+/// history on, finished jobs included), and one read of job directories for the jobs PBS
+/// no longer knows or that ended in a way only those files explain, whatever the number
+/// of jobs.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use batchbridge_core::shell::{SshShell, SshConfig, SshAuth, HostKeys};
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec};
+/// use batchbridge_pbs::{PbsBackend, PbsConfig};
+///
+/// # async fn run() -> batchbridge_core::Result<()> {
+/// let ssh = SshShell::new(SshConfig::new(
+///     "login.cluster.example",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+/// ))?;
+/// let pbs = PbsBackend::new(Arc::new(ssh), PbsConfig::default())?;
+/// let id = pbs.submit(&JobSpec::new(JobKey::new("hello-1")?, "hello", "hostname")).await?;
+/// println!("{:?}", pbs.status_of(&id).await?.state); // `status` asks about many at once
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct PbsBackend {
+    dirs: JobDirs,
+    config: PbsConfig,
+    submits: SubmitLocks,
+}
+
+impl PbsBackend {
+    /// A backend that works through `shell`. Nothing runs until the first call.
+    ///
+    /// The defaults' queue and account are refused when they are empty or hold whitespace,
+    /// control characters or a leading `-`.
+    pub fn new(shell: Arc<dyn Shell>, config: PbsConfig) -> Result<Self> {
+        let defaults = [
+            ("queue", &config.defaults.queue),
+            ("account", &config.defaults.account),
+        ];
+        for (what, value) in defaults {
+            if let Some(value) = value
+                && (value.is_empty()
+                    || value.starts_with('-')
+                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::invalid_input(format!(
+                    "PbsConfig defaults.{what} {:?}: must be a non-empty name without \
+                     whitespace or control characters, not starting with '-'",
+                    truncate_for_message(value)
+                )));
+            }
+        }
+        Ok(Self {
+            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
+            config,
+            submits: SubmitLocks::default(),
+        })
+    }
+
+    /// What qstat says of the jobs with sequence numbers `numbers` (arrays with their
+    /// subjobs), by sequence number; jobs PBS does not know are absent. PBS names an array
+    /// `N[]` and a job `N`, and batchbridge's id is N either way, so both are asked for:
+    /// with `-E`, qstat sends one request for all of them and passes over ids it does
+    /// not know (without it, one request per id, about 250 ms each on the test bed).
+    async fn qstat(&self, numbers: &[&str]) -> Result<HashMap<String, Sighting>> {
+        let mut command = qstat().arg("-t");
+        if numbers.len() <= MAX_IDS_ON_COMMAND_LINE {
+            for number in numbers {
+                command = command.arg(*number).arg(format!("{number}[]"));
+            }
+        }
+        let output = self.dirs.run(command).await?;
+        if output.success() {
+            return parse_qstat(&output.stdout_text());
+        }
+        // When PBS knows none of the ids, qstat -E fails instead of printing no jobs.
+        let stderr = output.stderr_text();
+        let mut complaints = stderr.lines().filter(|line| !line.trim().is_empty());
+        if output.exit_code == Some(UNKNOWN_JOB_EXIT)
+            && complaints.all(|line| line.contains("Unknown Job Id"))
+        {
+            return Ok(HashMap::new());
+        }
+        Err(scheduler_failure("qstat", &output))
+    }
+
+    async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
+        self.dirs.job_files(ids).await
+    }
+
+    /// The job PBS itself holds with `key` in its key variable, history included.
+    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let output = self.dirs.run(qstat()).await?;
+        if !output.success() {
+            return Err(scheduler_failure("qstat", &output));
+        }
+        let seen = parse_qstat(&output.stdout_text())?;
+        let mut found: Vec<&String> = seen
+            .iter()
+            .filter(|(_, s)| s.job.as_ref().and_then(|j| j.key()) == Some(key.as_str()))
+            .map(|(number, _)| number)
+            .collect();
+        found.sort_unstable_by_key(|n| (n.len(), n.as_str()));
+        Ok(found.first().map(|n| JobId::from(n.as_str())))
+    }
+}
+
+/// `qstat -E -x -f -F json`: one request for all ids, history included, full records as
+/// JSON, times printed in UTC.
+fn qstat() -> Command {
+    Command::new("env").args(["TZ=UTC0", "qstat", "-E", "-x", "-f", "-F", "json"])
+}
+
+/// Whether the job directory must have its say on `sighting`: PBS no longer knows the job,
+/// or it finished in a way only the files explain (a script that never started, a deletion
+/// batchbridge may have asked for, no exit status at all).
+fn needs_files(sighting: Option<&Sighting>) -> bool {
+    let Some(sighting) = sighting else {
+        return true;
+    };
+    let Some(job) = &sighting.job else {
+        return true;
+    };
+    let finished = |j: &crate::parse::QstatJob| {
+        matches!(j.job_state.as_str(), "F" | "X")
+            && (j.substate == Some(SUBSTATE_DELETED)
+                || j.exit_status.is_none_or(|e| e == NOT_STARTED_EXIT_CODE))
+    };
+    finished(job) || sighting.subjobs.values().any(finished)
+}
+
+/// The status of job `number` from what qstat saw of it and its job directory: an array's
+/// subjobs each by their own record, the job directory deciding for any PBS no longer
+/// knows (or knows without saying how it ended).
+fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) -> JobStatus {
+    let from_files =
+        |task: u32| files.and_then(|f| f.ended.get(&task).map(|end| from_exit_file(*end, f, task)));
+    let tasks = files.map_or(1, |f| f.tasks);
+    let Some(job) = sighting.and_then(|s| s.job.as_ref()) else {
+        if tasks > 1 {
+            let statuses: Vec<Option<JobStatus>> = (0..tasks).map(from_files).collect();
+            let refs: Vec<Option<&JobStatus>> = statuses.iter().map(Option::as_ref).collect();
+            return JobStatus::of_array(number, "PBS", &refs);
+        }
+        return from_files(0).unwrap_or_else(|| {
+            JobStatus::unknown(format!(
+                "PBS does not know job {number} (not queued, not in its history) and its \
+                 job directory records no end"
+            ))
+        });
+    };
+    let one = |record: &crate::parse::QstatJob, task: u32| {
+        let status = job_status(record, files, task);
+        if status.state == JobState::Unknown
+            && let Some(decided) = from_files(task)
+        {
+            return decided;
+        }
+        status
+    };
+    if job.array.as_deref() != Some("True") {
+        return one(job, 0);
+    }
+    let subjobs = sighting.map(|s| &s.subjobs);
+    let count = subjobs
+        .map_or(0, |s| s.len())
+        .max(usize::try_from(tasks).unwrap_or(0));
+    let statuses: Vec<Option<JobStatus>> = (0..count)
+        .map(|index| {
+            let task = u32::try_from(index).unwrap_or(u32::MAX);
+            match subjobs.and_then(|s| s.get(&task)) {
+                Some(record) => Some(one(record, task)),
+                None => from_files(task),
+            }
+        })
+        .collect();
+    let refs: Vec<Option<&JobStatus>> = statuses.iter().map(Option::as_ref).collect();
+    let mut status = JobStatus::of_array(number, "PBS", &refs);
+    if status.queue.is_none() {
+        status.queue.clone_from(&job.queue);
+    }
+    status
+}
+
+/// The status of task `task` from how its exit-code file says it ended, with the cause:
+/// why the script never ran when the job script said so, batchbridge's cancel when the
+/// job directory holds its mark.
+fn from_exit_file(end: TaskEnd, files: &JobFiles, task: u32) -> JobStatus {
+    let mut status = end.status(files.cancel_requested);
+    status.cause = match (end, files.not_started.get(&task)) {
+        (TaskEnd::Exit(_), Some(why)) => {
+            status.reason = Some(why.clone());
+            Some(FailureCause::NotStarted)
+        }
+        (TaskEnd::Exit(0), None) => None,
+        (TaskEnd::Exit(code), None) => Some(FailureCause::ExitCode(code)),
+        (TaskEnd::Signal(_), _) if files.cancel_requested => {
+            Some(FailureCause::Cancelled(CancelledBy::Request))
+        }
+        (TaskEnd::Signal(signal), _) => Some(FailureCause::Signal(signal)),
+    };
+    status
+}
+
+/// An error for a PBS command that failed: temporary when the server did not answer, so
+/// that callers retry instead of giving up on the job.
+fn scheduler_failure(what: &str, output: &Output) -> Error {
+    let stderr = output.stderr_text();
+    let stderr = stderr.trim();
+    let unreachable = [
+        "cannot connect to server",
+        "Couldn't connect to cluster",
+        "Connection refused",
+        "timed out",
+        "Server not available",
+        "Communication failure",
+        "Premature end of message",
+    ]
+    .iter()
+    .any(|sign| stderr.contains(sign));
+    let error = Error::new(
+        ErrorKind::CommandFailed,
+        format!(
+            "{what} failed (exit code {:?}): {}",
+            output.exit_code,
+            excerpt(stderr)
+        ),
+    );
+    if unreachable {
+        error.temporary()
+    } else {
+        error
+    }
+}
+
+#[async_trait]
+impl BatchBackend for PbsBackend {
+    fn name(&self) -> &str {
+        "pbs"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+            .with_arrays(true)
+            .with_containers(true)
+            .with_gpus(true)
+            .with_accounting(true)
+    }
+
+    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        spec.validate()?;
+        self.capabilities().check(spec, self.name())?;
+        let environment = environment_file(spec)?;
+        let work = self.dirs.work().await?;
+        let dir = format!("{work}/jobs/{}", spec.key);
+        let options = qsub_options(spec, &self.config.defaults, &dir)?;
+        let script = job_script(spec, &dir)?;
+        let tasks = format!("{}\n", spec.task_count());
+        let _in_flight = self.submits.lock(&spec.key).await;
+        // -f: no background helper left holding the session's output open.
+        let qsub = ["qsub".to_owned(), "-f".to_owned()]
+            .into_iter()
+            .chain(options)
+            .chain([format!("{dir}/job.sh")])
+            .collect();
+        let files = [
+            ("job.sh", script.as_str()),
+            ("env.sh", environment.as_str()),
+            ("tasks", tasks.as_str()),
+        ];
+        self.dirs
+            .submit(spec, &files, qsub)
+            .await?
+            .into_job_id(
+                &spec.key,
+                "PBS",
+                &dir,
+                self.find_in_scheduler(&spec.key),
+                |output| {
+                    let error = scheduler_failure("qsub", &output);
+                    if error.is_temporary() {
+                        return error;
+                    }
+                    let context = self
+                        .config
+                        .defaults
+                        .queue_for(spec)
+                        .map(|q| format!(" in queue {q:?}"))
+                        .unwrap_or_default();
+                    remote::rejected(&spec.key, "PBS", &context, &output)
+                },
+            )
+            .await
+    }
+
+    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
+        let recorded = self.dirs.recorded_id(key).await?;
+        match recorded {
+            Some(id) => Ok(Some(JobId::from(id))),
+            None => self.find_in_scheduler(key).await,
+        }
+    }
+
+    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
+        let (numbers, mut statuses) = remote::job_numbers(ids, PBS_JOB_ID);
+        if numbers.is_empty() {
+            return Ok(statuses);
+        }
+        let seen = self.qstat(&numbers).await?;
+        let for_files: Vec<&str> = numbers
+            .iter()
+            .copied()
+            .filter(|n| needs_files(seen.get(*n)))
+            .collect();
+        let files = if for_files.is_empty() {
+            HashMap::new()
+        } else {
+            self.job_files(&for_files).await?
+        };
+        for id in ids {
+            if let Some(number) = job_number(id.as_str()) {
+                statuses.insert(
+                    id.clone(),
+                    resolve(number, seen.get(number), files.get(number)),
+                );
+            }
+        }
+        Ok(statuses)
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<()> {
+        let number = remote::job_number_of(id.as_str(), PBS_JOB_ID)?;
+        let work = self.dirs.work().await?;
+        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
+        if output.success() {
+            return Ok(());
+        }
+        if output.stderr_text().contains("Unauthorized Request") {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "PBS refused to delete job {id}: {}",
+                    excerpt(output.stderr_text().trim())
+                ),
+            ));
+        }
+        Err(scheduler_failure("qdel", &output))
+    }
+
+    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
+        let number = remote::job_number_of(id.as_str(), PBS_JOB_ID)?;
+        self.dirs.fetch_output(number, request).await
+    }
+
+    /// Removes the job's directory (script, output, exit codes) from the work directory
+    /// once PBS reports the job ended; see [`JobDirs::cleanup`].
+    async fn cleanup(&self, key: &JobKey) -> Result<()> {
+        self.dirs.cleanup(self, key).await
+    }
+
+    /// `OpenPBS 23.06.06`, from what `qstat --version` prints (`pbs_version = 23.06.06`),
+    /// which needs no server: a server that is down does not fail it.
+    async fn version(&self) -> Result<String> {
+        let output = self
+            .dirs
+            .run(Command::new("qstat").arg("--version"))
+            .await?;
+        if !output.success() {
+            return Err(scheduler_failure("qstat --version", &output));
+        }
+        pbs_version(&output.stdout_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use batchbridge_core::TaskCounts;
+    use batchbridge_core::conformance::scripted::{reply, scripted_shell};
+
+    use super::*;
+
+    /// `qstat -E -x -f -F json -t` as the test bed's OpenPBS 23.06.06 printed it for jobs
+    /// submitted by `batch` (see each file's `Submit_arguments`): mid-run, then after
+    /// `qdel` of the held, queued and running ones, and a job past its walltime.
+    const MID_RUN: &str = include_str!("testdata/qstat-mid-run.json");
+    const AFTER_QDEL: &str = include_str!("testdata/qstat-after-qdel.json");
+    const WALLTIME: &str = include_str!("testdata/qstat-walltime.json");
+
+    fn status_in(capture: &str, number: &str) -> JobStatus {
+        let seen = parse_qstat(capture).unwrap();
+        resolve(number, seen.get(number), None)
+    }
+
+    /// capture, job, state, native state, exit code, signal, cause, words of the reason.
+    type Case = (
+        &'static str,
+        &'static str,
+        JobState,
+        &'static str,
+        Option<i32>,
+        Option<i32>,
+        Option<FailureCause>,
+        &'static str,
+    );
+
+    #[test]
+    fn real_qstat_records_map_to_states_and_causes() {
+        use JobState::*;
+        let deleted_by_batch = FailureCause::Cancelled(CancelledBy::Account("batch".into()));
+        #[rustfmt::skip]
+        let cases: [Case; 14] = [
+            // capture, job, state, native, exit code, signal, cause, reason contains
+            (MID_RUN, "123", Succeeded, "F", Some(0), None, None, "and finished"),
+            (MID_RUN, "124", Failed, "F", Some(3), None, Some(FailureCause::ExitCode(3)), "and failed"),
+            (MID_RUN, "125", Failed, "F", None, Some(9), Some(FailureCause::Signal(9)), "signal 9"),
+            (MID_RUN, "126", Cancelled, "F", None, Some(15), Some(deleted_by_batch.clone()), "deleted while running"),
+            (MID_RUN, "127", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
+            (MID_RUN, "128", Running, "R", None, None, None, "Job run at"),
+            (MID_RUN, "129", Held, "H", None, None, None, "hold types u"),
+            (MID_RUN, "130", Queued, "Q", None, None, None, "Can Never Run: Insufficient amount of resource: ncpus"),
+            (MID_RUN, "131", Failed, "F", None, None, Some(FailureCause::ExitCode(1)), "and failed"),
+            (MID_RUN, "132", Running, "Q,R", None, None, None, ""),
+            (AFTER_QDEL, "129", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
+            (AFTER_QDEL, "130", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
+            (AFTER_QDEL, "132", Cancelled, "F", None, None, Some(deleted_by_batch), "deleted while running"),
+            (WALLTIME, "134", Failed, "F", None, None, Some(FailureCause::WallTimeExceeded), "walltime exceeded (Exit_status -29)"),
+        ];
+        for (capture, number, state, native, exit_code, signal, cause, reason) in cases {
+            let status = status_in(capture, number);
+            let what = format!("job {number}: {status:?}");
+            assert_eq!(status.state, state, "{what}");
+            assert_eq!(status.native_state, native, "{what}");
+            assert_eq!(
+                (status.exit_code, status.signal),
+                (exit_code, signal),
+                "{what}"
+            );
+            assert_eq!(status.cause, cause, "{what}");
+            assert!(
+                status.reason.as_deref().unwrap_or("").contains(reason),
+                "{what}"
+            );
+            assert_eq!(status.queue.as_deref(), Some("workq"), "{what}");
+            assert!(status.submitted_at.is_some(), "{what}");
+        }
+    }
+
+    #[test]
+    fn arrays_count_their_subjobs() {
+        let cases = [
+            (MID_RUN, "131", (3, 0, 0, 1, 2, 0)),
+            (MID_RUN, "132", (4, 3, 1, 0, 0, 0)),
+            (AFTER_QDEL, "132", (4, 0, 0, 0, 0, 4)),
+        ];
+        for (capture, number, (total, pending, running, succeeded, failed, cancelled)) in cases {
+            let tasks = status_in(capture, number).tasks.unwrap();
+            let mut expected = TaskCounts::from_states([]);
+            (expected.total, expected.pending, expected.running) = (total, pending, running);
+            (expected.succeeded, expected.failed, expected.cancelled) =
+                (succeeded, failed, cancelled);
+            assert_eq!(tasks, expected, "array {number}");
+        }
+    }
+
+    #[test]
+    fn times_are_read_as_utc() {
+        let status = status_in(MID_RUN, "123");
+        let since_epoch = |t: Option<std::time::SystemTime>| {
+            t.unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        // "ctime": "Mon Nov 23 15:20:13 2026" with TZ=UTC0.
+        let ctime = since_epoch(status.submitted_at);
+        assert_eq!(ctime % 86_400, 15 * 3600 + 20 * 60 + 13, "{status:?}");
+        assert!(since_epoch(status.ended_at) >= since_epoch(status.started_at));
+    }
+
+    #[test]
+    fn a_job_pbs_forgot_is_decided_by_its_files_or_unknown() {
+        let files = remote::parse_job_files(concat!(
+            "7 tasks 1 0\n7 task 0 exit 0\n",
+            "8 tasks 1 0\n8 task 0 exit 5\n",
+            "9 tasks 1 1\n9 task 0 signal 15\n",
+            "10 tasks 1 0\n10 task 0 signal 9\n",
+            "11 tasks 1 0\n11 task 0 exit 70\n11 why 0 the script never ran: no dir\n",
+            "12 tasks 2 0\n12 task 0 exit 0\n12 task 1 exit 3\n",
+        ));
+        let cases = [
+            ("7", JobState::Succeeded, None),
+            ("8", JobState::Failed, Some(FailureCause::ExitCode(5))),
+            (
+                "9",
+                JobState::Cancelled,
+                Some(FailureCause::Cancelled(CancelledBy::Request)),
+            ),
+            ("10", JobState::Failed, Some(FailureCause::Signal(9))),
+            ("11", JobState::Failed, Some(FailureCause::NotStarted)),
+            ("12", JobState::Failed, Some(FailureCause::ExitCode(3))),
+            ("13", JobState::Unknown, None),
+        ];
+        for (number, state, cause) in cases {
+            let status = resolve(number, None, files.get(number));
+            assert_eq!(
+                (status.state, status.cause.clone()),
+                (state, cause),
+                "{status:?}"
+            );
+            if state != JobState::Unknown {
+                assert_eq!(status.native_state, remote::NATIVE_STATE_EXIT_FILE);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_does_not_answer_fails_status_and_cancel_temporarily() {
+        // What qstat and qdel printed on the test bed with pbs_server stopped.
+        let (shell, _) = scripted_shell(
+            "/w",
+            vec![
+                reply(
+                    255,
+                    "",
+                    "Connection refused\nqstat: cannot connect to server pbs (errno=15010)\n",
+                ),
+                reply(
+                    162,
+                    "",
+                    "Connection refused\nCouldn't connect to cluster: pbs\n",
+                ),
+            ],
+        );
+        let pbs = PbsBackend::new(shell, PbsConfig::default()).unwrap();
+        let err = pbs.status(&[JobId::from("5")]).await.unwrap_err();
+        assert!(err.is_temporary(), "{err}");
+        let err = pbs.cancel(&JobId::from("5")).await.unwrap_err();
+        assert!(err.is_temporary(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn ids_pbs_does_not_know_at_all_are_unknown_not_an_error() {
+        let (shell, _) = scripted_shell(
+            "/w",
+            vec![
+                reply(153, "", "qstat: Unknown Job Id 999999999[].pbs\n"),
+                reply(0, "", ""),
+            ],
+        );
+        let pbs = PbsBackend::new(shell, PbsConfig::default()).unwrap();
+        let statuses = pbs.status(&[JobId::from("999999999")]).await.unwrap();
+        assert_eq!(statuses[&JobId::from("999999999")].state, JobState::Unknown);
+    }
+
+    #[test]
+    fn defaults_that_no_pbs_name_can_be_are_refused_up_front() {
+        for (queue, account, ok) in [
+            (Some("workq"), Some("lab-1"), true),
+            (None, Some("x; touch /tmp/c"), false),
+            (Some("-h"), None, false),
+            (Some(""), None, false),
+            (Some("workq\n-J 0-3"), None, false),
+        ] {
+            let config = PbsConfig {
+                defaults: SubmitDefaults {
+                    queue: queue.map(str::to_owned),
+                    account: account.map(str::to_owned),
+                },
+                ..PbsConfig::default()
+            };
+            let (shell, _) = scripted_shell("/w", Vec::new());
+            match PbsBackend::new(shell, config) {
+                Ok(_) => assert!(ok, "{queue:?} {account:?}"),
+                Err(err) => {
+                    assert!(!ok, "{queue:?} {account:?}: {err}");
+                    assert!(err.message().starts_with("PbsConfig defaults."), "{err}");
+                }
+            }
+        }
+    }
+}
