@@ -8,8 +8,8 @@
 #   up      build the root filesystem once (cached under $TESTBED_DIR/pbs/rootfs and reused
 #           by every later `up`, like kube's binaries): debootstrap, the Debian packages
 #           OpenPBS's INSTALL lists, then OpenPBS itself compiled from the pinned source
-#           archive ($BATCHBRIDGE_PBS_SOURCE, default testbed-sources/ beside the main
-#           checkout, see find_source) and installed into /opt/pbs of the root filesystem.
+#           archive ($BATCHBRIDGE_PBS_SOURCE, default sources/ beside this script,
+#           see find_source) and installed into /opt/pbs of the root filesystem.
 #           Make the network namespace (a veth pair with a private /30) and a UTS namespace
 #           whose host name is `pbs`; mount the root filesystem; create the user `batch`
 #           reached with the sshd component's client key; start PBS and sshd inside; turn job
@@ -125,17 +125,9 @@ rootfs_pids() {
 }
 
 # find_source : print the path of the pinned source archive: $BATCHBRIDGE_PBS_SOURCE, or
-# testbed-sources/ beside the main checkout (found through git's common directory, so
-# worktrees find it too).
+# the copy in sources/ beside this script (see sources/README.md).
 find_source() {
-    local candidate common
-    if [[ -n "${BATCHBRIDGE_PBS_SOURCE:-}" ]]; then
-        candidate=$BATCHBRIDGE_PBS_SOURCE
-    else
-        common="$(git -C "$HERE" rev-parse --path-format=absolute --git-common-dir 2>/dev/null)" ||
-            die "set BATCHBRIDGE_PBS_SOURCE to the path of $SOURCE_ARCHIVE"
-        candidate="$(dirname "$(dirname "$common")")/shared/testbed-sources/$SOURCE_ARCHIVE"
-    fi
+    local candidate=${BATCHBRIDGE_PBS_SOURCE:-$HERE/sources/$SOURCE_ARCHIVE}
     [[ -r "$candidate" ]] ||
         die "OpenPBS source archive $candidate not found: set BATCHBRIDGE_PBS_SOURCE to the path of $SOURCE_ARCHIVE"
     [[ "$(sha256sum <"$candidate" | cut -d' ' -f1)" == "$SOURCE_SHA256" ]] ||
