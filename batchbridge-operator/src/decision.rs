@@ -13,20 +13,15 @@ use std::time::{Duration, SystemTime};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use batchbridge_core::{JobId, JobStatus};
 
-use crate::crd::{BatchJobStatus, CleanupPolicy, Phase, RetryPolicy};
-use crate::status::{
-    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, SUBMITTED, condition, observed, retry_reason,
-    set_condition,
-};
+use crate::crd::{BatchJobStatus, CleanupPolicy, Phase, RetryPolicy, RetryReason};
+use crate::reason::{ConditionType, Reason};
+use crate::status::{condition, holds, observed, set_condition};
 
 /// How often an active job is looked at even when its poller reports nothing, and a job
 /// waiting for its cluster is tried again.
 pub const RECHECK: Duration = Duration::from_secs(300);
 /// How long a job waits before its cluster is tried again after a problem.
 pub const CLUSTER_RECHECK: Duration = Duration::from_secs(15);
-/// The status reason of an attempt the scheduler (or the backend) refused for good; such an
-/// attempt is never retried, since the same spec would be refused again.
-pub const SUBMIT_REJECTED: &str = "SubmitRejected";
 /// How long, by default, after a BatchJob's deletion the operator keeps trying to cancel its
 /// job and remove its files (a cluster unreachable, a job still ending) before it lets the
 /// resource go with a Warning Event: `kubectl delete` never hangs on a broken cluster.
@@ -35,9 +30,9 @@ pub const REMOVAL_DEADLINE: Duration = Duration::from_secs(120);
 /// Why a job's cluster cannot be used right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterProblem {
-    /// One CamelCase word: BatchClusterNotFound, SecretNotFound, SecretMalformed,
-    /// Unreachable, HostKeyMismatch, AuthenticationFailed, UnknownScheduler...
-    pub reason: String,
+    /// Which problem: BatchClusterNotFound, SecretNotFound, SecretMalformed, Unreachable,
+    /// HostKeyMismatch, AuthenticationFailed, UnknownScheduler...
+    pub reason: Reason,
     /// What is wrong and what to do about it.
     pub message: String,
 }
@@ -231,15 +226,15 @@ fn cluster_problem(facts: &Facts<'_>, phase: Phase, problem: &ClusterProblem) ->
     let mut next = facts.status.clone();
     set_condition(
         &mut next.conditions,
-        CLUSTER_READY,
+        ConditionType::ClusterReady,
         false,
-        &problem.reason,
+        problem.reason,
         &problem.message,
         facts.now,
     );
     if phase == Phase::Pending {
         next.phase = Some(Phase::Pending);
-        next.reason = Some(problem.reason.clone());
+        next.reason = Some(problem.reason);
         next.message = Some(problem.message.clone());
     }
     Decision {
@@ -253,8 +248,7 @@ fn cluster_problem(facts: &Facts<'_>, phase: Phase, problem: &ClusterProblem) ->
 
 /// The status with ClusterReady true, if it was not already.
 fn cluster_ready(facts: &Facts<'_>) -> Option<BatchJobStatus> {
-    let ready =
-        condition(&facts.status.conditions, CLUSTER_READY).is_some_and(|c| c.status == "True");
+    let ready = holds(&facts.status.conditions, ConditionType::ClusterReady) == Some(true);
     (!ready).then(|| {
         let mut next = facts.status.clone();
         mark_cluster_ready(&mut next, facts.now);
@@ -265,9 +259,9 @@ fn cluster_ready(facts: &Facts<'_>) -> Option<BatchJobStatus> {
 fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {
     set_condition(
         &mut status.conditions,
-        CLUSTER_READY,
+        ConditionType::ClusterReady,
         true,
-        "Ready",
+        Reason::Ready,
         "the cluster answered and its credentials are in place",
         now,
     );
@@ -276,10 +270,13 @@ fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {
 /// Starts attempt `attempt` of the current spec: a clean status that says Submitted.
 fn submit(facts: &Facts<'_>, attempt: u32, retries: u32) -> Decision {
     let mut conditions = facts.status.conditions.clone();
-    conditions.retain(|c| c.type_ != FINISHED && c.type_ != OUTPUT_COLLECTED);
+    conditions.retain(|c| {
+        c.type_ != ConditionType::Finished.as_str()
+            && c.type_ != ConditionType::OutputCollected.as_str()
+    });
     let mut next = BatchJobStatus {
         phase: Some(Phase::Submitted),
-        reason: Some("Submitting".to_owned()),
+        reason: Some(Reason::Submitting),
         message: Some(format!("submitting attempt {attempt}")),
         attempts: attempt,
         retries,
@@ -290,9 +287,9 @@ fn submit(facts: &Facts<'_>, attempt: u32, retries: u32) -> Decision {
     mark_cluster_ready(&mut next, facts.now);
     set_condition(
         &mut next.conditions,
-        SUBMITTED,
+        ConditionType::Submitted,
         false,
-        "Submitting",
+        Reason::Submitting,
         &format!("submitting attempt {attempt}"),
         facts.now,
     );
@@ -334,7 +331,7 @@ fn finished(facts: &Facts<'_>, phase: Phase, id: Option<&str>) -> Decision {
     }
     if let Some(id) = id
         && facts.keeps_output
-        && condition(&status.conditions, OUTPUT_COLLECTED).is_none()
+        && condition(&status.conditions, ConditionType::OutputCollected).is_none()
     {
         return Decision {
             status: None,
@@ -384,10 +381,10 @@ fn finished(facts: &Facts<'_>, phase: Phase, id: Option<&str>) -> Decision {
 }
 
 fn retryable(status: &BatchJobStatus, policy: &RetryPolicy) -> bool {
-    let reason = status.reason.as_deref();
+    let reason = status.reason.unwrap_or(Reason::Unknown);
     status.retries < policy.max_retries
-        && reason != Some(SUBMIT_REJECTED)
-        && (policy.retry_on.is_empty() || policy.retry_on.contains(&retry_reason(reason)))
+        && reason != Reason::SubmitRejected
+        && (policy.retry_on.is_empty() || policy.retry_on.contains(&RetryReason::from(reason)))
 }
 
 #[cfg(test)]
@@ -395,7 +392,6 @@ mod tests {
     use batchbridge_core::JobState;
 
     use super::*;
-    use crate::crd::RetryReason;
     use crate::status::time;
 
     const GENERATION: i64 = 4;
@@ -417,7 +413,11 @@ mod tests {
         mark_cluster_ready(&mut status, now());
         if phase.is_terminal() {
             status.finish_time = Some(time(now() - Duration::from_secs(60)));
-            status.reason = Some(format!("{phase:?}"));
+            status.reason = Some(match phase {
+                Phase::Succeeded => Reason::Succeeded,
+                Phase::Cancelled => Reason::Cancelled,
+                _ => Reason::Unknown,
+            });
         }
         status
     }
@@ -431,18 +431,18 @@ mod tests {
         with(status, |s| {
             set_condition(
                 &mut s.conditions,
-                OUTPUT_COLLECTED,
+                ConditionType::OutputCollected,
                 true,
-                "Collected",
+                Reason::Collected,
                 "",
                 now(),
             );
         })
     }
 
-    fn failed(reason: &str, retries: u32, finished_ago: u64) -> BatchJobStatus {
+    fn failed(reason: Reason, retries: u32, finished_ago: u64) -> BatchJobStatus {
         collected(with(at(Phase::Failed), |s| {
-            s.reason = Some(reason.to_owned());
+            s.reason = Some(reason);
             s.retries = retries;
             s.attempts = retries + 1;
             s.finish_time = Some(time(now() - Duration::from_secs(finished_ago)));
@@ -493,13 +493,13 @@ mod tests {
 
     fn problem() -> ClusterProblem {
         ClusterProblem {
-            reason: "SecretNotFound".into(),
+            reason: Reason::SecretNotFound,
             message: "Secret hpc-key not found in namespace research".into(),
         }
     }
 
     fn job(state: JobState) -> JobStatus {
-        JobStatus::new(state, format!("{state:?}").to_uppercase())
+        JobStatus::new(state, "native")
     }
 
     fn id() -> JobId {
@@ -545,9 +545,9 @@ mod tests {
                         let p = problem();
                         set_condition(
                             &mut s.conditions,
-                            CLUSTER_READY,
+                            ConditionType::ClusterReady,
                             false,
-                            &p.reason,
+                            p.reason,
                             &p.message,
                             now(),
                         );
@@ -642,7 +642,7 @@ mod tests {
                 watch: Watch::Forget(id()),
                 ..case(
                     "editing a failed job starts its retries afresh",
-                    failed("NonZeroExitCode", 2, 60),
+                    failed(Reason::NonZeroExitCode, 2, 60),
                 )
             },
             Case {
@@ -659,7 +659,7 @@ mod tests {
                 watch: Watch::Forget(id()),
                 ..case(
                     "a failed job without a policy rests",
-                    failed("NonZeroExitCode", 0, 60),
+                    failed(Reason::NonZeroExitCode, 0, 60),
                 )
             },
             Case {
@@ -669,14 +669,14 @@ mod tests {
                 watch: Watch::Forget(id()),
                 ..case(
                     "a failure is retried after the backoff",
-                    failed("NonZeroExitCode", 0, 60),
+                    failed(Reason::NonZeroExitCode, 0, 60),
                 )
             },
             Case {
                 policy: policy(2, &[]),
                 watch: Watch::Forget(id()),
                 requeue_after: Some(Duration::from_secs(7)),
-                ..case("but not before", failed("NonZeroExitCode", 0, 3))
+                ..case("but not before", failed(Reason::NonZeroExitCode, 0, 3))
             },
             Case {
                 policy: policy(2, &[]),
@@ -684,7 +684,7 @@ mod tests {
                 requeue_after: Some(Duration::from_secs(20 - 3)),
                 ..case(
                     "the second retry waits twice as long",
-                    failed("NonZeroExitCode", 1, 3),
+                    failed(Reason::NonZeroExitCode, 1, 3),
                 )
             },
             Case {
@@ -692,7 +692,7 @@ mod tests {
                 watch: Watch::Forget(id()),
                 ..case(
                     "retries stop at maxRetries",
-                    failed("NonZeroExitCode", 2, 600),
+                    failed(Reason::NonZeroExitCode, 2, 600),
                 )
             },
             Case {
@@ -700,7 +700,7 @@ mod tests {
                 watch: Watch::Forget(id()),
                 ..case(
                     "only the listed reasons are retried",
-                    failed("NonZeroExitCode", 0, 600),
+                    failed(Reason::NonZeroExitCode, 0, 600),
                 )
             },
             Case {
@@ -708,7 +708,7 @@ mod tests {
                 writes: Some((Phase::Submitted, 2, 1)),
                 action: submit(2),
                 watch: Watch::Forget(id()),
-                ..case("a listed reason is", failed("Preempted", 0, 600))
+                ..case("a listed reason is", failed(Reason::Preempted, 0, 600))
             },
             Case {
                 policy: policy(3, &[RetryReason::Unknown]),
@@ -716,15 +716,15 @@ mod tests {
                 action: submit(2),
                 watch: Watch::Forget(id()),
                 ..case(
-                    "other words count as Unknown",
-                    failed("OutOfMemory", 0, 600),
+                    "other causes count as Unknown",
+                    failed(Reason::OutOfMemory, 0, 600),
                 )
             },
             Case {
                 policy: policy(3, &[]),
                 ..case(
                     "a refused submit is never retried",
-                    with(failed(SUBMIT_REJECTED, 0, 600), |s| s.job_id = None),
+                    with(failed(Reason::SubmitRejected, 0, 600), |s| s.job_id = None),
                 )
             },
             Case {
@@ -733,7 +733,7 @@ mod tests {
                 ..case(
                     "a cancelled job is not retried",
                     collected(with(at(Phase::Cancelled), |s| {
-                        s.reason = Some("NonZeroExitCode".into())
+                        s.reason = Some(Reason::NonZeroExitCode)
                     })),
                 )
             },
@@ -758,7 +758,7 @@ mod tests {
                 delete: true,
                 ..case(
                     "a ttl of 0 deletes a failed job at once",
-                    failed("NonZeroExitCode", 0, 0),
+                    failed(Reason::NonZeroExitCode, 0, 0),
                 )
             },
             Case {
@@ -775,7 +775,10 @@ mod tests {
                 policy: policy(2, &[]),
                 watch: Watch::Forget(id()),
                 requeue_after: Some(Duration::from_secs(7)),
-                ..case("nor while a retry is due", failed("NonZeroExitCode", 0, 3))
+                ..case(
+                    "nor while a retry is due",
+                    failed(Reason::NonZeroExitCode, 0, 3),
+                )
             },
             Case {
                 ttl: Some(Duration::ZERO),
@@ -834,9 +837,9 @@ mod tests {
             s.tasks = Some(crate::crd::TaskCounts::default());
             set_condition(
                 &mut s.conditions,
-                FINISHED,
+                ConditionType::Finished,
                 true,
-                "NonZeroExitCode",
+                Reason::NonZeroExitCode,
                 "",
                 now(),
             );
@@ -867,7 +870,7 @@ mod tests {
             .iter()
             .map(|c| (c.type_.as_str(), c.status.as_str()))
             .collect();
-        assert_eq!(types, [(CLUSTER_READY, "True"), (SUBMITTED, "False")]);
+        assert_eq!(types, [("ClusterReady", "True"), ("Submitted", "False")]);
     }
 
     #[test]
@@ -899,7 +902,7 @@ mod tests {
             (Some(at(Phase::Succeeded)), OnDelete, Cancel::Nothing, 1),
             (Some(at(Phase::Succeeded)), Never, Cancel::Nothing, 0),
             (
-                Some(failed("NonZeroExitCode", 2, 60)),
+                Some(failed(Reason::NonZeroExitCode, 2, 60)),
                 OnDelete,
                 Cancel::Nothing,
                 3,

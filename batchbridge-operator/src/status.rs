@@ -7,20 +7,8 @@ use batchbridge_core::{JobState, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{BatchJobStatus, Phase, RetryReason};
-
-/// Condition type: whether the job's cluster could be used (its BatchCluster and Secret
-/// exist and are well formed, its host answered).
-pub const CLUSTER_READY: &str = "ClusterReady";
-/// Condition type: whether the scheduler has the current attempt.
-pub const SUBMITTED: &str = "Submitted";
-/// Condition type: whether the current attempt has finished.
-pub const FINISHED: &str = "Finished";
-/// Condition type: whether the finished job's output was collected.
-pub const OUTPUT_COLLECTED: &str = "OutputCollected";
-/// OutputCollected's reason when the output ConfigMap's or log pod's name belongs to an
-/// object the job does not own, which the operator leaves alone.
-pub const OUTPUT_NAME_TAKEN: &str = "OutputNameTaken";
+use crate::crd::{BatchJobStatus, Phase};
+use crate::reason::{ConditionType, Reason};
 
 /// `status` updated with what the scheduler reports for the job, the attempt's own fields
 /// (attempts, job id, output) kept.
@@ -30,7 +18,7 @@ pub fn observed(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> Ba
     let mut next = BatchJobStatus {
         phase: Some(phase),
         native_state: Some(job.native_state.clone()).filter(|native| !native.is_empty()),
-        reason: Some(reason.clone()),
+        reason: Some(reason),
         message: message.clone(),
         exit_code: job.exit_code,
         signal: job.signal,
@@ -56,9 +44,13 @@ pub fn observed(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> Ba
     let finished = phase.is_terminal();
     set_condition(
         &mut next.conditions,
-        FINISHED,
+        ConditionType::Finished,
         finished,
-        if finished { &reason } else { "NotFinished" },
+        if finished {
+            reason
+        } else {
+            Reason::NotFinished
+        },
         message.as_deref().unwrap_or(if finished {
             "the job has finished"
         } else {
@@ -69,77 +61,35 @@ pub fn observed(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> Ba
     next
 }
 
-/// The status's `reason` (one CamelCase word) and `message` for what the scheduler says.
-/// For a failed job the word is why, as a retry policy names it
-/// ([`RetryReason`]): NonZeroExitCode, Timeout, NodeFailure, Preempted; or OutOfMemory,
-/// Signal, Unknown.
-pub fn explain(job: &JobStatus) -> (String, Option<String>) {
+/// The status's `reason` and `message` for what the backend reports. A failed job's
+/// reason is its cause ([`Reason::of_failure`]), which a retry policy's `retryOn` names;
+/// the scheduler's own reason, when it gives one, goes into the message.
+pub fn explain(job: &JobStatus) -> (Reason, Option<String>) {
     let scheduler_reason = job.reason.clone().filter(|reason| !reason.is_empty());
-    let word = match job.state {
-        JobState::Failed => failure_word(job),
-        JobState::Queued | JobState::Held => scheduler_reason
-            .as_deref()
-            .filter(|reason| is_word(reason))
-            .unwrap_or(if job.state == JobState::Held {
-                "Held"
-            } else {
-                "Queued"
-            })
-            .to_owned(),
-        state => format!("{:?}", Phase::from(state)),
+    let reason = match job.state {
+        JobState::Queued => Reason::Queued,
+        JobState::Held => Reason::Held,
+        JobState::Running => Reason::Running,
+        JobState::Suspended => Reason::Suspended,
+        JobState::Succeeded => Reason::Succeeded,
+        JobState::Failed => Reason::of_failure(job),
+        JobState::Cancelled => Reason::Cancelled,
+        _ => Reason::Unknown,
     };
-    let message = match (job.state, scheduler_reason) {
-        (JobState::Failed, reason) => {
-            let exit = match (job.exit_code, job.signal) {
-                (_, Some(signal)) => format!("ended by signal {signal}"),
-                (Some(code), None) => format!("exited with code {code}"),
-                (None, None) => "failed".to_owned(),
-            };
-            Some(match reason {
-                Some(reason) => format!("{exit}: {reason}"),
-                None => exit,
-            })
-        }
-        (_, reason) => reason,
+    let ended = match (job.state, &job.cause) {
+        (JobState::Failed | JobState::Cancelled, Some(cause)) => Some(cause.to_string()),
+        (JobState::Failed, None) => Some(match (job.exit_code, job.signal) {
+            (_, Some(signal)) => format!("ended by signal {signal}"),
+            (Some(code), None) => format!("exited with code {code}"),
+            (None, None) => "failed".to_owned(),
+        }),
+        _ => None,
     };
-    (word, message)
-}
-
-fn failure_word(job: &JobStatus) -> String {
-    let native = job.native_state.to_ascii_uppercase();
-    let word = if native.contains("TIMEOUT") || native == "REMOVED" {
-        // HTCondor's "Removed" is a periodic_remove, which is how batchbridge enforces the
-        // wall time there.
-        "Timeout"
-    } else if native.contains("NODE_FAIL") || native.contains("BOOT_FAIL") {
-        "NodeFailure"
-    } else if native.contains("PREEMPT") {
-        "Preempted"
-    } else if native.contains("OUT_OF_MEMORY") {
-        "OutOfMemory"
-    } else if job.signal.is_some() {
-        "Signal"
-    } else if job.exit_code.is_some_and(|code| code != 0) {
-        "NonZeroExitCode"
-    } else {
-        "Unknown"
+    let message = match (ended, scheduler_reason) {
+        (Some(ended), Some(said)) => Some(format!("{ended}: {said}")),
+        (ended, said) => ended.or(said),
     };
-    word.to_owned()
-}
-
-/// Which retry reason a failed job's status `reason` falls under.
-pub fn retry_reason(reason: Option<&str>) -> RetryReason {
-    match reason {
-        Some("NonZeroExitCode") => RetryReason::NonZeroExitCode,
-        Some("Timeout") => RetryReason::Timeout,
-        Some("NodeFailure") => RetryReason::NodeFailure,
-        Some("Preempted") => RetryReason::Preempted,
-        _ => RetryReason::Unknown,
-    }
-}
-
-fn is_word(text: &str) -> bool {
-    !text.is_empty() && text.len() <= 64 && text.bytes().all(|b| b.is_ascii_alphanumeric())
+    (reason, message)
 }
 
 /// A Kubernetes time for `at`.
@@ -151,22 +101,22 @@ pub fn time(at: SystemTime) -> Time {
 /// change.
 pub fn set_condition(
     conditions: &mut Vec<Condition>,
-    type_: &str,
+    type_: ConditionType,
     holds: bool,
-    reason: &str,
+    reason: Reason,
     message: &str,
     now: SystemTime,
 ) {
-    let status = if holds { "True" } else { "False" };
+    let status = condition_status(holds);
     let transition = conditions
         .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
+        .find(|c| c.type_ == type_.as_str() && c.status == status)
         .map_or_else(|| time(now), |c| c.last_transition_time.clone());
-    conditions.retain(|c| c.type_ != type_);
+    conditions.retain(|c| c.type_ != type_.as_str());
     conditions.push(Condition {
-        type_: type_.to_owned(),
+        type_: type_.as_str().to_owned(),
         status: status.to_owned(),
-        reason: reason.to_owned(),
+        reason: reason.as_str().to_owned(),
         message: message.to_owned(),
         last_transition_time: transition,
         observed_generation: None,
@@ -175,142 +125,170 @@ pub fn set_condition(
 }
 
 /// The condition of type `type_`, if set.
-pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
+pub fn condition(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}
+
+/// Whether the condition of type `type_` holds (`status: "True"`); `None` when it is not set.
+pub fn holds(conditions: &[Condition], type_: ConditionType) -> Option<bool> {
+    condition(conditions, type_).map(|c| c.status == condition_status(true))
+}
+
+/// A condition's `status` field: "True" or "False".
+const fn condition_status(holds: bool) -> &'static str {
+    if holds { "True" } else { "False" }
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use batchbridge_core::TaskCounts;
+    use batchbridge_core::{CancelledBy, FailureCause, TaskCounts};
 
     use super::*;
 
-    fn job(state: JobState, native: &str, reason: Option<&str>) -> JobStatus {
-        let mut job = JobStatus::new(state, native);
+    /// A status as a backend reports it; the native state is the backend's business, never
+    /// read here.
+    fn job(state: JobState, reason: Option<&str>, cause: Option<FailureCause>) -> JobStatus {
+        let mut job = JobStatus::new(state, "native");
         job.reason = reason.map(str::to_owned);
+        job.cause = cause;
         job
     }
 
-    /// Words and messages for what SLURM, HTCondor and the local backend report (native
-    /// states and reasons as the test beds printed them).
+    /// Reasons and messages for what SLURM, HTCondor and the local backend report (the
+    /// scheduler's reasons as the test beds printed them).
     #[test]
-    fn reason_words_and_messages() {
-        let exited = |code, native: &str| job(JobState::Failed, native, None).with_exit_code(code);
-        let cases: Vec<(JobStatus, &str, Option<&str>)> = vec![
+    fn reasons_and_messages() {
+        let cases: Vec<(JobStatus, Reason, Option<&str>)> = vec![
             (
-                job(JobState::Queued, "PENDING", Some("Resources")),
-                "Resources",
+                job(JobState::Queued, Some("Resources"), None),
+                Reason::Queued,
                 Some("Resources"),
             ),
             (
                 job(
                     JobState::Queued,
-                    "PENDING",
                     Some("ReqNodeNotAvail, Reserved for maintenance"),
+                    None,
                 ),
-                "Queued",
+                Reason::Queued,
                 Some("ReqNodeNotAvail, Reserved for maintenance"),
             ),
-            (job(JobState::Queued, "1", None), "Queued", None),
+            (job(JobState::Queued, None, None), Reason::Queued, None),
             (
                 job(
                     JobState::Held,
-                    "5",
                     Some("Failed to execute '/nonexistent/bin/tool'"),
+                    None,
                 ),
-                "Held",
+                Reason::Held,
                 Some("Failed to execute '/nonexistent/bin/tool'"),
             ),
-            (job(JobState::Running, "RUNNING", None), "Running", None),
+            (job(JobState::Running, None, None), Reason::Running, None),
             (
-                job(JobState::Succeeded, "COMPLETED", None),
-                "Succeeded",
+                job(JobState::Succeeded, None, None),
+                Reason::Succeeded,
                 None,
             ),
             (
-                job(JobState::Cancelled, "CANCELLED", Some("cancelled by 1000")),
-                "Cancelled",
+                job(
+                    JobState::Cancelled,
+                    None,
+                    Some(FailureCause::Cancelled(CancelledBy::Account("1000".into()))),
+                ),
+                Reason::Cancelled,
                 Some("cancelled by 1000"),
             ),
             (
-                exited(3, "FAILED"),
-                "NonZeroExitCode",
+                job(JobState::Failed, None, Some(FailureCause::ExitCode(3))).with_exit_code(3),
+                Reason::NonZeroExitCode,
                 Some("exited with code 3"),
             ),
-            (exited(0, "TIMEOUT"), "Timeout", Some("exited with code 0")),
+            (
+                job(JobState::Failed, None, Some(FailureCause::WallTimeExceeded)).with_exit_code(0),
+                Reason::Timeout,
+                Some("ran out of its wall time"),
+            ),
             (
                 job(
                     JobState::Failed,
-                    "Removed",
                     Some(
                         "The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE",
                     ),
+                    Some(FailureCause::WallTimeExceeded),
                 ),
-                "Timeout",
+                Reason::Timeout,
                 Some(
-                    "failed: The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE",
+                    "ran out of its wall time: The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE",
                 ),
             ),
             (
-                job(JobState::Failed, "NODE_FAIL", None),
-                "NodeFailure",
-                Some("failed"),
+                job(JobState::Failed, None, Some(FailureCause::NodeFailure)),
+                Reason::NodeFailure,
+                Some("a node it ran on failed"),
             ),
             (
-                job(JobState::Failed, "PREEMPTED", None),
-                "Preempted",
-                Some("failed"),
+                job(JobState::Failed, None, Some(FailureCause::Preempted)),
+                Reason::Preempted,
+                Some("preempted by the scheduler"),
             ),
             (
-                exited(137, "OUT_OF_MEMORY"),
-                "OutOfMemory",
-                Some("exited with code 137"),
+                job(JobState::Failed, None, Some(FailureCause::MemoryExceeded)).with_exit_code(137),
+                Reason::OutOfMemory,
+                Some("ran out of memory"),
             ),
             (
-                job(JobState::Failed, "FAILED", None).with_signal(9),
-                "Signal",
+                job(JobState::Failed, None, None).with_signal(9),
+                Reason::Signal,
                 Some("ended by signal 9"),
+            ),
+            (
+                job(JobState::Failed, None, None).with_exit_code(2),
+                Reason::NonZeroExitCode,
+                Some("exited with code 2"),
             ),
             (
                 job(
                     JobState::Failed,
-                    "LOST",
                     Some("the job's processes ended without recording an exit code"),
+                    None,
                 ),
-                "Unknown",
+                Reason::Unknown,
                 Some("failed: the job's processes ended without recording an exit code"),
             ),
             (
-                job(JobState::Unknown, "", Some("not in squeue or sacct")),
-                "Unknown",
+                job(JobState::Unknown, Some("not in squeue or sacct"), None),
+                Reason::Unknown,
                 Some("not in squeue or sacct"),
             ),
         ];
-        for (job, word, message) in cases {
-            let (got_word, got_message) = explain(&job);
+        for (job, reason, message) in cases {
+            let (got_reason, got_message) = explain(&job);
             assert_eq!(
-                (got_word.as_str(), got_message.as_deref()),
-                (word, message),
+                (got_reason, got_message.as_deref()),
+                (reason, message),
                 "{job:?}"
             );
         }
     }
 
+    /// Case 1 of issue 21: an array whose task 1 exited 1 is a non-zero exit, which
+    /// `retryOn: [NonZeroExitCode]` retries.
     #[test]
-    fn retry_reasons_follow_the_words() {
-        for (word, reason) in [
-            (Some("NonZeroExitCode"), RetryReason::NonZeroExitCode),
-            (Some("Timeout"), RetryReason::Timeout),
-            (Some("NodeFailure"), RetryReason::NodeFailure),
-            (Some("Preempted"), RetryReason::Preempted),
-            (Some("OutOfMemory"), RetryReason::Unknown),
-            (Some("SubmitRejected"), RetryReason::Unknown),
-            (None, RetryReason::Unknown),
-        ] {
-            assert_eq!(retry_reason(word), reason, "{word:?}");
-        }
+    fn a_failed_array_task_is_a_non_zero_exit() {
+        let task0 = job(JobState::Succeeded, None, None).with_exit_code(0);
+        let task1 = job(JobState::Failed, None, Some(FailureCause::ExitCode(1))).with_exit_code(1);
+        let array = JobStatus::of_array("7", "the scheduler", &[Some(&task0), Some(&task1)]);
+        let (reason, message) = explain(&array);
+        assert_eq!(
+            (reason, message.as_deref()),
+            (Reason::NonZeroExitCode, Some("exited with code 1"))
+        );
+        assert_eq!(
+            crate::crd::RetryReason::from(reason),
+            crate::crd::RetryReason::NonZeroExitCode
+        );
     }
 
     #[test]
@@ -324,7 +302,7 @@ mod tests {
             queue: Some("debug".into()),
             ..BatchJobStatus::default()
         };
-        let mut running = job(JobState::Running, "RUNNING", None);
+        let mut running = job(JobState::Running, None, None);
         running.started_at = Some(now - Duration::from_secs(5));
         let status = observed(&before, &running, now);
         assert_eq!(status.phase, Some(Phase::Running));
@@ -332,10 +310,13 @@ mod tests {
         assert_eq!(status.queue.as_deref(), Some("debug"));
         assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
         assert_eq!(status.finish_time, None);
-        let finished = condition(&status.conditions, FINISHED).map(|c| c.status.as_str());
-        assert_eq!(finished, Some("False"));
+        assert_eq!(
+            holds(&status.conditions, ConditionType::Finished),
+            Some(false)
+        );
 
-        let mut done = job(JobState::Failed, "ARRAY", None).with_exit_code(1);
+        let mut done =
+            job(JobState::Failed, None, Some(FailureCause::ExitCode(1))).with_exit_code(1);
         done.ended_at = Some(now);
         done.tasks = Some(TaskCounts::from_states([
             JobState::Succeeded,
@@ -346,13 +327,13 @@ mod tests {
         let later = now + Duration::from_secs(60);
         let status = observed(&status, &done, later);
         assert_eq!(status.phase, Some(Phase::Failed));
-        assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"));
+        assert_eq!(status.reason, Some(Reason::NonZeroExitCode));
         assert_eq!(status.exit_code, Some(1));
         assert_eq!(status.finish_time, Some(time(now)));
         // The start time seen while it ran is kept when the final report lacks it.
         assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
         assert_eq!(status.tasks.map(|t| (t.succeeded, t.failed)), Some((2, 1)));
-        let finished = condition(&status.conditions, FINISHED).cloned();
+        let finished = condition(&status.conditions, ConditionType::Finished).cloned();
         let finished = finished.unwrap_or_else(|| panic!("no Finished condition"));
         assert_eq!(
             (finished.status.as_str(), finished.reason.as_str()),
@@ -366,30 +347,54 @@ mod tests {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let t1 = t0 + Duration::from_secs(10);
         let mut conditions = Vec::new();
+        let submitted = ConditionType::Submitted;
         set_condition(
             &mut conditions,
-            SUBMITTED,
+            submitted,
             false,
-            "Submitting",
+            Reason::Submitting,
             "submitting",
             t0,
         );
-        set_condition(&mut conditions, CLUSTER_READY, true, "Ready", "ok", t0);
-        set_condition(&mut conditions, SUBMITTED, false, "Submitting", "still", t1);
-        let submitted = condition(&conditions, SUBMITTED).cloned();
-        let submitted = submitted.unwrap_or_else(|| panic!("no Submitted condition"));
+        set_condition(
+            &mut conditions,
+            ConditionType::ClusterReady,
+            true,
+            Reason::Ready,
+            "ok",
+            t0,
+        );
+        set_condition(
+            &mut conditions,
+            submitted,
+            false,
+            Reason::Submitting,
+            "still",
+            t1,
+        );
+        let got = condition(&conditions, submitted).cloned();
+        let got = got.unwrap_or_else(|| panic!("no Submitted condition"));
         assert_eq!(
-            (submitted.message.as_str(), &submitted.last_transition_time),
+            (got.message.as_str(), &got.last_transition_time),
             ("still", &time(t0))
         );
-        set_condition(&mut conditions, SUBMITTED, true, "Submitted", "job 7", t1);
-        let submitted = condition(&conditions, SUBMITTED).cloned();
-        let submitted = submitted.unwrap_or_else(|| panic!("no Submitted condition"));
-        assert_eq!(submitted.last_transition_time, time(t1));
+        set_condition(
+            &mut conditions,
+            submitted,
+            true,
+            Reason::Submitted,
+            "job 7",
+            t1,
+        );
+        let got = condition(&conditions, submitted).cloned();
+        let got = got.unwrap_or_else(|| panic!("no Submitted condition"));
+        assert_eq!(got.last_transition_time, time(t1));
+        assert_eq!(holds(&conditions, submitted), Some(true));
+        assert_eq!(holds(&conditions, ConditionType::Finished), None);
         let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(
             types,
-            [CLUSTER_READY, SUBMITTED],
+            ["ClusterReady", "Submitted"],
             "one of each type, sorted"
         );
     }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use batchbridge_operator::crd::{BatchJob, Phase};
 use batchbridge_operator::output;
+use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::{Login, login};
 use common::Cluster;
 use common::operator::*;
@@ -149,8 +150,8 @@ async fn output_failure_fix_and_rerun() {
 
     let fails = status(&wait_for_phase(&bed, "fails", Phase::Failed).await);
     assert_eq!(
-        (fails.exit_code, fails.reason.as_deref()),
-        (Some(3), Some("NonZeroExitCode"))
+        (fails.exit_code, fails.reason),
+        (Some(3), Some(Reason::NonZeroExitCode))
     );
     assert_eq!(
         slurm_state(fails.job_id.as_deref().unwrap()).await,
@@ -239,7 +240,7 @@ async fn one_node_partition_and_cluster_side_cancel() {
     create_job(&bed, "waiting", sleeper(1)).await;
     let waiting = status(&wait_for_phase(&bed, "waiting", Phase::Queued).await);
     assert!(
-        waiting.reason.is_some(),
+        waiting.reason == Some(Reason::Queued) && waiting.message.is_some(),
         "a queued job says why: {waiting:?}"
     );
     let id = long.job_id.unwrap();

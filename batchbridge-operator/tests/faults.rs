@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_operator::crd::{BatchJob, Phase};
+use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::{RunOnDrop, login, ssh_facts, testbed_script};
 use common::Cluster;
 use common::operator::{
@@ -508,7 +509,7 @@ fn assert_final_states(jobs: &BTreeMap<String, BatchJob>, expected: &BTreeMap<St
         let (phase, reason) = if code == 0 {
             (Phase::Succeeded, None)
         } else {
-            (Phase::Failed, Some("NonZeroExitCode"))
+            (Phase::Failed, Some(Reason::NonZeroExitCode))
         };
         assert_eq!(
             (status.phase, status.exit_code, status.attempts),
@@ -516,11 +517,7 @@ fn assert_final_states(jobs: &BTreeMap<String, BatchJob>, expected: &BTreeMap<St
             "{name}: final status {status:#?}"
         );
         if let Some(reason) = reason {
-            assert_eq!(
-                status.reason.as_deref(),
-                Some(reason),
-                "{name}: {status:#?}"
-            );
+            assert_eq!(status.reason, Some(reason), "{name}: {status:#?}");
         }
         assert!(status.job_id.is_some(), "{name}: no job id");
     }

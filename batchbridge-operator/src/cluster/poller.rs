@@ -242,7 +242,7 @@ mod tests {
             }
             Ok(ids
                 .iter()
-                .map(|id| (id.clone(), JobStatus::new(JobState::Running, "RUNNING")))
+                .map(|id| (id.clone(), JobStatus::new(JobState::Running, "native")))
                 .collect())
         });
         let (wake, _woken) = mpsc::unbounded_channel();

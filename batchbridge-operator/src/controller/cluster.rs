@@ -11,10 +11,8 @@ use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::connection_problem;
 use crate::crd::BatchCluster;
 use crate::decision::ClusterProblem;
-use crate::status::{condition, set_condition, time};
-
-/// Condition type: whether the last probe logged in and got an answer from the scheduler.
-pub const REACHABLE: &str = "Reachable";
+use crate::reason::{ConditionType, Reason};
+use crate::status::{condition, holds, set_condition, time};
 /// How often a reachable cluster is probed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// How often an unreachable one is.
@@ -39,7 +37,7 @@ pub async fn reconcile(
                 }
                 Err(err) => {
                     let problem = connection_problem(&err).unwrap_or_else(|| ClusterProblem {
-                        reason: "SchedulerNotAnswering".into(),
+                        reason: Reason::SchedulerNotAnswering,
                         message: err.to_string(),
                     });
                     connection.poller.record(Err(err));
@@ -49,16 +47,19 @@ pub async fn reconcile(
         }
         Err(problem) => Err(problem),
     };
-    let before =
-        condition(&status.conditions, REACHABLE).map(|c| (c.status.clone(), c.reason.clone()));
+    let reachable = |status: &crate::crd::BatchClusterStatus| {
+        condition(&status.conditions, ConditionType::Reachable)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let before = reachable(&status);
     let requeue = match &probed {
         Ok(version) => {
             status.scheduler_version = Some(version.trim().to_owned());
             set_condition(
                 &mut status.conditions,
-                REACHABLE,
+                ConditionType::Reachable,
                 true,
-                "Answered",
+                Reason::Answered,
                 &format!("{} answered", cluster.spec.scheduler),
                 now,
             );
@@ -67,9 +68,9 @@ pub async fn reconcile(
         Err(problem) => {
             set_condition(
                 &mut status.conditions,
-                REACHABLE,
+                ConditionType::Reachable,
                 false,
-                &problem.reason,
+                problem.reason,
                 &problem.message,
                 now,
             );
@@ -79,12 +80,10 @@ pub async fn reconcile(
     status.last_probe_time = Some(time(now));
     status.observed_generation = cluster.metadata.generation;
     apply_status(&ctx, cluster.as_ref(), &status).await?;
-    let after =
-        condition(&status.conditions, REACHABLE).map(|c| (c.status.clone(), c.reason.clone()));
-    if before != after
-        && let Some(reachable) = condition(&status.conditions, REACHABLE)
+    if before != reachable(&status)
+        && let Some(reachable) = condition(&status.conditions, ConditionType::Reachable)
     {
-        let holds = reachable.status == "True";
+        let holds = holds(&status.conditions, ConditionType::Reachable) == Some(true);
         publish(
             &ctx,
             cluster.as_ref(),

@@ -20,14 +20,12 @@ use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase};
 use crate::decision::{
-    Action, Cancel, ClusterProblem, Facts, Removal, SUBMIT_REJECTED, Watch, attempt_key, decide,
-    removal, removal_abandoned,
+    Action, Cancel, ClusterProblem, Facts, Removal, Watch, attempt_key, decide, removal,
+    removal_abandoned,
 };
 use crate::output;
-use crate::status::{
-    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, OUTPUT_NAME_TAKEN, SUBMITTED, condition,
-    set_condition, time,
-};
+use crate::reason::{ConditionType, Reason};
+use crate::status::{condition, holds, set_condition, time};
 
 /// The finalizer that makes deletion wait for the job's cancellation and the removal of its
 /// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name predates the file removal; renaming it
@@ -183,13 +181,13 @@ async fn submit(
                 .or_else(|| connection.default_queue().map(str::to_owned));
             next.user = connection.user().map(str::to_owned);
             next.submit_time = Some(time(now));
-            next.reason = Some("Submitted".into());
+            next.reason = Some(Reason::Submitted);
             next.message = Some(format!("attempt {attempt} submitted as job {id}"));
             set_condition(
                 &mut next.conditions,
-                SUBMITTED,
+                ConditionType::Submitted,
                 true,
-                "Submitted",
+                Reason::Submitted,
                 &format!("job {id}"),
                 now,
             );
@@ -201,9 +199,9 @@ async fn submit(
             if let Some(problem) = connection_problem(&err) {
                 set_condition(
                     &mut next.conditions,
-                    CLUSTER_READY,
+                    ConditionType::ClusterReady,
                     false,
-                    &problem.reason,
+                    problem.reason,
                     &problem.message,
                     now,
                 );
@@ -215,22 +213,22 @@ async fn submit(
         }
         Err(err) => {
             next.phase = Some(Phase::Failed);
-            next.reason = Some(SUBMIT_REJECTED.into());
+            next.reason = Some(Reason::SubmitRejected);
             next.message = Some(err.to_string());
             next.finish_time = Some(time(now));
             set_condition(
                 &mut next.conditions,
-                SUBMITTED,
+                ConditionType::Submitted,
                 false,
-                SUBMIT_REJECTED,
+                Reason::SubmitRejected,
                 &err.to_string(),
                 now,
             );
             set_condition(
                 &mut next.conditions,
-                FINISHED,
+                ConditionType::Finished,
                 true,
-                SUBMIT_REJECTED,
+                Reason::SubmitRejected,
                 &err.to_string(),
                 now,
             );
@@ -253,7 +251,7 @@ async fn collect(
         Ok(collected) => {
             next.output_tail = collected.tail;
             let (holds, reason, message) = if collected.refused.is_empty() {
-                (true, "Collected", collected.summary)
+                (true, Reason::Collected, collected.summary)
             } else {
                 let message = format!(
                     "{}; not written, as the name belongs to another object: {} (rename the \
@@ -261,11 +259,11 @@ async fn collect(
                     collected.summary,
                     collected.refused.join(", ")
                 );
-                (false, OUTPUT_NAME_TAKEN, message)
+                (false, Reason::OutputNameTaken, message)
             };
             set_condition(
                 &mut next.conditions,
-                OUTPUT_COLLECTED,
+                ConditionType::OutputCollected,
                 holds,
                 reason,
                 &message,
@@ -277,9 +275,9 @@ async fn collect(
         {
             set_condition(
                 &mut next.conditions,
-                OUTPUT_COLLECTED,
+                ConditionType::OutputCollected,
                 false,
-                "OutputUnavailable",
+                Reason::OutputUnavailable,
                 &err.to_string(),
                 now,
             );
@@ -386,7 +384,7 @@ async fn remove_from_cluster(
         .await
     {
         Ok(connection) => connection,
-        Err(problem) if problem.reason == "BatchClusterNotFound" => {
+        Err(problem) if problem.reason == Reason::BatchClusterNotFound => {
             // With its cluster gone there is nothing to cancel or clean up through;
             // holding the resource back would only keep it forever.
             publish(
@@ -515,18 +513,16 @@ fn transitions(
 ) -> Vec<(EventType, String, String)> {
     let mut events = Vec::new();
     let ready = |s: &BatchJobStatus| {
-        condition(&s.conditions, CLUSTER_READY).map(|c| (c.status.clone(), c.reason.clone()))
+        condition(&s.conditions, ConditionType::ClusterReady)
+            .map(|c| (c.status.clone(), c.reason.clone()))
     };
     let (was, is) = (ready(current), ready(next));
     if was != is
-        && let Some(c) = condition(&next.conditions, CLUSTER_READY)
-        && (was.is_some() || c.status != "True")
+        && let Some(c) = condition(&next.conditions, ConditionType::ClusterReady)
+        && let Some(holds) = holds(&next.conditions, ConditionType::ClusterReady)
+        && (was.is_some() || !holds)
     {
-        events.push((
-            event_type(c.status == "True"),
-            c.reason.clone(),
-            c.message.clone(),
-        ));
+        events.push((event_type(holds), c.reason.clone(), c.message.clone()));
     }
     if current.job_id != next.job_id
         && let Some(id) = &next.job_id
@@ -550,7 +546,7 @@ fn transitions(
         let note = next
             .message
             .clone()
-            .or_else(|| next.reason.clone())
+            .or_else(|| next.reason.map(|reason| reason.to_string()))
             .unwrap_or_else(|| format!("{phase:?}"));
         events.push((type_, format!("{phase:?}"), note));
     }
@@ -597,9 +593,9 @@ mod tests {
         let mut unreachable = running.clone();
         set_condition(
             &mut unreachable.conditions,
-            CLUSTER_READY,
+            ConditionType::ClusterReady,
             false,
-            "Unreachable",
+            Reason::Unreachable,
             "connection refused",
             now,
         );
@@ -634,9 +630,9 @@ mod tests {
         let mut ready = running.clone();
         set_condition(
             &mut ready.conditions,
-            CLUSTER_READY,
+            ConditionType::ClusterReady,
             true,
-            "Ready",
+            Reason::Ready,
             "the cluster answered",
             now,
         );

@@ -12,6 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
+// `Reason` alone is kube's CEL validation reason, which the derives bring into scope.
+use crate::reason::Reason as StatusReason;
 
 /// The desired state of a BatchJob: the script and what it needs. It cannot change while
 /// the job is active (status.phase Submitted, Queued, Held, Running, Suspended or Unknown);
@@ -225,6 +227,27 @@ pub enum RetryReason {
     Unknown,
 }
 
+impl From<StatusReason> for RetryReason {
+    /// The entry of `retryOn` a failure with this status reason falls under.
+    ///
+    /// ```
+    /// use batchbridge_operator::crd::RetryReason;
+    /// use batchbridge_operator::reason::Reason;
+    ///
+    /// assert_eq!(RetryReason::from(Reason::Timeout), RetryReason::Timeout);
+    /// assert_eq!(RetryReason::from(Reason::OutOfMemory), RetryReason::Unknown);
+    /// ```
+    fn from(reason: StatusReason) -> Self {
+        match reason {
+            StatusReason::NonZeroExitCode => Self::NonZeroExitCode,
+            StatusReason::Timeout => Self::Timeout,
+            StatusReason::NodeFailure => Self::NodeFailure,
+            StatusReason::Preempted => Self::Preempted,
+            _ => Self::Unknown,
+        }
+    }
+}
+
 /// What happens to a job's files on the cluster when its BatchJob is deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum CleanupPolicy {
@@ -282,13 +305,16 @@ pub struct BatchJobStatus {
     /// The cluster user the job runs as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// The scheduler's own word for the job's state (PENDING, COMPLETED, ...).
+    /// The scheduler's own word for the job's state, as its tools print it; shown, never
+    /// interpreted (phase and reason are what the operator understood).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_state: Option<String>,
-    /// Why the job is in its phase, in one CamelCase word or the scheduler's reason.
+    /// Why the job is in its phase, in one CamelCase word (the README's troubleshooting
+    /// table lists them); for a failed job, the cause retryPolicy.retryOn names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// A human-readable explanation of the phase.
+    pub reason: Option<StatusReason>,
+    /// A human-readable explanation of the phase (with the scheduler's own reason, when it
+    /// gives one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The script's exit code, once it exited.
