@@ -85,6 +85,8 @@ words! {
         NotStarted,
         /// The scheduler or the backend refused the job; never retried.
         SubmitRejected,
+        /// A failed attempt waits for its retry.
+        RetryPending,
         /// The job has not finished.
         NotFinished,
         /// The cluster answered and its credentials are in place.
@@ -138,12 +140,20 @@ words! {
         ClusterReady,
         /// BatchJob: whether the scheduler has the current attempt.
         Submitted,
-        /// BatchJob: whether the current attempt has finished.
+        /// BatchJob: whether the job has finished for good (no retry pending).
         Finished,
+        /// BatchJob: finished successfully, as batch/v1 Job's `Complete`.
+        Complete,
+        /// BatchJob: finished unsuccessfully (failed with no retry left, or cancelled), as
+        /// batch/v1 Job's `Failed`.
+        Failed,
         /// BatchJob: whether the finished job's output was collected.
         OutputCollected,
         /// BatchCluster: whether the last probe logged in and the scheduler answered.
         Reachable,
+        /// BatchCluster: ready for jobs, the summary kstatus, Argo CD and Flux read; true
+        /// when Reachable is.
+        Ready,
     }
 }
 

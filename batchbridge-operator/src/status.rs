@@ -1,7 +1,7 @@
-//! Pure helpers that turn what the scheduler said into a `BatchJobStatus`, and keep the
+//! Pure helpers that turn what the backend said into a `BatchJobStatus`, and keep the
 //! standard conditions.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use batchbridge_core::{JobState, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -10,55 +10,89 @@ use k8s_openapi::jiff::Timestamp;
 use crate::crd::{BatchJobStatus, Phase};
 use crate::reason::{ConditionType, Reason};
 
-/// `status` updated with what the scheduler reports for the job, the attempt's own fields
-/// (attempts, job id, output) kept.
-pub fn observed(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> BatchJobStatus {
+/// How far the scheduler's expected start may move before it is written again: it changes
+/// at every backfill pass, and a status write per poll for every queued job is not news.
+const EXPECTED_START_SLACK: Duration = Duration::from_secs(60);
+
+/// `status` updated with what the backend reports for the job, the attempt's own fields
+/// (attempts, job id, output, conditions) kept. The start time is only ever a time the job
+/// started; the scheduler's estimate for a queued job is the expected start time.
+pub fn observed(status: &BatchJobStatus, job: &JobStatus) -> BatchJobStatus {
     let phase = Phase::from(job.state);
     let (reason, message) = explain(job);
-    let mut next = BatchJobStatus {
+    let started = !matches!(job.state, JobState::Queued | JobState::Held);
+    let start_time = job
+        .started_at
+        .filter(|_| started)
+        .map(time)
+        .or_else(|| status.start_time.clone());
+    let finish_time = if phase.is_terminal() {
+        job.ended_at
+            .map(time)
+            .or_else(|| status.finish_time.clone())
+    } else {
+        None
+    };
+    let expected_start_time = match (job.expected_start_at, &status.expected_start_time) {
+        (Some(at), Some(written)) if moved_less_than(at, written, EXPECTED_START_SLACK) => {
+            Some(written.clone())
+        }
+        (at, _) => at.filter(|_| !started).map(time),
+    };
+    BatchJobStatus {
         phase: Some(phase),
         native_state: Some(job.native_state.clone()).filter(|native| !native.is_empty()),
         reason: Some(reason),
-        message: message.clone(),
+        message,
         exit_code: job.exit_code,
         signal: job.signal,
+        queue: job.queue.clone().or_else(|| status.queue.clone()),
         submit_time: job
             .submitted_at
             .map(time)
             .or_else(|| status.submit_time.clone()),
-        start_time: job
-            .started_at
-            .map(time)
-            .or_else(|| status.start_time.clone()),
-        finish_time: if phase.is_terminal() {
-            job.ended_at
-                .map(time)
-                .or_else(|| status.finish_time.clone())
-        } else {
-            None
+        run_time: match (&start_time, &finish_time) {
+            (Some(start), Some(finish)) => Some(run_time(start, finish)),
+            _ => None,
         },
+        start_time,
+        expected_start_time,
+        finish_time,
         tasks: job.tasks.map(Into::into),
-        conditions: status.conditions.clone(),
         ..status.clone()
-    };
-    let finished = phase.is_terminal();
-    set_condition(
-        &mut next.conditions,
-        ConditionType::Finished,
-        finished,
-        if finished {
-            reason
-        } else {
-            Reason::NotFinished
-        },
-        message.as_deref().unwrap_or(if finished {
-            "the job has finished"
-        } else {
-            "the job has not finished yet"
-        }),
-        now,
-    );
-    next
+    }
+}
+
+fn moved_less_than(at: SystemTime, written: &Time, slack: Duration) -> bool {
+    let written = SystemTime::from(written.0);
+    let moved = at
+        .duration_since(written)
+        .or_else(|_| written.duration_since(at))
+        .unwrap_or_default();
+    moved < slack
+}
+
+/// How long a job ran from `start` to `finish`, in whole seconds as `2h3m4s`, `1m5s`, `5s`.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use batchbridge_operator::status::{run_time, time};
+///
+/// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+/// let took = |secs| run_time(&time(start), &time(start + Duration::from_secs(secs)));
+/// assert_eq!((took(5), took(65), took(7384)), ("5s".into(), "1m5s".into(), "2h3m4s".into()));
+/// ```
+pub fn run_time(start: &Time, finish: &Time) -> String {
+    let secs = SystemTime::from(finish.0)
+        .duration_since(SystemTime::from(start.0))
+        .unwrap_or_default()
+        .as_secs();
+    let (hours, minutes, seconds) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{seconds}s"),
+        (0, _) => format!("{minutes}m{seconds}s"),
+        _ => format!("{hours}h{minutes}m{seconds}s"),
+    }
 }
 
 /// The status's `reason` and `message` for what the backend reports. A failed job's
@@ -292,54 +326,80 @@ mod tests {
     }
 
     #[test]
-    fn an_observation_keeps_the_attempt_and_sets_finished() {
+    fn an_observation_keeps_the_attempt_and_the_times_users_can_trust() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let before = BatchJobStatus {
             phase: Some(Phase::Submitted),
             job_id: Some("42".into()),
             attempts: 2,
             observed_generation: Some(3),
-            queue: Some("debug".into()),
             ..BatchJobStatus::default()
         };
+        // Queued with the scheduler's estimate (a year ahead after backfill): no start time.
+        let mut queued = job(JobState::Queued, Some("Priority"), None);
+        queued.started_at = Some(now + Duration::from_secs(365 * 86400));
+        queued.expected_start_at = queued.started_at;
+        queued.queue = Some("debug".into());
+        let status = observed(&before, &queued);
+        assert_eq!(
+            (status.phase, status.start_time.as_ref()),
+            (Some(Phase::Queued), None)
+        );
+        assert_eq!(
+            status.expected_start_time,
+            queued.expected_start_at.map(time)
+        );
+        assert_eq!(
+            status.queue.as_deref(),
+            Some("debug"),
+            "the partition the scheduler used"
+        );
+        // The estimate moving by less than a minute is not news.
+        queued.expected_start_at = queued
+            .expected_start_at
+            .map(|at| at + Duration::from_secs(30));
+        assert_eq!(observed(&status, &queued), status);
+
         let mut running = job(JobState::Running, None, None);
         running.started_at = Some(now - Duration::from_secs(5));
-        let status = observed(&before, &running, now);
+        let status = observed(&status, &running);
         assert_eq!(status.phase, Some(Phase::Running));
         assert_eq!((status.job_id.as_deref(), status.attempts), (Some("42"), 2));
-        assert_eq!(status.queue.as_deref(), Some("debug"));
-        assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
-        assert_eq!(status.finish_time, None);
         assert_eq!(
-            holds(&status.conditions, ConditionType::Finished),
-            Some(false)
+            status.queue.as_deref(),
+            Some("debug"),
+            "kept when not reported again"
         );
+        assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
+        assert_eq!(
+            (
+                status.expected_start_time.as_ref(),
+                status.finish_time.as_ref()
+            ),
+            (None, None)
+        );
+        assert_eq!(status.run_time, None, "no run time while it runs");
 
         let mut done =
             job(JobState::Failed, None, Some(FailureCause::ExitCode(1))).with_exit_code(1);
-        done.ended_at = Some(now);
+        done.ended_at = Some(now + Duration::from_secs(60));
         done.tasks = Some(TaskCounts::from_states([
             JobState::Succeeded,
             JobState::Succeeded,
             JobState::Failed,
         ]));
-        done.started_at = None;
-        let later = now + Duration::from_secs(60);
-        let status = observed(&status, &done, later);
+        let status = observed(&status, &done);
         assert_eq!(status.phase, Some(Phase::Failed));
         assert_eq!(status.reason, Some(Reason::NonZeroExitCode));
         assert_eq!(status.exit_code, Some(1));
-        assert_eq!(status.finish_time, Some(time(now)));
+        assert_eq!(
+            status.finish_time,
+            Some(time(now + Duration::from_secs(60)))
+        );
         // The start time seen while it ran is kept when the final report lacks it.
         assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
+        assert_eq!(status.run_time.as_deref(), Some("1m5s"));
         assert_eq!(status.tasks.map(|t| (t.succeeded, t.failed)), Some((2, 1)));
-        let finished = condition(&status.conditions, ConditionType::Finished).cloned();
-        let finished = finished.unwrap_or_else(|| panic!("no Finished condition"));
-        assert_eq!(
-            (finished.status.as_str(), finished.reason.as_str()),
-            ("True", "NonZeroExitCode")
-        );
-        assert_eq!(finished.last_transition_time, time(later));
     }
 
     #[test]
