@@ -532,7 +532,8 @@ fn epoch_now() -> u64 {
 
 /// Scenario 1: the login node's sshd stops for 60 s while jobs run, and the connection the
 /// operator had goes with it. SLURM keeps running the jobs. No job is failed; the
-/// BatchCluster says Reachable=False during the outage; once sshd answers again, every job
+/// BatchCluster says Reachable=False and every job ClusterReady=False during the outage
+/// (issue 21, case 6); once sshd answers again, every job
 /// shows SLURM's state within one poll interval (plus a small slack), and all succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sshd_down_for_a_minute() {
@@ -669,6 +670,25 @@ async fn sshd_down_for_a_minute() {
         during.values().all(|j| phase(j) == Some(Phase::Running)),
         "every job keeps its phase while its cluster is unreachable: {:?}",
         phases(&during)
+    );
+    // ... and says that its cluster is not ready, then that it is again.
+    for name in expected.keys() {
+        let reasons = seen.not_ready.get(name).cloned().unwrap_or_default();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r == "Unreachable" || r == "ConnectionLost"),
+            "{name} never showed ClusterReady=False during the outage: {reasons:?}"
+        );
+    }
+    assert!(
+        done.values().all(|job| {
+            status(job)
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "ClusterReady" && c.status == "True")
+        }),
+        "every job's cluster is ready again"
     );
     assert!(
         convergence <= POLL_INTERVAL + SLACK,
