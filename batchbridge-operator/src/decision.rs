@@ -355,17 +355,7 @@ fn observe(
         (Phase::RetryPending, _) => match (uncollected(spec, next), retry_wait(next, now)) {
             // The operator stopped during the collection: the failed attempt's output first.
             (Some(id), _) => effects.push(Effect::Collect { id }),
-            (None, Some(wait)) => effects.push(Effect::Requeue(wait)),
-            (None, None) => {
-                start_attempt(
-                    spec,
-                    next,
-                    next.attempts + 1,
-                    next.retries + 1,
-                    now,
-                    effects,
-                );
-            }
+            (None, _) => retry(spec, next, now, effects),
         },
         (phase, id) if phase.is_terminal() => {
             effects.extend(id.map(Effect::Forget));
@@ -407,9 +397,24 @@ fn ended(
     if spec.keeps_output {
         effects.push(Effect::Collect { id });
     } else if next.phase == Some(Phase::RetryPending) {
-        effects.push(Effect::Requeue(retry_wait(next, now).unwrap_or_default()));
+        retry(spec, next, now, effects);
     } else {
         rest(spec, next, now, effects);
+    }
+}
+
+/// A job in RetryPending: waits out its backoff, then its next attempt starts.
+fn retry(spec: &Spec<'_>, next: &mut BatchJobStatus, now: SystemTime, effects: &mut Vec<Effect>) {
+    match retry_wait(next, now) {
+        Some(wait) => effects.push(Effect::Requeue(wait)),
+        None => start_attempt(
+            spec,
+            next,
+            next.attempts + 1,
+            next.retries + 1,
+            now,
+            effects,
+        ),
     }
 }
 
@@ -1160,6 +1165,17 @@ mod tests {
                     "without an output to keep, the wait starts at once",
                     at(Phase::Running),
                     observed(with_end(exited(1), now())),
+                )
+            },
+            Case {
+                policy: policy(2, &[]),
+                keeps_output: false,
+                writes: Some((Phase::Submitted, 2, 1)),
+                effects: vec![Forget(id()), Submit { attempt: 2 }],
+                ..case(
+                    "a failure seen after its backoff passed is retried at once",
+                    at(Phase::Running),
+                    observed(with_end(exited(1), now() - Duration::from_secs(60))),
                 )
             },
             Case {
