@@ -109,8 +109,14 @@ pub enum Event<'a> {
         /// What came of it.
         outcome: SubmitOutcome,
     },
-    /// The collection of the finished attempt's output ended.
-    CollectDone(CollectOutcome),
+    /// The collection of the ended attempt's output ended; `observation` is the poller's
+    /// report of the attempt's end, written with the output in one write.
+    CollectDone {
+        /// What came of the collection.
+        outcome: CollectOutcome,
+        /// The report that the attempt ended, when the status does not say so yet.
+        observation: Option<&'a JobStatus>,
+    },
     /// The BatchJob is being deleted.
     Deleted,
 }
@@ -314,7 +320,19 @@ pub fn step(spec: &Spec<'_>, status: &BatchJobStatus, event: &Event<'_>, now: Sy
         Event::SubmitDone { attempt, outcome } => {
             submitted(spec, &mut next, *attempt, outcome, now, &mut effects);
         }
-        Event::CollectDone(outcome) => collected(&mut next, outcome, now, &mut effects),
+        Event::CollectDone {
+            outcome,
+            observation,
+        } => {
+            if let Some(job) = observation
+                && next.phase.is_some_and(|phase| !phase.spec_editable())
+                && let Some(id) = next.job_id.as_deref().map(JobId::from)
+            {
+                end_attempt(spec, &mut next, job, now);
+                effects.push(Effect::Forget(id));
+            }
+            collected(&mut next, outcome, now, &mut effects);
+        }
         Event::Deleted => effects.push(Effect::Remove(removal(Some(status), spec.cleanup))),
     }
     for c in &mut next.conditions {
@@ -361,32 +379,39 @@ fn observe(
             effects.extend(id.map(Effect::Forget));
             rest(spec, next, now, effects);
         }
-        (_, Some(id)) => {
-            if let Some(job) = observation {
-                *next = observed(next, job);
+        (_, Some(id)) => match observation {
+            // The end is written with the output, in one write: collect it first (the
+            // poller keeps following the job until then).
+            Some(job) if Phase::from(job.state).is_terminal() && spec.keeps_output => {
+                effects.push(Effect::Collect { id });
             }
-            if next.phase.is_some_and(Phase::is_terminal) {
-                effects.push(Effect::Forget(id.clone()));
-                ended(spec, next, id, now, effects);
-            } else {
+            Some(job) if Phase::from(job.state).is_terminal() => {
+                end_attempt(spec, next, job, now);
+                effects.push(Effect::Forget(id));
+                if next.phase == Some(Phase::RetryPending) {
+                    retry(spec, next, now, effects);
+                } else {
+                    rest(spec, next, now, effects);
+                }
+            }
+            _ => {
+                if let Some(job) = observation {
+                    *next = observed(next, job);
+                }
                 set_finished(next, now);
                 effects.push(Effect::Follow(id));
                 effects.push(Effect::Requeue(RECHECK));
             }
-        }
+        },
         // An active phase without an id is only ever written as Submitted, handled above.
         (_, None) => start_attempt(spec, next, next.attempts + 1, 0, now, effects),
     }
 }
 
-/// The attempt with id `id` was just seen ending: retried or final, its output collected.
-fn ended(
-    spec: &Spec<'_>,
-    next: &mut BatchJobStatus,
-    id: JobId,
-    now: SystemTime,
-    effects: &mut Vec<Effect>,
-) {
+/// The attempt ended as `job` reports: its status written, RetryPending when the policy
+/// retries it, else final.
+fn end_attempt(spec: &Spec<'_>, next: &mut BatchJobStatus, job: &JobStatus, now: SystemTime) {
+    *next = observed(next, job);
     if next.phase == Some(Phase::Failed)
         && let Some(policy) = spec.retry_policy
         && retryable(next, policy)
@@ -394,13 +419,6 @@ fn ended(
         next.phase = Some(Phase::RetryPending);
     }
     set_finished(next, now);
-    if spec.keeps_output {
-        effects.push(Effect::Collect { id });
-    } else if next.phase == Some(Phase::RetryPending) {
-        retry(spec, next, now, effects);
-    } else {
-        rest(spec, next, now, effects);
-    }
 }
 
 /// A job in RetryPending: waits out its backoff, then its next attempt starts.
@@ -862,6 +880,25 @@ mod tests {
         Event::ClusterProblem(Box::leak(Box::new(problem(reason))))
     }
 
+    /// The output collection of an attempt whose end the poller reported as `job`.
+    fn ended(job: JobStatus) -> Event<'static> {
+        Event::CollectDone {
+            outcome: CollectOutcome::Collected {
+                tail: None,
+                summary: "0 bytes".into(),
+                refused: Vec::new(),
+            },
+            observation: Some(Box::leak(Box::new(job))),
+        }
+    }
+
+    fn collect_done(outcome: CollectOutcome) -> Event<'static> {
+        Event::CollectDone {
+            outcome,
+            observation: None,
+        }
+    }
+
     fn submit_failed(failure: Failure) -> Event<'static> {
         Event::SubmitDone {
             attempt: 1,
@@ -1018,12 +1055,20 @@ mod tests {
                 )
             },
             Case {
-                writes: Some((Phase::Succeeded, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Collect { id: id() }],
                 ..case(
-                    "a job seen finishing is written, forgotten and its output collected at once",
+                    "a job seen ending has its output collected first, to write both at once",
                     at(Phase::Running),
                     observed(job(JobState::Succeeded)),
+                )
+            },
+            Case {
+                writes: Some((Phase::Succeeded, 1, 0)),
+                effects: vec![Forget(id())],
+                ..case(
+                    "then its end and its output are written, and it is forgotten",
+                    at(Phase::Running),
+                    ended(job(JobState::Succeeded)),
                 )
             },
             Case {
@@ -1054,11 +1099,14 @@ mod tests {
                 ..case(
                     "a collected output is written",
                     at(Phase::Succeeded),
-                    Event::CollectDone(CollectOutcome::Collected {
-                        tail: Some("hello\n".into()),
-                        summary: "6 bytes".into(),
-                        refused: Vec::new(),
-                    }),
+                    Event::CollectDone {
+                        outcome: CollectOutcome::Collected {
+                            tail: Some("hello\n".into()),
+                            summary: "6 bytes".into(),
+                            refused: Vec::new(),
+                        },
+                        observation: None,
+                    },
                 )
             },
             Case {
@@ -1066,7 +1114,7 @@ mod tests {
                 ..case(
                     "an output that cannot be read is said so, for good",
                     at(Phase::Succeeded),
-                    Event::CollectDone(CollectOutcome::Failed(Failure::Refused(
+                    collect_done(CollectOutcome::Failed(Failure::Refused(
                         "no such file".into(),
                     ))),
                 )
@@ -1076,7 +1124,19 @@ mod tests {
                 ..case(
                     "a collection cut short is tried again",
                     at(Phase::Succeeded),
-                    Event::CollectDone(CollectOutcome::Failed(interrupted(None))),
+                    collect_done(CollectOutcome::Failed(interrupted(None))),
+                )
+            },
+            Case {
+                writes: Some((Phase::Succeeded, 1, 0)),
+                effects: vec![Forget(id()), Requeue(ACTION_RETRY)],
+                ..case(
+                    "but the end it was collected for is written at once",
+                    at(Phase::Running),
+                    Event::CollectDone {
+                        outcome: CollectOutcome::Failed(interrupted(None)),
+                        observation: Some(Box::leak(Box::new(job(JobState::Succeeded)))),
+                    },
                 )
             },
             Case {
@@ -1139,21 +1199,21 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Failed, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "a failure without a policy is final",
                     at(Phase::Running),
-                    observed(exited(1)),
+                    ended(exited(1)),
                 )
             },
             Case {
                 policy: policy(2, &[]),
                 writes: Some((Phase::RetryPending, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "a failure with retries left waits for its retry",
                     at(Phase::Running),
-                    observed(exited(1)),
+                    ended(exited(1)),
                 )
             },
             Case {
@@ -1220,44 +1280,44 @@ mod tests {
             Case {
                 policy: policy(2, &[]),
                 writes: Some((Phase::Failed, 3, 2)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "retries stop at maxRetries",
                     with(at(Phase::Running), |s| {
                         s.attempts = 3;
                         s.retries = 2;
                     }),
-                    observed(exited(1)),
+                    ended(exited(1)),
                 )
             },
             Case {
                 policy: policy(3, &[RetryReason::NodeFailure, RetryReason::Preempted]),
                 writes: Some((Phase::Failed, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "only the listed reasons are retried",
                     at(Phase::Running),
-                    observed(exited(1)),
+                    ended(exited(1)),
                 )
             },
             Case {
                 policy: policy(3, &[RetryReason::NodeFailure, RetryReason::Preempted]),
                 writes: Some((Phase::RetryPending, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "a listed reason is",
                     at(Phase::Running),
-                    observed(with_cause(job(JobState::Failed), FailureCause::Preempted)),
+                    ended(with_cause(job(JobState::Failed), FailureCause::Preempted)),
                 )
             },
             Case {
                 policy: policy(3, &[RetryReason::Unknown]),
                 writes: Some((Phase::RetryPending, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "other causes count as Unknown",
                     at(Phase::Running),
-                    observed(with_cause(
+                    ended(with_cause(
                         job(JobState::Failed),
                         FailureCause::MemoryExceeded,
                     )),
@@ -1266,11 +1326,11 @@ mod tests {
             Case {
                 policy: policy(3, &[]),
                 writes: Some((Phase::Cancelled, 1, 0)),
-                effects: vec![Forget(id()), Collect { id: id() }],
+                effects: vec![Forget(id())],
                 ..case(
                     "a cancelled job is not retried",
                     at(Phase::Running),
-                    observed(job(JobState::Cancelled)),
+                    ended(job(JobState::Cancelled)),
                 )
             },
             Case {
@@ -1488,15 +1548,28 @@ mod tests {
         let mut failed = exited(1);
         failed.started_at = running.started_at;
         failed.ended_at = Some(clock.get() + Duration::from_secs(20));
+        // Its end is written with its output, in one write.
         let effects = walk(&spec, &mut status, Event::Observed(Some(&failed)), 20);
         assert_eq!(
             effects,
-            [
-                Forget(JobId::from("7")),
-                Collect {
-                    id: JobId::from("7")
-                }
-            ]
+            [Collect {
+                id: JobId::from("7")
+            }]
+        );
+        assert_eq!(status.phase, Some(Phase::Running), "nothing written yet");
+        let output = CollectOutcome::Collected {
+            tail: Some("boom\n".into()),
+            summary: "5 bytes".into(),
+            refused: vec![],
+        };
+        let collected = |output: &CollectOutcome, ended: &'static JobStatus| Event::CollectDone {
+            outcome: output.clone(),
+            observation: Some(ended),
+        };
+        let failed: &'static JobStatus = Box::leak(Box::new(failed));
+        assert_eq!(
+            walk(&spec, &mut status, collected(&output, failed), 1),
+            [Forget(JobId::from("7"))]
         );
         assert_eq!(
             (status.phase, status.reason),
@@ -1508,17 +1581,9 @@ mod tests {
             triples(&[
                 ("ClusterReady", "True", "Ready"),
                 ("Finished", "False", "RetryPending"),
+                ("OutputCollected", "True", "Collected"),
                 ("Submitted", "True", "Submitted")
             ])
-        );
-        let output = CollectOutcome::Collected {
-            tail: Some("boom\n".into()),
-            summary: "5 bytes".into(),
-            refused: vec![],
-        };
-        assert_eq!(
-            walk(&spec, &mut status, Event::CollectDone(output.clone()), 1),
-            []
         );
         assert_eq!(status.output_tail.as_deref(), Some("boom\n"));
         assert_eq!(
@@ -1548,16 +1613,15 @@ mod tests {
             Some("attempt 2 submitted as job 8")
         );
         // Fails again: no retry left, Failed for good.
-        let effects = walk(&spec, &mut status, Event::Observed(Some(&failed)), 30);
+        let effects = walk(&spec, &mut status, Event::Observed(Some(failed)), 30);
         assert_eq!(
             effects,
-            [
-                Forget(JobId::from("8")),
-                Collect {
-                    id: JobId::from("8")
-                }
-            ]
+            [Collect {
+                id: JobId::from("8")
+            }]
         );
+        let effects = walk(&spec, &mut status, collected(&output, failed), 1);
+        assert_eq!(effects, [Forget(JobId::from("8"))]);
         assert_eq!(status.phase, Some(Phase::Failed));
         assert_eq!(
             conditions(&status),
@@ -1566,10 +1630,10 @@ mod tests {
                 ("Complete", "False", "NonZeroExitCode"),
                 ("Failed", "True", "NonZeroExitCode"),
                 ("Finished", "True", "NonZeroExitCode"),
+                ("OutputCollected", "True", "Collected"),
                 ("Submitted", "True", "Submitted"),
             ])
         );
-        walk(&spec, &mut status, Event::CollectDone(output), 1);
         // Edited: the new spec runs as attempt 3, its retries afresh, and succeeds.
         spec.generation += 1;
         let effects = walk(&spec, &mut status, Event::Observed(None), 60);
@@ -1578,7 +1642,15 @@ mod tests {
         walk(&spec, &mut status, accepted(3, "9"), 1);
         let mut done = job(JobState::Succeeded).with_exit_code(0);
         done.ended_at = Some(clock.get() + Duration::from_secs(10));
-        walk(&spec, &mut status, Event::Observed(Some(&done)), 10);
+        let done: &'static JobStatus = Box::leak(Box::new(done));
+        walk(&spec, &mut status, Event::Observed(Some(done)), 10);
+        let quiet = CollectOutcome::Collected {
+            tail: None,
+            summary: "0 bytes".into(),
+            refused: vec![],
+        };
+        let effects = walk(&spec, &mut status, collected(&quiet, done), 1);
+        assert_eq!(effects, [Forget(JobId::from("9"))]);
         assert_eq!(status.phase, Some(Phase::Succeeded));
         assert!(
             status
@@ -1589,12 +1661,6 @@ mod tests {
         let complete =
             condition(&status.conditions, ConditionType::Complete).map(|c| c.status.clone());
         assert_eq!(complete.as_deref(), Some("True"));
-        let quiet = CollectOutcome::Collected {
-            tail: None,
-            summary: "0 bytes".into(),
-            refused: vec![],
-        };
-        walk(&spec, &mut status, Event::CollectDone(quiet), 1);
         // Kept for its ttl, then deleted; deletion removes the files of all three attempts.
         assert_eq!(
             walk(&spec, &mut status, Event::Observed(None), 1),

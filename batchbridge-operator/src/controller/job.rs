@@ -271,7 +271,12 @@ async fn collect(
             return Some(retry_after(&error));
         }
     };
-    let event = Event::CollectDone(outcome);
+    // The poller still follows the job: its report of the end is written with the output.
+    let observation = connection.poller.observation(id);
+    let event = Event::CollectDone {
+        outcome,
+        observation: observation.as_ref(),
+    };
     finish_action(
         ctx,
         job,
