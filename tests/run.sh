@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it. Needs root: it installs and starts the test bed
-# (tests/testbed/up.sh), then checks formatting, lints and docs, checks the library crates
+# (tests/testbed/up.sh), then checks that no scheduler word leaks into the operator,
+# formatting, lints and docs, checks the library crates
 # as an application gets them (tests/library.sh), runs every test, and runs
 # the quickstart, checking that it shows Queued -> Running -> Succeeded and the output.
 # The last line totals every test, the quickstart counted as one.
@@ -10,6 +11,13 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 bash tests/testbed/up.sh
 
+# Scheduler vocabulary stays inside its backend: the operator decides on the causes and
+# states the backends report, never on a scheduler's own words.
+scheduler_words='PENDING|RUNNING|COMPLETED|COMPLETING|FAILED|TIMEOUT|NODE_FAIL|BOOT_FAIL|PREEMPT(ED)?|OUT_OF_MEMORY|CANCELLED|SUSPENDED|REQUEUED|DEADLINE|REMOVED|REVOKED|SPECIAL_EXIT'
+if grep -rnwE "$scheduler_words" batchbridge-operator/src >&2; then
+    echo "scheduler state words in batchbridge-operator/src (above): map the backend's cause or state instead" >&2
+    exit 1
+fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked

@@ -1,32 +1,35 @@
-//! The reconcile decision: a pure function of a BatchJob's spec, its status and the last
-//! observation of its scheduler job, returning the status to write and at most one action.
-//! The kube glue (`controller::job`) applies it; every rule is tested here, in tables.
+//! A BatchJob's lifecycle as one pure step: [`step`] takes the status as written, one
+//! [`Event`] (a reconcile's observation, the end of a submit or of an output collection,
+//! a cluster problem, the deletion) and the time, and returns the status to write (at most
+//! one write per decided change) and the [`Effect`]s to perform. The kube glue
+//! (`controller::job`) performs the effects and feeds their results back as events; it
+//! decides nothing itself. Every rule is tested here, in tables, and one test walks a whole
+//! life. ARCHITECTURE.md draws the event and effect tables.
 //!
 //! A job moves through attempts. Each attempt is submitted under its own idempotency key
-//! (the resource's UID, then `UID.N` for attempt N > 1), and the status says
-//! `Submitted` with the attempt number *before* the backend is asked; so an operator that
-//! stops between the submit and the write of the job id submits the same key again, which
-//! the backend answers with the job it already has.
+//! (the resource's UID, then `UID.N` for attempt N > 1), and the status says `Submitted`
+//! with the attempt number *before* the backend is asked; so an operator that stops
+//! between the submit and the write of the job id submits the same key again, which the
+//! backend answers with the job it already has. A submit that provably never reached the
+//! cluster (the login refused, the host key wrong, the host not answering) undoes its
+//! attempt: the job is Pending again, editable and deletable at once.
 
 use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use batchbridge_core::{JobId, JobStatus};
+use batchbridge_core::{Error, ErrorKind, JobId, JobStatus};
 
-use crate::crd::{BatchJobStatus, CleanupPolicy, Phase, RetryPolicy};
-use crate::status::{
-    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, SUBMITTED, condition, observed, retry_reason,
-    set_condition,
-};
+use crate::crd::{BatchJobStatus, CleanupPolicy, Phase, RetryPolicy, RetryReason, TaskOutput};
+use crate::reason::{ConditionType, Reason};
+use crate::status::{condition, holds, observed, set_condition, time};
 
-/// How often an active job is looked at even when its poller reports nothing, and a job
-/// waiting for its cluster is tried again.
+/// How often an active job is looked at even when its poller reports nothing.
 pub const RECHECK: Duration = Duration::from_secs(300);
 /// How long a job waits before its cluster is tried again after a problem.
 pub const CLUSTER_RECHECK: Duration = Duration::from_secs(15);
-/// The status reason of an attempt the scheduler (or the backend) refused for good; such an
-/// attempt is never retried, since the same spec would be refused again.
-pub const SUBMIT_REJECTED: &str = "SubmitRejected";
+/// How long an action that was cut short (a connection broke, a command hung) waits before
+/// it is tried again.
+pub const ACTION_RETRY: Duration = Duration::from_secs(5);
 /// How long, by default, after a BatchJob's deletion the operator keeps trying to cancel its
 /// job and remove its files (a cluster unreachable, a job still ending) before it lets the
 /// resource go with a Warning Event: `kubectl delete` never hangs on a broken cluster.
@@ -35,74 +38,11 @@ pub const REMOVAL_DEADLINE: Duration = Duration::from_secs(120);
 /// Why a job's cluster cannot be used right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterProblem {
-    /// One CamelCase word: BatchClusterNotFound, SecretNotFound, SecretMalformed,
-    /// Unreachable, HostKeyMismatch, AuthenticationFailed, UnknownScheduler...
-    pub reason: String,
+    /// Which problem: BatchClusterNotFound, SecretNotFound, SecretMalformed, Unreachable,
+    /// HostKeyMismatch, AuthenticationFailed, UnknownScheduler...
+    pub reason: Reason,
     /// What is wrong and what to do about it.
     pub message: String,
-}
-
-/// Everything the decision depends on.
-#[derive(Debug, Clone, Copy)]
-pub struct Facts<'a> {
-    /// The resource's `metadata.generation`: which spec is current.
-    pub generation: i64,
-    /// The status as last written.
-    pub status: &'a BatchJobStatus,
-    /// The spec's retry policy.
-    pub retry_policy: Option<&'a RetryPolicy>,
-    /// Whether the output policy keeps anything (a tail, a ConfigMap or a log pod).
-    pub keeps_output: bool,
-    /// The spec's ttlSecondsAfterFinished: how long a finished job is kept.
-    pub ttl_after_finished: Option<Duration>,
-    /// Whether the job's cluster can be used.
-    pub cluster: Result<(), &'a ClusterProblem>,
-    /// The poller's latest report on `status.jobId`, if it has one.
-    pub observation: Option<&'a JobStatus>,
-    /// The time now.
-    pub now: SystemTime,
-}
-
-/// What to do for one job.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    /// The status to write before the action; `None` leaves it as it is.
-    pub status: Option<BatchJobStatus>,
-    /// The one side effect to perform, after the status is written.
-    pub action: Option<Action>,
-    /// What the cluster's poller should do about the job.
-    pub watch: Watch,
-    /// When to look at the job again if nothing else wakes it.
-    pub requeue_after: Option<Duration>,
-    /// Whether to delete the BatchJob: it finished for good ttlSecondsAfterFinished ago.
-    pub delete: bool,
-}
-
-/// A side effect on the batch system.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Submit attempt `attempt` under its key; the backend returns the existing job when it
-    /// already has one with that key. The status already says Submitted.
-    Submit {
-        /// The attempt number, from 1.
-        attempt: u32,
-    },
-    /// Fetch the finished job's output (bounded) and keep it as the output policy says.
-    CollectOutput {
-        /// The scheduler's id of the finished attempt.
-        id: JobId,
-    },
-}
-
-/// Whether the cluster's poller should follow a scheduler job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Watch {
-    /// Follow this job.
-    Follow(JobId),
-    /// Stop following this job.
-    Forget(JobId),
-    /// Nothing to follow.
-    Nothing,
 }
 
 /// What to cancel on deletion.
@@ -138,6 +78,173 @@ impl Removal {
     }
 }
 
+/// What of the BatchJob's spec and metadata the lifecycle depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec<'a> {
+    /// The resource's `metadata.generation`: which spec is current.
+    pub generation: i64,
+    /// The spec's retry policy.
+    pub retry_policy: Option<&'a RetryPolicy>,
+    /// Whether the output policy keeps anything (a tail, a ConfigMap or a log pod).
+    pub keeps_output: bool,
+    /// The spec's ttlSecondsAfterFinished: how long a finished job is kept.
+    pub ttl_after_finished: Option<Duration>,
+    /// What becomes of the job's files on deletion.
+    pub cleanup: CleanupPolicy,
+}
+
+/// What happened to a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<'a> {
+    /// A reconcile found the job's cluster usable; the poller's latest report on
+    /// `status.jobId`, if it has one. A spec changed since the last attempt shows here, as
+    /// a generation the status has not observed.
+    Observed(Option<&'a JobStatus>),
+    /// A reconcile found the job's cluster unusable.
+    ClusterProblem(&'a ClusterProblem),
+    /// The submit of `attempt` ended.
+    SubmitDone {
+        /// The attempt submitted.
+        attempt: u32,
+        /// What came of it.
+        outcome: SubmitOutcome,
+    },
+    /// The collection of the ended attempt's output ended; `observation` is the poller's
+    /// report of the attempt's end, written with the output in one write.
+    CollectDone {
+        /// What came of the collection.
+        outcome: CollectOutcome,
+        /// The report that the attempt ended, when the status does not say so yet.
+        observation: Option<&'a JobStatus>,
+    },
+    /// The BatchJob is being deleted.
+    Deleted,
+}
+
+/// What came of a submit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubmitOutcome {
+    /// The scheduler has the job.
+    Accepted {
+        /// Its id.
+        id: JobId,
+        /// The partition or queue it was submitted to, if one was named.
+        queue: Option<String>,
+        /// The cluster user it runs as.
+        user: Option<String>,
+    },
+    /// The submit failed; [`Failure`] says whether it reached the cluster.
+    Failed(Failure),
+}
+
+/// What came of an output collection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CollectOutcome {
+    /// The output was fetched and kept as the policy says.
+    Collected {
+        /// The tail for status.outputTail, if the policy keeps one and the job is no array.
+        tail: Option<String>,
+        /// For an array, the tails for status.taskOutputs.
+        task_outputs: Vec<TaskOutput>,
+        /// For an array, how many tasks have no tail in `task_outputs`.
+        task_outputs_omitted: Option<u32>,
+        /// One line for the OutputCollected condition.
+        summary: String,
+        /// The objects not written because their name belongs to another object.
+        refused: Vec<String>,
+    },
+    /// Fetching it failed; [`Failure`] says whether to try again.
+    Failed(Failure),
+}
+
+/// A failed command on the cluster, sorted by what it means for the job: the one error
+/// classification of the operator ([`Failure::of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The command provably never ran: the cluster was not reached, or the login refused.
+    NotReached(ClusterProblem),
+    /// The command may or may not have run (the connection broke, a command hung, another
+    /// passing failure); `problem` when the cluster itself is the trouble.
+    Interrupted {
+        /// What went wrong.
+        message: String,
+        /// The cluster's problem, when it is one.
+        problem: Option<ClusterProblem>,
+    },
+    /// Refused for good: the same request would fail again.
+    Refused(String),
+}
+
+impl Failure {
+    /// Sorts `err`.
+    ///
+    /// ```
+    /// use batchbridge_core::{Error, ErrorKind};
+    /// use batchbridge_operator::decision::Failure;
+    ///
+    /// let refused = Error::new(ErrorKind::AuthenticationFailed, "password refused");
+    /// assert!(matches!(Failure::of(&refused), Failure::NotReached(_)));
+    /// let lost = Error::new(ErrorKind::ConnectionLost, "broken pipe");
+    /// assert!(matches!(Failure::of(&lost), Failure::Interrupted { problem: Some(_), .. }));
+    /// let rejected = Error::new(ErrorKind::Rejected, "invalid partition");
+    /// assert!(matches!(Failure::of(&rejected), Failure::Refused(_)));
+    /// ```
+    pub fn of(err: &Error) -> Self {
+        let problem = Reason::of_connection(err.kind()).map(|reason| ClusterProblem {
+            reason,
+            message: err.to_string(),
+        });
+        match (err.kind(), problem) {
+            (
+                ErrorKind::Unreachable
+                | ErrorKind::HostKeyMismatch
+                | ErrorKind::AuthenticationFailed,
+                Some(problem),
+            ) => Self::NotReached(problem),
+            (_, problem) if problem.is_some() || err.is_temporary() => Self::Interrupted {
+                message: err.to_string(),
+                problem,
+            },
+            _ => Self::Refused(err.to_string()),
+        }
+    }
+}
+
+/// A side effect the glue performs, in the order given, after writing the status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Submit attempt `attempt` under its key; the backend returns the existing job when it
+    /// already has one with that key. The status already says Submitted.
+    Submit {
+        /// The attempt number, from 1.
+        attempt: u32,
+    },
+    /// Fetch the finished attempt's output (bounded) and keep it as the policy says.
+    Collect {
+        /// The scheduler's id of the finished attempt.
+        id: JobId,
+    },
+    /// Have the cluster's poller follow this job.
+    Follow(JobId),
+    /// Have the cluster's poller stop following this job.
+    Forget(JobId),
+    /// Look at the job again after this long, if nothing wakes it before.
+    Requeue(Duration),
+    /// Delete the BatchJob: it finished for good ttlSecondsAfterFinished ago.
+    Expire,
+    /// The job is being deleted: cancel what may run, remove the attempts' files.
+    Remove(Removal),
+}
+
+/// What [`step`] decided: the status to write (`None`: unchanged) and the effects.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Step {
+    /// The status to write before the effects; `None` leaves it as it is.
+    pub status: Option<BatchJobStatus>,
+    /// What to do, in order.
+    pub effects: Vec<Effect>,
+}
+
 /// The idempotency key of `attempt` of the resource with UID `uid`.
 ///
 /// ```
@@ -168,32 +275,6 @@ pub fn retry_backoff(retry: u32) -> Duration {
         .unwrap_or(Duration::from_secs(300))
 }
 
-/// Decides what to do for a job.
-pub fn decide(facts: &Facts<'_>) -> Decision {
-    let status = facts.status;
-    let phase = status.phase.unwrap_or(Phase::Pending);
-    if let Err(problem) = facts.cluster {
-        return cluster_problem(facts, phase, problem);
-    }
-    match (phase, &status.job_id) {
-        (Phase::Pending, _) => submit(facts, status.attempts + 1, 0),
-        // Stopped between asking the backend and writing its answer: ask again, same key.
-        (Phase::Submitted, None) => Decision {
-            status: cluster_ready(facts),
-            action: Some(Action::Submit {
-                attempt: status.attempts.max(1),
-            }),
-            watch: Watch::Nothing,
-            requeue_after: None,
-            delete: false,
-        },
-        (phase, id) if phase.is_terminal() => finished(facts, phase, id.as_deref()),
-        (_, Some(id)) => active(facts, JobId::from(id.as_str())),
-        // An active phase without an id is only ever written as Submitted, handled above.
-        (_, None) => submit(facts, status.attempts + 1, 0),
-    }
-}
-
 /// What to do on deletion: cancel an active job; remove every attempt's files unless the
 /// cleanup policy keeps them (earlier attempts, retries and re-runs, have files too).
 pub fn removal(status: Option<&BatchJobStatus>, policy: CleanupPolicy) -> Removal {
@@ -204,7 +285,7 @@ pub fn removal(status: Option<&BatchJobStatus>, policy: CleanupPolicy) -> Remova
         };
     };
     let cancel = match (status.phase.unwrap_or(Phase::Pending), &status.job_id) {
-        (phase, _) if phase == Phase::Pending || phase.is_terminal() => Cancel::Nothing,
+        (phase, _) if phase.spec_editable() => Cancel::Nothing,
         (_, Some(id)) => Cancel::Job(JobId::from(id.as_str())),
         (_, None) => Cancel::ByKey {
             attempt: status.attempts.max(1),
@@ -227,181 +308,470 @@ pub fn removal_abandoned(deleted_at: SystemTime, now: SystemTime, deadline: Dura
         .is_ok_and(|since| since >= deadline)
 }
 
-fn cluster_problem(facts: &Facts<'_>, phase: Phase, problem: &ClusterProblem) -> Decision {
-    let mut next = facts.status.clone();
+/// One step of a job's life: what `event` makes of `status` at `now`.
+pub fn step(spec: &Spec<'_>, status: &BatchJobStatus, event: &Event<'_>, now: SystemTime) -> Step {
+    let mut next = status.clone();
+    let mut effects = Vec::new();
+    match event {
+        Event::Observed(observation) => {
+            mark_cluster_ready(&mut next, now);
+            observe(spec, &mut next, *observation, now, &mut effects);
+        }
+        Event::ClusterProblem(problem) => {
+            cluster_problem(&mut next, problem, now);
+            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+        }
+        Event::SubmitDone { attempt, outcome } => {
+            submitted(spec, &mut next, *attempt, outcome, now, &mut effects);
+        }
+        Event::CollectDone {
+            outcome,
+            observation,
+        } => {
+            if let Some(job) = observation
+                && next.phase.is_some_and(|phase| !phase.spec_editable())
+                && let Some(id) = next.job_id.as_deref().map(JobId::from)
+            {
+                end_attempt(spec, &mut next, job, now);
+                effects.push(Effect::Forget(id));
+            }
+            collected(&mut next, outcome, now, &mut effects);
+        }
+        Event::Deleted => effects.push(Effect::Remove(removal(Some(status), spec.cleanup))),
+    }
+    for c in &mut next.conditions {
+        c.observed_generation = Some(spec.generation);
+    }
+    Step {
+        status: (next != *status).then_some(next),
+        effects,
+    }
+}
+
+/// A reconcile with the cluster usable.
+fn observe(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    observation: Option<&JobStatus>,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    let phase = next.phase.unwrap_or(Phase::Pending);
+    let id = next.job_id.as_deref().map(JobId::from);
+    let edited = next
+        .observed_generation
+        .is_some_and(|generation| generation != spec.generation);
+    match (phase, id) {
+        (Phase::Pending, _) => {
+            let retries = if edited { 0 } else { next.retries };
+            start_attempt(spec, next, next.attempts + 1, retries, now, effects);
+        }
+        // Stopped between asking the backend and writing its answer: ask again, same key.
+        (Phase::Submitted, None) => effects.push(Effect::Submit {
+            attempt: next.attempts.max(1),
+        }),
+        (phase, id) if phase.spec_editable() && edited => {
+            effects.extend(id.map(Effect::Forget));
+            start_attempt(spec, next, next.attempts + 1, 0, now, effects);
+        }
+        (Phase::RetryPending, _) => match (uncollected(spec, next), retry_wait(next, now)) {
+            // The operator stopped during the collection: the failed attempt's output first.
+            (Some(id), _) => effects.push(Effect::Collect { id }),
+            (None, _) => retry(spec, next, now, effects),
+        },
+        (phase, id) if phase.is_terminal() => {
+            effects.extend(id.map(Effect::Forget));
+            rest(spec, next, now, effects);
+        }
+        (_, Some(id)) => match observation {
+            // The end is written with the output, in one write: collect it first (the
+            // poller keeps following the job until then).
+            Some(job) if Phase::from(job.state).is_terminal() && spec.keeps_output => {
+                effects.push(Effect::Collect { id });
+            }
+            Some(job) if Phase::from(job.state).is_terminal() => {
+                end_attempt(spec, next, job, now);
+                effects.push(Effect::Forget(id));
+                if next.phase == Some(Phase::RetryPending) {
+                    retry(spec, next, now, effects);
+                } else {
+                    rest(spec, next, now, effects);
+                }
+            }
+            _ => {
+                if let Some(job) = observation {
+                    *next = observed(next, job);
+                }
+                set_finished(next, now);
+                effects.push(Effect::Follow(id));
+                effects.push(Effect::Requeue(RECHECK));
+            }
+        },
+        // An active phase without an id is only ever written as Submitted, handled above.
+        (_, None) => start_attempt(spec, next, next.attempts + 1, 0, now, effects),
+    }
+}
+
+/// The attempt ended as `job` reports: its status written, RetryPending when the policy
+/// retries it, else final.
+fn end_attempt(spec: &Spec<'_>, next: &mut BatchJobStatus, job: &JobStatus, now: SystemTime) {
+    *next = observed(next, job);
+    if next.phase == Some(Phase::Failed)
+        && let Some(policy) = spec.retry_policy
+        && retryable(next, policy)
+    {
+        next.phase = Some(Phase::RetryPending);
+    }
+    set_finished(next, now);
+}
+
+/// A job in RetryPending: waits out its backoff, then its next attempt starts.
+fn retry(spec: &Spec<'_>, next: &mut BatchJobStatus, now: SystemTime, effects: &mut Vec<Effect>) {
+    match retry_wait(next, now) {
+        Some(wait) => effects.push(Effect::Requeue(wait)),
+        None => start_attempt(
+            spec,
+            next,
+            next.attempts + 1,
+            next.retries + 1,
+            now,
+            effects,
+        ),
+    }
+}
+
+/// A job over for good: kept until its ttl expires, if it has one.
+fn rest(spec: &Spec<'_>, next: &BatchJobStatus, now: SystemTime, effects: &mut Vec<Effect>) {
+    if let Some(id) = uncollected(spec, next) {
+        // The operator stopped during the collection.
+        effects.push(Effect::Collect { id });
+        return;
+    }
+    let Some(ttl) = spec.ttl_after_finished else {
+        return;
+    };
+    let finished = next
+        .finish_time
+        .as_ref()
+        .map_or(now, |finished| SystemTime::from(finished.0));
+    match (finished + ttl).duration_since(now) {
+        Ok(wait) if !wait.is_zero() => effects.push(Effect::Requeue(wait)),
+        _ => effects.push(Effect::Expire),
+    }
+}
+
+/// The ended attempt whose output the policy keeps and that is not collected yet.
+fn uncollected(spec: &Spec<'_>, status: &BatchJobStatus) -> Option<JobId> {
+    let collected = condition(&status.conditions, ConditionType::OutputCollected).is_some();
+    (spec.keeps_output && !collected)
+        .then(|| status.job_id.as_deref().map(JobId::from))
+        .flatten()
+}
+
+/// Starts attempt `attempt` of the current spec: a clean status that says Submitted.
+fn start_attempt(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    attempt: u32,
+    retries: u32,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    let mut conditions = std::mem::take(&mut next.conditions);
+    conditions.retain(|c| c.type_ == ConditionType::ClusterReady.as_str());
+    *next = BatchJobStatus {
+        phase: Some(Phase::Submitted),
+        reason: Some(Reason::Submitting),
+        message: Some(format!("submitting attempt {attempt}")),
+        attempts: attempt,
+        retries,
+        observed_generation: Some(spec.generation),
+        conditions,
+        ..BatchJobStatus::default()
+    };
+    mark_cluster_ready(next, now);
     set_condition(
         &mut next.conditions,
-        CLUSTER_READY,
+        ConditionType::Submitted,
         false,
-        &problem.reason,
-        &problem.message,
-        facts.now,
+        Reason::Submitting,
+        &format!("submitting attempt {attempt}"),
+        now,
     );
-    if phase == Phase::Pending {
-        next.phase = Some(Phase::Pending);
-        next.reason = Some(problem.reason.clone());
-        next.message = Some(problem.message.clone());
-    }
-    Decision {
-        status: (next != *facts.status).then_some(next),
-        action: None,
-        watch: Watch::Nothing,
-        requeue_after: Some(CLUSTER_RECHECK),
-        delete: false,
+    set_finished(next, now);
+    effects.push(Effect::Submit { attempt });
+}
+
+fn submitted(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    attempt: u32,
+    outcome: &SubmitOutcome,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    match outcome {
+        SubmitOutcome::Accepted { id, queue, user } => {
+            next.job_id = Some(id.to_string());
+            next.queue.clone_from(queue);
+            next.user.clone_from(user);
+            next.submit_time = Some(time(now));
+            next.reason = Some(Reason::Submitted);
+            next.message = Some(format!("attempt {attempt} submitted as job {id}"));
+            set_condition(
+                &mut next.conditions,
+                ConditionType::Submitted,
+                true,
+                Reason::Submitted,
+                &format!("attempt {attempt} is job {id}"),
+                now,
+            );
+            effects.push(Effect::Follow(id.clone()));
+        }
+        SubmitOutcome::Failed(Failure::NotReached(problem)) => {
+            // Nothing reached the cluster: the attempt did not happen, and the job waits
+            // for its cluster as if it had never been submitted.
+            next.phase = Some(Phase::Pending);
+            next.attempts = attempt.saturating_sub(1);
+            next.observed_generation = (next.attempts > 0).then_some(spec.generation);
+            next.conditions
+                .retain(|c| c.type_ != ConditionType::Submitted.as_str());
+            cluster_problem(next, problem, now);
+            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+        }
+        SubmitOutcome::Failed(Failure::Interrupted { problem, .. }) => {
+            // The status still says Submitted without an id: the same key is submitted
+            // again, and the backend returns the job if this attempt reached it.
+            if let Some(problem) = problem {
+                set_condition(
+                    &mut next.conditions,
+                    ConditionType::ClusterReady,
+                    false,
+                    problem.reason,
+                    &problem.message,
+                    now,
+                );
+            }
+            effects.push(Effect::Requeue(action_retry(problem.as_ref())));
+        }
+        SubmitOutcome::Failed(Failure::Refused(message)) => {
+            next.phase = Some(Phase::Failed);
+            next.reason = Some(Reason::SubmitRejected);
+            next.message = Some(message.clone());
+            next.finish_time = Some(time(now));
+            set_condition(
+                &mut next.conditions,
+                ConditionType::Submitted,
+                false,
+                Reason::SubmitRejected,
+                message,
+                now,
+            );
+            set_finished(next, now);
+        }
     }
 }
 
-/// The status with ClusterReady true, if it was not already.
-fn cluster_ready(facts: &Facts<'_>) -> Option<BatchJobStatus> {
-    let ready =
-        condition(&facts.status.conditions, CLUSTER_READY).is_some_and(|c| c.status == "True");
-    (!ready).then(|| {
-        let mut next = facts.status.clone();
-        mark_cluster_ready(&mut next, facts.now);
-        next
-    })
-}
-
-fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {
+fn collected(
+    next: &mut BatchJobStatus,
+    outcome: &CollectOutcome,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    let (holds, reason, message) = match outcome {
+        CollectOutcome::Collected {
+            tail,
+            task_outputs,
+            task_outputs_omitted,
+            summary,
+            refused,
+        } => {
+            next.output_tail.clone_from(tail);
+            next.task_outputs.clone_from(task_outputs);
+            next.task_outputs_omitted = *task_outputs_omitted;
+            if refused.is_empty() {
+                (true, Reason::Collected, summary.clone())
+            } else {
+                let message = format!(
+                    "{summary}; not written, as the name belongs to another object: {} (rename \
+                     the BatchJob or that object)",
+                    refused.join(", ")
+                );
+                (false, Reason::OutputNameTaken, message)
+            }
+        }
+        CollectOutcome::Failed(Failure::Refused(message)) => {
+            (false, Reason::OutputUnavailable, message.clone())
+        }
+        CollectOutcome::Failed(
+            Failure::NotReached(problem)
+            | Failure::Interrupted {
+                problem: Some(problem),
+                ..
+            },
+        ) => {
+            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+            set_condition(
+                &mut next.conditions,
+                ConditionType::ClusterReady,
+                false,
+                problem.reason,
+                &problem.message,
+                now,
+            );
+            return;
+        }
+        CollectOutcome::Failed(Failure::Interrupted { problem: None, .. }) => {
+            effects.push(Effect::Requeue(ACTION_RETRY));
+            return;
+        }
+    };
     set_condition(
-        &mut status.conditions,
-        CLUSTER_READY,
-        true,
-        "Ready",
-        "the cluster answered and its credentials are in place",
+        &mut next.conditions,
+        ConditionType::OutputCollected,
+        holds,
+        reason,
+        &message,
         now,
     );
 }
 
-/// Starts attempt `attempt` of the current spec: a clean status that says Submitted.
-fn submit(facts: &Facts<'_>, attempt: u32, retries: u32) -> Decision {
-    let mut conditions = facts.status.conditions.clone();
-    conditions.retain(|c| c.type_ != FINISHED && c.type_ != OUTPUT_COLLECTED);
-    let mut next = BatchJobStatus {
-        phase: Some(Phase::Submitted),
-        reason: Some("Submitting".to_owned()),
-        message: Some(format!("submitting attempt {attempt}")),
-        attempts: attempt,
-        retries,
-        observed_generation: Some(facts.generation),
-        conditions,
-        ..BatchJobStatus::default()
-    };
-    mark_cluster_ready(&mut next, facts.now);
+/// How long an interrupted action waits before it is tried again.
+fn action_retry(problem: Option<&ClusterProblem>) -> Duration {
+    if problem.is_some() {
+        CLUSTER_RECHECK
+    } else {
+        ACTION_RETRY
+    }
+}
+
+fn cluster_problem(next: &mut BatchJobStatus, problem: &ClusterProblem, now: SystemTime) {
     set_condition(
         &mut next.conditions,
-        SUBMITTED,
+        ConditionType::ClusterReady,
         false,
-        "Submitting",
-        &format!("submitting attempt {attempt}"),
-        facts.now,
+        problem.reason,
+        &problem.message,
+        now,
     );
-    let previous = facts.status.job_id.as_deref().map(JobId::from);
-    Decision {
-        status: Some(next),
-        action: Some(Action::Submit { attempt }),
-        watch: previous.map_or(Watch::Nothing, Watch::Forget),
-        requeue_after: None,
-        delete: false,
+    if next.phase.unwrap_or(Phase::Pending) == Phase::Pending {
+        next.phase = Some(Phase::Pending);
+        next.reason = Some(problem.reason);
+        next.message = Some(problem.message.clone());
     }
 }
 
-fn active(facts: &Facts<'_>, id: JobId) -> Decision {
-    let mut next = match facts.observation {
-        Some(job) => observed(facts.status, job, facts.now),
-        None => facts.status.clone(),
+fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {
+    if holds(&status.conditions, ConditionType::ClusterReady) != Some(true) {
+        set_condition(
+            &mut status.conditions,
+            ConditionType::ClusterReady,
+            true,
+            Reason::Ready,
+            "the cluster answered and its credentials are in place",
+            now,
+        );
+    }
+}
+
+/// Sets Finished, Complete and Failed for the phase: Finished only when the job is over
+/// for good; Complete when it succeeded, Failed when it failed or was cancelled, as
+/// batch/v1 Job has them.
+fn set_finished(next: &mut BatchJobStatus, now: SystemTime) {
+    let phase = next.phase.unwrap_or(Phase::Pending);
+    let reason = next.reason.unwrap_or(Reason::Unknown);
+    let message = next.message.clone().unwrap_or_default();
+    let conditions = &mut next.conditions;
+    if phase.is_terminal() {
+        set_condition(
+            conditions,
+            ConditionType::Finished,
+            true,
+            reason,
+            &message,
+            now,
+        );
+        let (complete, failed) = (phase == Phase::Succeeded, phase != Phase::Succeeded);
+        set_condition(
+            conditions,
+            ConditionType::Complete,
+            complete,
+            reason,
+            &message,
+            now,
+        );
+        set_condition(
+            conditions,
+            ConditionType::Failed,
+            failed,
+            reason,
+            &message,
+            now,
+        );
+        return;
+    }
+    let (reason, message) = if phase == Phase::RetryPending {
+        (
+            Reason::RetryPending,
+            format!(
+                "attempt {} failed ({message}); a retry follows",
+                next.attempts
+            ),
+        )
+    } else {
+        (
+            Reason::NotFinished,
+            "the job has not finished yet".to_owned(),
+        )
     };
-    mark_cluster_ready(&mut next, facts.now);
-    let finished = next.phase.is_some_and(Phase::is_terminal);
-    Decision {
-        status: (next != *facts.status).then_some(next),
-        action: None,
-        // A job seen finishing is forgotten on the next pass, after the write.
-        watch: Watch::Follow(id),
-        requeue_after: Some(if finished { Duration::ZERO } else { RECHECK }),
-        delete: false,
-    }
+    set_condition(
+        conditions,
+        ConditionType::Finished,
+        false,
+        reason,
+        &message,
+        now,
+    );
+    conditions.retain(|c| {
+        c.type_ != ConditionType::Complete.as_str() && c.type_ != ConditionType::Failed.as_str()
+    });
 }
 
-fn finished(facts: &Facts<'_>, phase: Phase, id: Option<&str>) -> Decision {
-    let status = facts.status;
-    let forget = id.map_or(Watch::Nothing, |id| Watch::Forget(JobId::from(id)));
-    if status
-        .observed_generation
-        .is_some_and(|generation| generation != facts.generation)
-    {
-        return submit(facts, status.attempts + 1, 0);
-    }
-    if let Some(id) = id
-        && facts.keeps_output
-        && condition(&status.conditions, OUTPUT_COLLECTED).is_none()
-    {
-        return Decision {
-            status: None,
-            action: Some(Action::CollectOutput {
-                id: JobId::from(id),
-            }),
-            watch: forget,
-            requeue_after: None,
-            delete: false,
-        };
-    }
-    if phase == Phase::Failed
-        && let Some(policy) = facts.retry_policy
-        && retryable(status, policy)
-    {
-        let due = status.finish_time.as_ref().map_or(facts.now, |finished| {
-            SystemTime::from(finished.0) + retry_backoff(status.retries)
-        });
-        return match due.duration_since(facts.now) {
-            Ok(wait) if !wait.is_zero() => Decision {
-                status: None,
-                action: None,
-                watch: forget,
-                requeue_after: Some(wait),
-                delete: false,
-            },
-            _ => submit(facts, status.attempts + 1, status.retries + 1),
-        };
-    }
-    // The job rests: for good, unless its spec is edited.
-    let expires = facts.ttl_after_finished.map(|ttl| {
-        let finished = status
-            .finish_time
-            .as_ref()
-            .map_or(facts.now, |finished| SystemTime::from(finished.0));
-        (finished + ttl)
-            .duration_since(facts.now)
-            .unwrap_or(Duration::ZERO)
+/// How long a job in RetryPending still waits for its retry; `None` when it is due.
+fn retry_wait(status: &BatchJobStatus, now: SystemTime) -> Option<Duration> {
+    let due = status.finish_time.as_ref().map_or(now, |finished| {
+        SystemTime::from(finished.0) + retry_backoff(status.retries)
     });
-    Decision {
-        status: None,
-        action: None,
-        watch: forget,
-        requeue_after: expires.filter(|wait| !wait.is_zero()),
-        delete: expires.is_some_and(|wait| wait.is_zero()),
-    }
+    due.duration_since(now).ok().filter(|wait| !wait.is_zero())
 }
 
 fn retryable(status: &BatchJobStatus, policy: &RetryPolicy) -> bool {
-    let reason = status.reason.as_deref();
+    let reason = status.reason.unwrap_or(Reason::Unknown);
     status.retries < policy.max_retries
-        && reason != Some(SUBMIT_REJECTED)
-        && (policy.retry_on.is_empty() || policy.retry_on.contains(&retry_reason(reason)))
+        && reason != Reason::SubmitRejected
+        && (policy.retry_on.is_empty() || policy.retry_on.contains(&RetryReason::from(reason)))
 }
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::JobState;
+    use batchbridge_core::{FailureCause, JobState};
 
     use super::*;
-    use crate::crd::RetryReason;
-    use crate::status::time;
 
     const GENERATION: i64 = 4;
 
     fn now() -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn spec() -> Spec<'static> {
+        Spec {
+            generation: GENERATION,
+            retry_policy: None,
+            keeps_output: true,
+            ttl_after_finished: None,
+            cleanup: CleanupPolicy::OnDelete,
+        }
     }
 
     /// A status at `phase`, attempt 1 of the current generation, with job id 42 unless the
@@ -415,9 +785,13 @@ mod tests {
             ..BatchJobStatus::default()
         };
         mark_cluster_ready(&mut status, now());
-        if phase.is_terminal() {
+        if phase.is_terminal() || phase == Phase::RetryPending {
             status.finish_time = Some(time(now() - Duration::from_secs(60)));
-            status.reason = Some(format!("{phase:?}"));
+            status.reason = Some(match phase {
+                Phase::Succeeded => Reason::Succeeded,
+                Phase::Cancelled => Reason::Cancelled,
+                _ => Reason::NonZeroExitCode,
+            });
         }
         status
     }
@@ -431,57 +805,24 @@ mod tests {
         with(status, |s| {
             set_condition(
                 &mut s.conditions,
-                OUTPUT_COLLECTED,
+                ConditionType::OutputCollected,
                 true,
-                "Collected",
+                Reason::Collected,
                 "",
                 now(),
             );
         })
     }
 
-    fn failed(reason: &str, retries: u32, finished_ago: u64) -> BatchJobStatus {
-        collected(with(at(Phase::Failed), |s| {
-            s.reason = Some(reason.to_owned());
+    /// A collected attempt that failed for `reason` `finished_ago` seconds ago, in `phase`
+    /// (Failed, or RetryPending), after `retries` retries.
+    fn failed(phase: Phase, reason: Reason, retries: u32, finished_ago: u64) -> BatchJobStatus {
+        collected(with(at(phase), |s| {
+            s.reason = Some(reason);
             s.retries = retries;
             s.attempts = retries + 1;
             s.finish_time = Some(time(now() - Duration::from_secs(finished_ago)));
         }))
-    }
-
-    struct Case {
-        name: &'static str,
-        status: BatchJobStatus,
-        generation: i64,
-        policy: Option<RetryPolicy>,
-        keeps_output: bool,
-        ttl: Option<Duration>,
-        cluster: Option<ClusterProblem>,
-        observation: Option<JobStatus>,
-        /// The expected phase, attempts and retries of the written status (None: no write).
-        writes: Option<(Phase, u32, u32)>,
-        action: Option<Action>,
-        watch: Watch,
-        requeue_after: Option<Duration>,
-        delete: bool,
-    }
-
-    fn case(name: &'static str, status: BatchJobStatus) -> Case {
-        Case {
-            name,
-            status,
-            generation: GENERATION,
-            policy: None,
-            keeps_output: true,
-            ttl: None,
-            cluster: None,
-            observation: None,
-            writes: None,
-            action: None,
-            watch: Watch::Nothing,
-            requeue_after: None,
-            delete: false,
-        }
     }
 
     fn policy(max_retries: u32, retry_on: &[RetryReason]) -> Option<RetryPolicy> {
@@ -491,383 +832,891 @@ mod tests {
         })
     }
 
-    fn problem() -> ClusterProblem {
+    fn problem(reason: Reason) -> ClusterProblem {
         ClusterProblem {
-            reason: "SecretNotFound".into(),
-            message: "Secret hpc-key not found in namespace research".into(),
+            reason,
+            message: format!("{reason} on the test cluster"),
         }
     }
 
     fn job(state: JobState) -> JobStatus {
-        JobStatus::new(state, format!("{state:?}").to_uppercase())
+        JobStatus::new(state, "native")
+    }
+
+    fn exited(code: i32) -> JobStatus {
+        let mut job = job(JobState::Failed).with_exit_code(code);
+        job.cause = Some(FailureCause::ExitCode(code));
+        job
     }
 
     fn id() -> JobId {
         JobId::from("42")
     }
 
-    fn submit(attempt: u32) -> Option<Action> {
-        Some(Action::Submit { attempt })
+    struct Case {
+        name: &'static str,
+        status: BatchJobStatus,
+        event: Event<'static>,
+        generation: i64,
+        policy: Option<RetryPolicy>,
+        keeps_output: bool,
+        ttl: Option<Duration>,
+        /// The expected phase, attempts and retries of the written status (None: no write).
+        writes: Option<(Phase, u32, u32)>,
+        effects: Vec<Effect>,
+    }
+
+    fn case(name: &'static str, status: BatchJobStatus, event: Event<'static>) -> Case {
+        Case {
+            name,
+            status,
+            event,
+            generation: GENERATION,
+            policy: None,
+            keeps_output: true,
+            ttl: None,
+            writes: None,
+            effects: Vec::new(),
+        }
+    }
+
+    fn observed(job: JobStatus) -> Event<'static> {
+        Event::Observed(Some(Box::leak(Box::new(job))))
+    }
+
+    fn cluster(reason: Reason) -> Event<'static> {
+        Event::ClusterProblem(Box::leak(Box::new(problem(reason))))
+    }
+
+    /// The output collection of an attempt whose end the poller reported as `job`.
+    fn ended(job: JobStatus) -> Event<'static> {
+        Event::CollectDone {
+            outcome: CollectOutcome::Collected {
+                tail: None,
+                task_outputs: Vec::new(),
+                task_outputs_omitted: None,
+                summary: "0 bytes".into(),
+                refused: Vec::new(),
+            },
+            observation: Some(Box::leak(Box::new(job))),
+        }
+    }
+
+    fn collect_done(outcome: CollectOutcome) -> Event<'static> {
+        Event::CollectDone {
+            outcome,
+            observation: None,
+        }
+    }
+
+    fn submit_failed(failure: Failure) -> Event<'static> {
+        Event::SubmitDone {
+            attempt: 1,
+            outcome: SubmitOutcome::Failed(failure),
+        }
+    }
+
+    fn run(case: &Case) -> Step {
+        let policy = case.policy.clone().map(|p| &*Box::leak(Box::new(p)));
+        let spec = Spec {
+            generation: case.generation,
+            retry_policy: policy,
+            keeps_output: case.keeps_output,
+            ttl_after_finished: case.ttl,
+            cleanup: CleanupPolicy::OnDelete,
+        };
+        // The conditions as an earlier step wrote them, for the status's generation.
+        let mut status = case.status.clone();
+        for c in &mut status.conditions {
+            c.observed_generation = Some(GENERATION);
+        }
+        step(&spec, &status, &case.event, now())
     }
 
     #[test]
-    fn decisions() {
+    fn steps() {
+        use Effect::{Collect, Expire, Follow, Forget, Requeue, Submit};
+        let interrupted = |problem: Option<ClusterProblem>| Failure::Interrupted {
+            message: "broken pipe".into(),
+            problem,
+        };
         let cases = vec![
             Case {
                 writes: Some((Phase::Submitted, 1, 0)),
-                action: submit(1),
+                effects: vec![Submit { attempt: 1 }],
                 ..case(
                     "a new job is submitted as attempt 1",
                     BatchJobStatus::default(),
+                    Event::Observed(None),
                 )
             },
             Case {
-                cluster: Some(problem()),
                 writes: Some((Phase::Pending, 0, 0)),
-                requeue_after: Some(CLUSTER_RECHECK),
-                ..case("a new job waits for its cluster", BatchJobStatus::default())
+                effects: vec![Requeue(CLUSTER_RECHECK)],
+                ..case(
+                    "a new job waits for its cluster",
+                    BatchJobStatus::default(),
+                    cluster(Reason::SecretNotFound),
+                )
             },
             Case {
-                cluster: Some(problem()),
                 writes: Some((Phase::Running, 1, 0)),
-                requeue_after: Some(CLUSTER_RECHECK),
+                effects: vec![Requeue(CLUSTER_RECHECK)],
                 ..case(
                     "a running job keeps its phase when the cluster fails",
                     at(Phase::Running),
+                    cluster(Reason::Unreachable),
                 )
             },
             Case {
-                cluster: Some(problem()),
-                requeue_after: Some(CLUSTER_RECHECK),
+                effects: vec![Requeue(CLUSTER_RECHECK)],
                 ..case(
                     "a reported problem is not written twice",
                     with(at(Phase::Running), |s| {
-                        let p = problem();
-                        set_condition(
-                            &mut s.conditions,
-                            CLUSTER_READY,
-                            false,
-                            &p.reason,
-                            &p.message,
-                            now(),
-                        );
+                        cluster_problem(s, &problem(Reason::Unreachable), now())
                     }),
+                    cluster(Reason::Unreachable),
                 )
             },
             Case {
-                action: submit(1),
+                effects: vec![Submit { attempt: 1 }],
                 ..case(
                     "stopped between submit and the id's write: the same key again",
                     with(at(Phase::Submitted), |s| s.job_id = None),
+                    Event::Observed(None),
                 )
             },
             Case {
-                action: submit(3),
+                effects: vec![Submit { attempt: 3 }],
                 ..case(
                     "the same for a later attempt",
                     with(at(Phase::Submitted), |s| {
                         s.job_id = None;
                         s.attempts = 3;
                     }),
+                    Event::Observed(None),
                 )
             },
             Case {
-                watch: Watch::Follow(id()),
-                requeue_after: Some(RECHECK),
-                ..case("a submitted job is followed", at(Phase::Submitted))
+                writes: Some((Phase::Submitted, 1, 0)),
+                effects: vec![Follow(id())],
+                ..case(
+                    "an accepted submit writes the id and follows it",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    Event::SubmitDone {
+                        attempt: 1,
+                        outcome: SubmitOutcome::Accepted {
+                            id: id(),
+                            queue: None,
+                            user: Some("alice".into()),
+                        },
+                    },
+                )
             },
             Case {
-                observation: Some(job(JobState::Running)),
+                writes: Some((Phase::Pending, 0, 0)),
+                effects: vec![Requeue(CLUSTER_RECHECK)],
+                ..case(
+                    "a submit that never reached the cluster undoes its attempt",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    submit_failed(Failure::NotReached(problem(Reason::AuthenticationFailed))),
+                )
+            },
+            Case {
+                writes: Some((Phase::Submitted, 1, 0)),
+                effects: vec![Requeue(CLUSTER_RECHECK)],
+                ..case(
+                    "a submit cut short keeps its key and says the cluster is not ready",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    submit_failed(interrupted(Some(problem(Reason::ConnectionLost)))),
+                )
+            },
+            Case {
+                effects: vec![Requeue(ACTION_RETRY)],
+                ..case(
+                    "a passing failure is tried again soon",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    submit_failed(interrupted(None)),
+                )
+            },
+            Case {
+                writes: Some((Phase::Failed, 1, 0)),
+                ..case(
+                    "a refused submit fails for good",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    submit_failed(Failure::Refused("invalid partition".into())),
+                )
+            },
+            Case {
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a submitted job is followed",
+                    with(at(Phase::Submitted), |s| set_finished(s, now())),
+                    Event::Observed(None),
+                )
+            },
+            Case {
                 writes: Some((Phase::Running, 1, 0)),
-                watch: Watch::Follow(id()),
-                requeue_after: Some(RECHECK),
-                ..case("a change the poller saw is written", at(Phase::Queued))
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a change the poller saw is written",
+                    at(Phase::Queued),
+                    observed(job(JobState::Running)),
+                )
             },
             Case {
-                observation: Some(job(JobState::Succeeded)),
-                writes: Some((Phase::Succeeded, 1, 0)),
-                watch: Watch::Follow(id()),
-                requeue_after: Some(Duration::ZERO),
+                effects: vec![Collect { id: id() }],
                 ..case(
-                    "a job seen finishing is written, then looked at again",
+                    "a job seen ending has its output collected first, to write both at once",
                     at(Phase::Running),
+                    observed(job(JobState::Succeeded)),
                 )
             },
             Case {
-                observation: Some(job(JobState::Running)),
-                watch: Watch::Follow(id()),
-                requeue_after: Some(RECHECK),
+                writes: Some((Phase::Succeeded, 1, 0)),
+                effects: vec![Forget(id())],
                 ..case(
-                    "an unchanged observation writes nothing",
-                    observed(&at(Phase::Running), &job(JobState::Running), now()),
-                )
-            },
-            Case {
-                action: Some(Action::CollectOutput { id: id() }),
-                watch: Watch::Forget(id()),
-                ..case(
-                    "a finished job's output is collected once",
-                    at(Phase::Succeeded),
+                    "then its end and its output are written, and it is forgotten",
+                    at(Phase::Running),
+                    ended(job(JobState::Succeeded)),
                 )
             },
             Case {
                 keeps_output: false,
-                watch: Watch::Forget(id()),
+                writes: Some((Phase::Succeeded, 1, 0)),
+                effects: vec![Forget(id())],
                 ..case(
                     "unless the output policy keeps nothing",
-                    at(Phase::Succeeded),
+                    at(Phase::Running),
+                    observed(job(JobState::Succeeded)),
                 )
             },
             Case {
-                watch: Watch::Forget(id()),
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "an unchanged observation writes nothing",
+                    with(
+                        crate::status::observed(&at(Phase::Running), &job(JobState::Running)),
+                        |s| {
+                            set_finished(s, now());
+                        },
+                    ),
+                    observed(job(JobState::Running)),
+                )
+            },
+            Case {
+                writes: Some((Phase::Succeeded, 1, 0)),
+                ..case(
+                    "a collected output is written",
+                    at(Phase::Succeeded),
+                    Event::CollectDone {
+                        outcome: CollectOutcome::Collected {
+                            tail: Some("hello\n".into()),
+                            task_outputs: Vec::new(),
+                            task_outputs_omitted: None,
+                            summary: "6 bytes".into(),
+                            refused: Vec::new(),
+                        },
+                        observation: None,
+                    },
+                )
+            },
+            Case {
+                writes: Some((Phase::Succeeded, 1, 0)),
+                ..case(
+                    "an output that cannot be read is said so, for good",
+                    at(Phase::Succeeded),
+                    collect_done(CollectOutcome::Failed(Failure::Refused(
+                        "no such file".into(),
+                    ))),
+                )
+            },
+            Case {
+                effects: vec![Requeue(ACTION_RETRY)],
+                ..case(
+                    "a collection cut short is tried again",
+                    at(Phase::Succeeded),
+                    collect_done(CollectOutcome::Failed(interrupted(None))),
+                )
+            },
+            Case {
+                writes: Some((Phase::Succeeded, 1, 0)),
+                effects: vec![Forget(id()), Requeue(ACTION_RETRY)],
+                ..case(
+                    "but the end it was collected for is written at once",
+                    at(Phase::Running),
+                    Event::CollectDone {
+                        outcome: CollectOutcome::Failed(interrupted(None)),
+                        observation: Some(Box::leak(Box::new(job(JobState::Succeeded)))),
+                    },
+                )
+            },
+            Case {
+                effects: vec![Forget(id()), Collect { id: id() }],
+                ..case(
+                    "a finished job's uncollected output is collected",
+                    at(Phase::Succeeded),
+                    Event::Observed(None),
+                )
+            },
+            Case {
+                effects: vec![Forget(id())],
                 ..case(
                     "a collected, succeeded job rests",
                     collected(at(Phase::Succeeded)),
+                    Event::Observed(None),
                 )
             },
             Case {
                 generation: GENERATION + 1,
                 writes: Some((Phase::Submitted, 2, 0)),
-                action: submit(2),
-                watch: Watch::Forget(id()),
+                effects: vec![Forget(id()), Submit { attempt: 2 }],
                 ..case(
                     "editing a succeeded job runs it again",
                     collected(at(Phase::Succeeded)),
+                    Event::Observed(None),
                 )
             },
             Case {
                 generation: GENERATION + 1,
                 writes: Some((Phase::Submitted, 4, 0)),
-                action: submit(4),
-                watch: Watch::Forget(id()),
+                effects: vec![Forget(id()), Submit { attempt: 4 }],
                 ..case(
                     "editing a failed job starts its retries afresh",
-                    failed("NonZeroExitCode", 2, 60),
+                    failed(Phase::Failed, Reason::NonZeroExitCode, 2, 60),
+                    Event::Observed(None),
                 )
             },
             Case {
                 generation: GENERATION + 1,
                 writes: Some((Phase::Submitted, 2, 0)),
-                action: submit(2),
-                watch: Watch::Forget(id()),
+                effects: vec![Forget(id()), Submit { attempt: 2 }],
                 ..case(
-                    "editing a job before its output was collected runs it again at once",
-                    at(Phase::Cancelled),
+                    "editing a job waiting for its retry runs the new spec at once",
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
+                    Event::Observed(None),
                 )
             },
             Case {
-                watch: Watch::Forget(id()),
+                generation: GENERATION + 1,
+                writes: Some((Phase::Submitted, 1, 0)),
+                effects: vec![Submit { attempt: 1 }],
                 ..case(
-                    "a failed job without a policy rests",
-                    failed("NonZeroExitCode", 0, 60),
+                    "a pending job runs the spec as it is now",
+                    with(at(Phase::Pending), |s| {
+                        s.observed_generation = Some(GENERATION)
+                    }),
+                    Event::Observed(None),
+                )
+            },
+            Case {
+                writes: Some((Phase::Failed, 1, 0)),
+                effects: vec![Forget(id())],
+                ..case(
+                    "a failure without a policy is final",
+                    at(Phase::Running),
+                    ended(exited(1)),
+                )
+            },
+            Case {
+                policy: policy(2, &[]),
+                writes: Some((Phase::RetryPending, 1, 0)),
+                effects: vec![Forget(id())],
+                ..case(
+                    "a failure with retries left waits for its retry",
+                    at(Phase::Running),
+                    ended(exited(1)),
+                )
+            },
+            Case {
+                policy: policy(2, &[]),
+                keeps_output: false,
+                writes: Some((Phase::RetryPending, 1, 0)),
+                effects: vec![Forget(id()), Requeue(Duration::from_secs(10))],
+                ..case(
+                    "without an output to keep, the wait starts at once",
+                    at(Phase::Running),
+                    observed(with_end(exited(1), now())),
+                )
+            },
+            Case {
+                policy: policy(2, &[]),
+                keeps_output: false,
+                writes: Some((Phase::Submitted, 2, 1)),
+                effects: vec![Forget(id()), Submit { attempt: 2 }],
+                ..case(
+                    "a failure seen after its backoff passed is retried at once",
+                    at(Phase::Running),
+                    observed(with_end(exited(1), now() - Duration::from_secs(60))),
                 )
             },
             Case {
                 policy: policy(2, &[]),
                 writes: Some((Phase::Submitted, 2, 1)),
-                action: submit(2),
-                watch: Watch::Forget(id()),
+                effects: vec![Submit { attempt: 2 }],
                 ..case(
-                    "a failure is retried after the backoff",
-                    failed("NonZeroExitCode", 0, 60),
+                    "a retry is submitted after the backoff",
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 60),
+                    Event::Observed(None),
                 )
             },
             Case {
                 policy: policy(2, &[]),
-                watch: Watch::Forget(id()),
-                requeue_after: Some(Duration::from_secs(7)),
-                ..case("but not before", failed("NonZeroExitCode", 0, 3))
+                effects: vec![Requeue(Duration::from_secs(7))],
+                ..case(
+                    "but not before",
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
+                    Event::Observed(None),
+                )
             },
             Case {
                 policy: policy(2, &[]),
-                watch: Watch::Forget(id()),
-                requeue_after: Some(Duration::from_secs(20 - 3)),
+                effects: vec![Requeue(Duration::from_secs(20 - 3))],
                 ..case(
                     "the second retry waits twice as long",
-                    failed("NonZeroExitCode", 1, 3),
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 1, 3),
+                    Event::Observed(None),
                 )
             },
             Case {
                 policy: policy(2, &[]),
-                watch: Watch::Forget(id()),
+                effects: vec![Collect { id: id() }],
+                ..case(
+                    "a failed attempt's output is collected before its retry",
+                    with(at(Phase::RetryPending), |s| {
+                        s.finish_time = Some(time(now() - Duration::from_secs(600)))
+                    }),
+                    Event::Observed(None),
+                )
+            },
+            Case {
+                policy: policy(2, &[]),
+                writes: Some((Phase::Failed, 3, 2)),
+                effects: vec![Forget(id())],
                 ..case(
                     "retries stop at maxRetries",
-                    failed("NonZeroExitCode", 2, 600),
+                    with(at(Phase::Running), |s| {
+                        s.attempts = 3;
+                        s.retries = 2;
+                    }),
+                    ended(exited(1)),
                 )
             },
             Case {
                 policy: policy(3, &[RetryReason::NodeFailure, RetryReason::Preempted]),
-                watch: Watch::Forget(id()),
+                writes: Some((Phase::Failed, 1, 0)),
+                effects: vec![Forget(id())],
                 ..case(
                     "only the listed reasons are retried",
-                    failed("NonZeroExitCode", 0, 600),
+                    at(Phase::Running),
+                    ended(exited(1)),
                 )
             },
             Case {
                 policy: policy(3, &[RetryReason::NodeFailure, RetryReason::Preempted]),
-                writes: Some((Phase::Submitted, 2, 1)),
-                action: submit(2),
-                watch: Watch::Forget(id()),
-                ..case("a listed reason is", failed("Preempted", 0, 600))
+                writes: Some((Phase::RetryPending, 1, 0)),
+                effects: vec![Forget(id())],
+                ..case(
+                    "a listed reason is",
+                    at(Phase::Running),
+                    ended(with_cause(job(JobState::Failed), FailureCause::Preempted)),
+                )
             },
             Case {
                 policy: policy(3, &[RetryReason::Unknown]),
-                writes: Some((Phase::Submitted, 2, 1)),
-                action: submit(2),
-                watch: Watch::Forget(id()),
+                writes: Some((Phase::RetryPending, 1, 0)),
+                effects: vec![Forget(id())],
                 ..case(
-                    "other words count as Unknown",
-                    failed("OutOfMemory", 0, 600),
+                    "other causes count as Unknown",
+                    at(Phase::Running),
+                    ended(with_cause(
+                        job(JobState::Failed),
+                        FailureCause::MemoryExceeded,
+                    )),
                 )
             },
             Case {
                 policy: policy(3, &[]),
-                ..case(
-                    "a refused submit is never retried",
-                    with(failed(SUBMIT_REJECTED, 0, 600), |s| s.job_id = None),
-                )
-            },
-            Case {
-                policy: policy(3, &[]),
-                watch: Watch::Forget(id()),
+                writes: Some((Phase::Cancelled, 1, 0)),
+                effects: vec![Forget(id())],
                 ..case(
                     "a cancelled job is not retried",
-                    collected(with(at(Phase::Cancelled), |s| {
-                        s.reason = Some("NonZeroExitCode".into())
-                    })),
+                    at(Phase::Running),
+                    ended(job(JobState::Cancelled)),
                 )
             },
             Case {
                 ttl: Some(Duration::from_secs(300)),
-                watch: Watch::Forget(id()),
-                requeue_after: Some(Duration::from_secs(300 - 60)),
+                effects: vec![Forget(id()), Requeue(Duration::from_secs(300 - 60))],
                 ..case(
                     "a finished job is looked at again when its ttl expires",
                     collected(at(Phase::Succeeded)),
+                    Event::Observed(None),
                 )
             },
             Case {
                 ttl: Some(Duration::from_secs(60)),
-                watch: Watch::Forget(id()),
-                delete: true,
-                ..case("and deleted once it has", collected(at(Phase::Succeeded)))
-            },
-            Case {
-                ttl: Some(Duration::ZERO),
-                watch: Watch::Forget(id()),
-                delete: true,
+                effects: vec![Forget(id()), Expire],
                 ..case(
-                    "a ttl of 0 deletes a failed job at once",
-                    failed("NonZeroExitCode", 0, 0),
+                    "and deleted once it has",
+                    collected(at(Phase::Succeeded)),
+                    Event::Observed(None),
                 )
             },
             Case {
                 ttl: Some(Duration::ZERO),
-                action: Some(Action::CollectOutput { id: id() }),
-                watch: Watch::Forget(id()),
+                effects: vec![Forget(id()), Collect { id: id() }],
                 ..case(
                     "but never before its output was collected",
                     at(Phase::Succeeded),
+                    Event::Observed(None),
                 )
             },
             Case {
                 ttl: Some(Duration::ZERO),
                 policy: policy(2, &[]),
-                watch: Watch::Forget(id()),
-                requeue_after: Some(Duration::from_secs(7)),
-                ..case("nor while a retry is due", failed("NonZeroExitCode", 0, 3))
-            },
-            Case {
-                ttl: Some(Duration::ZERO),
-                observation: Some(job(JobState::Succeeded)),
-                writes: Some((Phase::Succeeded, 1, 0)),
-                watch: Watch::Follow(id()),
-                requeue_after: Some(Duration::ZERO),
-                ..case("nor while it is active", at(Phase::Running))
+                effects: vec![Requeue(Duration::from_secs(7))],
+                ..case(
+                    "nor while a retry is due",
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
+                    Event::Observed(None),
+                )
             },
             Case {
                 ttl: Some(Duration::ZERO),
                 generation: GENERATION + 1,
                 writes: Some((Phase::Submitted, 2, 0)),
-                action: submit(2),
-                watch: Watch::Forget(id()),
+                effects: vec![Forget(id()), Submit { attempt: 2 }],
                 ..case(
                     "an edited spec runs it again instead",
                     collected(at(Phase::Succeeded)),
+                    Event::Observed(None),
+                )
+            },
+            Case {
+                effects: vec![Effect::Remove(Removal {
+                    cancel: Cancel::Job(id()),
+                    remove_files: 1,
+                })],
+                ..case(
+                    "a deleted running job is cancelled, its files removed",
+                    at(Phase::Running),
+                    Event::Deleted,
                 )
             },
         ];
         let count = cases.len();
-        for case in cases {
-            let decision = decide(&Facts {
-                generation: case.generation,
-                status: &case.status,
-                retry_policy: case.policy.as_ref(),
-                keeps_output: case.keeps_output,
-                ttl_after_finished: case.ttl,
-                cluster: case.cluster.as_ref().map_or(Ok(()), Err),
-                observation: case.observation.as_ref(),
-                now: now(),
-            });
-            let writes = decision
+        for case in &cases {
+            let step = run(case);
+            let writes = step
                 .status
                 .as_ref()
                 .map(|s| (s.phase.unwrap_or(Phase::Pending), s.attempts, s.retries));
             assert_eq!(writes, case.writes, "{}: status written", case.name);
-            assert_eq!(decision.action, case.action, "{}: action", case.name);
-            assert_eq!(decision.watch, case.watch, "{}: watch", case.name);
-            assert_eq!(
-                decision.requeue_after, case.requeue_after,
-                "{}: requeue",
-                case.name
-            );
-            assert_eq!(decision.delete, case.delete, "{}: delete", case.name);
+            assert_eq!(step.effects, case.effects, "{}: effects", case.name);
         }
-        assert!(count >= 32);
+        assert!(count >= 40);
+    }
+
+    fn with_end(mut job: JobStatus, at: SystemTime) -> JobStatus {
+        job.ended_at = Some(at);
+        job
+    }
+
+    fn with_cause(mut job: JobStatus, cause: FailureCause) -> JobStatus {
+        job.cause = Some(cause);
+        job
+    }
+
+    /// The conditions as `kubectl describe` lists them: type, status, reason.
+    fn conditions(status: &BatchJobStatus) -> Vec<(String, String, String)> {
+        status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn triples(list: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+        list.iter()
+            .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
+            .collect()
+    }
+
+    /// One job's whole life: submitted, queued, running, failed and retried after the
+    /// backoff, edited while it waits, succeeded, collected, kept until its ttl, deleted.
+    /// Every status written is checked as a user reads it (phase, reason, conditions).
+    #[test]
+    fn a_whole_life() {
+        let policy = RetryPolicy {
+            max_retries: 1,
+            retry_on: vec![RetryReason::NonZeroExitCode],
+        };
+        let mut spec = Spec {
+            retry_policy: Some(&policy),
+            ttl_after_finished: Some(Duration::from_secs(600)),
+            ..spec()
+        };
+        let mut status = BatchJobStatus::default();
+        let clock = std::cell::Cell::new(now());
+        let walk = |spec: &Spec<'_>, status: &mut BatchJobStatus, event: Event<'_>, after: u64| {
+            clock.set(clock.get() + Duration::from_secs(after));
+            let step = step(spec, status, &event, clock.get());
+            if let Some(next) = step.status {
+                *status = next;
+            }
+            step.effects
+        };
+        use Effect::{Collect, Expire, Follow, Forget, Requeue, Submit};
+
+        // Created, with its cluster's Secret missing: Pending, ClusterReady False.
+        let missing = problem(Reason::SecretNotFound);
+        assert_eq!(
+            walk(&spec, &mut status, Event::ClusterProblem(&missing), 0),
+            [Requeue(CLUSTER_RECHECK)]
+        );
+        assert_eq!(
+            (status.phase, status.reason),
+            (Some(Phase::Pending), Some(Reason::SecretNotFound))
+        );
+        // The Secret is there: attempt 1 is submitted; the login is refused.
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 15),
+            [Submit { attempt: 1 }]
+        );
+        assert_eq!(status.phase, Some(Phase::Submitted));
+        let refused = problem(Reason::AuthenticationFailed);
+        let effects = walk(
+            &spec,
+            &mut status,
+            Event::SubmitDone {
+                attempt: 1,
+                outcome: SubmitOutcome::Failed(Failure::NotReached(refused)),
+            },
+            1,
+        );
+        assert_eq!(effects, [Requeue(CLUSTER_RECHECK)]);
+        assert_eq!(
+            (status.phase, status.attempts),
+            (Some(Phase::Pending), 0),
+            "editable again"
+        );
+        assert_eq!(
+            removal(Some(&status), spec.cleanup),
+            Removal {
+                cancel: Cancel::Nothing,
+                remove_files: 0
+            },
+            "deletable at once"
+        );
+        // Fixed: submitted again as attempt 1, accepted as job 7.
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 15),
+            [Submit { attempt: 1 }]
+        );
+        let accepted = |attempt: u32, id: &str| Event::SubmitDone {
+            attempt,
+            outcome: SubmitOutcome::Accepted {
+                id: JobId::from(id),
+                queue: None,
+                user: Some("alice".into()),
+            },
+        };
+        assert_eq!(
+            walk(&spec, &mut status, accepted(1, "7"), 1),
+            [Follow(JobId::from("7"))]
+        );
+        assert_eq!(
+            (status.job_id.as_deref(), status.reason),
+            (Some("7"), Some(Reason::Submitted))
+        );
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 1),
+            [Follow(JobId::from("7")), Requeue(RECHECK)]
+        );
+        // Queued with a backfill estimate: no start time, an expected one.
+        let mut queued = job(JobState::Queued);
+        queued.expected_start_at = Some(clock.get() + Duration::from_secs(3600));
+        queued.queue = Some("debug".into());
+        walk(&spec, &mut status, Event::Observed(Some(&queued)), 5);
+        assert_eq!(
+            (status.phase, status.start_time.as_ref()),
+            (Some(Phase::Queued), None)
+        );
+        assert!(status.expected_start_time.is_some());
+        assert_eq!(
+            status.queue.as_deref(),
+            Some("debug"),
+            "the partition the scheduler used"
+        );
+        // Runs, then fails: a retry is pending, not final.
+        let mut running = job(JobState::Running);
+        running.started_at = Some(clock.get() + Duration::from_secs(5));
+        walk(&spec, &mut status, Event::Observed(Some(&running)), 5);
+        assert_eq!(
+            (status.phase, status.expected_start_time.as_ref()),
+            (Some(Phase::Running), None)
+        );
+        let mut failed = exited(1);
+        failed.started_at = running.started_at;
+        failed.ended_at = Some(clock.get() + Duration::from_secs(20));
+        // Its end is written with its output, in one write.
+        let effects = walk(&spec, &mut status, Event::Observed(Some(&failed)), 20);
+        assert_eq!(
+            effects,
+            [Collect {
+                id: JobId::from("7")
+            }]
+        );
+        assert_eq!(status.phase, Some(Phase::Running), "nothing written yet");
+        let output = CollectOutcome::Collected {
+            tail: Some("boom\n".into()),
+            summary: "5 bytes".into(),
+            refused: vec![],
+        };
+        let collected = |output: &CollectOutcome, ended: &'static JobStatus| Event::CollectDone {
+            outcome: output.clone(),
+            observation: Some(ended),
+        };
+        let failed: &'static JobStatus = Box::leak(Box::new(failed));
+        assert_eq!(
+            walk(&spec, &mut status, collected(&output, failed), 1),
+            [Forget(JobId::from("7"))]
+        );
+        assert_eq!(
+            (status.phase, status.reason),
+            (Some(Phase::RetryPending), Some(Reason::NonZeroExitCode))
+        );
+        assert_eq!(status.run_time.as_deref(), Some("20s"));
+        assert_eq!(
+            conditions(&status),
+            triples(&[
+                ("ClusterReady", "True", "Ready"),
+                ("Finished", "False", "RetryPending"),
+                ("OutputCollected", "True", "Collected"),
+                ("Submitted", "True", "Submitted")
+            ])
+        );
+        assert_eq!(status.output_tail.as_deref(), Some("boom\n"));
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 1),
+            [Requeue(Duration::from_secs(8))]
+        );
+        // The backoff passes: attempt 2, retry 1, from a clean status.
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 8),
+            [Submit { attempt: 2 }]
+        );
+        assert_eq!(
+            (status.phase, status.attempts, status.retries),
+            (Some(Phase::Submitted), 2, 1)
+        );
+        assert_eq!(
+            (
+                status.output_tail.as_ref(),
+                status.run_time.as_ref(),
+                status.job_id.as_ref()
+            ),
+            (None, None, None)
+        );
+        walk(&spec, &mut status, accepted(2, "8"), 1);
+        assert_eq!(
+            status.message.as_deref(),
+            Some("attempt 2 submitted as job 8")
+        );
+        // Fails again: no retry left, Failed for good.
+        let effects = walk(&spec, &mut status, Event::Observed(Some(failed)), 30);
+        assert_eq!(
+            effects,
+            [Collect {
+                id: JobId::from("8")
+            }]
+        );
+        let effects = walk(&spec, &mut status, collected(&output, failed), 1);
+        assert_eq!(effects, [Forget(JobId::from("8"))]);
+        assert_eq!(status.phase, Some(Phase::Failed));
+        assert_eq!(
+            conditions(&status),
+            triples(&[
+                ("ClusterReady", "True", "Ready"),
+                ("Complete", "False", "NonZeroExitCode"),
+                ("Failed", "True", "NonZeroExitCode"),
+                ("Finished", "True", "NonZeroExitCode"),
+                ("OutputCollected", "True", "Collected"),
+                ("Submitted", "True", "Submitted"),
+            ])
+        );
+        // Edited: the new spec runs as attempt 3, its retries afresh, and succeeds.
+        spec.generation += 1;
+        let effects = walk(&spec, &mut status, Event::Observed(None), 60);
+        assert_eq!(effects, [Forget(JobId::from("8")), Submit { attempt: 3 }]);
+        assert_eq!((status.attempts, status.retries), (3, 0));
+        walk(&spec, &mut status, accepted(3, "9"), 1);
+        let mut done = job(JobState::Succeeded).with_exit_code(0);
+        done.ended_at = Some(clock.get() + Duration::from_secs(10));
+        let done: &'static JobStatus = Box::leak(Box::new(done));
+        walk(&spec, &mut status, Event::Observed(Some(done)), 10);
+        let quiet = CollectOutcome::Collected {
+            tail: None,
+            summary: "0 bytes".into(),
+            refused: vec![],
+        };
+        let effects = walk(&spec, &mut status, collected(&quiet, done), 1);
+        assert_eq!(effects, [Forget(JobId::from("9"))]);
+        assert_eq!(status.phase, Some(Phase::Succeeded));
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(GENERATION + 1))
+        );
+        let complete =
+            condition(&status.conditions, ConditionType::Complete).map(|c| c.status.clone());
+        assert_eq!(complete.as_deref(), Some("True"));
+        // Kept for its ttl, then deleted; deletion removes the files of all three attempts.
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 1),
+            [Forget(JobId::from("9")), Requeue(Duration::from_secs(598))]
+        );
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(None), 598),
+            [Forget(JobId::from("9")), Expire]
+        );
+        assert_eq!(
+            walk(&spec, &mut status, Event::Deleted, 1),
+            [Effect::Remove(Removal {
+                cancel: Cancel::Nothing,
+                remove_files: 3
+            })]
+        );
     }
 
     #[test]
-    fn a_new_attempt_starts_from_a_clean_status() {
-        let before = with(collected(at(Phase::Failed)), |s| {
-            s.exit_code = Some(3);
-            s.output_tail = Some("boom\n".into());
-            s.tasks = Some(crate::crd::TaskCounts::default());
-            set_condition(
-                &mut s.conditions,
-                FINISHED,
-                true,
-                "NonZeroExitCode",
-                "",
-                now(),
-            );
-        });
-        let decision = decide(&Facts {
-            generation: GENERATION + 1,
-            status: &before,
-            retry_policy: None,
-            keeps_output: true,
-            ttl_after_finished: None,
-            cluster: Ok(()),
-            observation: None,
-            now: now(),
-        });
-        let status = decision.status.unwrap_or_default();
-        assert_eq!(status.observed_generation, Some(GENERATION + 1));
-        assert_eq!(
-            (
-                status.job_id,
-                status.exit_code,
-                status.output_tail,
-                status.tasks
-            ),
-            (None, None, None, None)
-        );
-        let types: Vec<(&str, &str)> = status
-            .conditions
-            .iter()
-            .map(|c| (c.type_.as_str(), c.status.as_str()))
-            .collect();
-        assert_eq!(types, [(CLUSTER_READY, "True"), (SUBMITTED, "False")]);
+    fn failures_are_sorted_by_what_they_mean_for_the_job() {
+        use ErrorKind::*;
+        let cases = [
+            (Unreachable, "NotReached"),
+            (HostKeyMismatch, "NotReached"),
+            (AuthenticationFailed, "NotReached"),
+            (ConnectionLost, "Interrupted, cluster"),
+            (Timeout, "Interrupted, cluster"),
+            (SubmitOutcomeUnknown, "Interrupted"),
+            (Io, "Interrupted"),
+            (Rejected, "Refused"),
+            (InvalidInput, "Refused"),
+            (CommandFailed, "Refused"),
+        ];
+        for (kind, expected) in cases {
+            let sorted = match Failure::of(&Error::new(kind, "what happened")) {
+                Failure::NotReached(_) => "NotReached",
+                Failure::Interrupted {
+                    problem: Some(_), ..
+                } => "Interrupted, cluster",
+                Failure::Interrupted { problem: None, .. } => "Interrupted",
+                Failure::Refused(_) => "Refused",
+            };
+            assert_eq!(sorted, expected, "{kind:?}");
+        }
     }
 
     #[test]
@@ -899,12 +1748,13 @@ mod tests {
             (Some(at(Phase::Succeeded)), OnDelete, Cancel::Nothing, 1),
             (Some(at(Phase::Succeeded)), Never, Cancel::Nothing, 0),
             (
-                Some(failed("NonZeroExitCode", 2, 60)),
+                Some(failed(Phase::Failed, Reason::NonZeroExitCode, 2, 60)),
                 OnDelete,
                 Cancel::Nothing,
                 3,
             ),
             (Some(at(Phase::Cancelled)), OnDelete, Cancel::Nothing, 1),
+            (Some(at(Phase::RetryPending)), OnDelete, Cancel::Nothing, 1),
         ];
         for (status, policy, cancel, remove_files) in cases {
             let removal = removal(status.as_ref(), policy);

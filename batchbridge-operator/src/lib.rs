@@ -8,7 +8,8 @@
 //!
 //! - [`crd`]: the resource types and their CRDs; the `crdgen` binary prints them as YAML, or
 //!   writes them to `deploy/crds/` with `--write`.
-//! - [`decision`] and [`status`]: the reconcile decision and the status mapping, pure.
+//! - [`decision`] and [`status`]: the lifecycle as one pure step ([`decision::step`]) and
+//!   the status mapping; [`reason`]: the reasons and condition types they write.
 //! - [`cluster`]: one connection (backend, SSH connection, poller) per BatchCluster.
 //! - [`controller`]: the kube glue; [`Operator`] runs both controllers.
 //! - [`output`]: what is kept of a finished job's output, and the log pods' `fetch-output`
@@ -39,6 +40,7 @@ pub mod endpoints;
 pub mod leader;
 pub mod metrics;
 pub mod output;
+pub mod reason;
 pub mod status;
 
 pub use controller::Operator;

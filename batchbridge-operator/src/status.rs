@@ -1,145 +1,129 @@
-//! Pure helpers that turn what the scheduler said into a `BatchJobStatus`, and keep the
+//! Pure helpers that turn what the backend said into a `BatchJobStatus`, and keep the
 //! standard conditions.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use batchbridge_core::{JobState, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{BatchJobStatus, Phase, RetryReason};
+use crate::crd::{BatchJobStatus, Phase};
+use crate::reason::{ConditionType, Reason};
 
-/// Condition type: whether the job's cluster could be used (its BatchCluster and Secret
-/// exist and are well formed, its host answered).
-pub const CLUSTER_READY: &str = "ClusterReady";
-/// Condition type: whether the scheduler has the current attempt.
-pub const SUBMITTED: &str = "Submitted";
-/// Condition type: whether the current attempt has finished.
-pub const FINISHED: &str = "Finished";
-/// Condition type: whether the finished job's output was collected.
-pub const OUTPUT_COLLECTED: &str = "OutputCollected";
-/// OutputCollected's reason when the output ConfigMap's or log pod's name belongs to an
-/// object the job does not own, which the operator leaves alone.
-pub const OUTPUT_NAME_TAKEN: &str = "OutputNameTaken";
+/// How far the scheduler's expected start may move before it is written again: it changes
+/// at every backfill pass, and a status write per poll for every queued job is not news.
+const EXPECTED_START_SLACK: Duration = Duration::from_secs(60);
 
-/// `status` updated with what the scheduler reports for the job, the attempt's own fields
-/// (attempts, job id, output) kept.
-pub fn observed(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> BatchJobStatus {
+/// `status` updated with what the backend reports for the job, the attempt's own fields
+/// (attempts, job id, output, conditions) kept. The start time is only ever a time the job
+/// started; the scheduler's estimate for a queued job is the expected start time.
+pub fn observed(status: &BatchJobStatus, job: &JobStatus) -> BatchJobStatus {
     let phase = Phase::from(job.state);
     let (reason, message) = explain(job);
-    let mut next = BatchJobStatus {
+    let started = !matches!(job.state, JobState::Queued | JobState::Held);
+    let start_time = job
+        .started_at
+        .filter(|_| started)
+        .map(time)
+        .or_else(|| status.start_time.clone());
+    let finish_time = if phase.is_terminal() {
+        job.ended_at
+            .map(time)
+            .or_else(|| status.finish_time.clone())
+    } else {
+        None
+    };
+    let expected_start_time = match (job.expected_start_at, &status.expected_start_time) {
+        (Some(at), Some(written)) if moved_less_than(at, written, EXPECTED_START_SLACK) => {
+            Some(written.clone())
+        }
+        (at, _) => at.filter(|_| !started).map(time),
+    };
+    BatchJobStatus {
         phase: Some(phase),
         native_state: Some(job.native_state.clone()).filter(|native| !native.is_empty()),
-        reason: Some(reason.clone()),
-        message: message.clone(),
+        reason: Some(reason),
+        message,
         exit_code: job.exit_code,
         signal: job.signal,
+        queue: job.queue.clone().or_else(|| status.queue.clone()),
         submit_time: job
             .submitted_at
             .map(time)
             .or_else(|| status.submit_time.clone()),
-        start_time: job
-            .started_at
-            .map(time)
-            .or_else(|| status.start_time.clone()),
-        finish_time: if phase.is_terminal() {
-            job.ended_at
-                .map(time)
-                .or_else(|| status.finish_time.clone())
-        } else {
-            None
+        run_time: match (&start_time, &finish_time) {
+            (Some(start), Some(finish)) => Some(run_time(start, finish)),
+            _ => None,
         },
+        start_time,
+        expected_start_time,
+        finish_time,
         tasks: job.tasks.map(Into::into),
-        conditions: status.conditions.clone(),
         ..status.clone()
-    };
-    let finished = phase.is_terminal();
-    set_condition(
-        &mut next.conditions,
-        FINISHED,
-        finished,
-        if finished { &reason } else { "NotFinished" },
-        message.as_deref().unwrap_or(if finished {
-            "the job has finished"
-        } else {
-            "the job has not finished yet"
-        }),
-        now,
-    );
-    next
-}
-
-/// The status's `reason` (one CamelCase word) and `message` for what the scheduler says.
-/// For a failed job the word is why, as a retry policy names it
-/// ([`RetryReason`]): NonZeroExitCode, Timeout, NodeFailure, Preempted; or OutOfMemory,
-/// Signal, Unknown.
-pub fn explain(job: &JobStatus) -> (String, Option<String>) {
-    let scheduler_reason = job.reason.clone().filter(|reason| !reason.is_empty());
-    let word = match job.state {
-        JobState::Failed => failure_word(job),
-        JobState::Queued | JobState::Held => scheduler_reason
-            .as_deref()
-            .filter(|reason| is_word(reason))
-            .unwrap_or(if job.state == JobState::Held {
-                "Held"
-            } else {
-                "Queued"
-            })
-            .to_owned(),
-        state => format!("{:?}", Phase::from(state)),
-    };
-    let message = match (job.state, scheduler_reason) {
-        (JobState::Failed, reason) => {
-            let exit = match (job.exit_code, job.signal) {
-                (_, Some(signal)) => format!("ended by signal {signal}"),
-                (Some(code), None) => format!("exited with code {code}"),
-                (None, None) => "failed".to_owned(),
-            };
-            Some(match reason {
-                Some(reason) => format!("{exit}: {reason}"),
-                None => exit,
-            })
-        }
-        (_, reason) => reason,
-    };
-    (word, message)
-}
-
-fn failure_word(job: &JobStatus) -> String {
-    let native = job.native_state.to_ascii_uppercase();
-    let word = if native.contains("TIMEOUT") || native == "REMOVED" {
-        // HTCondor's "Removed" is a periodic_remove, which is how batchbridge enforces the
-        // wall time there.
-        "Timeout"
-    } else if native.contains("NODE_FAIL") || native.contains("BOOT_FAIL") {
-        "NodeFailure"
-    } else if native.contains("PREEMPT") {
-        "Preempted"
-    } else if native.contains("OUT_OF_MEMORY") {
-        "OutOfMemory"
-    } else if job.signal.is_some() {
-        "Signal"
-    } else if job.exit_code.is_some_and(|code| code != 0) {
-        "NonZeroExitCode"
-    } else {
-        "Unknown"
-    };
-    word.to_owned()
-}
-
-/// Which retry reason a failed job's status `reason` falls under.
-pub fn retry_reason(reason: Option<&str>) -> RetryReason {
-    match reason {
-        Some("NonZeroExitCode") => RetryReason::NonZeroExitCode,
-        Some("Timeout") => RetryReason::Timeout,
-        Some("NodeFailure") => RetryReason::NodeFailure,
-        Some("Preempted") => RetryReason::Preempted,
-        _ => RetryReason::Unknown,
     }
 }
 
-fn is_word(text: &str) -> bool {
-    !text.is_empty() && text.len() <= 64 && text.bytes().all(|b| b.is_ascii_alphanumeric())
+fn moved_less_than(at: SystemTime, written: &Time, slack: Duration) -> bool {
+    let written = SystemTime::from(written.0);
+    let moved = at
+        .duration_since(written)
+        .or_else(|_| written.duration_since(at))
+        .unwrap_or_default();
+    moved < slack
+}
+
+/// How long a job ran from `start` to `finish`, in whole seconds as `2h3m4s`, `1m5s`, `5s`.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use batchbridge_operator::status::{run_time, time};
+///
+/// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+/// let took = |secs| run_time(&time(start), &time(start + Duration::from_secs(secs)));
+/// assert_eq!((took(5), took(65), took(7384)), ("5s".into(), "1m5s".into(), "2h3m4s".into()));
+/// ```
+pub fn run_time(start: &Time, finish: &Time) -> String {
+    let secs = SystemTime::from(finish.0)
+        .duration_since(SystemTime::from(start.0))
+        .unwrap_or_default()
+        .as_secs();
+    let (hours, minutes, seconds) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{seconds}s"),
+        (0, _) => format!("{minutes}m{seconds}s"),
+        _ => format!("{hours}h{minutes}m{seconds}s"),
+    }
+}
+
+/// The status's `reason` and `message` for what the backend reports. A failed job's
+/// reason is its cause ([`Reason::of_failure`]), which a retry policy's `retryOn` names;
+/// the scheduler's own reason, when it gives one, goes into the message.
+pub fn explain(job: &JobStatus) -> (Reason, Option<String>) {
+    let scheduler_reason = job.reason.clone().filter(|reason| !reason.is_empty());
+    let reason = match job.state {
+        JobState::Queued => Reason::Queued,
+        JobState::Held => Reason::Held,
+        JobState::Running => Reason::Running,
+        JobState::Suspended => Reason::Suspended,
+        JobState::Succeeded => Reason::Succeeded,
+        JobState::Failed => Reason::of_failure(job),
+        JobState::Cancelled => Reason::Cancelled,
+        _ => Reason::Unknown,
+    };
+    let ended = match (job.state, &job.cause) {
+        (JobState::Failed | JobState::Cancelled, Some(cause)) => Some(cause.to_string()),
+        (JobState::Failed, None) => Some(match (job.exit_code, job.signal) {
+            (_, Some(signal)) => format!("ended by signal {signal}"),
+            (Some(code), None) => format!("exited with code {code}"),
+            (None, None) => "failed".to_owned(),
+        }),
+        _ => None,
+    };
+    let message = match (ended, scheduler_reason) {
+        (Some(ended), Some(said)) => Some(format!("{ended}: {said}")),
+        (ended, said) => ended.or(said),
+    };
+    (reason, message)
 }
 
 /// A Kubernetes time for `at`.
@@ -151,22 +135,22 @@ pub fn time(at: SystemTime) -> Time {
 /// change.
 pub fn set_condition(
     conditions: &mut Vec<Condition>,
-    type_: &str,
+    type_: ConditionType,
     holds: bool,
-    reason: &str,
+    reason: Reason,
     message: &str,
     now: SystemTime,
 ) {
-    let status = if holds { "True" } else { "False" };
+    let status = condition_status(holds);
     let transition = conditions
         .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
+        .find(|c| c.type_ == type_.as_str() && c.status == status)
         .map_or_else(|| time(now), |c| c.last_transition_time.clone());
-    conditions.retain(|c| c.type_ != type_);
+    conditions.retain(|c| c.type_ != type_.as_str());
     conditions.push(Condition {
-        type_: type_.to_owned(),
+        type_: type_.as_str().to_owned(),
         status: status.to_owned(),
-        reason: reason.to_owned(),
+        reason: reason.as_str().to_owned(),
         message: message.to_owned(),
         last_transition_time: transition,
         observed_generation: None,
@@ -175,190 +159,247 @@ pub fn set_condition(
 }
 
 /// The condition of type `type_`, if set.
-pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
+pub fn condition(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}
+
+/// Whether the condition of type `type_` holds (`status: "True"`); `None` when it is not set.
+pub fn holds(conditions: &[Condition], type_: ConditionType) -> Option<bool> {
+    condition(conditions, type_).map(|c| c.status == condition_status(true))
+}
+
+/// A condition's `status` field: "True" or "False".
+const fn condition_status(holds: bool) -> &'static str {
+    if holds { "True" } else { "False" }
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use batchbridge_core::TaskCounts;
+    use batchbridge_core::{CancelledBy, FailureCause, TaskCounts};
 
     use super::*;
 
-    fn job(state: JobState, native: &str, reason: Option<&str>) -> JobStatus {
-        let mut job = JobStatus::new(state, native);
+    /// A status as a backend reports it; the native state is the backend's business, never
+    /// read here.
+    fn job(state: JobState, reason: Option<&str>, cause: Option<FailureCause>) -> JobStatus {
+        let mut job = JobStatus::new(state, "native");
         job.reason = reason.map(str::to_owned);
+        job.cause = cause;
         job
     }
 
-    /// Words and messages for what SLURM, HTCondor and the local backend report (native
-    /// states and reasons as the test beds printed them).
+    /// Reasons and messages for what SLURM, HTCondor and the local backend report (the
+    /// scheduler's reasons as the test beds printed them).
     #[test]
-    fn reason_words_and_messages() {
-        let exited = |code, native: &str| job(JobState::Failed, native, None).with_exit_code(code);
-        let cases: Vec<(JobStatus, &str, Option<&str>)> = vec![
+    fn reasons_and_messages() {
+        let cases: Vec<(JobStatus, Reason, Option<&str>)> = vec![
             (
-                job(JobState::Queued, "PENDING", Some("Resources")),
-                "Resources",
+                job(JobState::Queued, Some("Resources"), None),
+                Reason::Queued,
                 Some("Resources"),
             ),
             (
                 job(
                     JobState::Queued,
-                    "PENDING",
                     Some("ReqNodeNotAvail, Reserved for maintenance"),
+                    None,
                 ),
-                "Queued",
+                Reason::Queued,
                 Some("ReqNodeNotAvail, Reserved for maintenance"),
             ),
-            (job(JobState::Queued, "1", None), "Queued", None),
+            (job(JobState::Queued, None, None), Reason::Queued, None),
             (
                 job(
                     JobState::Held,
-                    "5",
                     Some("Failed to execute '/nonexistent/bin/tool'"),
+                    None,
                 ),
-                "Held",
+                Reason::Held,
                 Some("Failed to execute '/nonexistent/bin/tool'"),
             ),
-            (job(JobState::Running, "RUNNING", None), "Running", None),
+            (job(JobState::Running, None, None), Reason::Running, None),
             (
-                job(JobState::Succeeded, "COMPLETED", None),
-                "Succeeded",
+                job(JobState::Succeeded, None, None),
+                Reason::Succeeded,
                 None,
             ),
             (
-                job(JobState::Cancelled, "CANCELLED", Some("cancelled by 1000")),
-                "Cancelled",
+                job(
+                    JobState::Cancelled,
+                    None,
+                    Some(FailureCause::Cancelled(CancelledBy::Account("1000".into()))),
+                ),
+                Reason::Cancelled,
                 Some("cancelled by 1000"),
             ),
             (
-                exited(3, "FAILED"),
-                "NonZeroExitCode",
+                job(JobState::Failed, None, Some(FailureCause::ExitCode(3))).with_exit_code(3),
+                Reason::NonZeroExitCode,
                 Some("exited with code 3"),
             ),
-            (exited(0, "TIMEOUT"), "Timeout", Some("exited with code 0")),
+            (
+                job(JobState::Failed, None, Some(FailureCause::WallTimeExceeded)).with_exit_code(0),
+                Reason::Timeout,
+                Some("ran out of its wall time"),
+            ),
             (
                 job(
                     JobState::Failed,
-                    "Removed",
                     Some(
                         "The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE",
                     ),
+                    Some(FailureCause::WallTimeExceeded),
                 ),
-                "Timeout",
+                Reason::Timeout,
                 Some(
-                    "failed: The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE",
+                    "ran out of its wall time: The job attribute PeriodicRemove expression 'JobStatus == 2 && time() - JobCurrentStartDate > 5' evaluated to TRUE",
                 ),
             ),
             (
-                job(JobState::Failed, "NODE_FAIL", None),
-                "NodeFailure",
-                Some("failed"),
+                job(JobState::Failed, None, Some(FailureCause::NodeFailure)),
+                Reason::NodeFailure,
+                Some("a node it ran on failed"),
             ),
             (
-                job(JobState::Failed, "PREEMPTED", None),
-                "Preempted",
-                Some("failed"),
+                job(JobState::Failed, None, Some(FailureCause::Preempted)),
+                Reason::Preempted,
+                Some("preempted by the scheduler"),
             ),
             (
-                exited(137, "OUT_OF_MEMORY"),
-                "OutOfMemory",
-                Some("exited with code 137"),
+                job(JobState::Failed, None, Some(FailureCause::MemoryExceeded)).with_exit_code(137),
+                Reason::OutOfMemory,
+                Some("ran out of memory"),
             ),
             (
-                job(JobState::Failed, "FAILED", None).with_signal(9),
-                "Signal",
+                job(JobState::Failed, None, None).with_signal(9),
+                Reason::Signal,
                 Some("ended by signal 9"),
+            ),
+            (
+                job(JobState::Failed, None, None).with_exit_code(2),
+                Reason::NonZeroExitCode,
+                Some("exited with code 2"),
             ),
             (
                 job(
                     JobState::Failed,
-                    "LOST",
                     Some("the job's processes ended without recording an exit code"),
+                    None,
                 ),
-                "Unknown",
+                Reason::Unknown,
                 Some("failed: the job's processes ended without recording an exit code"),
             ),
             (
-                job(JobState::Unknown, "", Some("not in squeue or sacct")),
-                "Unknown",
+                job(JobState::Unknown, Some("not in squeue or sacct"), None),
+                Reason::Unknown,
                 Some("not in squeue or sacct"),
             ),
         ];
-        for (job, word, message) in cases {
-            let (got_word, got_message) = explain(&job);
+        for (job, reason, message) in cases {
+            let (got_reason, got_message) = explain(&job);
             assert_eq!(
-                (got_word.as_str(), got_message.as_deref()),
-                (word, message),
+                (got_reason, got_message.as_deref()),
+                (reason, message),
                 "{job:?}"
             );
         }
     }
 
+    /// Case 1 of issue 21: an array whose task 1 exited 1 is a non-zero exit, which
+    /// `retryOn: [NonZeroExitCode]` retries.
     #[test]
-    fn retry_reasons_follow_the_words() {
-        for (word, reason) in [
-            (Some("NonZeroExitCode"), RetryReason::NonZeroExitCode),
-            (Some("Timeout"), RetryReason::Timeout),
-            (Some("NodeFailure"), RetryReason::NodeFailure),
-            (Some("Preempted"), RetryReason::Preempted),
-            (Some("OutOfMemory"), RetryReason::Unknown),
-            (Some("SubmitRejected"), RetryReason::Unknown),
-            (None, RetryReason::Unknown),
-        ] {
-            assert_eq!(retry_reason(word), reason, "{word:?}");
-        }
+    fn a_failed_array_task_is_a_non_zero_exit() {
+        let task0 = job(JobState::Succeeded, None, None).with_exit_code(0);
+        let task1 = job(JobState::Failed, None, Some(FailureCause::ExitCode(1))).with_exit_code(1);
+        let array = JobStatus::of_array("7", "the scheduler", &[Some(&task0), Some(&task1)]);
+        let (reason, message) = explain(&array);
+        assert_eq!(
+            (reason, message.as_deref()),
+            (Reason::NonZeroExitCode, Some("exited with code 1"))
+        );
+        assert_eq!(
+            crate::crd::RetryReason::from(reason),
+            crate::crd::RetryReason::NonZeroExitCode
+        );
     }
 
     #[test]
-    fn an_observation_keeps_the_attempt_and_sets_finished() {
+    fn an_observation_keeps_the_attempt_and_the_times_users_can_trust() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let before = BatchJobStatus {
             phase: Some(Phase::Submitted),
             job_id: Some("42".into()),
             attempts: 2,
             observed_generation: Some(3),
-            queue: Some("debug".into()),
             ..BatchJobStatus::default()
         };
-        let mut running = job(JobState::Running, "RUNNING", None);
+        // Queued with the scheduler's estimate (a year ahead after backfill): no start time.
+        let mut queued = job(JobState::Queued, Some("Priority"), None);
+        queued.started_at = Some(now + Duration::from_secs(365 * 86400));
+        queued.expected_start_at = queued.started_at;
+        queued.queue = Some("debug".into());
+        let status = observed(&before, &queued);
+        assert_eq!(
+            (status.phase, status.start_time.as_ref()),
+            (Some(Phase::Queued), None)
+        );
+        assert_eq!(
+            status.expected_start_time,
+            queued.expected_start_at.map(time)
+        );
+        assert_eq!(
+            status.queue.as_deref(),
+            Some("debug"),
+            "the partition the scheduler used"
+        );
+        // The estimate moving by less than a minute is not news.
+        queued.expected_start_at = queued
+            .expected_start_at
+            .map(|at| at + Duration::from_secs(30));
+        assert_eq!(observed(&status, &queued), status);
+
+        let mut running = job(JobState::Running, None, None);
         running.started_at = Some(now - Duration::from_secs(5));
-        let status = observed(&before, &running, now);
+        let status = observed(&status, &running);
         assert_eq!(status.phase, Some(Phase::Running));
         assert_eq!((status.job_id.as_deref(), status.attempts), (Some("42"), 2));
-        assert_eq!(status.queue.as_deref(), Some("debug"));
+        assert_eq!(
+            status.queue.as_deref(),
+            Some("debug"),
+            "kept when not reported again"
+        );
         assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
-        assert_eq!(status.finish_time, None);
-        let finished = condition(&status.conditions, FINISHED).map(|c| c.status.as_str());
-        assert_eq!(finished, Some("False"));
+        assert_eq!(
+            (
+                status.expected_start_time.as_ref(),
+                status.finish_time.as_ref()
+            ),
+            (None, None)
+        );
+        assert_eq!(status.run_time, None, "no run time while it runs");
 
-        let mut done = job(JobState::Failed, "ARRAY", None).with_exit_code(1);
-        done.ended_at = Some(now);
+        let mut done =
+            job(JobState::Failed, None, Some(FailureCause::ExitCode(1))).with_exit_code(1);
+        done.ended_at = Some(now + Duration::from_secs(60));
         done.tasks = Some(TaskCounts::from_states([
             JobState::Succeeded,
             JobState::Succeeded,
             JobState::Failed,
         ]));
-        done.started_at = None;
-        let later = now + Duration::from_secs(60);
-        let status = observed(&status, &done, later);
+        let status = observed(&status, &done);
         assert_eq!(status.phase, Some(Phase::Failed));
-        assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"));
+        assert_eq!(status.reason, Some(Reason::NonZeroExitCode));
         assert_eq!(status.exit_code, Some(1));
-        assert_eq!(status.finish_time, Some(time(now)));
+        assert_eq!(
+            status.finish_time,
+            Some(time(now + Duration::from_secs(60)))
+        );
         // The start time seen while it ran is kept when the final report lacks it.
         assert_eq!(status.start_time, Some(time(now - Duration::from_secs(5))));
+        assert_eq!(status.run_time.as_deref(), Some("1m5s"));
         assert_eq!(status.tasks.map(|t| (t.succeeded, t.failed)), Some((2, 1)));
-        let finished = condition(&status.conditions, FINISHED).cloned();
-        let finished = finished.unwrap_or_else(|| panic!("no Finished condition"));
-        assert_eq!(
-            (finished.status.as_str(), finished.reason.as_str()),
-            ("True", "NonZeroExitCode")
-        );
-        assert_eq!(finished.last_transition_time, time(later));
     }
 
     #[test]
@@ -366,30 +407,54 @@ mod tests {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let t1 = t0 + Duration::from_secs(10);
         let mut conditions = Vec::new();
+        let submitted = ConditionType::Submitted;
         set_condition(
             &mut conditions,
-            SUBMITTED,
+            submitted,
             false,
-            "Submitting",
+            Reason::Submitting,
             "submitting",
             t0,
         );
-        set_condition(&mut conditions, CLUSTER_READY, true, "Ready", "ok", t0);
-        set_condition(&mut conditions, SUBMITTED, false, "Submitting", "still", t1);
-        let submitted = condition(&conditions, SUBMITTED).cloned();
-        let submitted = submitted.unwrap_or_else(|| panic!("no Submitted condition"));
+        set_condition(
+            &mut conditions,
+            ConditionType::ClusterReady,
+            true,
+            Reason::Ready,
+            "ok",
+            t0,
+        );
+        set_condition(
+            &mut conditions,
+            submitted,
+            false,
+            Reason::Submitting,
+            "still",
+            t1,
+        );
+        let got = condition(&conditions, submitted).cloned();
+        let got = got.unwrap_or_else(|| panic!("no Submitted condition"));
         assert_eq!(
-            (submitted.message.as_str(), &submitted.last_transition_time),
+            (got.message.as_str(), &got.last_transition_time),
             ("still", &time(t0))
         );
-        set_condition(&mut conditions, SUBMITTED, true, "Submitted", "job 7", t1);
-        let submitted = condition(&conditions, SUBMITTED).cloned();
-        let submitted = submitted.unwrap_or_else(|| panic!("no Submitted condition"));
-        assert_eq!(submitted.last_transition_time, time(t1));
+        set_condition(
+            &mut conditions,
+            submitted,
+            true,
+            Reason::Submitted,
+            "job 7",
+            t1,
+        );
+        let got = condition(&conditions, submitted).cloned();
+        let got = got.unwrap_or_else(|| panic!("no Submitted condition"));
+        assert_eq!(got.last_transition_time, time(t1));
+        assert_eq!(holds(&conditions, submitted), Some(true));
+        assert_eq!(holds(&conditions, ConditionType::Finished), None);
         let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(
             types,
-            [CLUSTER_READY, SUBMITTED],
+            ["ClusterReady", "Submitted"],
             "one of each type, sorted"
         );
     }

@@ -438,7 +438,8 @@ async fn spec_is_frozen_while_the_job_is_active() {
             "JOB ID",
             "PARTITION",
             "USER",
-            "TIME",
+            "STARTED",
+            "RUN TIME",
             "CLUSTER",
             "EXIT CODE",
             "AGE"
@@ -448,16 +449,38 @@ async fn spec_is_frozen_while_the_job_is_active() {
     assert_eq!(&row[..5], ["frozen", "Running", "4242", "debug", "batch"]);
     assert_eq!(row[6], "hpc");
 
-    for phase in [Phase::Succeeded, Phase::Failed, Phase::Cancelled] {
+    // A finished job shows how long it ran, which does not grow after its end.
+    set_phase(Phase::Succeeded).await;
+    jobs.patch_status(
+        "frozen",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"runTime": "1m5s"}})),
+    )
+    .await
+    .unwrap();
+    let table = cluster.kubectl(&["get", "batchjobs", "-n", &cluster.namespace]);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        (row[1], row[6], row[7]),
+        ("Succeeded", "1m5s", "hpc"),
+        "{table}"
+    );
+
+    for phase in [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Cancelled,
+        Phase::RetryPending,
+    ] {
         set_phase(phase).await;
-        let edited = edit_script(match phase {
+        let script = match phase {
             Phase::Succeeded => "echo after success",
             Phase::Failed => "echo after failure",
-            _ => "echo after cancel",
-        })
-        .await
-        .unwrap();
-        assert!(edited.spec.script.starts_with("echo after"), "{phase:?}");
+            Phase::Cancelled => "echo after cancel",
+            _ => "echo while a retry waits",
+        };
+        let edited = edit_script(script).await.unwrap();
+        assert_eq!(edited.spec.script, script, "{phase:?}");
     }
 
     cluster.clean_up().await;

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use batchbridge_operator::crd::{BatchJob, Phase};
 use batchbridge_operator::output;
+use batchbridge_operator::reason::{ConditionType, Reason};
+use batchbridge_operator::status::condition;
 use batchbridge_testbed::{Login, login};
 use common::Cluster;
 use common::operator::*;
@@ -149,8 +151,8 @@ async fn output_failure_fix_and_rerun() {
 
     let fails = status(&wait_for_phase(&bed, "fails", Phase::Failed).await);
     assert_eq!(
-        (fails.exit_code, fails.reason.as_deref()),
-        (Some(3), Some("NonZeroExitCode"))
+        (fails.exit_code, fails.reason),
+        (Some(3), Some(Reason::NonZeroExitCode))
     );
     assert_eq!(
         slurm_state(fails.job_id.as_deref().unwrap()).await,
@@ -239,8 +241,12 @@ async fn one_node_partition_and_cluster_side_cancel() {
     create_job(&bed, "waiting", sleeper(1)).await;
     let waiting = status(&wait_for_phase(&bed, "waiting", Phase::Queued).await);
     assert!(
-        waiting.reason.is_some(),
+        waiting.reason == Some(Reason::Queued) && waiting.message.is_some(),
         "a queued job says why: {waiting:?}"
+    );
+    assert_eq!(
+        waiting.start_time, None,
+        "a queued job has not started (the scheduler's estimate is no start time)"
     );
     let id = long.job_id.unwrap();
     slurm(&format!("scancel {id}")).await;
@@ -317,7 +323,8 @@ async fn wait_for_cluster(
 /// Experiment 9: a BatchJob whose cluster's Secret is missing reports it (condition and
 /// Event) while a job on a good cluster in the same namespace runs; once the Secret exists,
 /// the waiting job runs too. Likewise a host key mismatch and an unreachable host, on the
-/// job and on its BatchCluster.
+/// job and on its BatchCluster; such a job stays Pending, editable (its clusterRef fixed, it
+/// runs) and deletable at once, as nothing reached a cluster (issue 21, case 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_secret_is_reported() {
     let (bed, operator) = set_up("e2e-secret", "ssh", "slurm").await;
@@ -384,9 +391,15 @@ async fn a_missing_secret_is_reported() {
         })
         .await,
     );
-    assert_eq!(careful.job_id, None);
+    assert_eq!(
+        (careful.phase, careful.job_id.as_deref(), careful.attempts),
+        (Some(Phase::Pending), None, 0)
+    );
     let reachable = wait_for_cluster(&bed, "impostor", "Reachable False").await;
     assert_eq!(reachable.reason, "HostKeyMismatch", "{reachable:?}");
+    // Nothing reached the cluster: the job stays editable, and goes at once when deleted.
+    patch_spec(&bed, "careful", json!({"script": "echo edited\n"})).await;
+    gone_at_once(&bed, "careful").await;
 
     // A host nobody listens on: reported as Unreachable, on the job and on the cluster.
     let nowhere = Login {
@@ -409,9 +422,9 @@ async fn a_missing_secret_is_reported() {
         .await,
     );
     assert_eq!(
-        (lost.phase, lost.job_id),
-        (Some(Phase::Submitted), None),
-        "waits to submit its attempt again"
+        (lost.phase, lost.job_id, lost.attempts),
+        (Some(Phase::Pending), None, 0),
+        "nothing reached the cluster: pending, as before any submit"
     );
     let reachable = wait_for_cluster(&bed, "nowhere", "Reachable False").await;
     assert_eq!(reachable.reason, "Unreachable", "{reachable:?}");
@@ -420,8 +433,27 @@ async fn a_missing_secret_is_reported() {
         events.iter().any(|(reason, _)| reason == "Unreachable"),
         "{events:?}"
     );
+    patch_spec(&bed, "lost", json!({"clusterRef": {"name": "slurm"}})).await;
+    wait_for_phase(&bed, "lost", Phase::Succeeded).await;
     operator.stop().await;
     bed.clean_up().await;
+}
+
+/// Deletes BatchJob `name` and checks that it is gone within a few seconds: its finalizer
+/// has nothing to wait for.
+async fn gone_at_once(bed: &Cluster, name: &str) {
+    bed.jobs()
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bed.jobs().get_opt(name).await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{name} is still there 10 s after its deletion"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The operator killed between the submit and the write of the job id, then restarted,
@@ -497,21 +529,51 @@ async fn an_htcondor_job_runs() {
 }
 
 /// A failed job is retried per its retry policy, after the backoff (10 s for the first
-/// retry): the script fails the first time and succeeds the second.
+/// retry): the script fails the first time and succeeds the second. While the retry waits
+/// the job is RetryPending, not Failed, and not Finished; `kubectl wait
+/// --for=condition=Complete` returns once the retry succeeded; every condition carries the
+/// generation it was decided for; each attempt has its own Submitted Event naming its own
+/// job id (issue 21, cases 2 and 5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_job_is_retried() {
     let (bed, operator) = set_up("e2e-retry", "ssh", "slurm").await;
-    create_job(&bed, "flaky", json!({
+    let created = create_job(&bed, "flaky", json!({
         "clusterRef": {"name": "slurm"},
         "script": "m=\"$HOME/.retry-marker-$MARKER\"\nif [ -e \"$m\" ]; then echo second try; else touch \"$m\"; exit 5; fi\n",
         "environment": {"MARKER": bed.namespace},
         "retryPolicy": {"maxRetries": 2, "retryOn": ["NonZeroExitCode"]},
     }))
     .await;
-    let first = status(&wait_for_phase(&bed, "flaky", Phase::Failed).await);
+    // Waits, as a user or a workflow engine would, for the job to complete.
+    let mut waiting = std::process::Command::new(&bed.facts.kubectl)
+        .arg("--kubeconfig")
+        .arg(&bed.facts.kubeconfig)
+        .args([
+            "wait",
+            "--for=condition=Complete",
+            "--timeout=90s",
+            "-n",
+            &bed.namespace,
+        ])
+        .args(["batchjob/flaky"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = status(&wait_for_phase(&bed, "flaky", Phase::RetryPending).await);
     assert_eq!(
-        (first.exit_code, first.attempts, first.retries),
-        (Some(5), 1, 0)
+        (first.exit_code, first.attempts, first.retries, first.reason),
+        (Some(5), 1, 0, Some(Reason::NonZeroExitCode))
+    );
+    let finished = condition(&first.conditions, ConditionType::Finished).unwrap();
+    assert_eq!(
+        (finished.status.as_str(), finished.reason.as_str()),
+        ("False", "RetryPending"),
+        "a failure with a retry left is not final"
+    );
+    assert!(condition(&first.conditions, ConditionType::Failed).is_none());
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "kubectl wait still waits"
     );
     let failed_at = Instant::now();
     let second = status(
@@ -526,6 +588,49 @@ async fn a_failed_job_is_retried() {
         failed_at.elapsed() >= Duration::from_secs(8),
         "retried after {:?}, before the backoff",
         failed_at.elapsed()
+    );
+    let complete = condition(&second.conditions, ConditionType::Complete).unwrap();
+    assert_eq!(complete.status, "True");
+    assert!(
+        second
+            .conditions
+            .iter()
+            .all(|c| c.observed_generation == created.metadata.generation),
+        "{:#?}",
+        second.conditions
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waited = loop {
+        if let Some(exit) = waiting.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(Instant::now() < deadline, "kubectl wait did not return");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        waited.success(),
+        "kubectl wait --for=condition=Complete: {waited}"
+    );
+
+    let events = events_of(&bed, "flaky").await;
+    let mut submitted: Vec<&str> = events
+        .iter()
+        .filter(|(reason, _)| reason == "Submitted")
+        .map(|(_, note)| note.as_str())
+        .collect();
+    submitted.sort_unstable();
+    let ids = (first.job_id.unwrap(), second.job_id.unwrap());
+    assert_eq!(
+        submitted,
+        [
+            format!("attempt 1 is job {}", ids.0),
+            format!("attempt 2 is job {}", ids.1)
+        ],
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|(reason, _)| reason == "Failed"),
+        "no Failed Event for a failure that was retried: {events:?}"
     );
     slurm(&format!("rm -f \"$HOME/.retry-marker-{}\"", bed.namespace)).await;
     operator.stop().await;

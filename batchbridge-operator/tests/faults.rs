@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_operator::crd::{BatchJob, Phase};
+use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::{RunOnDrop, login, ssh_facts, testbed_script};
 use common::Cluster;
 use common::operator::{
@@ -508,7 +509,7 @@ fn assert_final_states(jobs: &BTreeMap<String, BatchJob>, expected: &BTreeMap<St
         let (phase, reason) = if code == 0 {
             (Phase::Succeeded, None)
         } else {
-            (Phase::Failed, Some("NonZeroExitCode"))
+            (Phase::Failed, Some(Reason::NonZeroExitCode))
         };
         assert_eq!(
             (status.phase, status.exit_code, status.attempts),
@@ -516,11 +517,7 @@ fn assert_final_states(jobs: &BTreeMap<String, BatchJob>, expected: &BTreeMap<St
             "{name}: final status {status:#?}"
         );
         if let Some(reason) = reason {
-            assert_eq!(
-                status.reason.as_deref(),
-                Some(reason),
-                "{name}: {status:#?}"
-            );
+            assert_eq!(status.reason, Some(reason), "{name}: {status:#?}");
         }
         assert!(status.job_id.is_some(), "{name}: no job id");
     }
@@ -535,7 +532,8 @@ fn epoch_now() -> u64 {
 
 /// Scenario 1: the login node's sshd stops for 60 s while jobs run, and the connection the
 /// operator had goes with it. SLURM keeps running the jobs. No job is failed; the
-/// BatchCluster says Reachable=False during the outage; once sshd answers again, every job
+/// BatchCluster says Reachable=False and every job ClusterReady=False during the outage
+/// (issue 21, case 6); once sshd answers again, every job
 /// shows SLURM's state within one poll interval (plus a small slack), and all succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sshd_down_for_a_minute() {
@@ -672,6 +670,25 @@ async fn sshd_down_for_a_minute() {
         during.values().all(|j| phase(j) == Some(Phase::Running)),
         "every job keeps its phase while its cluster is unreachable: {:?}",
         phases(&during)
+    );
+    // ... and says that its cluster is not ready, then that it is again.
+    for name in expected.keys() {
+        let reasons = seen.not_ready.get(name).cloned().unwrap_or_default();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r == "Unreachable" || r == "ConnectionLost"),
+            "{name} never showed ClusterReady=False during the outage: {reasons:?}"
+        );
+    }
+    assert!(
+        done.values().all(|job| {
+            status(job)
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "ClusterReady" && c.status == "True")
+        }),
+        "every job's cluster is ready again"
     );
     assert!(
         convergence <= POLL_INTERVAL + SLACK,

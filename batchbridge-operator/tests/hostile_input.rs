@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use batchbridge_core::shell::{Command, Shell};
 use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
+use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::{htcondor_shell, login, ssh_facts};
 use common::Cluster;
 use common::operator::*;
@@ -47,7 +48,7 @@ enum Expect {
     /// The job Succeeds with this outputTail.
     Succeeds(fn(&Ctx) -> String),
     /// The job Fails with this reason.
-    Fails(&'static str),
+    Fails(Reason),
 }
 
 struct Case {
@@ -169,7 +170,7 @@ static CASES: &[Case] = &[
                 json!({"workingDir": format!("/tmp/$(touch {})", c.canary)}),
             )
         },
-        expect: Expect::Fails("NonZeroExitCode"),
+        expect: Expect::Fails(Reason::NonZeroExitCode),
     },
     Case {
         name: "workdir-newline",
@@ -258,7 +259,7 @@ static CASES: &[Case] = &[
                 json!({"container": {"image": format!("docker://x; touch {}", c.canary)}}),
             )
         },
-        expect: Expect::Fails("NonZeroExitCode"),
+        expect: Expect::Fails(Reason::NonZeroExitCode),
     },
     Case {
         name: "script-bytes",
@@ -386,7 +387,7 @@ fn judge(
                 .all(|c| c.message.len() <= 4 * 1024);
         (
             status.phase == Some(Phase::Failed)
-                && status.reason.as_deref() == Some("SubmitRejected")
+                && status.reason == Some(Reason::SubmitRejected)
                 && message.contains(words)
                 && short_enough,
             format!("Failed, SubmitRejected: {}", short(&message)),
@@ -430,11 +431,11 @@ fn judge(
             )
         }
         (Expect::Fails(reason), Ok(()), Some(s)) => (
-            s.phase == Some(Phase::Failed) && s.reason.as_deref() == Some(reason),
+            s.phase == Some(Phase::Failed) && s.reason == Some(reason),
             format!(
                 "{:?}, {}, exit code {:?}",
                 s.phase,
-                s.reason.as_deref().unwrap_or(""),
+                s.reason.map_or("", Reason::as_str),
                 s.exit_code
             ),
         ),

@@ -50,7 +50,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_core::shell::{Command as ShellCommand, Shell};
 use batchbridge_operator::crd::{BatchCluster, BatchJob, Phase};
-use batchbridge_operator::status::{FINISHED, OUTPUT_COLLECTED, condition};
+use batchbridge_operator::reason::ConditionType;
+use batchbridge_operator::status::condition;
 use batchbridge_testbed::login;
 use common::Cluster;
 use common::operator::{batch_job, create_secret, http_get};
@@ -323,11 +324,12 @@ fn watch_jobs(bed: &Cluster, book: &Book) -> tokio::task::JoinHandle<()> {
                 && seen.finished.is_none()
             {
                 seen.finished = Some((now, phase));
-                seen.finished_written = condition(&status.conditions, FINISHED)
+                seen.finished_written = condition(&status.conditions, ConditionType::Finished)
                     .map(|c| c.last_transition_time.0.as_second() as f64);
                 seen.scheduler_end = status.finish_time.as_ref().map(|t| t.0.as_second() as f64);
             }
-            if condition(&status.conditions, OUTPUT_COLLECTED).is_some() && seen.collected.is_none()
+            if condition(&status.conditions, ConditionType::OutputCollected).is_some()
+                && seen.collected.is_none()
             {
                 seen.collected = Some(now);
                 seen.tail = status.output_tail;

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::crd::BatchClusterSpec;
 use crate::decision::ClusterProblem;
+use crate::reason::Reason;
 
 /// The Secret type holding an SSH private key under [`SSH_PRIVATE_KEY`].
 pub const SSH_AUTH_TYPE: &str = "kubernetes.io/ssh-auth";
@@ -27,7 +28,7 @@ pub fn ssh_config(
 ) -> Result<SshConfig, ClusterProblem> {
     let endpoint = spec.ssh.as_ref().ok_or_else(|| {
         problem(
-            "SpecInvalid",
+            Reason::SpecInvalid,
             format!("spec.ssh is required for a {} cluster", spec.scheduler),
         )
     })?;
@@ -35,15 +36,25 @@ pub fn ssh_config(
         .secret_ref
         .as_ref()
         .map(|r| r.name.as_str())
-        .ok_or_else(|| problem("SpecInvalid", "spec.secretRef is required with spec.ssh"))?;
+        .ok_or_else(|| {
+            problem(
+                Reason::SpecInvalid,
+                "spec.secretRef is required with spec.ssh",
+            )
+        })?;
     let known_hosts = spec
         .known_hosts
         .as_deref()
         .filter(|hosts| !hosts.trim().is_empty())
-        .ok_or_else(|| problem("SpecInvalid", "spec.knownHosts is required with spec.ssh"))?;
+        .ok_or_else(|| {
+            problem(
+                Reason::SpecInvalid,
+                "spec.knownHosts is required with spec.ssh",
+            )
+        })?;
     let secret = secret.ok_or_else(|| {
         problem(
-            "SecretNotFound",
+            Reason::SecretNotFound,
             format!("Secret {secret_name:?} not found in namespace {namespace:?}"),
         )
     })?;
@@ -60,7 +71,8 @@ pub fn ssh_config(
 }
 
 fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
-    let malformed = |what: String| problem("SecretMalformed", format!("Secret {name:?}: {what}"));
+    let malformed =
+        |what: String| problem(Reason::SecretMalformed, format!("Secret {name:?}: {what}"));
     let value = |key: &str| -> Result<String, ClusterProblem> {
         let bytes = secret
             .data
@@ -103,9 +115,9 @@ fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
     }
 }
 
-fn problem(reason: &str, message: impl Into<String>) -> ClusterProblem {
+fn problem(reason: Reason, message: impl Into<String>) -> ClusterProblem {
     ClusterProblem {
-        reason: reason.to_owned(),
+        reason,
         message: message.into(),
     }
 }
@@ -193,65 +205,65 @@ mod tests {
             spec
         };
         let key = |data: &[(&str, &[u8])]| Some(secret(Some(SSH_AUTH_TYPE), data));
-        let cases: Vec<(BatchClusterSpec, Option<Secret>, &str, &str)> = vec![
+        let cases: Vec<(BatchClusterSpec, Option<Secret>, Reason, &str)> = vec![
             (
                 spec(),
                 None,
-                "SecretNotFound",
+                Reason::SecretNotFound,
                 "Secret \"hpc-key\" not found in namespace \"research\"",
             ),
             (
                 no_ssh,
                 key(&[(SSH_PRIVATE_KEY, KEY.as_bytes())]),
-                "SpecInvalid",
+                Reason::SpecInvalid,
                 "spec.ssh is required for a slurm cluster",
             ),
             (
                 no_hosts,
                 key(&[(SSH_PRIVATE_KEY, KEY.as_bytes())]),
-                "SpecInvalid",
+                Reason::SpecInvalid,
                 "spec.knownHosts is required",
             ),
             (
                 spec(),
                 key(&[]),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "has no key \"ssh-privatekey\"",
             ),
             (
                 spec(),
                 key(&[(SSH_PRIVATE_KEY, b"")]),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "is empty",
             ),
             (
                 spec(),
                 key(&[(SSH_PRIVATE_KEY, b"\xff\xfe")]),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "is not UTF-8",
             ),
             (
                 spec(),
                 key(&[(SSH_PRIVATE_KEY, b"ssh-ed25519 AAAA public key by mistake")]),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "does not hold a private key",
             ),
             (
                 spec(),
                 Some(secret(Some(BASIC_AUTH_TYPE), &[("username", b"alice")])),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "has no key \"password\"",
             ),
             (
                 spec(),
                 Some(secret(Some("Opaque"), &[(SSH_PRIVATE_KEY, KEY.as_bytes())])),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "its type is \"Opaque\"; use kubernetes.io/ssh-auth",
             ),
             (
                 spec(),
                 Some(secret(None, &[])),
-                "SecretMalformed",
+                Reason::SecretMalformed,
                 "its type is \"Opaque\"",
             ),
         ];

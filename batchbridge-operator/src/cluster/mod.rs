@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
 use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
 use crate::metrics::{ClusterLabels, Metrics};
+use crate::reason::Reason;
 use poller::{HealthReport, Poller};
 
 /// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
@@ -50,10 +51,6 @@ pub struct Connection {
     output_slots: Semaphore,
     fingerprint: Fingerprint,
 }
-
-/// The reason a BatchCluster whose scheduler this operator's installer turned off is not
-/// Reachable (and its jobs not ClusterReady).
-pub const SCHEDULER_DISABLED: &str = "SchedulerDisabled";
 
 /// How many submits run at once on one connection. An SSH connection runs 8 commands at
 /// once (`SshConfig::max_sessions`): 5 for submits and 2 for output fetches leave one for
@@ -151,16 +148,8 @@ pub fn ssh_backend(
 /// The problem a failed command shows when it means the cluster cannot be used at all
 /// (not reached, host key or credentials refused), rather than something about one job.
 pub fn connection_problem(err: &Error) -> Option<ClusterProblem> {
-    matches!(
-        err.kind(),
-        ErrorKind::Unreachable
-            | ErrorKind::HostKeyMismatch
-            | ErrorKind::AuthenticationFailed
-            | ErrorKind::ConnectionLost
-            | ErrorKind::Timeout
-    )
-    .then(|| ClusterProblem {
-        reason: format!("{:?}", err.kind()),
+    Reason::of_connection(err.kind()).map(|reason| ClusterProblem {
+        reason,
         message: err.to_string(),
     })
 }
@@ -232,7 +221,7 @@ impl Clusters {
         let Some(cluster) = self.store.get(&key) else {
             self.entries.lock().await.remove(&key);
             return Err(ClusterProblem {
-                reason: "BatchClusterNotFound".into(),
+                reason: Reason::BatchClusterNotFound,
                 message: format!("BatchCluster {name:?} not found in namespace {namespace:?}"),
             });
         };
@@ -266,7 +255,7 @@ impl Clusters {
                 .get_opt(&reference.name)
                 .await
                 .map_err(|err| ClusterProblem {
-                    reason: "SecretUnreadable".into(),
+                    reason: Reason::SecretUnreadable,
                     message: format!("cannot read Secret {:?}: {err}", reference.name),
                 })?,
             None => None,
@@ -317,7 +306,7 @@ impl Clusters {
             cluster: cluster.name_any(),
         };
         let invalid = |err: Error| ClusterProblem {
-            reason: "SpecInvalid".into(),
+            reason: Reason::SpecInvalid,
             message: err.to_string(),
         };
         let ssh = |secret| -> Result<Arc<dyn Shell>, ClusterProblem> {
@@ -328,7 +317,7 @@ impl Clusters {
         let backend: Arc<dyn BatchBackend> = match &spec.scheduler {
             Scheduler::Local => {
                 let root = self.local_root.as_ref().ok_or_else(|| ClusterProblem {
-                    reason: SCHEDULER_DISABLED.into(),
+                    reason: Reason::SchedulerDisabled,
                     message: "the local scheduler is disabled by the operator's configuration: \
                               it runs jobs as processes of the operator, with its rights \
                               (installer's setting ENABLE_LOCAL_SCHEDULER, Helm value \
@@ -355,7 +344,7 @@ impl Clusters {
             }
             Scheduler::Custom(name) => {
                 let factory = self.custom.get(name).ok_or_else(|| ClusterProblem {
-                    reason: "UnknownScheduler".into(),
+                    reason: Reason::UnknownScheduler,
                     message: format!(
                         "no backend named {name:?} is registered in this operator (built in: slurm, htcondor, pbs, local)"
                     ),

@@ -44,8 +44,9 @@ pub struct Poller {
 
 impl Poller {
     /// Starts polling `backend` every `interval`, sending the BatchJobs whose status
-    /// changed to `wake`, a word to `health` whenever polls begin or stop failing, and each
-    /// poll's duration to `duration`.
+    /// changed to `wake` (and every followed one when polls begin or stop failing), a word
+    /// to `health` whenever polls begin or stop failing, and each poll's duration to
+    /// `duration`.
     pub fn start(
         backend: Arc<dyn BatchBackend>,
         interval: Duration,
@@ -56,18 +57,24 @@ impl Poller {
         let failure = Arc::new(Mutex::new(None));
         let recorded = Arc::clone(&failure);
         let last_poll_failed = AtomicBool::new(false);
+        let jobs: Arc<Mutex<HashMap<JobId, ObjectRef<BatchJob>>>> = Arc::default();
+        let affected = Arc::clone(&jobs);
+        let wake_all = wake.clone();
         let tracker = Tracker::with_poll_hook(backend, interval, move |poll| {
             duration.observe(poll.duration.as_secs_f64());
             *lock(&recorded) = poll.failure.cloned();
             let failed = poll.failure.is_some();
-            if last_poll_failed.swap(failed, Ordering::Relaxed) != failed
-                && let Some(health) = &health
-            {
-                // The receiver is gone only when the operator shuts down.
-                let _ = health.wake.send(health.cluster.clone());
+            if last_poll_failed.swap(failed, Ordering::Relaxed) != failed {
+                if let Some(health) = &health {
+                    // The receiver is gone only when the operator shuts down.
+                    let _ = health.wake.send(health.cluster.clone());
+                }
+                // Every followed job's ClusterReady follows the cluster's reachability.
+                for job in lock(&affected).values() {
+                    let _ = wake_all.send(job.clone());
+                }
             }
         })?;
-        let jobs = Arc::new(Mutex::new(HashMap::new()));
         let mut changes = tracker.changes();
         let followed = Arc::clone(&jobs);
         let waker = tokio::spawn(async move {
@@ -151,7 +158,7 @@ mod tests {
     }
 
     /// One status call per poll for all followed jobs; only changes wake their job; a
-    /// failed call marks the cluster unhealthy and wakes nobody.
+    /// failed call marks the cluster unhealthy and wakes every followed job once.
     #[tokio::test(start_paused = true)]
     async fn one_call_per_interval_and_wake_only_on_change() {
         let mut backend = MockBatchBackend::new();
@@ -209,7 +216,14 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert!(matches!(poller.failure(), Some(err) if err.kind() == ErrorKind::Unreachable));
-        assert!(woken.try_recv().is_err(), "a failed poll wakes nobody");
+        let mut told = vec![woken.try_recv().ok(), woken.try_recv().ok()];
+        told.sort_by_key(|j| j.as_ref().map(|j| j.name.clone()));
+        assert_eq!(
+            told,
+            [Some(job("a")), Some(job("b"))],
+            "the first failed poll wakes every followed job once, for its ClusterReady"
+        );
+        assert!(woken.try_recv().is_err());
         assert_eq!(poller.polls(), 3);
         let mut text = String::new();
         let mut registry = prometheus_client::registry::Registry::default();
@@ -228,7 +242,8 @@ mod tests {
     }
 
     /// The cluster's reconciler hears when polls begin to fail and when they stop failing,
-    /// once each, not at every poll; a probe recorded in between changes nothing of that.
+    /// once each, not at every poll, and so do the jobs it follows; a probe recorded in between
+    /// changes nothing of that.
     #[tokio::test(start_paused = true)]
     async fn polls_beginning_or_ending_to_fail_wake_the_cluster() {
         let mut backend = MockBatchBackend::new();
@@ -242,10 +257,10 @@ mod tests {
             }
             Ok(ids
                 .iter()
-                .map(|id| (id.clone(), JobStatus::new(JobState::Running, "RUNNING")))
+                .map(|id| (id.clone(), JobStatus::new(JobState::Running, "native")))
                 .collect())
         });
-        let (wake, _woken) = mpsc::unbounded_channel();
+        let (wake, mut woken) = mpsc::unbounded_channel();
         let (probe, mut probed) = mpsc::unbounded_channel();
         let cluster = ObjectRef::<BatchCluster>::new("hpc").within("research");
         let health = HealthReport {
@@ -261,7 +276,7 @@ mod tests {
         )
         .unwrap();
         poller.follow(JobId::from("1"), job("a"));
-        let mut heard = Vec::new();
+        let (mut heard, mut jobs_woken) = (Vec::new(), Vec::new());
         for poll in 1..=7 {
             while poller.polls() < poll {
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -274,11 +289,20 @@ mod tests {
                 assert_eq!(woken, cluster);
                 heard.push(poll);
             }
+            while let Ok(reference) = woken.try_recv() {
+                assert_eq!(reference, job("a"));
+                jobs_woken.push(poll);
+            }
         }
         assert_eq!(
             heard,
             [3, 6],
             "told at the first failed and the first good poll"
+        );
+        assert_eq!(
+            jobs_woken,
+            [1, 3, 6],
+            "its job: first seen, then when polls begin and stop failing"
         );
         assert!(poller.failure().is_none());
     }

@@ -1,6 +1,6 @@
 //! The BatchCluster reconciler: connects (or reconnects after a spec or Secret change),
-//! probes the scheduler for its version, and writes Reachable, the version, the probe time
-//! and the number of active jobs into status.
+//! probes the scheduler for its version, and writes Reachable (and Ready, the same), the
+//! version, the probe time and the number of active jobs into status.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,10 +11,8 @@ use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::connection_problem;
 use crate::crd::BatchCluster;
 use crate::decision::ClusterProblem;
+use crate::reason::{ConditionType, Reason};
 use crate::status::{condition, set_condition, time};
-
-/// Condition type: whether the last probe logged in and got an answer from the scheduler.
-pub const REACHABLE: &str = "Reachable";
 /// How often a reachable cluster is probed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// How often an unreachable one is.
@@ -39,7 +37,7 @@ pub async fn reconcile(
                 }
                 Err(err) => {
                     let problem = connection_problem(&err).unwrap_or_else(|| ClusterProblem {
-                        reason: "SchedulerNotAnswering".into(),
+                        reason: Reason::SchedulerNotAnswering,
                         message: err.to_string(),
                     });
                     connection.poller.record(Err(err));
@@ -49,48 +47,42 @@ pub async fn reconcile(
         }
         Err(problem) => Err(problem),
     };
-    let before =
-        condition(&status.conditions, REACHABLE).map(|c| (c.status.clone(), c.reason.clone()));
-    let requeue = match &probed {
+    let reachable = |status: &crate::crd::BatchClusterStatus| {
+        condition(&status.conditions, ConditionType::Reachable)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let before = reachable(&status);
+    let (holds, reason, message, requeue) = match &probed {
         Ok(version) => {
             status.scheduler_version = Some(version.trim().to_owned());
-            set_condition(
-                &mut status.conditions,
-                REACHABLE,
-                true,
-                "Answered",
-                &format!("{} answered", cluster.spec.scheduler),
-                now,
-            );
-            PROBE_INTERVAL
+            let message = format!("{} answered", cluster.spec.scheduler);
+            (true, Reason::Answered, message, PROBE_INTERVAL)
         }
-        Err(problem) => {
-            set_condition(
-                &mut status.conditions,
-                REACHABLE,
-                false,
-                &problem.reason,
-                &problem.message,
-                now,
-            );
-            UNREACHABLE_PROBE_INTERVAL
-        }
+        Err(problem) => (
+            false,
+            problem.reason,
+            problem.message.clone(),
+            UNREACHABLE_PROBE_INTERVAL,
+        ),
     };
+    // Ready is the summary condition generic tools read (kstatus, Argo CD, Flux): a
+    // cluster is ready for jobs exactly when it is reachable.
+    for type_ in [ConditionType::Reachable, ConditionType::Ready] {
+        set_condition(&mut status.conditions, type_, holds, reason, &message, now);
+    }
+    for c in &mut status.conditions {
+        c.observed_generation = cluster.metadata.generation;
+    }
     status.last_probe_time = Some(time(now));
     status.observed_generation = cluster.metadata.generation;
     apply_status(&ctx, cluster.as_ref(), &status).await?;
-    let after =
-        condition(&status.conditions, REACHABLE).map(|c| (c.status.clone(), c.reason.clone()));
-    if before != after
-        && let Some(reachable) = condition(&status.conditions, REACHABLE)
-    {
-        let holds = reachable.status == "True";
+    if before != reachable(&status) {
         publish(
             &ctx,
             cluster.as_ref(),
             event_type(holds),
-            &reachable.reason,
-            &reachable.message,
+            reason.as_str(),
+            &message,
             "Probe",
         )
         .await;

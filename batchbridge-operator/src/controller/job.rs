@@ -1,8 +1,10 @@
-//! The BatchJob reconciler: thin glue that reads the facts, asks [`decide`], and applies
-//! the decision (status through server-side apply, then submit or output collection, or
-//! the deletion of a job whose ttlSecondsAfterFinished passed), inside a finalizer that
-//! cancels an active job and removes the job's files from the cluster before its resource
-//! goes away.
+//! The BatchJob reconciler: glue that turns what happened into an [`Event`], asks
+//! [`step`] what it means, and performs the [`Effect`]s (the status written through
+//! server-side apply first; a submit or an output collection handed to
+//! [`Actions`](super::actions::Actions), whose result is fed back to [`step`]; the deletion
+//! of a job whose ttlSecondsAfterFinished passed), inside a finalizer that cancels an
+//! active job and removes the job's files from the cluster before its resource goes away.
+//! It decides nothing itself.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -20,18 +22,17 @@ use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase};
 use crate::decision::{
-    Action, Cancel, ClusterProblem, Facts, Removal, SUBMIT_REJECTED, Watch, attempt_key, decide,
-    removal, removal_abandoned,
+    ACTION_RETRY, CLUSTER_RECHECK, Cancel, CollectOutcome, Effect, Event, Failure, Removal, Spec,
+    Step, SubmitOutcome, attempt_key, removal_abandoned, step,
 };
 use crate::output;
-use crate::status::{
-    CLUSTER_READY, FINISHED, OUTPUT_COLLECTED, OUTPUT_NAME_TAKEN, SUBMITTED, condition,
-    set_condition, time,
-};
+use crate::reason::{ConditionType, Reason};
+use crate::status::{condition, holds};
 
 /// The finalizer that makes deletion wait for the job's cancellation and the removal of its
-/// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name predates the file removal; renaming it
-/// would strand the finalizer on every existing BatchJob.
+/// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name
+/// predates the file removal; renaming it would strand the finalizer on every existing
+/// BatchJob.
 pub const FINALIZER: &str = "batchbridge.dev/cancel-on-delete";
 
 /// Reconciles one BatchJob.
@@ -48,6 +49,21 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
     .map_err(|err| ReconcileError::Finalizer(Box::new(err)))
 }
 
+/// What of `job` the lifecycle depends on.
+fn spec_of(job: &BatchJob) -> Spec<'_> {
+    let output = &job.spec.output_policy;
+    Spec {
+        generation: job.metadata.generation.unwrap_or_default(),
+        retry_policy: job.spec.retry_policy.as_ref(),
+        keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
+        ttl_after_finished: job
+            .spec
+            .ttl_seconds_after_finished
+            .map(|seconds| Duration::from_secs(seconds.into())),
+        cleanup: job.spec.cleanup,
+    }
+}
+
 async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
     if ctx.actions.is_running(&job) {
         // The action writes what came of it and wakes the job when it is over.
@@ -57,7 +73,7 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
     let mut status = job.status.clone().unwrap_or_default();
     if ctx.actions.cache_lags(&job) {
         // An action wrote the status, and the watch has not brought that write yet (the
-        // action's wake-up, or another request for this job, came first). Deciding from
+        // action's wake-up, or another request for this job, came first). Stepping from
         // the cache would act again on a status already overtaken: submit the same key a
         // second time, fetch an output once more. Read the job itself.
         let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
@@ -73,96 +89,138 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
         .clusters
         .get(&namespace, &job.spec.cluster_ref.name)
         .await;
-    let policy = &job.spec.output_policy;
-    // A job seen finishing is decided again at once with the status just written (to
-    // forget it and collect its output); deciding from the cache instead would read it
-    // from before that write, and write the phase and its Event again.
-    let mut passes = 0;
-    loop {
-        passes += 1;
-        let observation = match (&connection, &status.job_id) {
-            (Ok(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
-            _ => None,
-        };
-        let decision = decide(&Facts {
-            generation: job.metadata.generation.unwrap_or_default(),
-            status: &status,
-            retry_policy: job.spec.retry_policy.as_ref(),
-            keeps_output: policy.tail_bytes > 0 || policy.config_map || policy.log_pod,
-            ttl_after_finished: job
-                .spec
-                .ttl_seconds_after_finished
-                .map(|seconds| Duration::from_secs(seconds.into())),
-            cluster: connection.as_ref().map(|_| ()),
-            observation: observation.as_ref(),
-            now: SystemTime::now(),
-        });
-        if let Ok(connection) = &connection {
-            match &decision.watch {
-                Watch::Follow(id) => connection.poller.follow(id.clone(), ObjectRef::from(&*job)),
-                Watch::Forget(id) => connection.poller.forget(id),
-                Watch::Nothing => {}
+    // A cluster whose polls or probes fail is not ready, for the jobs it runs as for new
+    // ones; the poller wakes its jobs when that begins and ends.
+    let problem = match &connection {
+        Ok(connection) => connection
+            .poller
+            .failure()
+            .and_then(|err| connection_problem(&err)),
+        Err(problem) => Some(problem.clone()),
+    };
+    let connection = connection.ok();
+    let observation = match (&connection, &status.job_id) {
+        (Some(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
+        _ => None,
+    };
+    let event = match &problem {
+        Some(problem) => Event::ClusterProblem(problem),
+        None => Event::Observed(observation.as_ref()),
+    };
+    let step = step(&spec_of(&job), &status, &event, SystemTime::now());
+    let requeue = perform(ctx, &job, connection.as_ref(), &status, step).await?;
+    Ok(requeue.map_or_else(Requeue::await_change, Requeue::requeue))
+}
+
+/// Writes the status `step` decided and performs its effects; returns when to look at the
+/// job again, if `step` says. A submit or collection is handed to
+/// [`Actions`](super::actions::Actions), which wakes the job when it is over.
+async fn perform(
+    ctx: &Arc<Context>,
+    job: &Arc<BatchJob>,
+    connection: Option<&Arc<Connection>>,
+    current: &BatchJobStatus,
+    step: Step,
+) -> Result<Option<Duration>, ReconcileError> {
+    let written = match step.status {
+        Some(next) => {
+            write_status(ctx, job, current, &next).await?;
+            next
+        }
+        None => current.clone(),
+    };
+    let mut requeue = None;
+    for effect in step.effects {
+        match (effect, connection) {
+            (Effect::Requeue(after), _) => requeue = Some(after),
+            (Effect::Expire, _) => expire(ctx, job).await?,
+            (Effect::Follow(id), Some(connection)) => {
+                connection.poller.follow(id, ObjectRef::from(&**job));
+            }
+            (Effect::Forget(id), Some(connection)) => connection.poller.forget(&id),
+            (Effect::Submit { attempt }, Some(connection)) => {
+                let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
+                let current = written.clone();
+                ctx.actions.start(job, ActionKind::Submit, async move {
+                    let (ctx, job, connection) = acting;
+                    submit(&ctx, &job, &connection, attempt, current).await
+                });
+            }
+            (Effect::Collect { id }, Some(connection)) => {
+                let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
+                let current = written.clone();
+                ctx.actions
+                    .start(job, ActionKind::CollectOutput, async move {
+                        let (ctx, job, connection) = acting;
+                        collect(&ctx, &job, &connection, &id, current).await
+                    });
+            }
+            // Effects on the cluster come only from events that had its connection;
+            // removal is the finalizer's, in `remove`.
+            (
+                Effect::Follow(_)
+                | Effect::Forget(_)
+                | Effect::Submit { .. }
+                | Effect::Collect { .. },
+                None,
+            )
+            | (Effect::Remove(_), _) => {}
+        }
+    }
+    Ok(requeue)
+}
+
+/// What an action's [`step`] decided, performed; the action's answer to
+/// [`Actions::start`](super::actions::Actions::start): how long to wait before the job is
+/// looked at again, if it should wait.
+async fn finish_action(
+    ctx: &Arc<Context>,
+    job: &Arc<BatchJob>,
+    connection: &Arc<Connection>,
+    current: &BatchJobStatus,
+    event: &Event<'_>,
+    kind: ActionKind,
+) -> Option<Duration> {
+    let step = step(&spec_of(job), current, event, SystemTime::now());
+    let performed = async {
+        if let Some(next) = &step.status {
+            let version = write_status(ctx, job, current, next).await?;
+            // The job's next reconcile must not step from a cache older than this write.
+            ctx.actions.wrote(job, version);
+        }
+        let mut requeue = None;
+        for effect in step.effects {
+            match effect {
+                Effect::Follow(id) => connection.poller.follow(id, ObjectRef::from(&**job)),
+                Effect::Forget(id) => connection.poller.forget(&id),
+                Effect::Requeue(after) => requeue = Some(after),
+                // What came of an action never asks for another action, an expiry or a
+                // removal at once: the reconcile the action's end wakes decides those.
+                Effect::Submit { .. }
+                | Effect::Collect { .. }
+                | Effect::Expire
+                | Effect::Remove(_) => {}
             }
         }
-        if let Some(next) = decision.status {
-            write_status(ctx, &job, &status, &next).await?;
-            status = next;
-        }
-        if decision.delete {
-            expire(ctx, &job).await?;
-            return Ok(Requeue::await_change());
-        }
-        if let (Some(action), Ok(connection)) = (decision.action, &connection) {
-            start(ctx, job, Arc::clone(connection), action, status);
-            return Ok(Requeue::await_change());
-        }
-        match decision.requeue_after {
-            Some(Duration::ZERO) if passes < 2 => {}
-            Some(after) => return Ok(Requeue::requeue(after)),
-            None => return Ok(Requeue::await_change()),
+        Ok::<_, ReconcileError>(requeue)
+    };
+    match performed.await {
+        Ok(requeue) => requeue,
+        Err(error) => {
+            ctx.metrics.reconcile_failed("BatchJob", error.reason());
+            tracing::warn!(job = %ObjectRef::from(&**job), action = kind.label(), %error, "action failed");
+            Some(retry_after(&error))
         }
     }
 }
 
-/// Hands `action` over to [`Actions`](super::actions::Actions), to run beside the
-/// reconciles; `current` is the status written before it.
-fn start(
-    ctx: &Arc<Context>,
-    job: Arc<BatchJob>,
-    connection: Arc<Connection>,
-    action: Action,
-    current: BatchJobStatus,
-) {
-    let kind = match action {
-        Action::Submit { .. } => ActionKind::Submit,
-        Action::CollectOutput { .. } => ActionKind::CollectOutput,
-    };
-    let acting = Arc::clone(ctx);
-    let subject = Arc::clone(&job);
-    ctx.actions.start(&job, kind, async move {
-        let ctx = acting;
-        let done = match action {
-            Action::Submit { attempt } => {
-                submit(&ctx, &subject, &connection, attempt, current).await
-            }
-            Action::CollectOutput { id } => {
-                collect(&ctx, &subject, &connection, &id, current).await
-            }
-        };
-        let error = done.err()?;
-        ctx.metrics.reconcile_failed("BatchJob", error.reason());
-        tracing::warn!(job = %ObjectRef::from(&*subject), action = kind.label(), %error, "action failed");
-        Some(retry_after(&error))
-    });
-}
-
 async fn submit(
-    ctx: &Context,
-    job: &BatchJob,
-    connection: &Connection,
+    ctx: &Arc<Context>,
+    job: &Arc<BatchJob>,
+    connection: &Arc<Connection>,
     attempt: u32,
     current: BatchJobStatus,
-) -> Result<(), ReconcileError> {
+) -> Option<Duration> {
     let submitted = match job.job_spec(attempt) {
         Ok(spec) => {
             let submitted = connection.submit(&spec).await;
@@ -171,124 +229,65 @@ async fn submit(
         }
         Err(err) => Err(err),
     };
-    let now = SystemTime::now();
-    let mut next = current.clone();
-    match submitted {
-        Ok(id) => {
-            next.job_id = Some(id.to_string());
-            next.queue = job
+    let outcome = match submitted {
+        Ok(id) => SubmitOutcome::Accepted {
+            id,
+            queue: job
                 .spec
                 .queue
                 .clone()
-                .or_else(|| connection.default_queue().map(str::to_owned));
-            next.user = connection.user().map(str::to_owned);
-            next.submit_time = Some(time(now));
-            next.reason = Some("Submitted".into());
-            next.message = Some(format!("attempt {attempt} submitted as job {id}"));
-            set_condition(
-                &mut next.conditions,
-                SUBMITTED,
-                true,
-                "Submitted",
-                &format!("job {id}"),
-                now,
-            );
-            write_action_status(ctx, job, &current, &next).await?;
-            connection.poller.follow(id, ObjectRef::from(job));
-            Ok(())
-        }
-        Err(err) if err.is_temporary() || connection_problem(&err).is_some() => {
-            if let Some(problem) = connection_problem(&err) {
-                set_condition(
-                    &mut next.conditions,
-                    CLUSTER_READY,
-                    false,
-                    &problem.reason,
-                    &problem.message,
-                    now,
-                );
-                write_action_status(ctx, job, &current, &next).await?;
-            }
-            // The status still says Submitted without an id: the next pass submits the same
-            // key again, and the backend returns the job if this attempt reached it.
-            Err(ReconcileError::Backend(err))
-        }
+                .or_else(|| connection.default_queue().map(str::to_owned)),
+            user: connection.user().map(str::to_owned),
+        },
         Err(err) => {
-            next.phase = Some(Phase::Failed);
-            next.reason = Some(SUBMIT_REJECTED.into());
-            next.message = Some(err.to_string());
-            next.finish_time = Some(time(now));
-            set_condition(
-                &mut next.conditions,
-                SUBMITTED,
-                false,
-                SUBMIT_REJECTED,
-                &err.to_string(),
-                now,
-            );
-            set_condition(
-                &mut next.conditions,
-                FINISHED,
-                true,
-                SUBMIT_REJECTED,
-                &err.to_string(),
-                now,
-            );
-            write_action_status(ctx, job, &current, &next).await
+            let failure = Failure::of(&err);
+            if matches!(failure, Failure::NotReached(_)) {
+                // Every job of the cluster waits for it now, not only this one.
+                connection.poller.record(Err(err));
+            }
+            SubmitOutcome::Failed(failure)
         }
-    }
+    };
+    let event = Event::SubmitDone { attempt, outcome };
+    finish_action(ctx, job, connection, &current, &event, ActionKind::Submit).await
 }
 
 async fn collect(
-    ctx: &Context,
-    job: &BatchJob,
-    connection: &Connection,
+    ctx: &Arc<Context>,
+    job: &Arc<BatchJob>,
+    connection: &Arc<Connection>,
     id: &JobId,
     current: BatchJobStatus,
-) -> Result<(), ReconcileError> {
-    let collected = output::collect(ctx, job, connection, id).await;
-    let mut next = current.clone();
-    let now = SystemTime::now();
-    match collected {
-        Ok(collected) => {
-            next.output_tail = collected.tail;
-            next.task_outputs = collected.task_outputs;
-            next.task_outputs_omitted = collected.task_outputs_omitted;
-            let (holds, reason, message) = if collected.refused.is_empty() {
-                (true, "Collected", collected.summary)
-            } else {
-                let message = format!(
-                    "{}; not written, as the name belongs to another object: {} (rename the \
-                     BatchJob or that object)",
-                    collected.summary,
-                    collected.refused.join(", ")
-                );
-                (false, OUTPUT_NAME_TAKEN, message)
-            };
-            set_condition(
-                &mut next.conditions,
-                OUTPUT_COLLECTED,
-                holds,
-                reason,
-                &message,
-                now,
-            );
+) -> Option<Duration> {
+    let outcome = match output::collect(ctx, job, connection, id).await {
+        Ok(collected) => CollectOutcome::Collected {
+            tail: collected.tail,
+            task_outputs: collected.task_outputs,
+            task_outputs_omitted: collected.task_outputs_omitted,
+            summary: collected.summary,
+            refused: collected.refused,
+        },
+        Err(ReconcileError::Backend(err)) => CollectOutcome::Failed(Failure::of(&err)),
+        Err(error) => {
+            tracing::warn!(job = %ObjectRef::from(&**job), %error, "output collection failed");
+            return Some(retry_after(&error));
         }
-        Err(ReconcileError::Backend(err))
-            if !err.is_temporary() && connection_problem(&err).is_none() =>
-        {
-            set_condition(
-                &mut next.conditions,
-                OUTPUT_COLLECTED,
-                false,
-                "OutputUnavailable",
-                &err.to_string(),
-                now,
-            );
-        }
-        Err(err) => return Err(err),
-    }
-    write_action_status(ctx, job, &current, &next).await
+    };
+    // The poller still follows the job: its report of the end is written with the output.
+    let observation = connection.poller.observation(id);
+    let event = Event::CollectDone {
+        outcome,
+        observation: observation.as_ref(),
+    };
+    finish_action(
+        ctx,
+        job,
+        connection,
+        &current,
+        &event,
+        ActionKind::CollectOutput,
+    )
+    .await
 }
 
 /// Deletes a BatchJob whose ttlSecondsAfterFinished has passed; its finalizer then removes
@@ -331,10 +330,17 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
     }
     // What the last action wrote no longer matters: the job is going away.
     ctx.actions.wrote(job, None);
-    let removal = removal(job.status.as_ref(), job.spec.cleanup);
-    if removal.is_nothing() {
+    let status = job.status.clone().unwrap_or_default();
+    let removal = step(&spec_of(job), &status, &Event::Deleted, SystemTime::now())
+        .effects
+        .into_iter()
+        .find_map(|effect| match effect {
+            Effect::Remove(removal) => Some(removal),
+            _ => None,
+        });
+    let Some(removal) = removal.filter(|removal| !removal.is_nothing()) else {
         return Ok(Requeue::await_change());
-    }
+    };
     let Err(error) = remove_from_cluster(job, ctx, &removal).await else {
         return Ok(Requeue::await_change());
     };
@@ -388,7 +394,7 @@ async fn remove_from_cluster(
         .await
     {
         Ok(connection) => connection,
-        Err(problem) if problem.reason == "BatchClusterNotFound" => {
+        Err(problem) if problem.reason == Reason::BatchClusterNotFound => {
             // With its cluster gone there is nothing to cancel or clean up through;
             // holding the resource back would only keep it forever.
             publish(
@@ -489,54 +495,70 @@ async fn write_status(
     next: &BatchJobStatus,
 ) -> Result<Option<String>, ReconcileError> {
     let version = apply_status(ctx, job, next).await?;
-    for (type_, reason, note) in transitions(current, next) {
-        publish(ctx, job, type_, &reason, &note, "Reconcile").await;
+    for event in transitions(current, next) {
+        publish(
+            ctx,
+            job,
+            event.type_,
+            &event.reason,
+            &event.note,
+            &event.action,
+        )
+        .await;
     }
     Ok(version)
 }
 
-/// [`write_status`] for an action: the version written is remembered, so that the job's
-/// next reconcile does not decide from a cache older than it.
-async fn write_action_status(
-    ctx: &Context,
-    job: &BatchJob,
-    current: &BatchJobStatus,
-    next: &BatchJobStatus,
-) -> Result<(), ReconcileError> {
-    let version = write_status(ctx, job, current, next).await?;
-    ctx.actions.wrote(job, version);
-    Ok(())
+/// An Event to publish about a BatchJob.
+#[derive(Debug, Clone, PartialEq)]
+struct Notice {
+    type_: EventType,
+    reason: String,
+    note: String,
+    /// The Event's action. Kubernetes' event recorder folds Events of the same type,
+    /// reason and action into one series that keeps its first note, so each attempt's
+    /// `Submitted` has an action of its own (`SubmitAttempt2`): one Event per attempt,
+    /// naming its own job id.
+    action: String,
 }
 
 /// The Events a status change is worth: a new phase, a new job id, a cluster problem or its
 /// end. Not news, since every new job would get one: a cluster found ready the first time,
 /// and a submitted job found queued (its `Submitted` Event says so already).
-fn transitions(
-    current: &BatchJobStatus,
-    next: &BatchJobStatus,
-) -> Vec<(EventType, String, String)> {
+fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notice> {
     let mut events = Vec::new();
+    let notice = |type_, reason: &str, note: String, action: &str| Notice {
+        type_,
+        reason: reason.to_owned(),
+        note,
+        action: action.to_owned(),
+    };
     let ready = |s: &BatchJobStatus| {
-        condition(&s.conditions, CLUSTER_READY).map(|c| (c.status.clone(), c.reason.clone()))
+        condition(&s.conditions, ConditionType::ClusterReady)
+            .map(|c| (c.status.clone(), c.reason.clone()))
     };
     let (was, is) = (ready(current), ready(next));
     if was != is
-        && let Some(c) = condition(&next.conditions, CLUSTER_READY)
-        && (was.is_some() || c.status != "True")
+        && let Some(c) = condition(&next.conditions, ConditionType::ClusterReady)
+        && let Some(holds) = holds(&next.conditions, ConditionType::ClusterReady)
+        && (was.is_some() || !holds)
     {
-        events.push((
-            event_type(c.status == "True"),
-            c.reason.clone(),
+        events.push(notice(
+            event_type(holds),
+            &c.reason,
             c.message.clone(),
+            "Reconcile",
         ));
     }
     if current.job_id != next.job_id
         && let Some(id) = &next.job_id
     {
-        events.push((
+        let attempt = next.attempts;
+        events.push(notice(
             EventType::Normal,
-            "Submitted".into(),
-            format!("attempt {} is job {id}", next.attempts),
+            Reason::Submitted.as_str(),
+            format!("attempt {attempt} is job {id}"),
+            &format!("SubmitAttempt{attempt}"),
         ));
     }
     if current.phase != next.phase
@@ -544,7 +566,7 @@ fn transitions(
         && phase != Phase::Submitted
         && (phase, current.phase) != (Phase::Queued, Some(Phase::Submitted))
     {
-        let type_ = if matches!(phase, Phase::Failed | Phase::Unknown) {
+        let type_ = if matches!(phase, Phase::Failed | Phase::RetryPending | Phase::Unknown) {
             EventType::Warning
         } else {
             EventType::Normal
@@ -552,9 +574,9 @@ fn transitions(
         let note = next
             .message
             .clone()
-            .or_else(|| next.reason.clone())
+            .or_else(|| next.reason.map(|reason| reason.to_string()))
             .unwrap_or_else(|| format!("{phase:?}"));
-        events.push((type_, format!("{phase:?}"), note));
+        events.push(notice(type_, &format!("{phase:?}"), note, "Reconcile"));
     }
     events
 }
@@ -562,14 +584,15 @@ fn transitions(
 /// How long to wait before a failed reconcile is tried again.
 pub fn retry_after(error: &ReconcileError) -> Duration {
     match error {
-        ReconcileError::Cluster(ClusterProblem { .. }) => crate::decision::CLUSTER_RECHECK,
-        _ => Duration::from_secs(5),
+        ReconcileError::Cluster(_) => CLUSTER_RECHECK,
+        _ => ACTION_RETRY,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::set_condition;
 
     #[test]
     fn events_follow_what_changed() {
@@ -599,16 +622,16 @@ mod tests {
         let mut unreachable = running.clone();
         set_condition(
             &mut unreachable.conditions,
-            CLUSTER_READY,
+            ConditionType::ClusterReady,
             false,
-            "Unreachable",
+            Reason::Unreachable,
             "connection refused",
             now,
         );
         let reasons = |a: &BatchJobStatus, b: &BatchJobStatus| -> Vec<(String, String)> {
             transitions(a, b)
                 .into_iter()
-                .map(|(_, reason, note)| (reason, note))
+                .map(|event| (event.reason, event.note))
                 .collect()
         };
         assert_eq!(reasons(&BatchJobStatus::default(), &submitted), []);
@@ -636,9 +659,9 @@ mod tests {
         let mut ready = running.clone();
         set_condition(
             &mut ready.conditions,
-            CLUSTER_READY,
+            ConditionType::ClusterReady,
             true,
-            "Ready",
+            Reason::Ready,
             "the cluster answered",
             now,
         );

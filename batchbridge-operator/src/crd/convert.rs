@@ -164,10 +164,23 @@ impl From<JobState> for Phase {
 }
 
 impl Phase {
-    /// Whether the job is over (Succeeded, Failed or Cancelled), so its spec may change
-    /// again; the CRD's immutability rule lists the same phases, and Pending.
+    /// Whether the job is over for good (Succeeded, Failed or Cancelled).
     pub const fn is_terminal(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+
+    /// Whether no attempt of the job may run on the cluster, so that its spec may change:
+    /// not submitted yet, waiting for a retry, or over. The CRD's immutability rule lists
+    /// the same phases.
+    ///
+    /// ```
+    /// use batchbridge_operator::crd::Phase;
+    ///
+    /// assert!(Phase::RetryPending.spec_editable() && !Phase::RetryPending.is_terminal());
+    /// assert!(!Phase::Submitted.spec_editable());
+    /// ```
+    pub const fn spec_editable(self) -> bool {
+        matches!(self, Self::Pending | Self::RetryPending) || self.is_terminal()
     }
 }
 

@@ -12,10 +12,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
+// `Reason` alone is kube's CEL validation reason, which the derives bring into scope.
+use crate::reason::Reason as StatusReason;
 
 /// The desired state of a BatchJob: the script and what it needs. It cannot change while
 /// the job is active (status.phase Submitted, Queued, Held, Running, Suspended or Unknown);
-/// editing the spec of a finished job runs it again.
+/// editing the spec of a finished job, or of one waiting for its retry, runs it again.
 // The printer columns repeat `type_ = "string"`, which clippy takes for a repeated attribute.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,7 +34,8 @@ use super::DURATION_OF_AT_LEAST_1S;
     printcolumn(name = "Job ID", type_ = "string", json_path = ".status.jobId", description = "The scheduler's id for the job"),
     printcolumn(name = "Partition", type_ = "string", json_path = ".status.queue", description = "The partition or queue the job was submitted to"),
     printcolumn(name = "User", type_ = "string", json_path = ".status.user", description = "The cluster user the job runs as"),
-    printcolumn(name = "Time", type_ = "date", json_path = ".status.startTime", description = "Time since the job started running"),
+    printcolumn(name = "Started", type_ = "date", json_path = ".status.startTime", description = "Time since the job started running"),
+    printcolumn(name = "Run Time", type_ = "string", json_path = ".status.runTime", description = "How long the finished job ran"),
     printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterRef.name", description = "The BatchCluster the job runs on"),
     printcolumn(name = "Exit Code", type_ = "integer", json_path = ".status.exitCode", description = "The script's exit code, once it exited"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
@@ -106,8 +109,9 @@ pub struct BatchJobSpec {
 /// The root rule that freezes the spec of an active job. It is a transition rule (it reads
 /// oldSelf), so the API server checks it on updates only; status updates go through the
 /// status subresource, which never changes the spec, so the operator is never refused.
-/// `Pending` (not yet submitted) and the terminal phases leave the spec editable.
-const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'Succeeded', 'Failed', 'Cancelled'] || self.spec == oldSelf.spec";
+/// `Pending` (not yet submitted), `RetryPending` (no attempt runs) and the terminal phases
+/// leave the spec editable ([`Phase::spec_editable`]).
+const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'RetryPending', 'Succeeded', 'Failed', 'Cancelled'] || self.spec == oldSelf.spec";
 
 const SPEC_FROZEN_MESSAGE: &str = "'spec cannot change while the job is ' + oldSelf.status.phase + ': wait until it finishes, or delete it (which cancels it)'";
 
@@ -225,6 +229,27 @@ pub enum RetryReason {
     Unknown,
 }
 
+impl From<StatusReason> for RetryReason {
+    /// The entry of `retryOn` a failure with this status reason falls under.
+    ///
+    /// ```
+    /// use batchbridge_operator::crd::RetryReason;
+    /// use batchbridge_operator::reason::Reason;
+    ///
+    /// assert_eq!(RetryReason::from(Reason::Timeout), RetryReason::Timeout);
+    /// assert_eq!(RetryReason::from(Reason::OutOfMemory), RetryReason::Unknown);
+    /// ```
+    fn from(reason: StatusReason) -> Self {
+        match reason {
+            StatusReason::NonZeroExitCode => Self::NonZeroExitCode,
+            StatusReason::Timeout => Self::Timeout,
+            StatusReason::NodeFailure => Self::NodeFailure,
+            StatusReason::Preempted => Self::Preempted,
+            _ => Self::Unknown,
+        }
+    }
+}
+
 /// What happens to a job's files on the cluster when its BatchJob is deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum CleanupPolicy {
@@ -281,19 +306,23 @@ pub struct BatchJobStatus {
     /// The scheduler's id for the job, written as soon as it was submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
-    /// The partition or queue the job was submitted to.
+    /// The partition or queue the job runs in: the one the scheduler reports, else the one
+    /// it was submitted to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// The cluster user the job runs as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// The scheduler's own word for the job's state (PENDING, COMPLETED, ...).
+    /// The scheduler's own word for the job's state, as its tools print it; shown, never
+    /// interpreted (phase and reason are what the operator understood).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_state: Option<String>,
-    /// Why the job is in its phase, in one CamelCase word or the scheduler's reason.
+    /// Why the job is in its phase, in one CamelCase word (the README's troubleshooting
+    /// table lists them); for a failed job, the cause retryPolicy.retryOn names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// A human-readable explanation of the phase.
+    pub reason: Option<StatusReason>,
+    /// A human-readable explanation of the phase (with the scheduler's own reason, when it
+    /// gives one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The script's exit code, once it exited.
@@ -305,12 +334,19 @@ pub struct BatchJobStatus {
     /// When the job was submitted to the scheduler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_time: Option<Time>,
-    /// When the job started running.
+    /// When the job started running; absent until it has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
+    /// When the scheduler expects the queued job to start (its backfill estimate), if it
+    /// says; absent once the job started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_start_time: Option<Time>,
     /// When the job finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_time: Option<Time>,
+    /// How long the finished job ran, from startTime to finishTime, such as "1m5s".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_time: Option<String>,
     /// How many times the job has been submitted (retries and re-runs after a spec edit
     /// count).
     #[serde(default)]
@@ -348,8 +384,9 @@ pub struct BatchJobStatus {
 }
 
 /// Where the job is in its life: Pending (not submitted yet), Submitted (being submitted),
-/// then the scheduler's view: Queued, Held, Running, Suspended, and at the end Succeeded,
-/// Failed or Cancelled; Unknown when no source can tell.
+/// then the scheduler's view: Queued, Held, Running, Suspended; RetryPending while a failed
+/// attempt waits for its retry; and at the end, for good, Succeeded, Failed or Cancelled;
+/// Unknown when no source can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
     /// Accepted by Kubernetes, not yet submitted (waiting for its cluster or Secret, say).
@@ -366,9 +403,12 @@ pub enum Phase {
     Suspended,
     /// Finished with exit code 0 (every task, for an array).
     Succeeded,
-    /// Finished unsuccessfully: a non-zero exit, a signal, a time or memory limit, a node
-    /// failure.
+    /// Finished unsuccessfully, with no retry left: a non-zero exit, a signal, a time or
+    /// memory limit, a node failure.
     Failed,
+    /// An attempt failed and the retry policy submits the job again after a backoff; the
+    /// reason says why the attempt failed.
+    RetryPending,
     /// Removed before finishing, by a user or an administrator.
     Cancelled,
     /// No source could tell what became of the job.
@@ -407,8 +447,7 @@ pub struct TaskOutput {
 mod tests {
     use super::*;
 
-    /// The rule lists phases by name: exactly Pending and the terminal ones leave the spec
-    /// editable.
+    /// The rule lists phases by name: exactly the editable ones.
     #[test]
     fn the_frozen_spec_rule_names_the_right_phases() {
         let all = [
@@ -420,6 +459,7 @@ mod tests {
             Phase::Suspended,
             Phase::Succeeded,
             Phase::Failed,
+            Phase::RetryPending,
             Phase::Cancelled,
             Phase::Unknown,
         ];
@@ -427,11 +467,7 @@ mod tests {
             let name = serde_json::to_value(phase).unwrap_or_default();
             let listed = SPEC_FROZEN_WHILE_ACTIVE
                 .contains(&format!("'{}'", name.as_str().unwrap_or_default()));
-            assert_eq!(
-                listed,
-                phase == Phase::Pending || phase.is_terminal(),
-                "{phase:?}"
-            );
+            assert_eq!(listed, phase.spec_editable(), "{phase:?}");
         }
     }
 }

@@ -1,0 +1,344 @@
+//! The words the operator writes: the `reason` of a BatchJob's status and of every
+//! condition ([`Reason`]), and the condition types ([`ConditionType`]). Both are closed
+//! enums with stable names, so code decides on variants, never on text, and users (kubectl,
+//! `kubectl wait`, alerts) can rely on the names.
+//!
+//! ```
+//! use batchbridge_operator::reason::{ConditionType, Reason};
+//!
+//! assert_eq!(Reason::NonZeroExitCode.as_str(), "NonZeroExitCode");
+//! assert_eq!(ConditionType::ClusterReady.to_string(), "ClusterReady");
+//! let word: Reason = serde_json::from_value(serde_json::json!("Preempted")).unwrap();
+//! assert_eq!(word, Reason::Preempted);
+//! ```
+
+use std::fmt;
+
+use batchbridge_core::{ErrorKind, FailureCause, JobStatus};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Declares a fieldless enum whose variants serialise as their own names, with `as_str`,
+/// `Display` and the list of every variant, so that each name is written once.
+macro_rules! words {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$doc:meta])* $variant:ident,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        pub enum $name {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &[Self] = &[$(Self::$variant,)+];
+
+            /// The stable name, as written to the API server.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => stringify!($variant),)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+words! {
+    /// Why a BatchJob (its status, or one of its conditions) is as it is, in one stable
+    /// CamelCase word; for a failed job, its cause as retryPolicy.retryOn names it. The
+    /// README's troubleshooting table says what each means and what to do.
+    pub enum Reason {
+        /// An attempt is being submitted.
+        Submitting,
+        /// The scheduler has the attempt.
+        Submitted,
+        /// Waiting in the scheduler's queue; the message carries the scheduler's own reason.
+        Queued,
+        /// Kept from running until released; the message says why.
+        Held,
+        /// Running.
+        Running,
+        /// Started, then paused.
+        Suspended,
+        /// Finished with exit code 0 (every task, for an array).
+        Succeeded,
+        /// Removed before it finished.
+        Cancelled,
+        /// The script (a task, for an array) exited with a code other than 0.
+        NonZeroExitCode,
+        /// A signal ended the script.
+        Signal,
+        /// The job ran out of its wall time.
+        Timeout,
+        /// The job used more memory than it asked for.
+        OutOfMemory,
+        /// A node the job ran on failed.
+        NodeFailure,
+        /// The scheduler preempted the job.
+        Preempted,
+        /// The script never started (working directory, container runtime).
+        NotStarted,
+        /// The scheduler or the backend refused the job; never retried.
+        SubmitRejected,
+        /// A failed attempt waits for its retry.
+        RetryPending,
+        /// The job has not finished.
+        NotFinished,
+        /// The cluster answered and its credentials are in place.
+        Ready,
+        /// The BatchCluster's probe got an answer from the scheduler.
+        Answered,
+        /// The job's clusterRef names no BatchCluster in its namespace.
+        BatchClusterNotFound,
+        /// The BatchCluster's secretRef names no Secret in its namespace.
+        SecretNotFound,
+        /// The Secret has the wrong type or lacks the key its type needs.
+        SecretMalformed,
+        /// The operator could not read the Secret.
+        SecretUnreadable,
+        /// The BatchCluster's spec cannot make a connection.
+        SpecInvalid,
+        /// The scheduler names a backend this operator has not registered.
+        UnknownScheduler,
+        /// `scheduler: local`, which the operator's installer has not turned on.
+        SchedulerDisabled,
+        /// The login node does not answer.
+        Unreachable,
+        /// The login node's key is not in knownHosts.
+        HostKeyMismatch,
+        /// The login was refused.
+        AuthenticationFailed,
+        /// An established SSH connection broke.
+        ConnectionLost,
+        /// A command on the login node did not finish in time.
+        CommandTimedOut,
+        /// The login works, the scheduler's tools fail.
+        SchedulerNotAnswering,
+        /// The output was collected.
+        Collected,
+        /// The output's ConfigMap or log pod name belongs to another object.
+        OutputNameTaken,
+        /// The output could not be read.
+        OutputUnavailable,
+        /// No source could tell what became of the job, or why it failed. A word this
+        /// version does not know (written by an older operator) reads as this one.
+        #[serde(other)]
+        Unknown,
+    }
+}
+
+words! {
+    /// The type of a condition the operator sets.
+    pub enum ConditionType {
+        /// BatchJob: whether the job's cluster can be used (BatchCluster and Secret in
+        /// place, host answering).
+        ClusterReady,
+        /// BatchJob: whether the scheduler has the current attempt.
+        Submitted,
+        /// BatchJob: whether the job has finished for good (no retry pending).
+        Finished,
+        /// BatchJob: finished successfully, as batch/v1 Job's `Complete`.
+        Complete,
+        /// BatchJob: finished unsuccessfully (failed with no retry left, or cancelled), as
+        /// batch/v1 Job's `Failed`.
+        Failed,
+        /// BatchJob: whether the finished job's output was collected.
+        OutputCollected,
+        /// BatchCluster: whether the last probe logged in and the scheduler answered.
+        Reachable,
+        /// BatchCluster: ready for jobs, the summary kstatus, Argo CD and Flux read; true
+        /// when Reachable is.
+        Ready,
+    }
+}
+
+impl Reason {
+    /// The reason a failed or cancelled job ended so, from the cause its backend reports;
+    /// without one, from the exit code or signal.
+    ///
+    /// ```
+    /// use batchbridge_core::{FailureCause, JobState, JobStatus};
+    /// use batchbridge_operator::reason::Reason;
+    ///
+    /// let mut job = JobStatus::new(JobState::Failed, "native");
+    /// job.cause = Some(FailureCause::WallTimeExceeded);
+    /// assert_eq!(Reason::of_failure(&job), Reason::Timeout);
+    /// ```
+    pub fn of_failure(job: &JobStatus) -> Self {
+        match &job.cause {
+            Some(FailureCause::ExitCode(_)) => Self::NonZeroExitCode,
+            Some(FailureCause::Signal(_)) => Self::Signal,
+            Some(FailureCause::WallTimeExceeded) => Self::Timeout,
+            Some(FailureCause::MemoryExceeded) => Self::OutOfMemory,
+            Some(FailureCause::NodeFailure) => Self::NodeFailure,
+            Some(FailureCause::Preempted) => Self::Preempted,
+            Some(FailureCause::NotStarted) => Self::NotStarted,
+            Some(FailureCause::Cancelled(_)) => Self::Cancelled,
+            Some(_) => Self::Unknown,
+            None if job.signal.is_some() => Self::Signal,
+            None if job.exit_code.is_some_and(|code| code != 0) => Self::NonZeroExitCode,
+            None => Self::Unknown,
+        }
+    }
+
+    /// The reason of a cluster that cannot be used because a command failed with `kind`,
+    /// if that kind means the cluster rather than one job (not reached, host key or login
+    /// refused, connection broken or hung).
+    ///
+    /// ```
+    /// use batchbridge_core::ErrorKind;
+    /// use batchbridge_operator::reason::Reason;
+    ///
+    /// assert_eq!(Reason::of_connection(ErrorKind::HostKeyMismatch), Some(Reason::HostKeyMismatch));
+    /// assert_eq!(Reason::of_connection(ErrorKind::Rejected), None);
+    /// ```
+    pub const fn of_connection(kind: ErrorKind) -> Option<Self> {
+        match kind {
+            ErrorKind::Unreachable => Some(Self::Unreachable),
+            ErrorKind::HostKeyMismatch => Some(Self::HostKeyMismatch),
+            ErrorKind::AuthenticationFailed => Some(Self::AuthenticationFailed),
+            ErrorKind::ConnectionLost => Some(Self::ConnectionLost),
+            ErrorKind::Timeout => Some(Self::CommandTimedOut),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use batchbridge_core::{CancelledBy, JobState};
+
+    use super::*;
+    use crate::crd::RetryReason;
+
+    #[test]
+    fn an_unknown_word_reads_as_unknown() {
+        let old: Result<Reason, _> = serde_json::from_value(serde_json::json!("Resources"));
+        assert_eq!(old.ok(), Some(Reason::Unknown));
+    }
+
+    #[test]
+    fn names_round_trip_through_serde() {
+        for reason in Reason::ALL {
+            let json = serde_json::to_value(reason).unwrap_or_default();
+            assert_eq!(json, reason.as_str(), "{reason:?}");
+            assert_eq!(serde_json::from_value::<Reason>(json).ok(), Some(*reason));
+        }
+        for type_ in ConditionType::ALL {
+            let json = serde_json::to_value(type_).unwrap_or_default();
+            assert_eq!(json, type_.as_str(), "{type_:?}");
+        }
+    }
+
+    /// Causes as the backends report them, the retryOn entry each falls under.
+    #[test]
+    fn causes_map_to_reasons_and_retry_reasons() {
+        let failed = |cause: Option<FailureCause>, exit: Option<i32>, signal: Option<i32>| {
+            let mut job = JobStatus::new(JobState::Failed, "native");
+            job.cause = cause;
+            job.exit_code = exit;
+            job.signal = signal;
+            job
+        };
+        let cases = [
+            (
+                failed(Some(FailureCause::ExitCode(1)), Some(1), None),
+                Reason::NonZeroExitCode,
+                RetryReason::NonZeroExitCode,
+            ),
+            (
+                failed(Some(FailureCause::WallTimeExceeded), Some(0), None),
+                Reason::Timeout,
+                RetryReason::Timeout,
+            ),
+            (
+                failed(Some(FailureCause::NodeFailure), None, None),
+                Reason::NodeFailure,
+                RetryReason::NodeFailure,
+            ),
+            (
+                failed(Some(FailureCause::Preempted), None, None),
+                Reason::Preempted,
+                RetryReason::Preempted,
+            ),
+            (
+                failed(Some(FailureCause::MemoryExceeded), Some(137), None),
+                Reason::OutOfMemory,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(Some(FailureCause::Signal(9)), None, Some(9)),
+                Reason::Signal,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(Some(FailureCause::NotStarted), Some(1), None),
+                Reason::NotStarted,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(
+                    Some(FailureCause::Cancelled(CancelledBy::Account("1000".into()))),
+                    None,
+                    None,
+                ),
+                Reason::Cancelled,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(Some(FailureCause::Other), None, None),
+                Reason::Unknown,
+                RetryReason::Unknown,
+            ),
+            // A backend that reports no cause: the exit code or signal tells.
+            (
+                failed(None, Some(3), None),
+                Reason::NonZeroExitCode,
+                RetryReason::NonZeroExitCode,
+            ),
+            (
+                failed(None, None, Some(15)),
+                Reason::Signal,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(None, Some(0), None),
+                Reason::Unknown,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(None, None, None),
+                Reason::Unknown,
+                RetryReason::Unknown,
+            ),
+        ];
+        for (job, reason, retry) in cases {
+            assert_eq!(Reason::of_failure(&job), reason, "{job:?}");
+            assert_eq!(RetryReason::from(reason), retry, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn only_connection_errors_are_cluster_problems() {
+        use ErrorKind::*;
+        let cases = [
+            (Unreachable, Some(Reason::Unreachable)),
+            (HostKeyMismatch, Some(Reason::HostKeyMismatch)),
+            (AuthenticationFailed, Some(Reason::AuthenticationFailed)),
+            (ConnectionLost, Some(Reason::ConnectionLost)),
+            (Timeout, Some(Reason::CommandTimedOut)),
+            (Rejected, None),
+            (InvalidInput, None),
+            (SubmitOutcomeUnknown, None),
+            (CommandFailed, None),
+        ];
+        for (kind, reason) in cases {
+            assert_eq!(Reason::of_connection(kind), reason, "{kind:?}");
+        }
+    }
+}
