@@ -1571,6 +1571,8 @@ mod tests {
         assert_eq!(status.phase, Some(Phase::Running), "nothing written yet");
         let output = CollectOutcome::Collected {
             tail: Some("boom\n".into()),
+            task_outputs: Vec::new(),
+            task_outputs_omitted: None,
             summary: "5 bytes".into(),
             refused: vec![],
         };
@@ -1658,6 +1660,8 @@ mod tests {
         walk(&spec, &mut status, Event::Observed(Some(done)), 10);
         let quiet = CollectOutcome::Collected {
             tail: None,
+            task_outputs: Vec::new(),
+            task_outputs_omitted: None,
             summary: "0 bytes".into(),
             refused: vec![],
         };

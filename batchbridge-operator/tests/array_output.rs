@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use batchbridge_operator::crd::{BatchJobStatus, TaskOutput};
 use batchbridge_operator::output;
-use batchbridge_operator::status::{OUTPUT_COLLECTED, condition};
+use batchbridge_operator::reason::ConditionType;
+use batchbridge_operator::status::condition;
 use batchbridge_testbed::login;
 use common::Cluster;
 use common::operator::*;
@@ -80,7 +81,7 @@ async fn every_task_shows_its_output(test: &str, component: &str, scheduler: &st
         (None, None),
         "an array's output is per task, and none is left out"
     );
-    let message = &condition(&seed.conditions, OUTPUT_COLLECTED)
+    let message = &condition(&seed.conditions, ConditionType::OutputCollected)
         .unwrap()
         .message;
     assert_eq!(message, "3 tasks: 6 bytes of stdout, 21 of stderr");
@@ -156,7 +157,7 @@ async fn every_task_shows_its_output(test: &str, component: &str, scheduler: &st
     let line_end = |task: u32| format!("{} task {task}\n", "0".repeat(56));
     assert_eq!(tails(&many), [(0, line_end(0)), (1, line_end(1))]);
     assert_eq!(many.task_outputs_omitted, Some(3));
-    let message = &condition(&many.conditions, OUTPUT_COLLECTED)
+    let message = &condition(&many.conditions, ConditionType::OutputCollected)
         .unwrap()
         .message;
     assert_eq!(
@@ -192,7 +193,8 @@ async fn every_task_shows_its_output(test: &str, component: &str, scheduler: &st
 async fn collected(bed: &Cluster, name: &str) -> BatchJobStatus {
     status(
         &wait_for(bed, name, "its output collected", |s| {
-            condition(&s.conditions, OUTPUT_COLLECTED).is_some_and(|c| c.status == "True")
+            condition(&s.conditions, ConditionType::OutputCollected)
+                .is_some_and(|c| c.status == "True")
         })
         .await,
     )

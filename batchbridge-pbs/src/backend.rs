@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, TaskEnd, environment_file,
-    job_number,
+    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, Submitted, TaskEnd,
+    environment_file, job_number,
 };
 use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::spec::truncate_for_message;
@@ -369,29 +369,33 @@ impl BatchBackend for PbsBackend {
             ("env.sh", environment.as_str()),
             ("tasks", tasks.as_str()),
         ];
-        self.dirs
-            .submit(spec, &files, qsub)
-            .await?
-            .into_job_id(
-                &spec.key,
-                "PBS",
-                &dir,
-                self.find_in_scheduler(&spec.key),
-                |output| {
-                    let error = scheduler_failure("qsub", &output);
-                    if error.is_temporary() {
-                        return error;
-                    }
-                    let context = self
-                        .config
-                        .defaults
-                        .queue_for(spec)
-                        .map(|q| format!(" in queue {q:?}"))
-                        .unwrap_or_default();
-                    remote::rejected(&spec.key, "PBS", &context, &output)
-                },
-            )
-            .await
+        match self.dirs.submit(spec, &files, qsub).await? {
+            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
+            Submitted::Claimed => self.find_in_scheduler(&spec.key).await?.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::SubmitOutcomeUnknown,
+                    format!(
+                        "another submit of job {} is in flight or was cut off before PBS \
+                         answered; try again shortly (its job directory is {dir})",
+                        spec.key
+                    ),
+                )
+                .temporary()
+            }),
+            Submitted::Refused(output) => {
+                let error = scheduler_failure("qsub", &output);
+                if error.is_temporary() {
+                    return Err(error);
+                }
+                let context = self
+                    .config
+                    .defaults
+                    .queue_for(spec)
+                    .map(|q| format!(" in queue {q:?}"))
+                    .unwrap_or_default();
+                Err(remote::rejected(&spec.key, "PBS", &context, &output))
+            }
+        }
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
