@@ -47,6 +47,9 @@ NODE_MEMORY_MB=16384
 NODE=slurm2node
 # slurmctld insists on running on the host SlurmctldHost names.
 CONTROLLER="$(hostname -s)"
+BIG_NODE=slurm2big
+BIG_NODE_CPUS=64
+BIG_NODE_PORT=6838
 SLURMCTLD_PORT=6827
 SLURMD_PORT=6828
 DBD_PORT=6829
@@ -255,6 +258,10 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB State=UNKNOWN
+# Since 23.02 sbatch refuses a job no node of the partition could ever hold (22.05 queued
+# it, reason PartitionConfig). A job that waits for what it cannot get here waits for this
+# node, declared and never started (no slurmd answers on its port).
+NodeName=$BIG_NODE NodeAddr=127.0.0.1 Port=$BIG_NODE_PORT CPUs=$BIG_NODE_CPUS RealMemory=$((BIG_NODE_CPUS * 1024)) State=DOWN Reason="never started"
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=single Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 EOF
