@@ -167,11 +167,6 @@ impl SlurmCluster {
         SshShell::new(fail_fast(config)).unwrap()
     }
 
-    /// SLURM's `ClusterName`.
-    pub fn name(self) -> String {
-        self.facts().field("cluster")
-    }
-
     /// The CPUs the cluster's one node declares.
     pub fn cpus(self) -> u32 {
         u32::try_from(self.facts().0["cpus"].as_u64().unwrap()).unwrap()
