@@ -31,6 +31,7 @@ async fn hostile_inputs_through_the_pbs_backend() {
         search_dirs: vec![dirs.home.clone(), "/tmp".to_owned()],
         hostile_dir: dirs.hostile_dir.clone(),
         with_account: None,
+        version_except: &[],
     };
     let report = hostile::run(bed).await;
     hostile::print(&report, Backend::Pbs);

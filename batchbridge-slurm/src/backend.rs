@@ -326,7 +326,14 @@ impl CliScheduler for Slurm {
     /// sacct (which records the comment only once a job ends).
     async fn find(&self, jobs: &JobDirs, key: &JobKey, _dir: &str) -> Result<Option<JobId>> {
         let output = jobs
-            .run(Command::new("squeue").args(["--me", "-h", "-t", "all", "-o", "%i|%k"]))
+            .run(Command::new("squeue").args([
+                "--me",
+                "-h",
+                "-t",
+                "all",
+                "-o",
+                parse::SQUEUE_FIND_FORMAT,
+            ]))
             .await?;
         if !output.success() {
             return Err(self.failure("squeue", &output));
@@ -335,7 +342,7 @@ impl CliScheduler for Slurm {
             return Ok(Some(JobId::from(id)));
         }
         let found = self
-            .sacct(jobs, &["-S", FIND_WINDOW, "-o", "JobID,Comment"])
+            .sacct(jobs, &["-S", FIND_WINDOW, "-o", parse::SACCT_FIND_FIELDS])
             .await?
             .and_then(|text| parse::find_commented(&text, key.as_str()));
         Ok(found.map(JobId::from))
@@ -458,10 +465,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_squeue() {
-        let slurm = backend(vec![ok("claimed\n"), ok("41|other\n42|key-1\n")]);
+        let slurm = backend(vec![
+            ok("claimed\n"),
+            ok("41|RUNNING|node1|other\n42|PENDING||key-1\n"),
+        ]);
         assert_eq!(slurm.submit(&spec()).await.unwrap(), JobId::from("42"));
 
-        let slurm = backend(vec![ok("claimed\n"), ok("41|other\n"), ok("")]);
+        // SLURM 24.11 keeps a submission it refused as a FAILED job without nodes.
+        let slurm = backend(vec![
+            ok("claimed\n"),
+            ok("41|RUNNING|node1|other\n43|FAILED||key-1\n"),
+            ok("43|FAILED|None assigned|key-1\n"),
+        ]);
         let err = slurm.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
         assert!(err.is_temporary());

@@ -159,11 +159,40 @@ fn parse_lines(text: &str, tool: &str, parse: impl Fn(&[&str]) -> Option<Row>) -
         .collect()
 }
 
-/// Reads `%i|%k` (squeue) or `JobID|Comment` (sacct) lines: the job whose comment is `key`.
+/// What `find` asks squeue for (`-o`): job id, state, nodes, comment, as
+/// [`find_commented`] reads them.
+pub const SQUEUE_FIND_FORMAT: &str = "%i|%T|%N|%k";
+
+/// What `find` asks sacct for (`-o`): the same four fields as [`SQUEUE_FIND_FORMAT`].
+pub const SACCT_FIND_FIELDS: &str = "JobID,State,NodeList,Comment";
+
+/// Reads `ID|STATE|NODES|COMMENT` lines ([`SQUEUE_FIND_FORMAT`], [`SACCT_FIND_FIELDS`];
+/// the comment last, as it may hold `|`): the job whose comment is `key`.
+///
+/// A FAILED job that never had a node (squeue's `%N` empty, sacct's `None assigned`) is
+/// left out: SLURM 24.11 keeps a submission slurmctld refused (`Requested node
+/// configuration is not available`, while sbatch reports the refusal) as a FAILED job with
+/// the reason `BadConstraints`, comment and all, in squeue until `MinJobAge` and in sacct
+/// for good; 22.05 kept nothing. No such job ran, and the key is free.
+///
+/// ```
+/// use batchbridge_slurm::parse::find_commented;
+///
+/// let sacct = "27|FAILED|None assigned|key-1\n29|FAILED|node1|key-2\n";
+/// assert_eq!(find_commented(sacct, "key-1"), None);
+/// assert_eq!(find_commented(sacct, "key-2").as_deref(), Some("29"));
+/// ```
 pub fn find_commented(text: &str, key: &str) -> Option<String> {
     text.lines().find_map(|line| {
-        let (id, comment) = line.split_once('|')?;
-        if comment.trim() != key {
+        let mut fields = line.splitn(4, '|');
+        let (id, state, nodes, comment) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
+        let refused = state == "FAILED" && matches!(nodes, "" | "None assigned");
+        if refused || comment.trim() != key {
             return None;
         }
         parse_job_id(id).map(|(job, _tasks)| job)
@@ -392,13 +421,38 @@ mod tests {
         assert_eq!(rows[0].job, "108");
     }
 
-    /// `%i|%k` from the test bed: squeue prints `(null)` for an empty comment.
+    /// `find`'s lines from the test bed. squeue (`%i|%T|%N|%k`, 24.11) prints `(null)` for
+    /// an empty comment; 42 is a submission sbatch reported refused (`--cpus-per-task=65`),
+    /// kept FAILED for MinJobAge. sacct (`JobID,State,NodeList,Comment`, 24.11): 27 the
+    /// same refusal, 38 a job cancelled while it waited, which did exist; 22.05's array.
     #[test]
     fn find_by_comment() {
-        let out = "107_0|(null)\n107_[2-3%1]|cf-find-1\n108|(null)\n109|key-9\n";
-        assert_eq!(find_commented(out, "cf-find-1").as_deref(), Some("107"));
-        assert_eq!(find_commented(out, "key-9").as_deref(), Some("109"));
-        assert_eq!(find_commented(out, "key"), None);
+        let squeue = "107_0|RUNNING|slurm2node|(null)\n\
+                      107_[2-3%1]|PENDING||cf-find-1\n\
+                      42|FAILED||cf-nonode-2\n\
+                      43|FAILED|slurm2node|key-9\n";
+        let sacct = "26|CANCELLED by 1000|slurm2node|cf-externalcancel-1\n\
+                     27|FAILED|None assigned|cf-nonode-1\n\
+                     29|FAILED|slurm2node|cf-purged-1\n\
+                     38|CANCELLED by 1000|None assigned|cf-waiting-1\n\
+                     13909_0|COMPLETED|vm|cf-array-1\n\
+                     13909_1|FAILED|vm|cf-array-1\n\
+                     40|COMPLETED|vm|odd|comment\n";
+        let cases = [
+            (squeue, "cf-find-1", Some("107")),
+            (squeue, "key-9", Some("43")),
+            (squeue, "cf-nonode-2", None),
+            (squeue, "key", None),
+            (sacct, "cf-externalcancel-1", Some("26")),
+            (sacct, "cf-nonode-1", None),
+            (sacct, "cf-purged-1", Some("29")),
+            (sacct, "cf-waiting-1", Some("38")),
+            (sacct, "cf-array-1", Some("13909")),
+            (sacct, "odd|comment", Some("40")),
+        ];
+        for (text, key, expected) in cases {
+            assert_eq!(find_commented(text, key).as_deref(), expected, "{key:?}");
+        }
     }
 
     #[test]

@@ -5,16 +5,18 @@
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod common;
 
 use batchbridge_core::{BatchBackend, JobState};
-use batchbridge_testbed::{RunOnDrop, ssh_facts, testbed_script};
+use batchbridge_testbed::{RunOnDrop, SlurmCluster, testbed_script};
 
-#[tokio::test]
-async fn with_accounting_down_the_exit_code_files_decide() {
-    testbed_script("slurm.sh", &["stop-slurmdbd"]);
-    let _restart = RunOnDrop::script("slurm.sh", &["start-slurmdbd"]);
-    let slurm = common::backend();
+on_both_clusters!(with_accounting_down_the_exit_code_files_decide);
+
+async fn with_accounting_down_the_exit_code_files_decide(cluster: SlurmCluster) {
+    testbed_script(cluster.script(), &["stop-slurmdbd"]);
+    let _restart = RunOnDrop::script(cluster.script(), &["start-slurmdbd"]);
+    let slurm = common::backend(cluster);
     let ok = slurm
         .submit(&common::spec("dbd-ok", "echo ok\n"))
         .await
@@ -34,7 +36,7 @@ async fn with_accounting_down_the_exit_code_files_decide() {
     slurm.cancel(&cancelled).await.unwrap();
 
     let ids = [ok.clone(), failing.clone(), cancelled.clone()];
-    let shell = ssh_facts().key_shell();
+    let shell = cluster.shell();
     for id in &ids {
         common::wait_for(&slurm, id, "the end", |s| s.state.is_terminal()).await;
         common::wait_purged(&shell, id).await;

@@ -1,20 +1,23 @@
-//! A job pending for resources on the real cluster. Its own test binary, because it fills the
-//! node, and cargo runs test binaries one after another.
+//! A job pending for resources on each real cluster. Its own test binary, because it fills
+//! the node, and cargo runs test binaries one after another.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use batchbridge_core::{BatchBackend, CancelledBy, FailureCause, JobState};
+use batchbridge_testbed::SlurmCluster;
 
-#[tokio::test]
-async fn a_job_waits_for_resources_then_runs() {
-    let slurm = common::backend();
+on_both_clusters!(a_job_waits_for_resources_then_runs);
+
+async fn a_job_waits_for_resources_then_runs(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let mut blocker = common::spec("whole-node", "sleep 600\n");
-    blocker.resources.cpus = Some(16);
+    blocker.resources.cpus = Some(cluster.cpus());
     // A time limit lets the scheduler estimate when the node frees up.
     blocker.resources.wall_time = Some(Duration::from_secs(600));
     let blocker = slurm.submit(&blocker).await.unwrap();

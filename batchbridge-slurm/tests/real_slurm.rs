@@ -1,15 +1,35 @@
-//! The state and exit-code mapping fed with real `squeue` and `sacct` output from the test
-//! bed's SLURM cluster (tests/testbed/slurm.sh), reached as a regular user over SSH.
+//! The state and exit-code mapping fed with real `squeue` and `sacct` output, and the
+//! backend's behaviour on a real cluster: on each of the test bed's two SLURM clusters
+//! (22.05, tests/testbed/slurm.sh; 24.11, tests/testbed/slurm2.sh), reached as a regular
+//! user over SSH.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod common;
 
 use std::time::{Duration, Instant};
 
 use batchbridge_core::shell::{Command, SshShell};
 use batchbridge_core::{JobState, JobStatus};
 use batchbridge_slurm::state::status_from;
-use batchbridge_testbed::{ssh_facts, stdout_of};
+use batchbridge_testbed::{SlurmCluster, stdout_of};
+
+on_both_clusters!(
+    finished_jobs_map_to_succeeded_and_failed_with_exit_codes,
+    impossible_and_held_jobs_wait_then_cancel,
+    a_job_over_its_time_limit_ends_timeout,
+    a_job_cancelled_on_the_cluster_side_shows_cancelled,
+    a_job_purged_from_squeue_is_answered_by_sacct,
+    an_invalid_partition_is_refused_clearly_and_frees_the_key,
+    a_job_no_node_could_hold,
+    a_throttled_array_counts_its_tasks_and_its_failure,
+    cancelling_someone_elses_job_is_permission_denied,
+    a_large_environment_value_reaches_the_job_intact,
+    the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly,
+    an_array_beyond_the_clusters_max_array_size_is_refused_naming_it,
+);
 
 async fn sbatch(shell: &SshShell, options: &[&str], script: &str) -> String {
     let command = Command::new("sbatch")
@@ -79,9 +99,8 @@ async fn sacct_final_status(shell: &SshShell, id: &str) -> JobStatus {
     .await
 }
 
-#[tokio::test]
-async fn finished_jobs_map_to_succeeded_and_failed_with_exit_codes() {
-    let shell = ssh_facts().key_shell();
+async fn finished_jobs_map_to_succeeded_and_failed_with_exit_codes(cluster: SlurmCluster) {
+    let shell = cluster.shell();
     let ok = sbatch(&shell, &[], "echo fine").await;
     let failing = sbatch(&shell, &[], "echo failing; exit 3").await;
 
@@ -113,14 +132,23 @@ async fn finished_jobs_map_to_succeeded_and_failed_with_exit_codes() {
     );
 }
 
-#[tokio::test]
-async fn impossible_and_held_jobs_wait_then_cancel() {
-    let shell = ssh_facts().key_shell();
+/// squeue's reason for a job asking for 64 CPUs, which the running node (16 CPUs) cannot
+/// give: 22.05 queues it although no node could (PartitionConfig); 24.11 refuses such a job
+/// at submission, so its test bed declares a 64-CPU node that stays down.
+fn waits_for_64_cpus_because(cluster: SlurmCluster) -> &'static str {
+    match cluster {
+        SlurmCluster::Slurm2205 => "PartitionConfig",
+        SlurmCluster::Slurm2411 => "ReqNodeNotAvail, UnavailableNodes:slurm2big",
+    }
+}
+
+async fn impossible_and_held_jobs_wait_then_cancel(cluster: SlurmCluster) {
+    let shell = cluster.shell();
     let impossible = sbatch(&shell, &["-c", "64"], "echo never").await;
     let held = sbatch(&shell, &["--hold"], "echo never").await;
 
     let queued = wait_squeue(&shell, &impossible, |s| {
-        s.reason.as_deref() == Some("PartitionConfig")
+        s.reason.as_deref() == Some(waits_for_64_cpus_because(cluster))
     })
     .await;
     assert_eq!(queued.state, JobState::Queued);
@@ -138,15 +166,12 @@ async fn impossible_and_held_jobs_wait_then_cancel() {
     }
 }
 
-mod common;
-
 use batchbridge_core::{
     ArraySpec, BatchBackend, CancelledBy, ErrorKind, FailureCause, JobId, OutputRequest,
 };
 
-#[tokio::test]
-async fn a_job_over_its_time_limit_ends_timeout() {
-    let slurm = common::backend();
+async fn a_job_over_its_time_limit_ends_timeout(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let mut spec = common::spec("timeout", "echo started\nsleep 600\n");
     spec.resources.wall_time = Some(Duration::from_secs(60));
     let id = slurm.submit(&spec).await.unwrap();
@@ -175,15 +200,14 @@ async fn a_job_over_its_time_limit_ends_timeout() {
     assert_eq!(output.stdout.text(), "started\n");
 }
 
-#[tokio::test]
-async fn a_job_cancelled_on_the_cluster_side_shows_cancelled() {
-    let slurm = common::backend();
+async fn a_job_cancelled_on_the_cluster_side_shows_cancelled(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let id = slurm
         .submit(&common::spec("external-cancel", "sleep 600\n"))
         .await
         .unwrap();
     common::wait_for(&slurm, &id, "Running", |s| s.state == JobState::Running).await;
-    let someone_else = ssh_facts().key_shell();
+    let someone_else = cluster.shell();
     stdout_of(&someone_else, Command::new("scancel").arg(id.as_str())).await;
     let status = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
     assert_eq!(status.state, JobState::Cancelled, "{status:?}");
@@ -199,15 +223,14 @@ async fn a_job_cancelled_on_the_cluster_side_shows_cancelled() {
     );
 }
 
-#[tokio::test]
-async fn a_job_purged_from_squeue_is_answered_by_sacct() {
-    let slurm = common::backend();
+async fn a_job_purged_from_squeue_is_answered_by_sacct(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let id = slurm
         .submit(&common::spec("purged", "echo bye\nexit 6\n"))
         .await
         .unwrap();
     common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
-    common::wait_purged(&ssh_facts().key_shell(), &id).await;
+    common::wait_purged(&cluster.shell(), &id).await;
     let status = slurm.status(std::slice::from_ref(&id)).await.unwrap()[&id].clone();
     assert_eq!(
         (status.state, status.native_state.as_str(), status.exit_code),
@@ -225,9 +248,8 @@ async fn a_job_purged_from_squeue_is_answered_by_sacct() {
     assert_eq!(output.stdout.text(), "bye\n");
 }
 
-#[tokio::test]
-async fn an_invalid_partition_is_refused_clearly_and_frees_the_key() {
-    let slurm = common::backend();
+async fn an_invalid_partition_is_refused_clearly_and_frees_the_key(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let mut spec = common::spec("bad-partition", "echo fixed\n");
     spec.queue = Some("no-such-partition".into());
     let err = slurm.submit(&spec).await.unwrap_err();
@@ -254,9 +276,39 @@ async fn an_invalid_partition_is_refused_clearly_and_frees_the_key() {
     );
 }
 
-#[tokio::test]
-async fn a_throttled_array_counts_its_tasks_and_its_failure() {
-    let slurm = common::backend();
+/// More CPUs than any node declares: 22.05 queues the job for ever (PartitionConfig), 24.11
+/// refuses it, and the backend says so as Rejected and leaves nothing behind.
+async fn a_job_no_node_could_hold(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
+    let mut spec = common::spec("no-node", "echo never\n");
+    spec.resources.cpus = Some(65);
+    match cluster {
+        SlurmCluster::Slurm2205 => {
+            let id = slurm.submit(&spec).await.unwrap();
+            let queued = common::wait_for(&slurm, &id, "a reason", |s| s.reason.is_some()).await;
+            assert_eq!(
+                (queued.state, queued.reason.as_deref()),
+                (JobState::Queued, Some("PartitionConfig")),
+                "{queued:?}"
+            );
+            slurm.cancel(&id).await.unwrap();
+        }
+        SlurmCluster::Slurm2411 => {
+            let err = slurm.submit(&spec).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+            assert!(!err.is_temporary(), "{err}");
+            assert!(
+                err.message()
+                    .contains("Requested node configuration is not available"),
+                "{err}"
+            );
+            assert_eq!(slurm.find(&spec.key).await.unwrap(), None);
+        }
+    }
+}
+
+async fn a_throttled_array_counts_its_tasks_and_its_failure(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let mut spec = common::spec(
         "array",
         "echo \"task $BATCHBRIDGE_TASK_INDEX\"\nsleep 2\n[ \"$BATCHBRIDGE_TASK_INDEX\" != 1 ] || exit 4\n",
@@ -301,9 +353,9 @@ async fn a_throttled_array_counts_its_tasks_and_its_failure() {
 }
 
 /// Root (the test runner; the test bed needs it) owns a job; `batch` may not cancel it.
-#[tokio::test]
-async fn cancelling_someone_elses_job_is_permission_denied() {
-    let output = std::process::Command::new("sbatch")
+async fn cancelling_someone_elses_job_is_permission_denied(cluster: SlurmCluster) {
+    let output = cluster
+        .as_root("sbatch")
         .args([
             "--parsable",
             "-p",
@@ -317,9 +369,10 @@ async fn cancelling_someone_elses_job_is_permission_denied() {
         .unwrap();
     assert!(output.status.success(), "sbatch as root: {output:?}");
     let id = JobId::from(String::from_utf8(output.stdout).unwrap().trim());
-    let slurm = common::backend();
+    let slurm = common::backend(cluster);
     let err = slurm.cancel(&id).await.unwrap_err();
-    std::process::Command::new("scancel")
+    cluster
+        .as_root("scancel")
         .arg(id.as_str())
         .status()
         .unwrap();
@@ -327,9 +380,8 @@ async fn cancelling_someone_elses_job_is_permission_denied() {
     assert!(err.message().contains("permission denied"), "{err}");
 }
 
-#[tokio::test]
-async fn a_large_environment_value_reaches_the_job_intact() {
-    let slurm = common::backend();
+async fn a_large_environment_value_reaches_the_job_intact(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let mut spec = common::spec("big-env", "printf '%s' \"$BIG\" | wc -c\n");
     spec.environment
         .insert("BIG".into(), "é$x`\"".repeat(10_000));
@@ -349,11 +401,10 @@ async fn scontrol_fields(shell: &SshShell, id: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_owned).collect()
 }
 
-#[tokio::test]
-async fn the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly() {
+async fn the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly(cluster: SlurmCluster) {
     use batchbridge_core::spec::{MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_NODES, MAX_WALL_TIME};
 
-    let slurm = common::backend();
+    let slurm = common::backend(cluster);
     let mut spec = common::spec("maxima", "true\n");
     spec.resources.cpus = Some(MAX_CPUS);
     spec.resources.memory = Some(MAX_MEMORY);
@@ -364,7 +415,7 @@ async fn the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly() {
     spec.passthrough
         .insert("slurm".into(), vec!["--hold".into()]);
     let id = slurm.submit(&spec).await.unwrap();
-    let shell = ssh_facts().key_shell();
+    let shell = cluster.shell();
     let fields = scontrol_fields(&shell, id.as_str()).await;
     slurm.cancel(&id).await.unwrap();
     for expected in [
@@ -381,9 +432,8 @@ async fn the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly() {
     }
 }
 
-#[tokio::test]
-async fn an_array_beyond_the_clusters_max_array_size_is_refused_naming_it() {
-    let slurm = common::backend();
+async fn an_array_beyond_the_clusters_max_array_size_is_refused_naming_it(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
     let mut spec = common::spec("big-array", "true\n");
     // The test bed's MaxArraySize is 1001: indices 0 to 1000.
     spec.array = Some(ArraySpec::new(1002));

@@ -118,6 +118,7 @@ TESTBED_COMPONENTS=(
     at
     slurm
     htcondor
+    slurm2
     pbs
     kube
 )

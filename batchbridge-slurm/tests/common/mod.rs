@@ -1,7 +1,8 @@
-//! What the real-cluster tests share: a backend on the test bed, unique keys, waiting.
+//! What the real-cluster tests share: a backend on one of the test bed's two SLURM clusters,
+//! unique keys, waiting, and `on_both_clusters!`, which runs each test on both.
 
 // Each test binary compiles this module and uses part of it.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_macros)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,11 +11,35 @@ use batchbridge_core::conformance::{self, Config};
 use batchbridge_core::shell::{Command, Shell, SshShell};
 use batchbridge_core::{JobId, JobSpec, JobStatus};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
-use batchbridge_testbed::ssh_facts;
+use batchbridge_testbed::SlurmCluster;
 
-/// A backend for the test bed's cluster over its own SSH connection.
-pub fn backend() -> SlurmBackend {
-    SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap()
+/// Generates, for each `async fn NAME(cluster: SlurmCluster)` named, a `#[tokio::test]`
+/// running it on SLURM 22.05 (`slurm_22_05::NAME`) and one on SLURM 24.11
+/// (`slurm_24_11::NAME`).
+macro_rules! on_both_clusters {
+    ($($test:ident),* $(,)?) => {
+        mod slurm_22_05 {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(batchbridge_testbed::SlurmCluster::Slurm2205).await;
+                }
+            )*
+        }
+        mod slurm_24_11 {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(batchbridge_testbed::SlurmCluster::Slurm2411).await;
+                }
+            )*
+        }
+    };
+}
+
+/// A backend for the cluster over its own SSH connection.
+pub fn backend(cluster: SlurmCluster) -> SlurmBackend {
+    SlurmBackend::new(Arc::new(cluster.shell()), SlurmConfig::default()).unwrap()
 }
 
 /// A spec on the `debug` partition with a key no other run used.

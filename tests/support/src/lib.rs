@@ -1,7 +1,7 @@
 //! What tests need to reach the test bed that `tests/testbed/up.sh` starts: the facts each
 //! component writes to `$BATCHBRIDGE_TESTBED_DIR/NAME/facts.json` (default
-//! `/var/lib/batchbridge-testbed`): SSH logins (SLURM, HTCondor, PBS), `at`, the Kubernetes API server, the helm
-//! client.
+//! `/var/lib/batchbridge-testbed`): SSH logins (the two SLURM clusters, HTCondor, PBS), `at`,
+//! the Kubernetes API server, the helm client.
 //! A missing test bed fails the test with the command that starts it; it never skips.
 
 // Test support panics on purpose: a test bed that is not there is a failed test.
@@ -104,8 +104,9 @@ pub struct Login {
     pub known_hosts: PathBuf,
 }
 
-/// The login to the SLURM test bed (`ssh/facts.json`), the HTCondor pool
-/// (`htcondor/facts.json`) or the PBS server (`pbs/facts.json`).
+/// The login to the SLURM test bed (`ssh/facts.json`), the second SLURM cluster
+/// (`slurm2/facts.json`), the HTCondor pool (`htcondor/facts.json`) or the PBS server
+/// (`pbs/facts.json`).
 pub fn login(component: &str) -> Login {
     let facts = Facts::read(&format!("{component}/facts.json"));
     Login {
@@ -114,6 +115,75 @@ pub fn login(component: &str) -> Login {
         user: facts.field("user"),
         private_key: facts.field("private_key").into(),
         known_hosts: facts.field("known_hosts").into(),
+    }
+}
+
+/// One of the test bed's two SLURM clusters. Tests of the SLURM backend run against both
+/// (see `batchbridge-slurm/README.md`'s compatibility matrix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlurmCluster {
+    /// SLURM 22.05 from the host's packages (`tests/testbed/slurm.sh`), reached through the
+    /// test bed's sshd (`ssh/facts.json`).
+    Slurm2205,
+    /// SLURM 24.11 from Debian trixie in its own root filesystem with its own sshd
+    /// (`tests/testbed/slurm2.sh`, `slurm2/facts.json`).
+    Slurm2411,
+}
+
+impl SlurmCluster {
+    /// The test bed script that runs this cluster, for `testbed_script` and `RunOnDrop`.
+    pub fn script(self) -> &'static str {
+        match self {
+            Self::Slurm2205 => "slurm.sh",
+            Self::Slurm2411 => "slurm2.sh",
+        }
+    }
+
+    /// The cluster's facts (`slurm/facts.json` or `slurm2/facts.json`).
+    fn facts(self) -> Facts {
+        match self {
+            Self::Slurm2205 => Facts::read("slurm/facts.json"),
+            Self::Slurm2411 => Facts::read("slurm2/facts.json"),
+        }
+    }
+
+    /// The login to the cluster as the regular user `batch`.
+    pub fn login(self) -> Login {
+        match self {
+            Self::Slurm2205 => login("ssh"),
+            Self::Slurm2411 => login("slurm2"),
+        }
+    }
+
+    /// A shell on the cluster's login node as `batch`, with the test bed's client key.
+    pub fn shell(self) -> SshShell {
+        let login = self.login();
+        let config = SshConfig::new(
+            login.host,
+            login.user,
+            SshAuth::KeyFile(login.private_key),
+            HostKeys::File(login.known_hosts),
+        )
+        .port(login.port);
+        SshShell::new(fail_fast(config)).unwrap()
+    }
+
+    /// The CPUs the cluster's one node declares.
+    pub fn cpus(self) -> u32 {
+        u32::try_from(self.facts().0["cpus"].as_u64().unwrap()).unwrap()
+    }
+
+    /// `PROGRAM` as root on the cluster (tests run as root, as the test bed needs): on the
+    /// host for 22.05, inside the root filesystem for 24.11.
+    pub fn as_root(self, program: &str) -> std::process::Command {
+        match self {
+            Self::Slurm2205 => std::process::Command::new(program),
+            Self::Slurm2411 => {
+                let mut command = std::process::Command::new("chroot");
+                command.arg(self.facts().field("root")).arg(program);
+                command
+            }
+        }
     }
 }
 
