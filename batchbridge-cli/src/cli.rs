@@ -19,7 +19,7 @@ this tool submitted, then taken to be on the --cluster (or default) cluster.
 Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
   default_cluster = \"hpc\"
   [clusters.hpc]
-  scheduler = \"slurm\"                 # slurm, htcondor or local
+  scheduler = \"slurm\"                 # slurm, htcondor, pbs or local
   host = \"login.hpc.example\"
   port = 22                           # default 22
   user = \"alice\"                      # default $USER
@@ -41,7 +41,7 @@ Exit codes:
   78   the config file is wrong
   130  interrupted";
 
-/// batchbridge: run batch jobs on SLURM, HTCondor or this machine with one set of commands.
+/// batchbridge: run batch jobs on SLURM, HTCondor, PBS or this machine with one set of commands.
 #[derive(Debug, Parser)]
 #[command(name = "batchbridge", version, after_help = AFTER_HELP)]
 pub(crate) struct Cli {

@@ -714,7 +714,7 @@ fn write_output(new: &NewOutput) {
 fn poll_interval(cluster: &Cluster) -> Duration {
     match cluster.scheduler {
         Scheduler::Local => Duration::from_millis(200),
-        Scheduler::Slurm | Scheduler::Htcondor => Duration::from_secs(2),
+        Scheduler::Slurm | Scheduler::Htcondor | Scheduler::Pbs => Duration::from_secs(2),
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, LocalBackend};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
+use batchbridge_pbs::{PbsBackend, PbsConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use serde::Deserialize;
 
@@ -36,6 +37,7 @@ struct ConfigFile {
 pub(crate) enum Scheduler {
     Slurm,
     Htcondor,
+    Pbs,
     Local,
 }
 
@@ -233,6 +235,21 @@ impl Clusters {
                     condor = condor.with_work_dir(dir);
                 }
                 Arc::new(HtcondorBackend::new(shell, condor).map_err(|err| wrong(err.to_string()))?)
+            }
+            Scheduler::Pbs => {
+                // PBS calls its partitions queues; the config and `--partition` say partition
+                // for every scheduler.
+                let mut pbs = PbsConfig::default();
+                if let Some(dir) = config.work_dir {
+                    pbs = pbs.with_work_dir(dir);
+                }
+                if let Some(queue) = config.partition {
+                    pbs = pbs.with_queue(queue);
+                }
+                if let Some(account) = config.account {
+                    pbs = pbs.with_account(account);
+                }
+                Arc::new(PbsBackend::new(shell, pbs).map_err(|err| wrong(err.to_string()))?)
             }
             Scheduler::Local => unreachable!("handled above"),
         };

@@ -23,24 +23,27 @@ impl User {
         let user = Self {
             home: tempfile::tempdir().unwrap(),
         };
-        let slurm = login("ssh");
-        let condor = login("htcondor");
-        user.write_config(&format!(
-            "[clusters.slurm]\nscheduler = \"slurm\"\nhost = \"{}\"\nport = {}\nuser = \"{}\"\n\
-             key_file = \"{}\"\nknown_hosts = \"{}\"\npartition = \"debug\"\n\n\
-             [clusters.condor]\nscheduler = \"htcondor\"\nhost = \"{}\"\nport = {}\nuser = \"{}\"\n\
-             key_file = \"{}\"\nknown_hosts = \"{}\"\n",
-            slurm.host,
-            slurm.port,
-            slurm.user,
-            slurm.private_key.display(),
-            slurm.known_hosts.display(),
-            condor.host,
-            condor.port,
-            condor.user,
-            condor.private_key.display(),
-            condor.known_hosts.display(),
-        ));
+        let clusters = [
+            ("slurm", "slurm", "ssh", "partition = \"debug\"\n"),
+            ("condor", "htcondor", "htcondor", ""),
+            ("pbs", "pbs", "pbs", ""),
+        ];
+        let config: String = clusters
+            .into_iter()
+            .map(|(name, scheduler, component, extra)| {
+                let login = login(component);
+                format!(
+                    "[clusters.{name}]\nscheduler = \"{scheduler}\"\nhost = \"{}\"\nport = {}\n\
+                     user = \"{}\"\nkey_file = \"{}\"\nknown_hosts = \"{}\"\n{extra}\n",
+                    login.host,
+                    login.port,
+                    login.user,
+                    login.private_key.display(),
+                    login.known_hosts.display(),
+                )
+            })
+            .collect();
+        user.write_config(&config);
         user
     }
 
@@ -239,6 +242,11 @@ fn every_command_on_slurm_over_ssh() {
 #[test]
 fn every_command_on_htcondor_over_ssh() {
     every_command_on("condor");
+}
+
+#[test]
+fn every_command_on_pbs_over_ssh() {
+    every_command_on("pbs");
 }
 
 #[test]
