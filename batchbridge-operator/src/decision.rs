@@ -881,9 +881,14 @@ mod tests {
     /// Job 42 as its submit and acceptance wrote it, `ago` seconds ago.
     fn accepted(ago: u64) -> BatchJobStatus {
         let at = now() - Duration::from_secs(ago);
-        let submitted = step(&spec(), &BatchJobStatus::default(), &Event::Observed(None), at)
-            .status
-            .expect("the submit is written first");
+        let submitted = step(
+            &spec(),
+            &BatchJobStatus::default(),
+            &Event::Observed(None),
+            at,
+        )
+        .status
+        .expect("the submit is written first");
         let event = Event::SubmitDone {
             attempt: 1,
             outcome: SubmitOutcome::Accepted {
