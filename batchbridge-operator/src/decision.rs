@@ -30,6 +30,9 @@ pub const CLUSTER_RECHECK: Duration = Duration::from_secs(15);
 /// How long an action that was cut short (a connection broke, a command hung) waits before
 /// it is tried again.
 pub const ACTION_RETRY: Duration = Duration::from_secs(5);
+/// How long after its acceptance a job waiting in the queue keeps the status its acceptance
+/// wrote, unless its phase changes ([`step`] holds the scheduler's words for the wait back).
+pub const QUEUE_REPORT_HOLD: Duration = Duration::from_secs(60);
 /// How long, by default, after a BatchJob's deletion the operator keeps trying to cancel its
 /// job and remove its files (a cluster unreachable, a job still ending) before it lets the
 /// resource go with a Warning Event: `kubectl delete` never hangs on a broken cluster.
@@ -399,7 +402,9 @@ fn observe(
                 }
             }
             _ => {
-                if let Some(job) = observation {
+                if let Some(job) = observation
+                    && !held_back(next, job, now)
+                {
                     *next = observed(next, job);
                 }
                 set_finished(next, now);
@@ -410,6 +415,23 @@ fn observe(
         // An active phase without an id is only ever written as Submitted, handled above.
         (_, None) => start_attempt(spec, next, next.attempts + 1, 0, now, effects),
     }
+}
+
+/// Whether the poller's report `job` waits for the job's next change: the job still waits
+/// in the phase its status says, in its first [`QUEUE_REPORT_HOLD`] in the queue. The
+/// acceptance was written as Queued, so the first polls say nothing new but the scheduler's
+/// words for the wait (its native state and reason, its estimate, the partition); written
+/// at once they would cost a status write per job just when a burst of submits makes the
+/// API server the limit. They go out with the next change the poller reports after that
+/// minute (a new reason, the job starting), or at the [`RECHECK`] at the latest.
+fn held_back(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> bool {
+    let phase = Phase::from(job.state);
+    status.phase == Some(phase)
+        && matches!(phase, Phase::Queued | Phase::Held)
+        && status
+            .submit_time
+            .as_ref()
+            .is_some_and(|at| now < SystemTime::from(at.0) + QUEUE_REPORT_HOLD)
 }
 
 /// The attempt ended as `job` reports: its status written, RetryPending when the policy
@@ -512,11 +534,14 @@ fn submitted(
 ) {
     match outcome {
         SubmitOutcome::Accepted { id, queue, user } => {
+            // Written as the state the job is in, waiting in the scheduler's queue, so that
+            // the first poll, which says the same, writes nothing.
+            next.phase = Some(Phase::Queued);
             next.job_id = Some(id.to_string());
             next.queue.clone_from(queue);
             next.user.clone_from(user);
             next.submit_time = Some(time(now));
-            next.reason = Some(Reason::Submitted);
+            next.reason = Some(Reason::Queued);
             next.message = Some(format!("attempt {attempt} submitted as job {id}"));
             set_condition(
                 &mut next.conditions,
@@ -853,6 +878,38 @@ mod tests {
         JobId::from("42")
     }
 
+    /// Job 42 as its submit and acceptance wrote it, `ago` seconds ago.
+    fn accepted(ago: u64) -> BatchJobStatus {
+        let at = now() - Duration::from_secs(ago);
+        let submitted = step(
+            &spec(),
+            &BatchJobStatus::default(),
+            &Event::Observed(None),
+            at,
+        )
+        .status
+        .expect("the submit is written first");
+        let event = Event::SubmitDone {
+            attempt: 1,
+            outcome: SubmitOutcome::Accepted {
+                id: id(),
+                queue: None,
+                user: None,
+            },
+        };
+        let accepted = step(&spec(), &submitted, &event, at).status;
+        accepted.expect("the acceptance is written")
+    }
+
+    /// A job waiting in `state` for the scheduler's `reason`, with an estimate of its start.
+    fn waiting(state: JobState, reason: &str) -> JobStatus {
+        let mut job = job(state);
+        job.reason = Some(reason.to_owned());
+        job.queue = Some("debug".to_owned());
+        job.expected_start_at = Some(now() + Duration::from_secs(600));
+        job
+    }
+
     struct Case {
         name: &'static str,
         status: BatchJobStatus,
@@ -998,10 +1055,10 @@ mod tests {
                 )
             },
             Case {
-                writes: Some((Phase::Submitted, 1, 0)),
+                writes: Some((Phase::Queued, 1, 0)),
                 effects: vec![Follow(id())],
                 ..case(
-                    "an accepted submit writes the id and follows it",
+                    "an accepted submit writes the id, as queued, and follows it",
                     with(at(Phase::Submitted), |s| s.job_id = None),
                     Event::SubmitDone {
                         attempt: 1,
@@ -1062,6 +1119,50 @@ mod tests {
                     "a change the poller saw is written",
                     at(Phase::Queued),
                     observed(job(JobState::Running)),
+                )
+            },
+            Case {
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "the first polls of a job accepted as queued write nothing",
+                    accepted(5),
+                    observed(waiting(JobState::Queued, "Priority")),
+                )
+            },
+            Case {
+                writes: Some((Phase::Queued, 1, 0)),
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a waiting job's report is written after its first minute in the queue",
+                    accepted(61),
+                    observed(waiting(JobState::Queued, "Resources")),
+                )
+            },
+            Case {
+                writes: Some((Phase::Held, 1, 0)),
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a new phase is written at once",
+                    accepted(5),
+                    observed(waiting(JobState::Held, "JobHeldUser")),
+                )
+            },
+            Case {
+                writes: Some((Phase::Running, 1, 0)),
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "so is the start",
+                    accepted(5),
+                    observed(job(JobState::Running)),
+                )
+            },
+            Case {
+                writes: Some((Phase::Queued, 1, 0)),
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a job submitted by an operator that wrote the acceptance as Submitted",
+                    with(accepted(5), |s| s.phase = Some(Phase::Submitted)),
+                    observed(waiting(JobState::Queued, "Priority")),
                 )
             },
             Case {
@@ -1527,18 +1628,25 @@ mod tests {
             [Follow(JobId::from("7"))]
         );
         assert_eq!(
-            (status.job_id.as_deref(), status.reason),
-            (Some("7"), Some(Reason::Submitted))
+            (status.phase, status.job_id.as_deref(), status.reason),
+            (Some(Phase::Queued), Some("7"), Some(Reason::Queued))
         );
         assert_eq!(
             walk(&spec, &mut status, Event::Observed(None), 1),
             [Follow(JobId::from("7")), Requeue(RECHECK)]
         );
-        // Queued with a backfill estimate: no start time, an expected one.
+        // Queued with a backfill estimate: the first poll says what the acceptance wrote
+        // and writes nothing; after a minute in the queue, the scheduler's words for the
+        // wait are written: no start time, an expected one.
         let mut queued = job(JobState::Queued);
         queued.expected_start_at = Some(clock.get() + Duration::from_secs(3600));
         queued.queue = Some("debug".into());
+        let unchanged = status.clone();
         walk(&spec, &mut status, Event::Observed(Some(&queued)), 5);
+        assert_eq!(status, unchanged, "nothing written in the first minute");
+        queued.reason = Some("Resources".into());
+        walk(&spec, &mut status, Event::Observed(Some(&queued)), 60);
+        assert_eq!(status.message.as_deref(), Some("Resources"));
         assert_eq!(
             (status.phase, status.start_time.as_ref()),
             (Some(Phase::Queued), None)

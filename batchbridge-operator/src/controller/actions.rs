@@ -8,9 +8,9 @@
 //! hands it over here and returns; the job's further reconciles stand aside while its
 //! action runs, and the action wakes the job when it is over.
 //!
-//! The wake-up can come before the watch brings the action's own status write, so the
-//! version written is kept until the job's cache has it, and a reconcile before that reads
-//! the job afresh ([`Actions::cache_lags`]).
+//! The wake-up can come before the watch brings the action's own status write, so the job
+//! as the write left it is kept until the job's cache has it, and a reconcile before that
+//! steps from the kept job ([`Actions::newer_than_cache`]) instead of reading it again.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,8 +29,8 @@ use crate::metrics::Metrics;
 #[derive(Debug)]
 pub struct Actions {
     running: Arc<Mutex<HashMap<String, (ActionKind, AbortHandle)>>>,
-    /// The resourceVersion each job's last action wrote, until its next reconcile.
-    written: Mutex<HashMap<String, String>>,
+    /// Each job as its last action's status write left it, until the cache has that write.
+    written: Mutex<HashMap<String, Arc<BatchJob>>>,
     wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
     metrics: Arc<Metrics>,
 }
@@ -70,39 +70,45 @@ impl Actions {
         self.lock().contains_key(&job.uid().unwrap_or_default())
     }
 
-    /// Records that an action of `job` wrote its status, giving it `version`; `None`
-    /// forgets what the last one wrote.
-    pub fn wrote(&self, job: &BatchJob, version: Option<String>) {
-        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Records that an action of `job` wrote its status, leaving the job as `written` (the
+    /// API server's answer to the write); `None` forgets what the last one wrote.
+    pub fn wrote(&self, job: &BatchJob, written: Option<BatchJob>) {
+        let mut kept = self.written.lock().unwrap_or_else(PoisonError::into_inner);
         let uid = job.uid().unwrap_or_default();
-        match version {
-            Some(version) => written.insert(uid, version),
-            None => written.remove(&uid),
+        match written {
+            Some(mut written) => {
+                // Never read, as in the cache (docs/PERFORMANCE.md, finding 5).
+                written.managed_fields_mut().clear();
+                kept.insert(uid, Arc::new(written))
+            }
+            None => kept.remove(&uid),
         };
     }
 
-    /// Whether `job`, as the cache has it, may be older than its last action's status
-    /// write (the caller reads the job afresh). The write is forgotten once the cache has
-    /// it; every reconcile before that is told, since any of them could act again on the
-    /// older status (submit the same key a second time).
-    pub fn cache_lags(&self, job: &BatchJob) -> bool {
+    /// The job as its last action's status write left it, when `job`, as the cache has it,
+    /// may be older than that write (the caller steps from the job returned). The write
+    /// is forgotten once the cache has it; every reconcile before that is given it, since
+    /// any of them could act again on the older status (submit the same key a second
+    /// time). Nothing but the operator's own actions and reconciles writes the status, so
+    /// the API server's answer to the write is what a read would return.
+    pub fn newer_than_cache(&self, job: &BatchJob) -> Option<Arc<BatchJob>> {
         let uid = job.uid().unwrap_or_default();
-        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(version) = written.get(&uid) else {
-            return false;
-        };
+        let mut kept = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = kept.get(&uid)?;
+        let version = written.resource_version().unwrap_or_default();
         let cached = job.resource_version().unwrap_or_default();
         let (lags, forget) = match (cached.parse::<u64>(), version.parse::<u64>()) {
             // The API server's versions are etcd revisions, which only grow.
             (Ok(cached), Ok(version)) => (cached < version, cached >= version),
             // Versions that are not numbers are opaque: only equality says the cache has
             // the write, and a cache that skipped it would never show it. Tell once.
-            _ => (cached != *version, true),
+            _ => (cached != version, true),
         };
+        let newer = lags.then(|| Arc::clone(written));
         if forget {
-            written.remove(&uid);
+            kept.remove(&uid);
         }
-        lags
+        newer
     }
 
     /// Runs `action` for `job` as a task of its own. `action` answers how long to wait
@@ -229,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cache_older_than_an_actions_write_lags_until_it_has_it() {
+    fn a_cache_older_than_an_actions_write_gets_the_written_job_until_it_has_it() {
         let (wake, _woken) = mpsc::unbounded_channel();
         let actions = Actions::new(wake, Arc::new(Metrics::new()));
         let at = |version: &str| {
@@ -237,25 +243,35 @@ mod tests {
             job.metadata.resource_version = Some(version.into());
             job
         };
-        assert!(!actions.cache_lags(&at("7")), "no action wrote");
-        actions.wrote(&at("7"), Some("9".into()));
-        assert!(
-            actions.cache_lags(&at("7")),
+        let newer = |cached: &str| {
+            actions
+                .newer_than_cache(&at(cached))
+                .and_then(|job| job.resource_version())
+        };
+        assert_eq!(newer("7"), None, "no action wrote");
+        actions.wrote(&at("7"), Some(at("9")));
+        assert_eq!(
+            newer("7").as_deref(),
+            Some("9"),
             "the cache has 7, the action wrote 9"
         );
-        assert!(actions.cache_lags(&at("8")), "lags until the cache has 9");
-        assert!(!actions.cache_lags(&job("b")), "another job");
-        assert!(
-            !actions.cache_lags(&at("10")),
-            "the cache is past the write"
+        assert_eq!(
+            newer("8").as_deref(),
+            Some("9"),
+            "lags until the cache has 9"
         );
-        assert!(!actions.cache_lags(&at("7")), "the write is forgotten");
-        actions.wrote(&at("7"), Some("9".into()));
-        assert!(!actions.cache_lags(&at("9")), "the cache has the write");
-        assert!(!actions.cache_lags(&at("7")), "the write is forgotten");
-        actions.wrote(&at("7"), Some("v9".into()));
-        assert!(actions.cache_lags(&at("v7")), "opaque and different");
-        assert!(!actions.cache_lags(&at("v7")), "opaque: told once");
+        assert!(actions.newer_than_cache(&job("b")).is_none(), "another job");
+        assert_eq!(newer("10"), None, "the cache is past the write");
+        assert_eq!(newer("7"), None, "the write is forgotten");
+        actions.wrote(&at("7"), Some(at("9")));
+        assert_eq!(newer("9"), None, "the cache has the write");
+        assert_eq!(newer("7"), None, "the write is forgotten");
+        actions.wrote(&at("7"), Some(at("v9")));
+        assert_eq!(newer("v7").as_deref(), Some("v9"), "opaque and different");
+        assert_eq!(newer("v7"), None, "opaque: told once");
+        actions.wrote(&at("7"), Some(at("9")));
+        actions.wrote(&at("7"), None);
+        assert_eq!(newer("7"), None, "forgotten on request");
     }
 
     #[tokio::test(start_paused = true)]

@@ -69,22 +69,13 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
         // The action writes what came of it and wakes the job when it is over.
         return Ok(Requeue::await_change());
     }
+    // An action wrote the status, and the watch may not have brought that write yet (the
+    // action's wake-up, or another request for this job, came first). Stepping from the
+    // cache would act again on a status already overtaken: submit the same key a second
+    // time, fetch an output once more. The job as the write left it is kept for this.
+    let job = ctx.actions.newer_than_cache(&job).unwrap_or(job);
     let namespace = job.namespace().unwrap_or_default();
-    let mut status = job.status.clone().unwrap_or_default();
-    if ctx.actions.cache_lags(&job) {
-        // An action wrote the status, and the watch has not brought that write yet (the
-        // action's wake-up, or another request for this job, came first). Stepping from
-        // the cache would act again on a status already overtaken: submit the same key a
-        // second time, fetch an output once more. Read the job itself.
-        let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
-        if let Some(fresh) = api
-            .get_opt(&job.name_any())
-            .await
-            .map_err(ReconcileError::Kube)?
-        {
-            status = fresh.status.unwrap_or_default();
-        }
-    }
+    let status = job.status.clone().unwrap_or_default();
     let connection = ctx
         .clusters
         .get(&namespace, &job.spec.cluster_ref.name)
@@ -184,9 +175,9 @@ async fn finish_action(
     let step = step(&spec_of(job), current, event, SystemTime::now());
     let performed = async {
         if let Some(next) = &step.status {
-            let version = write_status(ctx, job, current, next).await?;
+            let written = write_status(ctx, job, current, next).await?;
             // The job's next reconcile must not step from a cache older than this write.
-            ctx.actions.wrote(job, version);
+            ctx.actions.wrote(job, Some(written));
         }
         let mut requeue = None;
         for effect in step.effects {
@@ -487,14 +478,14 @@ async fn cancel(
 }
 
 /// Writes `next` with server-side apply, and an Event for each change a user cares about;
-/// returns the job's resourceVersion after the write.
+/// returns the job as the write left it.
 async fn write_status(
     ctx: &Context,
     job: &BatchJob,
     current: &BatchJobStatus,
     next: &BatchJobStatus,
-) -> Result<Option<String>, ReconcileError> {
-    let version = apply_status(ctx, job, next).await?;
+) -> Result<BatchJob, ReconcileError> {
+    let written = apply_status(ctx, job, next).await?;
     for event in transitions(current, next) {
         publish(
             ctx,
@@ -506,7 +497,7 @@ async fn write_status(
         )
         .await;
     }
-    Ok(version)
+    Ok(written)
 }
 
 /// An Event to publish about a BatchJob.

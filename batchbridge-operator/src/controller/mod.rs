@@ -384,12 +384,12 @@ impl Operator {
 }
 
 /// Writes `status` as `object`'s status with server-side apply, under [`FIELD_MANAGER`];
-/// returns the object's resourceVersion after the write.
+/// returns the object as the write left it.
 async fn apply_status<K>(
     ctx: &Context,
     object: &K,
     status: &impl Serialize,
-) -> Result<Option<String>, ReconcileError>
+) -> Result<K, ReconcileError>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -410,7 +410,7 @@ where
         )
         .await
         .map_err(ReconcileError::Kube)?;
-    Ok(written.resource_version())
+    Ok(written)
 }
 
 /// Publishes an Event about `object`; an Event the API server refuses is logged, never a
