@@ -170,7 +170,7 @@ static CASES: &[Case] = &[
                 json!({"workingDir": format!("/tmp/$(touch {})", c.canary)}),
             )
         },
-        expect: Expect::Fails(Reason::NonZeroExitCode),
+        expect: Expect::Fails(Reason::NotStarted),
     },
     Case {
         name: "workdir-newline",
