@@ -1,7 +1,11 @@
-//! Every task's output of an array job reaches the user (issue 21, case 8), on the test
-//! bed's real SLURM and HTCondor through the real kube-apiserver: the tails in
-//! `status.taskOutputs` (bounded, the left-out tasks counted), the ConfigMap's per-task keys
-//! and the log pod's output, read the ways the README shows (kubectl jsonpath included).
+//! Array jobs as a user sees them, on the test bed's real SLURM and HTCondor through the
+//! real kube-apiserver (issue 21):
+//!
+//! - case 8: every task's output reaches the user: the tails in `status.taskOutputs`
+//!   (bounded, the left-out tasks counted), the ConfigMap's per-task keys and the log pod's
+//!   output, read the ways the README shows (kubectl jsonpath included);
+//! - case 1: a task exiting non-zero fails the array with reason `NonZeroExitCode`, so
+//!   `retryOn: [NonZeroExitCode]` runs it again.
 //!
 //! Each test runs its own operator for a namespace of its own, with a BatchCluster polled
 //! every second.
@@ -13,9 +17,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use batchbridge_operator::crd::{BatchJobStatus, TaskOutput};
+use batchbridge_operator::crd::{BatchJobStatus, Phase, TaskOutput};
 use batchbridge_operator::output;
-use batchbridge_operator::reason::ConditionType;
+use batchbridge_operator::reason::{ConditionType, Reason};
 use batchbridge_operator::status::condition;
 use batchbridge_testbed::login;
 use common::Cluster;
@@ -32,6 +36,44 @@ async fn every_task_of_a_slurm_array_shows_its_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_task_of_an_htcondor_array_shows_its_output() {
     every_task_shows_its_output("array-out-htcondor", "htcondor", "htcondor").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_task_retries_a_slurm_array_as_a_non_zero_exit() {
+    a_failing_task_is_a_non_zero_exit("array-exit-slurm", "ssh", "slurm").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_task_retries_an_htcondor_array_as_a_non_zero_exit() {
+    a_failing_task_is_a_non_zero_exit("array-exit-htcondor", "htcondor", "htcondor").await;
+}
+
+/// An array of 2 whose task 1 exits 1, with one retry on NonZeroExitCode: the first attempt
+/// fails with that reason (not `Unknown`), so the retry fires; the second fails the same way
+/// and is final, with the task counts of the attempt.
+async fn a_failing_task_is_a_non_zero_exit(test: &str, component: &str, scheduler: &str) {
+    let (bed, operator) = set_up(test, component, scheduler).await;
+    create_job(
+        &bed,
+        "half",
+        json!({
+            "clusterRef": {"name": scheduler},
+            "script": "[ \"$BATCHBRIDGE_TASK_INDEX\" != 1 ] || exit 1\n",
+            "array": {"count": 2},
+            "retryPolicy": {"maxRetries": 1, "retryOn": ["NonZeroExitCode"]},
+        }),
+    )
+    .await;
+    let last = status(&wait_for_phase(&bed, "half", Phase::Failed).await);
+    assert_eq!(
+        (last.reason, last.attempts, last.retries),
+        (Some(Reason::NonZeroExitCode), 2, 1),
+        "{last:#?}"
+    );
+    let tasks = last.tasks.unwrap();
+    assert_eq!((tasks.total, tasks.succeeded, tasks.failed), (2, 1, 1));
+    operator.stop().await;
+    bed.clean_up().await;
 }
 
 /// Two arrays on the cluster of `scheduler` (test bed component `component`):
