@@ -164,7 +164,7 @@ fn qstat() -> Command {
 
 /// Whether the job directory must have its say on `sighting`: PBS no longer knows the job,
 /// or it finished in a way only the files explain (a script that never started, a deletion
-/// batchbridge may have asked for, no exit status at all).
+/// or a kill by signal batchbridge may have asked for, no exit status at all).
 fn needs_files(sighting: Option<&Sighting>) -> bool {
     let Some(sighting) = sighting else {
         return true;
@@ -175,7 +175,8 @@ fn needs_files(sighting: Option<&Sighting>) -> bool {
     let finished = |j: &QstatJob| {
         matches!(j.job_state.as_str(), "F" | "X")
             && (j.substate == Some(SUBSTATE_DELETED)
-                || j.exit_status.is_none_or(|e| e == NOT_STARTED_EXIT_CODE))
+                || j.exit_status
+                    .is_none_or(|e| e == NOT_STARTED_EXIT_CODE || e > 256))
     };
     finished(job) || sighting.subjobs.values().any(finished)
 }
@@ -392,6 +393,7 @@ mod tests {
     const MID_RUN: &str = include_str!("testdata/qstat-mid-run.json");
     const AFTER_QDEL: &str = include_str!("testdata/qstat-after-qdel.json");
     const WALLTIME: &str = include_str!("testdata/qstat-walltime.json");
+    const CANCEL_RACE: &str = include_str!("testdata/qstat-cancel-race.json");
 
     fn status_in(capture: &str, number: &str) -> JobStatus {
         let seen = parse_qstat(capture).unwrap();
@@ -517,6 +519,41 @@ mod tests {
             if state != JobState::Unknown {
                 assert_eq!(status.native_state, remote::NATIVE_STATE_EXIT_FILE);
             }
+        }
+    }
+
+    /// A qdel that reached the execution host as it was starting the job: PBS killed the
+    /// job at the end of its kill delay and called it failed (substate 93, Exit_status
+    /// 265). Job 2111, captured on the test bed; its directory held the cancel mark.
+    #[test]
+    fn a_kill_after_batchbridge_cancelled_is_cancelled_by_request() {
+        let seen = parse_qstat(CANCEL_RACE).unwrap();
+        let sighting = seen.get("2111");
+        assert!(
+            needs_files(sighting),
+            "a kill by signal consults the job directory"
+        );
+        let cases = [
+            (
+                "2111 tasks 1 1\n",
+                JobState::Cancelled,
+                FailureCause::Cancelled(CancelledBy::Request),
+            ),
+            (
+                "2111 tasks 1 0\n",
+                JobState::Failed,
+                FailureCause::Signal(9),
+            ),
+        ];
+        for (files, state, cause) in cases {
+            let files = parse_job_files(files);
+            let status = resolve("2111", sighting, files.get("2111"));
+            assert_eq!(
+                (status.state, status.cause),
+                (state, Some(cause)),
+                "{files:?}"
+            );
+            assert_eq!(status.signal, Some(9));
         }
     }
 
