@@ -156,7 +156,7 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// `task-N.reason` file when it cannot), sources the environment file, runs the job's script
 /// (inside the container when the spec asks for one) with its output beside it, and writes
 /// the task's exit code to `task-N.exit`; filled in by
-/// [`job_wrapper`](batchbridge_core::remote::job_wrapper).
+/// [`job_wrapper`].
 ///
 /// ```
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
