@@ -335,11 +335,7 @@ impl CliScheduler for Pbs {
             .copied()
             .filter(|n| needs_files(seen.get(*n)))
             .collect();
-        let files = if for_files.is_empty() {
-            HashMap::new()
-        } else {
-            jobs.job_files(&for_files).await?
-        };
+        let files = jobs.job_files(&for_files).await?;
         Ok(numbers
             .iter()
             .map(|number| resolve(number, seen.get(*number), files.get(*number)))
