@@ -13,16 +13,14 @@
 
 // The other benchmarks' table helpers are not used here.
 #[allow(dead_code)]
-mod bench;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use batchbridge_core::shell::{Command, Shell};
 use batchbridge_core::{BatchBackend, Error, ErrorKind, JobKey, JobSpec, Result};
+use batchbridge_examples::bench::{sizes_from_args, submit_all};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::{CountingShell, ssh_facts};
-use bench::{sizes_from_args, submit_all};
 use tokio::task::JoinSet;
 
 /// The entries of `WORK/jobs` and `WORK/ids`, and the kilobytes under `WORK`.

@@ -14,103 +14,21 @@
 
 #![allow(clippy::print_stdout)]
 
-mod bench;
-
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use batchbridge_core::shell::{Command, Shell, SshShell};
-use batchbridge_core::{BatchBackend, JobId, JobKey, JobSpec, Result};
+use batchbridge_core::Result;
+use batchbridge_examples::bench::{Scheduler, cycles_and_throughput};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
-use batchbridge_testbed::{CountingShell, htcondor_shell};
-use bench::{mean_ms, print_throughput, range, sizes_from_args, submit_all};
-
-const SCHEDULER_COMMANDS: [&str; 2] = ["condor_q", "condor_history"];
-
-fn specs(run: &str, n: usize) -> Result<Vec<JobSpec>> {
-    (0..n)
-        .map(|i| {
-            Ok(JobSpec::new(
-                JobKey::new(format!("bench-{run}-{i}"))?,
-                "bench",
-                "true\n",
-            ))
-        })
-        .collect()
-}
-
-/// Status cycles over `ids` until all ended: scheduler commands and wall time of each.
-async fn run_cycles(
-    condor: &HtcondorBackend,
-    counting: &CountingShell<SshShell>,
-    ids: &[JobId],
-) -> Result<(Vec<u64>, Vec<Duration>)> {
-    let (mut commands, mut walls) = (Vec::new(), Vec::new());
-    loop {
-        counting.take_counts();
-        let started = Instant::now();
-        let statuses = condor.status(ids).await?;
-        walls.push(started.elapsed());
-        commands.push(counting.take_total(&SCHEDULER_COMMANDS));
-        if statuses.values().all(|s| s.state.is_terminal()) {
-            return Ok((commands, walls));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Seconds for a plain loop of `n` condor_submit calls, one job each, in one SSH session.
-async fn plain_submit_loop(shell: &SshShell, n: usize) -> Result<f64> {
-    let started = Instant::now();
-    let script = "cd && for i in $(seq \"$1\"); do \
-                  printf 'executable = /bin/true\\nqueue\\n' | condor_submit -terse - >/dev/null || exit; \
-                  done";
-    shell
-        .run(&Command::sh(script, [n.to_string()]).timeout(Duration::from_secs(600)))
-        .await?
-        .check("the condor_submit loop")?;
-    Ok(started.elapsed().as_secs_f64())
-}
+use batchbridge_testbed::htcondor_shell;
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let sizes = sizes_from_args()?;
-    let counting = Arc::new(CountingShell::new(htcondor_shell()));
-    let condor = Arc::new(HtcondorBackend::new(
-        Arc::clone(&counting) as Arc<dyn Shell>,
-        HtcondorConfig::default(),
-    )?);
-    let run = format!("{:x}", std::process::id());
-
-    println!("| N | cycles | condor_q+condor_history per cycle | wall per cycle (mean) |");
-    println!("|---|---|---|---|");
-    for &n in &sizes {
-        let ids = submit_all(&condor, specs(&format!("{run}-{n}"), n)?).await?;
-        let (commands, walls) = run_cycles(&condor, &counting, &ids).await?;
-        println!(
-            "| {n} | {} | {} | {:.0} ms |",
-            commands.len(),
-            range(&commands),
-            mean_ms(&walls)
-        );
-    }
-
-    let n = 200;
-    let plain = plain_submit_loop(&htcondor_shell(), n).await?;
-    let started = Instant::now();
-    let ids = submit_all(&condor, specs(&format!("{run}-throughput"), n)?).await?;
-    let ours = started.elapsed().as_secs_f64();
-    run_cycles(&condor, &counting, &ids).await?;
-    print_throughput(
-        n,
-        "plain condor_submit loop, one SSH session",
-        plain,
-        "HtcondorBackend::submit, one connection",
-        ours,
-    );
-    println!(
-        "SSH connections opened by the backend: {}",
-        counting.inner().connections_opened()
-    );
-    Ok(())
+    let condor = Scheduler {
+        status_commands: &["condor_q", "condor_history"],
+        plain_submit: "printf 'executable = /bin/true\\nqueue\\n' | condor_submit -terse -",
+        submit_tool: "condor_submit",
+        backend: "HtcondorBackend",
+    };
+    cycles_and_throughput(&condor, htcondor_shell, |shell| {
+        HtcondorBackend::new(shell, HtcondorConfig::default())
+    })
+    .await
 }

@@ -14,16 +14,14 @@
 
 #![allow(clippy::print_stdout)]
 
-mod bench;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use batchbridge_core::shell::{Command, Shell, SshShell};
 use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobKey, JobSpec, Result};
+use batchbridge_examples::bench::{mean_ms, print_throughput, range, sizes_from_args, submit_all};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::{CountingShell, ssh_facts};
-use bench::{mean_ms, print_throughput, range, sizes_from_args, submit_all};
 
 /// slurmctld's RPC count for our user, from `sdiag`.
 async fn rpcs_by_user(shell: &SshShell, user: &str) -> Result<u64> {

@@ -17,28 +17,11 @@ use std::sync::Arc;
 use batchbridge_core::shell::Shell;
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
 use batchbridge_testbed::htcondor_shell;
-use hostile::{Backend, Bed};
+use hostile::Backend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hostile_inputs_through_the_htcondor_backend() {
     let shell: Arc<dyn Shell> = Arc::new(htcondor_shell());
-    let dirs = hostile::RemoteDirs::make(shell.as_ref()).await;
-
-    let bed = Bed {
-        which: Backend::Htcondor,
-        backend: Arc::new(
-            HtcondorBackend::new(Arc::clone(&shell), HtcondorConfig::default()).unwrap(),
-        ),
-        cluster: Arc::clone(&shell),
-        canary_dir: dirs.home.clone(),
-        search_dirs: vec![dirs.home.clone(), "/tmp".to_owned()],
-        hostile_dir: dirs.hostile_dir.clone(),
-        with_account: None,
-        version_except: &[],
-    };
-    let report = hostile::run(bed).await;
-    hostile::print(&report, Backend::Htcondor);
-    // The hostile directory and the 100 MB of output have served their purpose.
-    dirs.remove(shell.as_ref(), "htcondor").await;
-    report.assert_clean();
+    let backend = HtcondorBackend::new(Arc::clone(&shell), HtcondorConfig::default()).unwrap();
+    hostile::run_on_cluster(Backend::Htcondor, shell, Arc::new(backend), None).await;
 }

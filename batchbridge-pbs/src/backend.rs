@@ -1,24 +1,22 @@
-//! [`PbsBackend`]: the [`BatchBackend`] that drives `qsub`, `qstat` and `qdel` through a
-//! [`Shell`].
+//! [`PbsBackend`]: core's [`RemoteBackend`] driving [`Pbs`], which renders `qsub`, asks
+//! `qstat` and `qdel` and reads their answers.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::{
-    self, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, SubmitLocks, Submitted, TaskEnd,
-    environment_file, job_number,
+    CliScheduler, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand,
+    WorkSettings,
 };
-use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
-    BatchBackend, CancelledBy, Capabilities, Error, ErrorKind, FailureCause, JobId, JobKey,
-    JobOutput, JobSpec, JobState, JobStatus, OutputRequest, Result,
+    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Result,
 };
 
-use crate::parse::{Sighting, parse_qstat, pbs_version};
+use crate::parse::{QstatJob, Sighting, parse_qstat, pbs_version};
 use crate::script::{SubmitDefaults, job_script, qsub_options};
 use crate::state::{SUBSTATE_DELETED, job_status};
 
@@ -28,8 +26,6 @@ const CANCEL: &str = include_str!("sh/cancel.sh");
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
 /// qstat's and qdel's exit code for an id the server does not know (`PBSE_UNKJOBID`).
 const UNKNOWN_JOB_EXIT: i32 = 153;
-/// What a malformed id is not, in the InvalidInput error or Unknown status it gets.
-const PBS_JOB_ID: &str = "a PBS job id";
 
 /// How a [`PbsBackend`] works on its cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,10 +89,11 @@ impl PbsConfig {
     }
 }
 
-/// Runs jobs on a PBS (OpenPBS, PBS Professional) cluster through a [`Shell`], usually one
-/// multiplexed SSH connection to a login node. Nothing is installed on the cluster: every
-/// job gets a directory under [`PbsConfig::work_dir`] holding its script, output and
-/// exit-code files.
+/// Runs jobs on a PBS (OpenPBS, PBS Professional) cluster through a
+/// [`Shell`](batchbridge_core::shell::Shell), usually one multiplexed SSH connection to a
+/// login node: core's [`RemoteBackend`] driving [`Pbs`]. Nothing is installed on the
+/// cluster: every job gets a directory under [`PbsConfig::work_dir`] holding its script,
+/// output and exit-code files.
 ///
 /// A status cycle costs one `qstat -x -f -F json -t` for all jobs asked about (with job
 /// history on, finished jobs included), and one read of job directories for the jobs PBS
@@ -121,56 +118,29 @@ impl PbsConfig {
 /// println!("{:?}", pbs.status_of(&id).await?.state); // `status` asks about many at once
 /// # Ok(()) }
 /// ```
+pub type PbsBackend = RemoteBackend<Pbs>;
+
+/// PBS's half of a [`PbsBackend`]: `qsub`, `qstat`, `qdel` and `qstat --version`, with the
+/// configured queue and account defaults.
 #[derive(Debug)]
-pub struct PbsBackend {
-    dirs: JobDirs,
-    config: PbsConfig,
-    submits: SubmitLocks,
+pub struct Pbs {
+    defaults: SubmitDefaults,
 }
 
-impl PbsBackend {
-    /// A backend that works through `shell`. Nothing runs until the first call.
-    ///
-    /// The defaults' queue and account are refused when they are empty or hold whitespace,
-    /// control characters or a leading `-`.
-    pub fn new(shell: Arc<dyn Shell>, config: PbsConfig) -> Result<Self> {
-        let defaults = [
-            ("queue", &config.defaults.queue),
-            ("account", &config.defaults.account),
-        ];
-        for (what, value) in defaults {
-            if let Some(value) = value
-                && (value.is_empty()
-                    || value.starts_with('-')
-                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
-            {
-                return Err(Error::invalid_input(format!(
-                    "PbsConfig defaults.{what} {:?}: must be a non-empty name without \
-                     whitespace or control characters, not starting with '-'",
-                    truncate_for_message(value)
-                )));
-            }
-        }
-        Ok(Self {
-            dirs: JobDirs::new(shell, &config.work_dir, config.command_timeout)?,
-            config,
-            submits: SubmitLocks::default(),
-        })
-    }
-
+impl Pbs {
     /// What qstat says of the jobs with sequence numbers `numbers` (arrays with their
     /// subjobs), by sequence number; jobs PBS does not know are absent. PBS names an array
     /// `N[]` and a job `N`, and batchbridge's id is N either way, so both are asked for:
     /// with `-E`, qstat sends one request for all of them and passes over ids it does
     /// not know (without it, one request per id, about 250 ms each on the test bed).
-    async fn qstat(&self, numbers: &[&str]) -> Result<HashMap<String, Sighting>> {
+    async fn qstat(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<HashMap<String, Sighting>> {
         let mut command = qstat().arg("-t");
         if numbers.len() <= MAX_IDS_ON_COMMAND_LINE {
             for number in numbers {
                 command = command.arg(*number).arg(format!("{number}[]"));
             }
         }
-        let output = self.dirs.run(command).await?;
+        let output = jobs.run(command).await?;
         if output.success() {
             return parse_qstat(&output.stdout_text());
         }
@@ -182,27 +152,7 @@ impl PbsBackend {
         {
             return Ok(HashMap::new());
         }
-        Err(scheduler_failure("qstat", &output))
-    }
-
-    async fn job_files(&self, ids: &[&str]) -> Result<HashMap<String, JobFiles>> {
-        self.dirs.job_files(ids).await
-    }
-
-    /// The job PBS itself holds with `key` in its key variable, history included.
-    async fn find_in_scheduler(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let output = self.dirs.run(qstat()).await?;
-        if !output.success() {
-            return Err(scheduler_failure("qstat", &output));
-        }
-        let seen = parse_qstat(&output.stdout_text())?;
-        let mut found: Vec<&String> = seen
-            .iter()
-            .filter(|(_, s)| s.job.as_ref().and_then(|j| j.key()) == Some(key.as_str()))
-            .map(|(number, _)| number)
-            .collect();
-        found.sort_unstable_by_key(|n| (n.len(), n.as_str()));
-        Ok(found.first().map(|n| JobId::from(n.as_str())))
+        Err(self.failure("qstat", &output))
     }
 }
 
@@ -214,7 +164,7 @@ fn qstat() -> Command {
 
 /// Whether the job directory must have its say on `sighting`: PBS no longer knows the job,
 /// or it finished in a way only the files explain (a script that never started, a deletion
-/// batchbridge may have asked for, no exit status at all).
+/// or a kill by signal batchbridge may have asked for, no exit status at all).
 fn needs_files(sighting: Option<&Sighting>) -> bool {
     let Some(sighting) = sighting else {
         return true;
@@ -222,10 +172,11 @@ fn needs_files(sighting: Option<&Sighting>) -> bool {
     let Some(job) = &sighting.job else {
         return true;
     };
-    let finished = |j: &crate::parse::QstatJob| {
+    let finished = |j: &QstatJob| {
         matches!(j.job_state.as_str(), "F" | "X")
             && (j.substate == Some(SUBSTATE_DELETED)
-                || j.exit_status.is_none_or(|e| e == NOT_STARTED_EXIT_CODE))
+                || j.exit_status
+                    .is_none_or(|e| e == NOT_STARTED_EXIT_CODE || e > 256))
     };
     finished(job) || sighting.subjobs.values().any(finished)
 }
@@ -234,8 +185,7 @@ fn needs_files(sighting: Option<&Sighting>) -> bool {
 /// subjobs each by their own record, the job directory deciding for any PBS no longer
 /// knows (or knows without saying how it ended).
 fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) -> JobStatus {
-    let from_files =
-        |task: u32| files.and_then(|f| f.ended.get(&task).map(|end| from_exit_file(*end, f, task)));
+    let from_files = |task: u32| files.and_then(|f| f.task_status(task));
     let tasks = files.map_or(1, |f| f.tasks);
     let Some(job) = sighting.and_then(|s| s.job.as_ref()) else {
         if tasks > 1 {
@@ -250,7 +200,7 @@ fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) 
             ))
         });
     };
-    let one = |record: &crate::parse::QstatJob, task: u32| {
+    let one = |record: &QstatJob, task: u32| {
         let status = job_status(record, files, task);
         if status.state == JobState::Unknown
             && let Some(decided) = from_files(task)
@@ -283,32 +233,14 @@ fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) 
     status
 }
 
-/// The status of task `task` from how its exit-code file says it ended, with the cause:
-/// why the script never ran when the job script said so, batchbridge's cancel when the
-/// job directory holds its mark.
-fn from_exit_file(end: TaskEnd, files: &JobFiles, task: u32) -> JobStatus {
-    let mut status = end.status(files.cancel_requested);
-    status.cause = match (end, files.not_started.get(&task)) {
-        (TaskEnd::Exit(_), Some(why)) => {
-            status.reason = Some(why.clone());
-            Some(FailureCause::NotStarted)
-        }
-        (TaskEnd::Exit(0), None) => None,
-        (TaskEnd::Exit(code), None) => Some(FailureCause::ExitCode(code)),
-        (TaskEnd::Signal(_), _) if files.cancel_requested => {
-            Some(FailureCause::Cancelled(CancelledBy::Request))
-        }
-        (TaskEnd::Signal(signal), _) => Some(FailureCause::Signal(signal)),
-    };
-    status
-}
-
-/// An error for a PBS command that failed: temporary when the server did not answer, so
-/// that callers retry instead of giving up on the job.
-fn scheduler_failure(what: &str, output: &Output) -> Error {
-    let stderr = output.stderr_text();
-    let stderr = stderr.trim();
-    let unreachable = [
+#[async_trait]
+impl CliScheduler for Pbs {
+    type Config = PbsConfig;
+    const NAME: &'static str = "pbs";
+    const SCHEDULER: &'static str = "PBS";
+    const JOB_ID: &'static str = "a PBS job id";
+    /// The server did not answer: callers retry instead of giving up on the job.
+    const UNREACHABLE: &'static [&'static str] = &[
         "cannot connect to server",
         "Couldn't connect to cluster",
         "Connection refused",
@@ -316,28 +248,38 @@ fn scheduler_failure(what: &str, output: &Output) -> Error {
         "Server not available",
         "Communication failure",
         "Premature end of message",
-    ]
-    .iter()
-    .any(|sign| stderr.contains(sign));
-    let error = Error::new(
-        ErrorKind::CommandFailed,
-        format!(
-            "{what} failed (exit code {:?}): {}",
-            output.exit_code,
-            excerpt(stderr)
-        ),
-    );
-    if unreachable {
-        error.temporary()
-    } else {
-        error
-    }
-}
+    ];
 
-#[async_trait]
-impl BatchBackend for PbsBackend {
-    fn name(&self) -> &str {
-        "pbs"
+    /// Refuses defaults whose queue or account is empty or holds whitespace, control
+    /// characters or a leading `-`, which no PBS name has.
+    fn configure(config: PbsConfig) -> Result<(Self, WorkSettings)> {
+        let defaults = [
+            ("queue", &config.defaults.queue),
+            ("account", &config.defaults.account),
+        ];
+        for (what, value) in defaults {
+            if let Some(value) = value
+                && (value.is_empty()
+                    || value.starts_with('-')
+                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::invalid_input(format!(
+                    "PbsConfig defaults.{what} {:?}: must be a non-empty name without \
+                     whitespace or control characters, not starting with '-'",
+                    truncate_for_message(value)
+                )));
+            }
+        }
+        let settings = WorkSettings {
+            work_dir: config.work_dir,
+            command_timeout: config.command_timeout,
+        };
+        Ok((
+            Self {
+                defaults: config.defaults,
+            },
+            settings,
+        ))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -348,95 +290,65 @@ impl BatchBackend for PbsBackend {
             .with_accounting(true)
     }
 
-    async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
-        spec.validate()?;
-        self.capabilities().check(spec, self.name())?;
-        let environment = environment_file(spec)?;
-        let work = self.dirs.work().await?;
-        let dir = format!("{work}/jobs/{}", spec.key);
-        let options = qsub_options(spec, &self.config.defaults, &dir)?;
-        let script = job_script(spec, &dir)?;
-        let tasks = format!("{}\n", spec.task_count());
-        let _in_flight = self.submits.lock(&spec.key).await;
-        // -f: no background helper left holding the session's output open.
-        let qsub = ["qsub".to_owned(), "-f".to_owned()]
+    /// `qsub -f OPTIONS DIR/job.sh`; -f: no background helper left holding the session's
+    /// output open.
+    fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+        let options = qsub_options(spec, &self.defaults, dir)?;
+        let command = ["qsub".to_owned(), "-f".to_owned()]
             .into_iter()
             .chain(options)
             .chain([format!("{dir}/job.sh")])
             .collect();
-        let files = [
-            ("job.sh", script.as_str()),
-            ("env.sh", environment.as_str()),
-            ("tasks", tasks.as_str()),
-        ];
-        match self.dirs.submit(spec, &files, qsub).await? {
-            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => self.find_in_scheduler(&spec.key).await?.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::SubmitOutcomeUnknown,
-                    format!(
-                        "another submit of job {} is in flight or was cut off before PBS \
-                         answered; try again shortly (its job directory is {dir})",
-                        spec.key
-                    ),
-                )
-                .temporary()
-            }),
-            Submitted::Refused(output) => {
-                let error = scheduler_failure("qsub", &output);
-                if error.is_temporary() {
-                    return Err(error);
-                }
-                let context = self
-                    .config
-                    .defaults
-                    .queue_for(spec)
-                    .map(|q| format!(" in queue {q:?}"))
-                    .unwrap_or_default();
-                Err(remote::rejected(&spec.key, "PBS", &context, &output))
-            }
-        }
+        Ok(SubmitCommand {
+            files: vec![("job.sh", job_script(spec, dir)?)],
+            command,
+        })
     }
 
-    async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {
-        let recorded = self.dirs.recorded_id(key).await?;
-        match recorded {
-            Some(id) => Ok(Some(JobId::from(id))),
-            None => self.find_in_scheduler(key).await,
-        }
+    fn rejection_context(&self, spec: &JobSpec, _refusal: &Output) -> String {
+        self.defaults
+            .queue_for(spec)
+            .map(|q| format!(" in queue {q:?}"))
+            .unwrap_or_default()
     }
 
-    async fn status(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobStatus>> {
-        let (numbers, mut statuses) = remote::job_numbers(ids, PBS_JOB_ID);
-        if numbers.is_empty() {
-            return Ok(statuses);
+    /// The job PBS itself holds with `key` in its key variable, history included.
+    async fn find(&self, jobs: &JobDirs, key: &JobKey, _dir: &str) -> Result<Option<JobId>> {
+        let output = jobs.run(qstat()).await?;
+        if !output.success() {
+            return Err(self.failure("qstat", &output));
         }
-        let seen = self.qstat(&numbers).await?;
+        let seen = parse_qstat(&output.stdout_text())?;
+        let mut found: Vec<&String> = seen
+            .iter()
+            .filter(|(_, s)| s.job.as_ref().and_then(|j| j.key()) == Some(key.as_str()))
+            .map(|(number, _)| number)
+            .collect();
+        found.sort_unstable_by_key(|n| (n.len(), n.as_str()));
+        Ok(found.first().map(|n| JobId::from(n.as_str())))
+    }
+
+    async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>> {
+        let seen = self.qstat(jobs, numbers).await?;
         let for_files: Vec<&str> = numbers
             .iter()
             .copied()
             .filter(|n| needs_files(seen.get(*n)))
             .collect();
-        let files = if for_files.is_empty() {
-            HashMap::new()
-        } else {
-            self.job_files(&for_files).await?
-        };
-        for id in ids {
-            if let Some(number) = job_number(id.as_str()) {
-                statuses.insert(
-                    id.clone(),
-                    resolve(number, seen.get(number), files.get(number)),
-                );
-            }
-        }
-        Ok(statuses)
+        let files = jobs.job_files(&for_files).await?;
+        Ok(numbers
+            .iter()
+            .map(|number| resolve(number, seen.get(*number), files.get(*number)))
+            .collect())
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<()> {
-        let number = remote::job_number_of(id.as_str(), PBS_JOB_ID)?;
-        let work = self.dirs.work().await?;
-        let output = self.dirs.run(Command::sh(CANCEL, [work, number])).await?;
+    /// A mark in the job's directory, then qdel (of `N[]` for an array); a finished or
+    /// unknown job is not an error.
+    fn cancel_command(&self, work: &str, number: &str) -> Command {
+        Command::sh(CANCEL, [work, number])
+    }
+
+    fn cancelled(&self, number: &str, output: &Output) -> Result<()> {
         if output.success() {
             return Ok(());
         }
@@ -444,43 +356,30 @@ impl BatchBackend for PbsBackend {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "PBS refused to delete job {id}: {}",
+                    "PBS refused to delete job {number}: {}",
                     excerpt(output.stderr_text().trim())
                 ),
             ));
         }
-        Err(scheduler_failure("qdel", &output))
+        Err(self.failure("qdel", output))
     }
 
-    async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
-        let number = remote::job_number_of(id.as_str(), PBS_JOB_ID)?;
-        self.dirs.fetch_output(number, request).await
+    /// `qstat --version` needs no server: a server that is down does not fail it.
+    fn version_command(&self) -> Command {
+        Command::new("qstat").arg("--version")
     }
 
-    /// Removes the job's directory (script, output, exit codes) from the work directory
-    /// once PBS reports the job ended; see [`JobDirs::cleanup`].
-    async fn cleanup(&self, key: &JobKey) -> Result<()> {
-        self.dirs.cleanup(self, key).await
-    }
-
-    /// `OpenPBS 23.06.06`, from what `qstat --version` prints (`pbs_version = 23.06.06`),
-    /// which needs no server: a server that is down does not fail it.
-    async fn version(&self) -> Result<String> {
-        let output = self
-            .dirs
-            .run(Command::new("qstat").arg("--version"))
-            .await?;
-        if !output.success() {
-            return Err(scheduler_failure("qstat --version", &output));
-        }
+    /// `OpenPBS 23.06.06`, from what qstat printed (`pbs_version = 23.06.06`).
+    fn parse_version(&self, output: &Output) -> Result<String> {
         pbs_version(&output.stdout_text())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::TaskCounts;
     use batchbridge_core::conformance::scripted::{reply, scripted_shell};
+    use batchbridge_core::remote::{self, parse_job_files};
+    use batchbridge_core::{BatchBackend, CancelledBy, FailureCause, TaskCounts};
 
     use super::*;
 
@@ -490,6 +389,7 @@ mod tests {
     const MID_RUN: &str = include_str!("testdata/qstat-mid-run.json");
     const AFTER_QDEL: &str = include_str!("testdata/qstat-after-qdel.json");
     const WALLTIME: &str = include_str!("testdata/qstat-walltime.json");
+    const CANCEL_RACE: &str = include_str!("testdata/qstat-cancel-race.json");
 
     fn status_in(capture: &str, number: &str) -> JobStatus {
         let seen = parse_qstat(capture).unwrap();
@@ -584,7 +484,7 @@ mod tests {
 
     #[test]
     fn a_job_pbs_forgot_is_decided_by_its_files_or_unknown() {
-        let files = remote::parse_job_files(concat!(
+        let files = parse_job_files(concat!(
             "7 tasks 1 0\n7 task 0 exit 0\n",
             "8 tasks 1 0\n8 task 0 exit 5\n",
             "9 tasks 1 1\n9 task 0 signal 15\n",
@@ -615,6 +515,41 @@ mod tests {
             if state != JobState::Unknown {
                 assert_eq!(status.native_state, remote::NATIVE_STATE_EXIT_FILE);
             }
+        }
+    }
+
+    /// A qdel that reached the execution host as it was starting the job: PBS killed the
+    /// job at the end of its kill delay and called it failed (substate 93, Exit_status
+    /// 265). Job 2111, captured on the test bed; its directory held the cancel mark.
+    #[test]
+    fn a_kill_after_batchbridge_cancelled_is_cancelled_by_request() {
+        let seen = parse_qstat(CANCEL_RACE).unwrap();
+        let sighting = seen.get("2111");
+        assert!(
+            needs_files(sighting),
+            "a kill by signal consults the job directory"
+        );
+        let cases = [
+            (
+                "2111 tasks 1 1\n",
+                JobState::Cancelled,
+                FailureCause::Cancelled(CancelledBy::Request),
+            ),
+            (
+                "2111 tasks 1 0\n",
+                JobState::Failed,
+                FailureCause::Signal(9),
+            ),
+        ];
+        for (files, state, cause) in cases {
+            let files = parse_job_files(files);
+            let status = resolve("2111", sighting, files.get("2111"));
+            assert_eq!(
+                (status.state, status.cause),
+                (state, Some(cause)),
+                "{files:?}"
+            );
+            assert_eq!(status.signal, Some(9));
         }
     }
 

@@ -4,7 +4,8 @@
 //! Tested against OpenPBS 23.06 with job history on (`job_history_enable`), which
 //! `qstat -x` needs to report finished jobs.
 //!
-//! [`PbsBackend`] implements [`BatchBackend`](batchbridge_core::BatchBackend):
+//! [`PbsBackend`] is core's [`RemoteBackend`](batchbridge_core::remote::RemoteBackend)
+//! driving [`Pbs`], and so implements [`BatchBackend`](batchbridge_core::BatchBackend):
 //!
 //! - **submit** writes the job's script, environment file and a generated job script into
 //!   a job directory under [`PbsConfig::work_dir`] and runs `qsub`, all in one remote
@@ -53,7 +54,7 @@ pub mod parse;
 pub mod script;
 pub mod state;
 
-pub use backend::{PbsBackend, PbsConfig};
+pub use backend::{Pbs, PbsBackend, PbsConfig};
 pub use script::SubmitDefaults;
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.

@@ -4,8 +4,8 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::ENTER_WORKING_DIR;
-use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
+use batchbridge_core::remote::job_wrapper;
+use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 
 use crate::parse::KEY_VARIABLE;
 
@@ -194,9 +194,11 @@ fn check_passthrough(option: &str) -> Result<Vec<String>> {
 }
 
 /// The job script qsub submits: it enters the spec's working directory (failing the task
-/// with exit code 70 and a `task-N.reason` file when it cannot), sources the environment
-/// file, runs the job's script (inside the container when the spec asks for one) with its
-/// output beside it, and writes the task's end to `task-N.exit`.
+/// with [`NOT_STARTED_EXIT_CODE`](batchbridge_core::remote::NOT_STARTED_EXIT_CODE) and a
+/// `task-N.reason` file when it cannot), sources the environment file, runs the job's
+/// script (inside the container when the spec asks for one) with its output beside it,
+/// and writes the task's end to `task-N.exit`; filled in by
+/// [`job_wrapper`].
 ///
 /// ```
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
@@ -209,41 +211,7 @@ fn check_passthrough(option: &str) -> Result<Vec<String>> {
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn job_script(spec: &JobSpec, dir: &str) -> Result<String> {
-    let runner = match &spec.container {
-        None => String::new(),
-        Some(container) => {
-            let program = match container.runtime {
-                ContainerRuntime::Apptainer => "apptainer",
-                ContainerRuntime::Singularity => "singularity",
-                runtime => {
-                    return Err(Error::new(
-                        ErrorKind::Unsupported,
-                        format!(
-                            "the pbs backend runs containers with apptainer or singularity, not {runtime} (job {})",
-                            spec.key
-                        ),
-                    ));
-                }
-            };
-            format!(
-                "{program} exec --bind \"$4\" {} ",
-                quote(&container.image, "container.image")?
-            )
-        }
-    };
-    let working_dir = spec.working_dir.as_deref().unwrap_or(dir);
-    Ok(JOB_SCRIPT
-        .replace("@KEY@", spec.key.as_str())
-        .replace("@DIR@", &quote(dir, "the job directory")?)
-        .replace("@WORKDIR@", &quote(working_dir, "workingDir")?)
-        .replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end())
-        .replace("@RUNNER@", &runner))
-}
-
-fn quote(value: &str, what: &str) -> Result<String> {
-    shlex::try_quote(value)
-        .map(|quoted| quoted.into_owned())
-        .map_err(|err| Error::invalid_input(format!("{what}: {err}")))
+    job_wrapper(JOB_SCRIPT, spec, dir, "pbs")
 }
 
 #[cfg(test)]
@@ -251,7 +219,7 @@ mod tests {
     use std::time::Duration;
 
     use batchbridge_core::spec::{MAX_ARRAY_TASKS, MAX_CPUS, MAX_MEMORY, MAX_NODES};
-    use batchbridge_core::{ArraySpec, Container, JobKey};
+    use batchbridge_core::{ArraySpec, JobKey};
     use bytesize::ByteSize;
 
     use super::*;
@@ -400,21 +368,6 @@ mod tests {
             })
             .unwrap()
             .contains(&"-h".to_owned())
-        );
-    }
-
-    #[test]
-    fn containers_run_with_apptainer_or_singularity_only() {
-        let mut spec = spec();
-        spec.container = Some(Container::new("img.sif").with_runtime(ContainerRuntime::Docker));
-        let err = job_script(&spec, "/w").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
-        spec.container =
-            Some(Container::new("img.sif").with_runtime(ContainerRuntime::Singularity));
-        assert!(
-            job_script(&spec, "/w")
-                .unwrap()
-                .contains("exec singularity exec")
         );
     }
 

@@ -85,6 +85,11 @@ pub fn pbs_failure(exit_status: i32) -> (FailureCause, &'static str) {
 /// cancel mark, else by the account PBS names in the comment (`... terminated by
 /// alice@login1`), else by an account it does not name.
 ///
+/// A job killed by a signal (`Exit_status` 256+N) after batchbridge asked to cancel it is
+/// Cancelled by that request too, whatever its substate: a `qdel` that reaches the
+/// execution host while it is still starting the job is lost there, and PBS kills the job
+/// at the end of its kill delay and calls it failed (substate 93).
+///
 /// ```
 /// use batchbridge_core::{CancelledBy, FailureCause, JobState};
 /// use batchbridge_pbs::state::ended;
@@ -144,6 +149,15 @@ pub fn ended(
         Some(code @ 1..=255) => JobStatus::new(JobState::Failed, "F")
             .with_exit_code(code)
             .with_cause(FailureCause::ExitCode(code)),
+        Some(code) if code > 256 && files.is_some_and(|f| f.cancel_requested) => {
+            let signal = code - 256;
+            JobStatus::new(JobState::Cancelled, "F")
+                .with_signal(signal)
+                .with_cause(FailureCause::Cancelled(CancelledBy::Request))
+                .with_reason(format!(
+                    "killed by signal {signal} after batchbridge asked to cancel it"
+                ))
+        }
         Some(code) if code > 256 => {
             let signal = code - 256;
             JobStatus::new(JobState::Failed, "F")

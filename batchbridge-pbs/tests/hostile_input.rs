@@ -16,25 +16,11 @@ use std::sync::Arc;
 use batchbridge_core::shell::Shell;
 use batchbridge_pbs::{PbsBackend, PbsConfig};
 use batchbridge_testbed::pbs_shell;
-use hostile::{Backend, Bed};
+use hostile::Backend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hostile_inputs_through_the_pbs_backend() {
     let shell: Arc<dyn Shell> = Arc::new(pbs_shell());
-    let dirs = hostile::RemoteDirs::make(shell.as_ref()).await;
-
-    let bed = Bed {
-        which: Backend::Pbs,
-        backend: Arc::new(PbsBackend::new(Arc::clone(&shell), PbsConfig::default()).unwrap()),
-        cluster: Arc::clone(&shell),
-        canary_dir: dirs.home.clone(),
-        search_dirs: vec![dirs.home.clone(), "/tmp".to_owned()],
-        hostile_dir: dirs.hostile_dir.clone(),
-        with_account: None,
-        version_except: &[],
-    };
-    let report = hostile::run(bed).await;
-    hostile::print(&report, Backend::Pbs);
-    dirs.remove(shell.as_ref(), "pbs").await;
-    report.assert_clean();
+    let backend = PbsBackend::new(Arc::clone(&shell), PbsConfig::default()).unwrap();
+    hostile::run_on_cluster(Backend::Pbs, shell, Arc::new(backend), None).await;
 }

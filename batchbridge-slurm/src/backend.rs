@@ -376,11 +376,7 @@ impl CliScheduler for Slurm {
             .copied()
             .filter(|id| !seen[id].settled_by_scheduler())
             .collect();
-        let files = if for_files.is_empty() {
-            HashMap::new()
-        } else {
-            jobs.job_files(&for_files).await?
-        };
+        let files = jobs.job_files(&for_files).await?;
         for (id, sighting) in &mut seen {
             sighting.files = files.get(*id);
         }

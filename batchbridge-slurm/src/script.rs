@@ -3,8 +3,8 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::render_script;
-use batchbridge_core::{ContainerRuntime, Error, ErrorKind, JobSpec, Result};
+use batchbridge_core::remote::job_wrapper;
+use batchbridge_core::{Error, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
 pub const PASSTHROUGH_KEY: &str = "slurm";
@@ -155,7 +155,8 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// with [`NOT_STARTED_EXIT_CODE`](batchbridge_core::remote::NOT_STARTED_EXIT_CODE) and a
 /// `task-N.reason` file when it cannot), sources the environment file, runs the job's script
 /// (inside the container when the spec asks for one) with its output beside it, and writes
-/// the task's exit code to `task-N.exit`.
+/// the task's exit code to `task-N.exit`; filled in by
+/// [`job_wrapper`].
 ///
 /// ```
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
@@ -168,67 +169,7 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
-    let runner = match &spec.container {
-        None => String::new(),
-        Some(container) => {
-            let program = match container.runtime {
-                ContainerRuntime::Apptainer => "apptainer",
-                ContainerRuntime::Singularity => "singularity",
-                // Docker, Podman and any runtime added later.
-                runtime => {
-                    return Err(Error::new(
-                        ErrorKind::Unsupported,
-                        format!(
-                            "the slurm backend runs containers with apptainer or singularity, not {runtime} (job {})",
-                            spec.key
-                        ),
-                    ));
-                }
-            };
-            format!(
-                "{program} exec --bind \"$4\" {} ",
-                quote(&container.image, "container.image")?
-            )
-        }
-    };
-    let working_dir = spec.working_dir.as_deref().unwrap_or(dir);
-    Ok(fill(
-        &render_script(BATCH_SCRIPT),
-        &[
-            ("@KEY@", spec.key.as_str()),
-            ("@DIR@", &quote(dir, "the job directory")?),
-            ("@WORKDIR@", &quote(working_dir, "workingDir")?),
-            ("@RUNNER@", &runner),
-        ],
-    ))
-}
-
-/// `template` with each placeholder replaced by its value in one pass: a value is never
-/// searched for placeholders, so a working directory or work directory that names one (a
-/// tenant's `/scratch/@RUNNER@`) stays verbatim instead of pulling generated shell text
-/// into its quotes.
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut filled = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some((at, placeholder, value)) = values
-        .iter()
-        .filter_map(|(placeholder, value)| {
-            rest.find(placeholder).map(|at| (at, *placeholder, *value))
-        })
-        .min_by_key(|(at, ..)| *at)
-    {
-        filled.push_str(&rest[..at]);
-        filled.push_str(value);
-        rest = &rest[at + placeholder.len()..];
-    }
-    filled.push_str(rest);
-    filled
-}
-
-fn quote(value: &str, what: &str) -> Result<String> {
-    shlex::try_quote(value)
-        .map(|quoted| quoted.into_owned())
-        .map_err(|err| Error::invalid_input(format!("{what}: {err}")))
+    job_wrapper(BATCH_SCRIPT, spec, dir, "slurm")
 }
 
 #[cfg(test)]
@@ -238,7 +179,7 @@ mod tests {
     use batchbridge_core::spec::{
         MAX_ARRAY_TASKS, MAX_CPUS, MAX_DISK, MAX_MEMORY, MAX_NODES, MAX_WALL_TIME,
     };
-    use batchbridge_core::{ArraySpec, Container, JobKey};
+    use batchbridge_core::{ArraySpec, ErrorKind, JobKey};
     use bytesize::ByteSize;
 
     use super::*;
@@ -478,63 +419,5 @@ mod tests {
             "SLURM sees the script's exit code"
         );
         assert!(!script.contains('@'), "a placeholder was left: {script}");
-    }
-
-    /// A tenant's path naming a placeholder must not pull the container command (with the
-    /// image's quotes) into the path's quotes, where the image would run as shell.
-    #[test]
-    fn a_value_naming_a_placeholder_stays_verbatim() {
-        let mut spec = spec();
-        spec.working_dir = Some("/scratch/@RUNNER@ @KEY@".into());
-        spec.container =
-            Some(Container::new("$(touch /tmp/canary)").with_runtime(ContainerRuntime::Apptainer));
-        let dir = "/home/batch/@WORKDIR@";
-        let script = batch_script(&spec, dir).unwrap();
-        let line = |prefix: &str| {
-            let line = script.lines().find(|l| l.starts_with(prefix)).unwrap();
-            shlex::split(line).unwrap()
-        };
-        assert_eq!(line("workdir="), ["workdir=/scratch/@RUNNER@ @KEY@"]);
-        assert_eq!(line("dir="), [format!("dir={dir}")]);
-        assert!(
-            script.contains("apptainer exec --bind \"$4\" '$(touch /tmp/canary)' bash"),
-            "{script}"
-        );
-    }
-
-    #[test]
-    fn fill_replaces_each_placeholder_once_in_one_pass() {
-        type Values<'a> = &'a [(&'a str, &'a str)];
-        let cases: &[(&str, Values<'_>, &str)] = &[
-            ("a @X@ b @Y@", &[("@X@", "1"), ("@Y@", "2")], "a 1 b 2"),
-            ("@Y@@X@@Y@", &[("@X@", "1"), ("@Y@", "2")], "212"),
-            ("@X@", &[("@X@", "@Y@"), ("@Y@", "no")], "@Y@"),
-            ("none here", &[("@X@", "1")], "none here"),
-            ("@Z@ stays", &[("@X@", "1")], "@Z@ stays"),
-        ];
-        for (template, values, filled) in cases {
-            assert_eq!(fill(template, values), *filled, "{template}");
-        }
-    }
-
-    #[test]
-    fn containers_run_through_apptainer_or_singularity() {
-        let mut spec = spec();
-        for (runtime, program) in [
-            (ContainerRuntime::Apptainer, "apptainer"),
-            (ContainerRuntime::Singularity, "singularity"),
-        ] {
-            spec.container = Some(Container::new("/images/my tool.sif").with_runtime(runtime));
-            let script = batch_script(&spec, "/w").unwrap();
-            assert!(
-                script.contains(&format!(
-                    "exec {program} exec --bind \"$4\" '/images/my tool.sif' bash \"$1\""
-                )),
-                "{script}"
-            );
-        }
-        spec.container = Some(Container::new("python:3.12").with_runtime(ContainerRuntime::Docker));
-        let err = batch_script(&spec, "/w").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
     }
 }

@@ -96,11 +96,15 @@ impl JobDirs {
     }
 
     /// What the directories of jobs `numbers` (under `WORK/ids/`) say, in one remote
-    /// command; numbers not submitted through this work directory are left out.
+    /// command, and none for no numbers (a status cycle that needs no job directory costs
+    /// nothing more); numbers not submitted through this work directory are left out.
     pub async fn job_files(
         &self,
         numbers: &[&str],
     ) -> Result<std::collections::HashMap<String, JobFiles>> {
+        if numbers.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
         job_files(self.shell(), self.work().await?, numbers, self.timeout).await
     }
 
@@ -121,5 +125,19 @@ impl JobDirs {
     /// ended ([`JobActive`](crate::ErrorKind::JobActive) before); Ok for a key without a job.
     pub async fn cleanup<B: BatchBackend + ?Sized>(&self, backend: &B, key: &JobKey) -> Result<()> {
         cleanup(backend, self.shell(), self.work().await?, key, self.timeout).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shell::MockShell;
+
+    #[tokio::test]
+    async fn no_job_numbers_cost_no_command() {
+        let mut shell = MockShell::new();
+        shell.expect_run().never();
+        let jobs = JobDirs::new(Arc::new(shell), "/w", Duration::from_secs(1)).unwrap();
+        assert!(jobs.job_files(&[]).await.unwrap().is_empty());
     }
 }

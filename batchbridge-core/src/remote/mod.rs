@@ -21,7 +21,8 @@
 //! - `find` by the recorded id, `status` by job number (any other id is Unknown), `cancel`,
 //!   `version`, bounded `fetch_output`, and `cleanup` of an ended job's directory;
 //! - the exit-code files a job wrapper writes, read for many jobs in one command
-//!   ([`JobDirs::job_files`]), and the wrapper's shared parts ([`render_script`]).
+//!   ([`JobDirs::job_files`]), and the wrapper's shared parts ([`render_script`], and
+//!   [`job_wrapper`] for a wrapper that a batch scheduler runs).
 //!
 //! [`CliScheduler`] has a whole backend as its example. Exit codes the scripts and Rust
 //! share are constants here (`*_EXIT_CODE`), which scripts name by placeholder.
@@ -66,9 +67,11 @@ use crate::state::{JobState, JobStatus};
 
 mod backend;
 mod job_dirs;
+mod wrapper;
 
 pub use backend::{CliScheduler, RemoteBackend, SubmitCommand, WorkSettings};
 pub use job_dirs::JobDirs;
+pub use wrapper::job_wrapper;
 
 /// The submit script, with its exit codes filled in.
 static SUBMIT: LazyLock<String> = LazyLock::new(|| render_script(include_str!("submit.sh")));

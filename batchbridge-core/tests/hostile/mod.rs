@@ -829,6 +829,35 @@ pub(crate) fn print(report: &Report, backend: Backend) {
     );
 }
 
+/// The whole run for a backend on a cluster reached over SSH by `shell`: the run's
+/// directories made there, every case run through `backend` (canaries pointing into the
+/// login's home, searched there and in /tmp), the report printed, the directories and the
+/// 100 MB outputs removed, and the report asserted clean.
+pub(crate) async fn run_on_cluster(
+    which: Backend,
+    shell: Arc<dyn Shell>,
+    backend: Arc<dyn BatchBackend>,
+    with_account: Option<WithAccount>,
+) {
+    let dirs = RemoteDirs::make(shell.as_ref()).await;
+    let name = backend.name().to_owned();
+    let bed = Bed {
+        which,
+        backend,
+        cluster: Arc::clone(&shell),
+        canary_dir: dirs.home.clone(),
+        search_dirs: vec![dirs.home.clone(), "/tmp".to_owned()],
+        hostile_dir: dirs.hostile_dir.clone(),
+        with_account,
+        version_except: &[],
+    };
+    let report = run(bed).await;
+    print(&report, which);
+    // The hostile directory and the 100 MB of output have served their purpose.
+    dirs.remove(shell.as_ref(), &name).await;
+    report.assert_clean();
+}
+
 /// A run's directories on a cluster: the login's home, where canaries would appear, and a
 /// fresh directory with a hostile name under it.
 pub(crate) struct RemoteDirs {

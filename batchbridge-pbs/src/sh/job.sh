@@ -19,8 +19,8 @@ trap 'record "signal 15"; trap - TERM; kill -TERM $$' TERM
     # Positional parameters, not variables: env.sh may set any variable name.
     set -- "$dir/script.sh" "$task" "$job" "$dir"
     # qsub has no working directory option: PBS starts jobs in the home directory.
-    enter_working_dir "$workdir" "$dir/task-$task.reason" || exit 70
-    . "$dir/env.sh" || exit 70
+    enter_working_dir "$workdir" "$dir/task-$task.reason" || exit @NOT_STARTED@
+    . "$dir/env.sh" || exit @NOT_STARTED@
     export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
     exec @RUNNER@bash "$1"
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &

@@ -7,20 +7,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchbridge_core::conformance::{self, Config};
 use batchbridge_core::shell::Command;
-use batchbridge_core::{JobId, JobSpec, JobStatus};
+use batchbridge_core::{JobId, JobStatus};
 use batchbridge_pbs::{PbsBackend, PbsConfig};
-use batchbridge_testbed::{pbs_shell, stdout_of};
+use batchbridge_testbed::{pbs_shell, stdout_of, wait_until};
+
+pub use batchbridge_testbed::unique_spec as spec;
 
 /// A backend for the test bed's PBS server over its own SSH connection.
 pub fn backend() -> PbsBackend {
     PbsBackend::new(Arc::new(pbs_shell()), PbsConfig::default()).unwrap()
-}
-
-/// A spec with a key no other run used.
-pub fn spec(name: &str, script: &str) -> JobSpec {
-    JobSpec::new(conformance::unique_key(name), name, script)
 }
 
 /// Polls the backend until `done` holds for the job; fails after 2 minutes.
@@ -30,15 +26,7 @@ pub async fn wait_for(
     what: &str,
     done: impl Fn(&JobStatus) -> bool,
 ) -> JobStatus {
-    let config = {
-        let mut config = Config::default();
-        config.timeout = Duration::from_secs(120);
-        config.poll_interval = Duration::from_millis(500);
-        config
-    };
-    conformance::wait_for(backend, id, &config, what, done)
-        .await
-        .unwrap()
+    wait_until(backend, id, Duration::from_secs(120), what, done).await
 }
 
 /// Runs a PBS command as the test bed's user, outside the backend (`qdel`, `qrls`...),

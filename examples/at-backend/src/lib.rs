@@ -179,11 +179,7 @@ impl CliScheduler for At {
             .copied()
             .filter(|n| queue.get(*n).is_none_or(|q| *q == RUNNING))
             .collect();
-        let files = if for_files.is_empty() {
-            HashMap::new()
-        } else {
-            jobs.job_files(&for_files).await?
-        };
+        let files = jobs.job_files(&for_files).await?;
         Ok(numbers
             .iter()
             .map(|n| job_status(n, queue.get(*n).copied(), files.get(*n)))

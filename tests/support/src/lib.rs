@@ -10,7 +10,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use batchbridge_core::conformance;
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
+use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 
 mod counting;
 
@@ -351,4 +353,28 @@ pub async fn stdout_of<S: Shell + ?Sized>(shell: &S, command: Command) -> String
     let what = command.get_program().to_owned();
     let output = shell.run(&command).await.unwrap();
     output.check(&what).unwrap().stdout_text()
+}
+
+/// A spec named `name` running `script`, with a key no other run used
+/// ([`unique_key`](batchbridge_core::conformance::unique_key)): for the backends' real
+/// tests.
+pub fn unique_spec(name: &str, script: &str) -> JobSpec {
+    JobSpec::new(conformance::unique_key(name), name, script)
+}
+
+/// Polls `backend` every half second until `done` holds for job `id` and returns that
+/// status; panics, saying it waited for `what`, after `timeout`.
+pub async fn wait_until<B: BatchBackend + ?Sized>(
+    backend: &B,
+    id: &JobId,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&JobStatus) -> bool,
+) -> JobStatus {
+    let mut config = conformance::Config::default();
+    config.timeout = timeout;
+    config.poll_interval = Duration::from_millis(500);
+    conformance::wait_for(backend, id, &config, what, done)
+        .await
+        .unwrap()
 }

@@ -1,0 +1,188 @@
+//! What the scheduler benchmarks share: sizes from the command line, concurrent submits,
+//! summaries for their tables, and the whole body of a benchmark that counts a backend's
+//! status commands per cycle and compares its submits with a plain loop
+//! ([`cycles_and_throughput`]).
+
+// The benchmarks print their tables.
+#![allow(clippy::print_stdout)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use batchbridge_core::shell::{Command, Shell, SshShell};
+use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobKey, JobSpec, Result};
+use batchbridge_testbed::CountingShell;
+use tokio::task::JoinSet;
+
+/// The job counts given on the command line, or 10, 100 and 1000.
+pub fn sizes_from_args() -> Result<Vec<usize>> {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.parse()
+                .map_err(|_| Error::invalid_input(format!("not a size: {a}")))
+        })
+        .collect::<Result<_>>()?;
+    Ok(if sizes.is_empty() {
+        vec![10, 100, 1000]
+    } else {
+        sizes
+    })
+}
+
+/// Submits every spec at once (the backend bounds its own concurrency) and returns the ids.
+pub async fn submit_all<B: BatchBackend + 'static>(
+    backend: &Arc<B>,
+    specs: Vec<JobSpec>,
+) -> Result<Vec<JobId>> {
+    let mut submits = JoinSet::new();
+    for spec in specs {
+        let backend = Arc::clone(backend);
+        submits.spawn(async move { backend.submit(&spec).await });
+    }
+    let mut ids = Vec::new();
+    while let Some(joined) = submits.join_next().await {
+        ids.push(joined.map_err(|e| Error::new(ErrorKind::Io, e.to_string()))??);
+    }
+    Ok(ids)
+}
+
+/// `min–max`, or the one value when they agree.
+pub fn range(values: &[u64]) -> String {
+    let min = values.iter().min().copied().unwrap_or(0);
+    let max = values.iter().max().copied().unwrap_or(0);
+    if min == max {
+        format!("{min}")
+    } else {
+        format!("{min}–{max}")
+    }
+}
+
+/// Prints the submit-throughput table: `n` jobs by a plain loop of the scheduler's own
+/// submit command in `plain` seconds, by the backend in `ours` seconds.
+pub fn print_throughput(n: usize, plain_loop: &str, plain: f64, backend: &str, ours: f64) {
+    println!();
+    println!("| submit {n} jobs | seconds | jobs/s |");
+    println!("|---|---|---|");
+    println!("| {plain_loop} | {plain:.2} | {:.0} |", n as f64 / plain);
+    println!("| {backend} | {ours:.2} | {:.0} |", n as f64 / ours);
+    println!();
+    println!("backend throughput / plain loop: {:.2}", plain / ours);
+}
+
+/// The mean of `walls` in milliseconds.
+pub fn mean_ms(walls: &[Duration]) -> f64 {
+    let count = u32::try_from(walls.len().max(1)).unwrap_or(u32::MAX);
+    (walls.iter().sum::<Duration>() / count).as_secs_f64() * 1000.0
+}
+
+/// The scheduler-specific parts of a benchmark whose body [`cycles_and_throughput`] runs.
+pub struct Scheduler {
+    /// The scheduler commands a status cycle is counted in, e.g. `["qstat"]`.
+    pub status_commands: &'static [&'static str],
+    /// One submit of a trivial job by the scheduler's own tool, for the plain loop.
+    pub plain_submit: &'static str,
+    /// The scheduler's submit tool, for the table, e.g. `qsub`.
+    pub submit_tool: &'static str,
+    /// The backend's type, for the table, e.g. `PbsBackend`.
+    pub backend: &'static str,
+}
+
+fn specs(run: &str, n: usize) -> Result<Vec<JobSpec>> {
+    (0..n)
+        .map(|i| {
+            Ok(JobSpec::new(
+                JobKey::new(format!("bench-{run}-{i}"))?,
+                "bench",
+                "true\n",
+            ))
+        })
+        .collect()
+}
+
+/// Status cycles over `ids` until all ended: the scheduler's status commands and the wall
+/// time of each cycle.
+async fn run_cycles<B: BatchBackend>(
+    backend: &B,
+    counting: &CountingShell<SshShell>,
+    commands: &[&str],
+    ids: &[JobId],
+) -> Result<(Vec<u64>, Vec<Duration>)> {
+    let (mut counts, mut walls) = (Vec::new(), Vec::new());
+    loop {
+        counting.take_counts();
+        let started = Instant::now();
+        let statuses = backend.status(ids).await?;
+        walls.push(started.elapsed());
+        counts.push(counting.take_total(commands));
+        if statuses.values().all(|s| s.state.is_terminal()) {
+            return Ok((counts, walls));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Seconds for a plain loop of `n` submits (`plain_submit`, one job each) in one SSH
+/// session.
+async fn plain_submit_loop(shell: &SshShell, plain_submit: &str, n: usize) -> Result<f64> {
+    let started = Instant::now();
+    let script =
+        format!("cd && for i in $(seq \"$1\"); do {plain_submit} >/dev/null || exit; done");
+    shell
+        .run(&Command::sh(&script, [n.to_string()]).timeout(Duration::from_secs(600)))
+        .await?
+        .check("the plain submit loop")?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The benchmark of a backend on the test bed, over shells from `connect`: for each size
+/// from the command line, status cycles over that many jobs until all ended (the
+/// scheduler's status commands and wall time per cycle); then submit throughput of 200
+/// jobs through the backend against a plain loop of the scheduler's own submit; then the
+/// SSH connections the backend opened.
+pub async fn cycles_and_throughput<B: BatchBackend + 'static>(
+    scheduler: &Scheduler,
+    connect: fn() -> SshShell,
+    backend: impl FnOnce(Arc<dyn Shell>) -> Result<B>,
+) -> Result<()> {
+    let sizes = sizes_from_args()?;
+    let counting = Arc::new(CountingShell::new(connect()));
+    let backend = Arc::new(backend(Arc::clone(&counting) as Arc<dyn Shell>)?);
+    let run = format!("{:x}", std::process::id());
+    let commands = scheduler.status_commands;
+
+    println!(
+        "| N | cycles | {} per cycle | wall per cycle (mean) |",
+        commands.join("+")
+    );
+    println!("|---|---|---|---|");
+    for &n in &sizes {
+        let ids = submit_all(&backend, specs(&format!("{run}-{n}"), n)?).await?;
+        let (counts, walls) = run_cycles(backend.as_ref(), &counting, commands, &ids).await?;
+        println!(
+            "| {n} | {} | {} | {:.0} ms |",
+            counts.len(),
+            range(&counts),
+            mean_ms(&walls)
+        );
+    }
+
+    let n = 200;
+    let plain = plain_submit_loop(&connect(), scheduler.plain_submit, n).await?;
+    let started = Instant::now();
+    let ids = submit_all(&backend, specs(&format!("{run}-throughput"), n)?).await?;
+    let ours = started.elapsed().as_secs_f64();
+    run_cycles(backend.as_ref(), &counting, commands, &ids).await?;
+    print_throughput(
+        n,
+        &format!("plain {} loop, one SSH session", scheduler.submit_tool),
+        plain,
+        &format!("{}::submit, one connection", scheduler.backend),
+        ours,
+    );
+    println!(
+        "SSH connections opened by the backend: {}",
+        counting.inner().connections_opened()
+    );
+    Ok(())
+}
