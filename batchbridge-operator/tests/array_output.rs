@@ -18,13 +18,11 @@ mod common;
 use std::collections::BTreeMap;
 
 use batchbridge_operator::crd::{BatchJobStatus, Phase, TaskOutput};
-use batchbridge_operator::output;
 use batchbridge_operator::reason::{ConditionType, Reason};
 use batchbridge_operator::status::condition;
-use batchbridge_testbed::login;
 use common::Cluster;
 use common::operator::*;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use serde_json::json;
 
@@ -163,35 +161,8 @@ async fn every_task_shows_its_output(test: &str, component: &str, scheduler: &st
         .collect();
     assert_eq!(data, expected);
 
-    // The log pod: the test bed has no kubelet, so its fetch-output mode runs here, with
-    // the environment and the mounted Secret the pod would have.
-    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
-        .get("seed-log")
-        .await
-        .unwrap();
-    let env: BTreeMap<String, String> = pod.spec.unwrap().containers[0]
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value.unwrap_or_default()))
-        .collect();
-    let credentials = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        login(component).private_key,
-        credentials.path().join("ssh-privatekey"),
-    )
-    .unwrap();
-    let mut printed = Vec::new();
-    output::fetch_output_to(
-        &|name: &str| env.get(name).cloned(),
-        credentials.path(),
-        &mut printed,
-    )
-    .await
-    .unwrap();
     assert_eq!(
-        String::from_utf8(printed).unwrap(),
+        log_pod_output(&bed, "seed-log", component).await,
         "==> task 0 <==\nA\ntask 0\n==> task 1 <==\nA\ntask 1\n==> task 2 <==\nA\ntask 2\n"
     );
 

@@ -12,11 +12,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use batchbridge_operator::crd::{BatchJob, Phase};
-use batchbridge_operator::output;
 use batchbridge_operator::reason::{ConditionType, Reason};
 use batchbridge_operator::status::condition;
 use batchbridge_testbed::{Login, login};
@@ -87,9 +85,7 @@ async fn output_failure_fix_and_rerun() {
     );
     assert_eq!(data.get("stderr").map(String::as_str), Some("to-stderr\n"));
 
-    // The log pod: owned by the job, running the operator image in fetch-output mode. The
-    // test bed has no kubelet, so its fetch-output mode runs here, with the environment
-    // and the mounted Secret the pod would have.
+    // The log pod: owned by the job, running the operator image in fetch-output mode.
     let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
         .get("hello-log")
         .await
@@ -100,29 +96,8 @@ async fn output_failure_fix_and_rerun() {
         container.args.as_deref(),
         Some(&["fetch-output".to_owned()][..])
     );
-    let env: BTreeMap<String, String> = container
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value.unwrap_or_default()))
-        .collect();
-    let credentials = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        login("ssh").private_key,
-        credentials.path().join("ssh-privatekey"),
-    )
-    .unwrap();
-    let mut printed = Vec::new();
-    output::fetch_output_to(
-        &|name: &str| env.get(name).cloned(),
-        credentials.path(),
-        &mut printed,
-    )
-    .await
-    .unwrap();
     assert_eq!(
-        String::from_utf8(printed).unwrap(),
+        log_pod_output(&bed, "hello-log", "ssh").await,
         "hello from debug\nto-stderr\n"
     );
 

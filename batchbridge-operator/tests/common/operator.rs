@@ -9,7 +9,7 @@ use batchbridge_operator::Operator;
 use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
 use batchbridge_testbed::{Login, login};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::api::core::v1::{Event, Pod, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -137,6 +137,38 @@ pub(crate) async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJ
         .create(&PostParams::default(), &batch_job(name, spec))
         .await
         .unwrap()
+}
+
+/// What the log pod `name` prints. The test bed has no kubelet, so the pod's fetch-output
+/// mode runs here, with the environment and the mounted Secret (the client key of test bed
+/// component `component`) the pod would have.
+pub(crate) async fn log_pod_output(bed: &Cluster, name: &str, component: &str) -> String {
+    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
+        .get(name)
+        .await
+        .unwrap();
+    let env: BTreeMap<String, String> = pod.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect();
+    let credentials = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        login(component).private_key,
+        credentials.path().join("ssh-privatekey"),
+    )
+    .unwrap();
+    let mut printed = Vec::new();
+    batchbridge_operator::output::fetch_output_to(
+        &|name: &str| env.get(name).cloned(),
+        credentials.path(),
+        &mut printed,
+    )
+    .await
+    .unwrap();
+    String::from_utf8(printed).unwrap()
 }
 
 pub(crate) fn status(job: &BatchJob) -> BatchJobStatus {
