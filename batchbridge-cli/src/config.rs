@@ -409,7 +409,7 @@ mod tests {
                 None,
             ),
             (
-                "[clusters.hpc]\nscheduler = \"pbs\"\n",
+                "[clusters.hpc]\nscheduler = \"lsf\"\n",
                 Some("unknown variant"),
             ),
             (
