@@ -725,6 +725,22 @@ pub async fn cleanup_removes_only_ended_jobs<B: BatchBackend + ?Sized>(
         s.state == JobState::Running
     })
     .await?;
+    // A scheduler may say Running a moment before the script printed its first line.
+    let deadline = Instant::now() + config.timeout;
+    while backend
+        .fetch_output(&active_id, &OutputRequest::tail(100))
+        .await?
+        .stdout
+        .text()
+        != "started\n"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "job {active_id} printed nothing within {:?} of running",
+            config.timeout
+        );
+        tokio::time::sleep(config.poll_interval).await;
+    }
     let refused = backend
         .cleanup(&active.key)
         .await
