@@ -146,8 +146,14 @@ for crate in "${library[@]}"; do
 done
 # Packages and builds of an earlier run share the version number, and cargo takes a
 # registry crate of the same name and version for unchanged: the dry run would verify
-# slurm, htcondor and pbs against that run's core. Start from none.
+# slurm, htcondor and pbs against that run's core. Start from none: not in the target
+# directory, and not where cargo extracted the dry run's temporary registry in CARGO_HOME
+# (one directory per checkout path, so a CI machine reusing its path kept an old core).
 rm -rf "$CARGO_TARGET_DIR/package"
+for crate in "${library[@]}"; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$crate"-[0-9]*
+    rm -f "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$crate"-[0-9]*.crate
+done
 cargo clean -q -p batchbridge-core -p batchbridge-slurm -p batchbridge-htcondor -p batchbridge-pbs
 cargo publish -q --workspace --dry-run --allow-dirty
 # The packages' own tests (unit tests and doctests) pass as packaged: without tests/ and
