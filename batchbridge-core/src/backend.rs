@@ -2,11 +2,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::estimate::StartEstimate;
+use crate::events::EventSource;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 
@@ -501,6 +504,29 @@ pub trait BatchBackend: Send + Sync {
                 self.name()
             ),
         ))
+    }
+
+    /// When and where a job of `spec` would start if it were submitted now, without
+    /// submitting it (SLURM's `sbatch --test-only`, HTCondor's idle slots that match), for
+    /// placing a job on the cluster where it starts first.
+    ///
+    /// The default implementation says Unsupported: a backend that cannot tell is skipped
+    /// by placement policies that need an estimate.
+    async fn estimate_start(&self, spec: &JobSpec) -> Result<StartEstimate> {
+        Err(Error::new(
+            crate::ErrorKind::Unsupported,
+            format!(
+                "the {} backend cannot estimate when job {} would start",
+                self.name(),
+                spec.key
+            ),
+        ))
+    }
+
+    /// Where this backend's job events come from, if it pushes any (the default: none, and
+    /// a [`Tracker`](crate::Tracker) learns everything from polls).
+    fn events(&self) -> Option<Arc<dyn EventSource>> {
+        None
     }
 }
 

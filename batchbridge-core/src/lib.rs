@@ -64,8 +64,11 @@ pub mod cause;
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
 pub mod error;
+pub mod estimate;
+pub mod events;
 pub mod follow;
 pub mod local;
+pub mod placement;
 pub mod remote;
 pub mod shell;
 pub mod spec;

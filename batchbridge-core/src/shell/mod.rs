@@ -260,7 +260,31 @@ pub trait Shell: Send + Sync + std::fmt::Debug {
     /// Runs a command to completion. A non-zero exit is an `Ok` [`Output`]; only a command
     /// that could not be run, timed out, or lost its connection is an `Err`.
     async fn run(&self, command: &Command) -> Result<Output>;
+
+    /// Starts a long-lived command (an event follower) and hands back its stdout line by
+    /// line, without the line ends, as it prints them. The channel closes when the command
+    /// ends or its connection drops; dropping the receiver stops the command. Lines longer
+    /// than [`MAX_STREAM_LINE`] arrive cut to that length. The command's timeout does not
+    /// apply. A shell that cannot keep a command running says Unsupported (the default).
+    async fn stream(&self, command: &Command) -> Result<LineStream> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the shell to {} cannot keep `{}` running",
+                self.host(),
+                command.tool()
+            ),
+        ))
+    }
 }
+
+/// The most bytes of one line a [`Shell::stream`] hands over; the rest of a longer line is
+/// dropped, so a command printing without line ends costs bounded memory.
+pub const MAX_STREAM_LINE: usize = 64 * 1024;
+
+/// The lines of a command kept running by [`Shell::stream`]; an `Err` says why the command
+/// or its connection ended early, and is the last item.
+pub type LineStream = tokio::sync::mpsc::Receiver<Result<String>>;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,78 @@
+//! When a job would start: [`StartEstimate`], what a backend answers to
+//! [`BatchBackend::estimate_start`](crate::BatchBackend::estimate_start) for a spec it has
+//! not been given yet.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
+//!
+//! let now = SystemTime::now();
+//! let soon = StartEstimate::new(EstimatedStart::At(now + Duration::from_secs(60)));
+//! assert!(StartEstimate::new(EstimatedStart::Now).starts_before(&soon, now));
+//! ```
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// When a job would start, as far as the scheduler can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum EstimatedStart {
+    /// Resources that match are free: it would start at once.
+    Now,
+    /// The scheduler expects it to start then.
+    At(#[serde(with = "humantime_serde")] SystemTime),
+    /// It would wait, and the scheduler gives no time.
+    Later,
+}
+
+/// A backend's answer to "when and where would this spec start".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct StartEstimate {
+    /// When.
+    pub start: EstimatedStart,
+    /// The partition or queue it would run in, when the scheduler says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The nodes it would run on, when the scheduler says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    /// What the scheduler said, in its words, for people (`3 idle slots match`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl StartEstimate {
+    /// An estimate of `start` with nothing else known.
+    pub fn new(start: EstimatedStart) -> Self {
+        Self {
+            start,
+            queue: None,
+            nodes: None,
+            detail: None,
+        }
+    }
+
+    /// The time it would start, taking `Now` as `now`; `None` for [`EstimatedStart::Later`].
+    pub fn start_time(&self, now: SystemTime) -> Option<SystemTime> {
+        match self.start {
+            EstimatedStart::Now => Some(now),
+            EstimatedStart::At(at) => Some(at.max(now)),
+            EstimatedStart::Later => None,
+        }
+    }
+
+    /// Whether this estimate promises an earlier start than `other` (a known time beats
+    /// [`Later`](EstimatedStart::Later)).
+    pub fn starts_before(&self, other: &StartEstimate, now: SystemTime) -> bool {
+        match (self.start_time(now), other.start_time(now)) {
+            (Some(mine), Some(theirs)) => mine < theirs,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+}
