@@ -87,3 +87,47 @@ async fn nul_bytes_in_arguments_are_refused() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
+
+#[tokio::test]
+async fn a_stream_hands_over_lines_as_printed_and_ends_with_the_command() {
+    let gate = tempfile::tempdir().unwrap();
+    let gate = gate.path().join("gate");
+    let mut lines = LocalShell
+        .stream(&Command::sh(
+            r#"echo first; while [ ! -e "$1" ]; do sleep 0.05; done; echo second"#,
+            [gate.to_str().unwrap()],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(lines.recv().await.unwrap().unwrap(), "first");
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(lines.recv().await.unwrap().unwrap(), "second");
+    assert!(lines.recv().await.is_none());
+}
+
+#[tokio::test]
+async fn dropping_a_stream_kills_its_command() {
+    let mut lines = LocalShell
+        .stream(&Command::sh(
+            "echo $$; while :; do echo tick; sleep 0.1; done",
+            Vec::<String>::new(),
+        ))
+        .await
+        .unwrap();
+    let pid: i32 = lines.recv().await.unwrap().unwrap().parse().unwrap();
+    drop(lines);
+    let mut gone = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Reaped (gone) or a zombie waiting for tokio's reaper: either way not running.
+        gone = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat.contains(") Z "));
+        if gone {
+            break;
+        }
+    }
+    assert!(
+        gone,
+        "process {pid} still runs after the stream was dropped"
+    );
+}

@@ -370,3 +370,93 @@ async fn credentials_are_on_disk_only_while_the_master_authenticates() {
         );
     }
 }
+
+/// A long-lived command's lines arrive while it runs, over the connection the commands use.
+#[tokio::test]
+async fn a_stream_hands_over_lines_as_printed_on_the_same_connection() {
+    let shell = ssh_facts().key_shell();
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+    let mut lines = shell
+        .stream(&Command::sh(
+            r#"echo first; while [ ! -e "$1" ]; do sleep 0.05; done; echo second"#,
+            ["/tmp/batchbridge-stream-gate-ssh"],
+        ))
+        .await
+        .unwrap();
+    // The second line waits for a file only this test makes after reading the first.
+    assert_eq!(lines.recv().await.unwrap().unwrap(), "first");
+    shell
+        .run(&Command::new("touch").arg("/tmp/batchbridge-stream-gate-ssh"))
+        .await
+        .unwrap();
+    assert_eq!(lines.recv().await.unwrap().unwrap(), "second");
+    assert!(
+        lines.recv().await.is_none(),
+        "the stream ends with the command"
+    );
+    shell
+        .run(&Command::new("rm").arg("/tmp/batchbridge-stream-gate-ssh"))
+        .await
+        .unwrap();
+    assert_eq!(shell.connections_opened(), 1);
+}
+
+/// Dropping the stream stops the remote command (at its next write).
+#[tokio::test]
+async fn dropping_a_stream_stops_its_remote_command() {
+    let shell = ssh_facts().key_shell();
+    let mut lines = shell
+        .stream(&Command::sh(
+            "echo $$; while :; do echo tick; sleep 0.1; done",
+            Vec::<String>::new(),
+        ))
+        .await
+        .unwrap();
+    let pid = lines.recv().await.unwrap().unwrap();
+    assert_eq!(lines.recv().await.unwrap().unwrap(), "tick");
+    drop(lines);
+    let mut alive = true;
+    for _ in 0..50 {
+        let probe = shell
+            .run(&Command::new("kill").args(["-0", &pid]))
+            .await
+            .unwrap();
+        alive = probe.success();
+        if !alive {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !alive,
+        "remote process {pid} still runs after the stream was dropped"
+    );
+}
+
+/// A connection killed under a stream ends it; the shell's next command reconnects.
+#[tokio::test]
+async fn a_killed_connection_ends_the_stream() {
+    let shell = ssh_facts().key_shell();
+    let mut lines = shell
+        .stream(&Command::sh(
+            "echo $PPID $(ps -o ppid= -p $PPID); while :; do echo tick; sleep 0.1; done",
+            Vec::<String>::new(),
+        ))
+        .await
+        .unwrap();
+    // The server side of the connection, killed as a network drop would.
+    let sshd = lines.recv().await.unwrap().unwrap();
+    let _ = shell
+        .run(&Command::new("kill").arg("-9").args(sshd.split_whitespace()))
+        .await;
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.recv().await {
+            if line.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream did not end with its connection");
+    assert_eq!(whoami(&shell).await.unwrap(), "batch");
+}

@@ -6,7 +6,8 @@ use std::process::Stdio;
 use async_trait::async_trait;
 
 use super::capture::exchange;
-use super::{Command, Output, Shell};
+use super::lines::stream_lines;
+use super::{Command, LineStream, Output, Shell};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Runs commands as child processes of this program.
@@ -29,6 +30,27 @@ impl Shell for LocalShell {
         "local"
     }
 
+    async fn stream(&self, command: &Command) -> Result<LineStream> {
+        command.check_no_nul()?;
+        let mut child = tokio::process::Command::new(command.get_program())
+            .args(command.get_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| cannot_run(command, err))?;
+        let stdout = child
+            .stdout
+            .take()
+            .expect("the command's stdout was asked to be piped");
+        Ok(stream_lines(
+            stdout,
+            child,
+            format!("{:?}", command.get_program()),
+        ))
+    }
+
     async fn run(&self, command: &Command) -> Result<Output> {
         command.check_no_nul()?;
         let mut child = tokio::process::Command::new(command.get_program())
@@ -42,14 +64,7 @@ impl Shell for LocalShell {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|err| {
-                Error::new(
-                    ErrorKind::CommandFailed,
-                    format!("cannot run {:?}: {err}", command.get_program()),
-                )
-                .with_source(err)
-                .permanent()
-            })?;
+            .map_err(|err| cannot_run(command, err))?;
         let run = async {
             let (stdout, stderr) = exchange(
                 child.stdin.take(),
@@ -81,4 +96,13 @@ impl Shell for LocalShell {
             )),
         }
     }
+}
+
+fn cannot_run(command: &Command, err: std::io::Error) -> Error {
+    Error::new(
+        ErrorKind::CommandFailed,
+        format!("cannot run {:?}: {err}", command.get_program()),
+    )
+    .with_source(err)
+    .permanent()
 }

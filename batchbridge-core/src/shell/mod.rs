@@ -7,6 +7,7 @@
 //! [`Command::to_shell_line`] quotes them with `shlex`.
 
 mod capture;
+mod lines;
 mod local;
 mod ssh;
 

@@ -26,7 +26,8 @@ use openssh::Session;
 use tokio::sync::{Mutex, Semaphore};
 
 use super::capture::exchange;
-use super::{Command, MAX_COMMAND_LINE, Output, Shell};
+use super::lines::stream_lines;
+use super::{Command, LineStream, MAX_COMMAND_LINE, Output, Shell};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A password that never shows up in `Debug` output or logs.
@@ -195,7 +196,8 @@ pub struct SshShell {
     /// entries and, while a master authenticates, its credential; removed with the shell.
     dir: tempfile::TempDir,
     connection: Mutex<Option<Connection>>,
-    sessions: Semaphore,
+    /// Shared with the streams, which hold a session for as long as they run.
+    sessions: Arc<Semaphore>,
     connections_opened: AtomicU64,
 }
 
@@ -259,7 +261,7 @@ impl SshShell {
         }
         Ok(Self {
             target: config.target(),
-            sessions: Semaphore::new(config.max_sessions.max(1)),
+            sessions: Arc::new(Semaphore::new(config.max_sessions.max(1))),
             config,
             dir,
             connection: Mutex::new(None),
@@ -557,6 +559,46 @@ impl SshShell {
 impl Shell for SshShell {
     fn host(&self) -> &str {
         &self.target
+    }
+
+    async fn stream(&self, command: &Command) -> Result<LineStream> {
+        let line = command.to_shell_line()?;
+        check_line_length(&line, command)?;
+        let permit = Arc::clone(&self.sessions)
+            .acquire_owned()
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::ConnectionLost,
+                    format!("{}: shell closed", self.target),
+                )
+            })?;
+        let (session, generation) = self.live_connection().await?;
+        let spawned = session
+            .arc_raw_command(&line)
+            .stdin(openssh::Stdio::null())
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::null())
+            .spawn()
+            .await;
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                self.invalidate(generation).await;
+                return Err(connection_lost(&self.target, command, err, false));
+            }
+        };
+        let stdout = child
+            .stdout()
+            .take()
+            .expect("the command's stdout was asked to be piped");
+        // The remote command sees its channel close when the child is dropped with the
+        // stream, and ends at its next write (SIGPIPE).
+        Ok(stream_lines(
+            stdout,
+            (child, permit),
+            format!("{:?} on {}", command.get_program(), self.target),
+        ))
     }
 
     async fn run(&self, command: &Command) -> Result<Output> {
