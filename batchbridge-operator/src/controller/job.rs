@@ -56,6 +56,7 @@ fn spec_of(job: &BatchJob) -> Spec<'_> {
         generation: job.metadata.generation.unwrap_or_default(),
         retry_policy: job.spec.retry_policy.as_ref(),
         keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
+        log_pod: output.log_pod,
         ttl_after_finished: job
             .spec
             .ttl_seconds_after_finished
@@ -129,6 +130,13 @@ async fn perform(
                 connection.poller.follow(id, ObjectRef::from(&**job));
             }
             (Effect::Forget(id), Some(connection)) => connection.poller.forget(&id),
+            (Effect::ShowOutput(id), Some(connection)) => {
+                // The collection starts the pod anyway: a failure here costs only the live
+                // part of the output.
+                if let Err(err) = output::show(ctx, job, connection, &id).await {
+                    tracing::warn!(job = %job.name_any(), error = %err, "cannot start the log pod");
+                }
+            }
             (Effect::Submit { attempt }, Some(connection)) => {
                 let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
                 let current = written.clone();
@@ -151,6 +159,7 @@ async fn perform(
             (
                 Effect::Follow(_)
                 | Effect::Forget(_)
+                | Effect::ShowOutput(_)
                 | Effect::Submit { .. }
                 | Effect::Collect { .. },
                 None,
@@ -189,6 +198,7 @@ async fn finish_action(
                 // removal at once: the reconcile the action's end wakes decides those.
                 Effect::Submit { .. }
                 | Effect::Collect { .. }
+                | Effect::ShowOutput(_)
                 | Effect::Expire
                 | Effect::Remove(_) => {}
             }
