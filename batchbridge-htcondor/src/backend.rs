@@ -450,6 +450,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_job_of_a_work_directory_writes_the_one_event_log_the_follower_tails() {
+        let submit = Htcondor.render_submit(&spec(), "/w/jobs/key-1").unwrap();
+        let (_, description) = submit.files.iter().find(|(n, _)| *n == "job.sub").unwrap();
+        assert!(
+            description.contains("\nlog = /w/job-events.log\n"),
+            "{description}"
+        );
+        let err = Htcondor.render_submit(&spec(), "/w/elsewhere").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    }
+
     #[tokio::test]
     async fn version_is_read_from_condor_version() {
         let printed = "$CondorVersion: 23.9.6 2026-07-12 PackageID: 23.9.6+dfsg-2.1+b10 $\n\

@@ -65,7 +65,7 @@ impl EventLogFollower {
 
     /// The remote command: creates the work directory and the log if need be, then
     /// `tail -F -n 0 -- WORK_DIR/job-events.log` beside a heartbeat loop.
-    pub fn command(&self) -> Command {
+    fn command(&self) -> Command {
         Command::sh(
             FOLLOW_EVENTS,
             [
