@@ -2,17 +2,20 @@
 //! `condor_history` and `condor_rm` through a [`Shell`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand, WorkSettings,
     render_script,
 };
-use batchbridge_core::shell::{Command, Output};
+use batchbridge_core::shell::{Command, Output, Shell};
 use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
 
 use crate::description::{KEY_ATTRIBUTE, submit_description};
+use crate::events::{EVENT_LOG, EventLogFollower};
 use crate::parse::{
     ATTRIBUTES, ProcAd, condor_version, first_cluster, parse_ads, parse_not_started,
 };
@@ -191,10 +194,21 @@ impl CliScheduler for Htcondor {
     }
 
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+        // The job directory is WORK/jobs/KEY; the event log, one for the work directory's
+        // jobs, is where the follower tails it.
+        let work = dir
+            .strip_suffix(&format!("/jobs/{}", spec.key))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("the job directory {dir:?} is not WORK/jobs/{}", spec.key),
+                )
+            })?;
+        let event_log = format!("{work}/{EVENT_LOG}");
         Ok(SubmitCommand {
             files: vec![
                 ("job.sh", render_script(JOB_WRAPPER)),
-                ("job.sub", submit_description(spec, dir)?),
+                ("job.sub", submit_description(spec, dir, &event_log)?),
             ],
             command: vec![
                 "condor_submit".to_owned(),
@@ -295,6 +309,18 @@ impl CliScheduler for Htcondor {
                 ),
             )),
         }
+    }
+
+    /// A `tail` of the work directory's user job event log ([`EventLogFollower`]).
+    fn event_source(
+        &self,
+        shell: &Arc<dyn Shell>,
+        settings: &WorkSettings,
+    ) -> Option<Arc<dyn EventSource>> {
+        Some(Arc::new(EventLogFollower::new(
+            Arc::clone(shell),
+            settings.work_dir.clone(),
+        )))
     }
 
     /// condor_version does not ask the schedd, so a schedd that is down does not fail it;
@@ -422,6 +448,18 @@ mod tests {
             submit.command,
             ["condor_submit", "-terse", "/w/jobs/key-1/job.sub"]
         );
+    }
+
+    #[test]
+    fn every_job_of_a_work_directory_writes_the_one_event_log_the_follower_tails() {
+        let submit = Htcondor.render_submit(&spec(), "/w/jobs/key-1").unwrap();
+        let (_, description) = submit.files.iter().find(|(n, _)| *n == "job.sub").unwrap();
+        assert!(
+            description.contains("\nlog = /w/job-events.log\n"),
+            "{description}"
+        );
+        let err = Htcondor.render_submit(&spec(), "/w/elsewhere").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     }
 
     #[tokio::test]

@@ -17,12 +17,16 @@ pub const KEY_ATTRIBUTE: &str = "BatchBridgeKey";
 /// so a status cycle knows an array's size before every proc has materialized.
 pub const TASKS_ATTRIBUTE: &str = "BatchBridgeTasks";
 
-/// Submit commands a passthrough entry may not set: batchbridge reads the output files and
-/// the attributes, and `queue` is the array.
-const RESERVED: [&str; 5] = [
+/// Submit commands a passthrough entry may not set: batchbridge reads the output files, the
+/// event log (in its text format) and the attributes, and `queue` is the array.
+const RESERVED: [&str; 9] = [
     "queue",
     "output",
     "error",
+    "log",
+    "log_xml",
+    "+userlog",
+    "+userlogusexml",
     "+batchbridgekey",
     "+batchbridgetasks",
 ];
@@ -30,7 +34,8 @@ const RESERVED: [&str; 5] = [
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
 
-/// The submit description for `spec`, whose job directory on the cluster is `dir`.
+/// The submit description for `spec`, whose job directory on the cluster is `dir` and
+/// whose events HTCondor appends to the user job event log `event_log`.
 ///
 /// ```
 /// use batchbridge_core::{JobKey, JobSpec};
@@ -38,14 +43,18 @@ const MIB: u64 = 1024 * 1024;
 ///
 /// let mut spec = JobSpec::new(JobKey::new("key-1")?, "hello", "echo hi");
 /// spec.resources.cpus = Some(2);
-/// let description = submit_description(&spec, "/home/alice/.batchbridge/htcondor/jobs/key-1")?;
+/// let work = "/home/alice/.batchbridge/htcondor";
+/// let description =
+///     submit_description(&spec, &format!("{work}/jobs/key-1"), &format!("{work}/job-events.log"))?;
 /// assert!(description.contains("\nrequest_cpus = 2\n"));
+/// assert!(description.contains("\nlog = /home/alice/.batchbridge/htcondor/job-events.log\n"));
 /// assert!(description.contains("\n+BatchBridgeKey = \"key-1\"\n"));
 /// assert!(description.ends_with("\nqueue 1\n"));
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
-pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
+pub fn submit_description(spec: &JobSpec, dir: &str, event_log: &str) -> Result<String> {
     plain_path(dir, "the job directory")?;
+    plain_path(event_log, "the event log")?;
     if let Some(queue) = &spec.queue {
         return Err(Error::new(
             ErrorKind::Unsupported,
@@ -84,6 +93,7 @@ pub fn submit_description(spec: &JobSpec, dir: &str) -> Result<String> {
     set("initialdir", dir);
     set("output", &format!("{dir}/task-$(Process).stdout"));
     set("error", &format!("{dir}/task-$(Process).stderr"));
+    set("log", event_log);
     set("should_transfer_files", "IF_NEEDED");
     set("when_to_transfer_output", "ON_EXIT");
     set(
@@ -245,13 +255,14 @@ mod tests {
     use super::*;
 
     const DIR: &str = "/home/batch/.batchbridge/htcondor/jobs/key-1";
+    const LOG: &str = "/home/batch/.batchbridge/htcondor/job-events.log";
 
     fn spec() -> JobSpec {
         JobSpec::new(JobKey::new("key-1").unwrap(), "name", "echo hi")
     }
 
     fn lines(spec: &JobSpec) -> Vec<String> {
-        submit_description(spec, DIR)
+        submit_description(spec, DIR, LOG)
             .unwrap()
             .lines()
             .map(str::to_owned)
@@ -270,6 +281,7 @@ mod tests {
                 &format!("initialdir = {DIR}"),
                 &format!("output = {DIR}/task-$(Process).stdout"),
                 &format!("error = {DIR}/task-$(Process).stderr"),
+                &format!("log = {LOG}"),
                 "should_transfer_files = IF_NEEDED",
                 "when_to_transfer_output = ON_EXIT",
                 &format!("transfer_input_files = {DIR}/script.sh,{DIR}/env.sh"),
@@ -405,7 +417,7 @@ mod tests {
     #[test]
     fn what_cannot_be_submitted_is_refused_with_the_reason() {
         type Edit = fn(&mut JobSpec);
-        let cases: [(Edit, ErrorKind, &str); 12] = [
+        let cases: [(Edit, ErrorKind, &str); 15] = [
             (
                 |s| s.queue = Some("debug".into()),
                 ErrorKind::Unsupported,
@@ -461,6 +473,21 @@ mod tests {
                 "needs for itself",
             ),
             (
+                |s| passthrough(s, "log = /home/batch/mine.log"),
+                ErrorKind::InvalidInput,
+                "needs for itself",
+            ),
+            (
+                |s| passthrough(s, "log_xml = true"),
+                ErrorKind::InvalidInput,
+                "needs for itself",
+            ),
+            (
+                |s| passthrough(s, "My.UserLog = \"/home/batch/mine.log\""),
+                ErrorKind::InvalidInput,
+                "needs for itself",
+            ),
+            (
                 |s| passthrough(s, "request_cpus = 1\nqueue 100"),
                 ErrorKind::InvalidInput,
                 "one line",
@@ -478,7 +505,7 @@ mod tests {
         for (edit, kind, words) in cases {
             let mut spec = spec();
             edit(&mut spec);
-            let err = submit_description(&spec, DIR).unwrap_err();
+            let err = submit_description(&spec, DIR, LOG).unwrap_err();
             assert_eq!(err.kind(), kind, "{err}");
             assert!(err.message().contains(words), "{words:?} in {err}");
         }
@@ -504,7 +531,7 @@ mod tests {
         for edit in edits {
             let mut spec = spec();
             edit(&mut spec, &huge);
-            let err = submit_description(&spec, DIR).unwrap_err();
+            let err = submit_description(&spec, DIR, LOG).unwrap_err();
             assert_eq!(
                 err.kind(),
                 ErrorKind::InvalidInput,
@@ -523,7 +550,10 @@ mod tests {
             "rel/k",
             "/tmp/k",
         ] {
-            let err = submit_description(&spec(), dir).unwrap_err();
+            let err = submit_description(&spec(), dir, LOG).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{dir}: {err}");
+            let err =
+                submit_description(&spec(), DIR, &format!("{dir}/job-events.log")).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidInput, "{dir}: {err}");
         }
     }

@@ -19,6 +19,9 @@
 //! - **cancel** is `condor_rm`, idempotent; **fetch_output** streams a bounded window with
 //!   `dd`.
 //! - **version** reads the first line of `condor_version` (`htcondor 23.9.6`).
+//! - **events** ([`events`]) follows the user job event log every submit names
+//!   (`WORK/job-events.log`) with one `tail` on the submit node: each proc's start, end,
+//!   hold, release, eviction and removal, pushed as HTCondor writes them.
 //!
 //! Connect to a submit node, submit, wait for the job to end:
 //!
@@ -47,6 +50,7 @@
 
 mod backend;
 pub mod description;
+pub mod events;
 pub mod parse;
 pub mod state;
 

@@ -454,7 +454,9 @@ mod tests {
             "true",
         );
         spec.resources.wall_time = Some(Duration::from_millis(90_500));
-        let description = crate::description::submit_description(&spec, "/w/jobs/k").unwrap();
+        let description =
+            crate::description::submit_description(&spec, "/w/jobs/k", "/w/job-events.log")
+                .unwrap();
         let expression = description
             .lines()
             .find_map(|line| line.strip_prefix("periodic_remove = "))

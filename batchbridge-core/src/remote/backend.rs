@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, job_numbers};
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
 use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
@@ -229,6 +230,19 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     fn failure(&self, what: &str, output: &Output) -> Error {
         scheduler_failure(what, output, Self::UNREACHABLE)
     }
+
+    /// The scheduler's own source of job events (e.g. HTCondor's user job event log),
+    /// reached through `shell` with the jobs under `settings`: what
+    /// [`BatchBackend::events`] returns. Asked once, by [`RemoteBackend::new`]. None by
+    /// default.
+    fn event_source(
+        &self,
+        shell: &Arc<dyn Shell>,
+        settings: &WorkSettings,
+    ) -> Option<Arc<dyn EventSource>> {
+        let _ = (shell, settings);
+        None
+    }
 }
 
 /// The error for a scheduler command that failed: temporary when its message holds one of
@@ -264,6 +278,7 @@ pub struct RemoteBackend<S> {
     scheduler: S,
     jobs: JobDirs,
     submits: SubmitLocks,
+    events: Option<Arc<dyn EventSource>>,
 }
 
 impl<S: CliScheduler> RemoteBackend<S> {
@@ -271,10 +286,12 @@ impl<S: CliScheduler> RemoteBackend<S> {
     /// ([`CliScheduler::configure`]). Nothing runs until the first call.
     pub fn new(shell: Arc<dyn Shell>, config: S::Config) -> Result<Self> {
         let (scheduler, settings) = S::configure(config)?;
+        let events = scheduler.event_source(&shell, &settings);
         Ok(Self {
             scheduler,
             jobs: JobDirs::new(shell, &settings.work_dir, settings.command_timeout)?,
             submits: SubmitLocks::default(),
+            events,
         })
     }
 
@@ -403,6 +420,10 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
             return Err(self.scheduler.failure(&what, &output));
         }
         self.scheduler.parse_version(&output)
+    }
+
+    fn events(&self) -> Option<Arc<dyn EventSource>> {
+        self.events.clone()
     }
 }
 
