@@ -27,8 +27,8 @@ const RESERVED: [&str; 5] = [
     "+batchbridgetasks",
 ];
 
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * 1024;
+pub(crate) const KIB: u64 = 1024;
+pub(crate) const MIB: u64 = 1024 * 1024;
 
 /// The submit description for `spec`, whose job directory on the cluster is `dir`.
 ///

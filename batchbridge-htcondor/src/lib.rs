@@ -47,6 +47,7 @@
 
 mod backend;
 pub mod description;
+pub mod estimate;
 pub mod parse;
 pub mod state;
 
