@@ -25,7 +25,7 @@ async fn node_cpus() -> u32 {
 /// after 2 minutes.
 async fn estimate_once(spec: &JobSpec, start: EstimatedStart) -> StartEstimate {
     let pbs = backend();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let estimate = pbs.estimate_start(spec).await.unwrap();
         if estimate.start == start {
