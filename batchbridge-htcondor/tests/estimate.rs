@@ -32,7 +32,7 @@ async fn pool_cpus() -> u32 {
 }
 
 /// The estimate for `spec` once it says `start` (other tests' jobs come and go, and the
-/// collector learns of a claimed slot within its update interval); fails after 5 minutes (other tests share the test bed).
+/// collector learns of a claimed slot within its update interval); fails after 5 minutes.
 async fn estimate_once(spec: &JobSpec, start: EstimatedStart) -> StartEstimate {
     let condor = backend();
     let deadline = Instant::now() + Duration::from_secs(300);

@@ -22,7 +22,7 @@ async fn node_cpus() -> u32 {
 }
 
 /// The estimate for `spec` once it says `start` (other tests' jobs come and go); fails
-/// after 2 minutes.
+/// after 5 minutes.
 async fn estimate_once(spec: &JobSpec, start: EstimatedStart) -> StartEstimate {
     let pbs = backend();
     let deadline = Instant::now() + Duration::from_secs(300);
