@@ -18,29 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use batchbridge_core::shell::{Command, Shell, SshShell};
-use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobKey, JobSpec, Result};
-use batchbridge_examples::bench::{mean_ms, print_throughput, range, sizes_from_args, submit_all};
+use batchbridge_core::{BatchBackend, JobId, JobKey, JobSpec, Result};
+use batchbridge_examples::bench::{
+    mean_ms, print_throughput, range, rpcs_by_user, sizes_from_args, submit_all,
+};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::{CountingShell, ssh_facts};
-
-/// slurmctld's RPC count for our user, from `sdiag`.
-async fn rpcs_by_user(shell: &SshShell, user: &str) -> Result<u64> {
-    let output = shell.run(&Command::new("sdiag")).await?.check("sdiag")?;
-    let text = output.stdout_text();
-    let line = text
-        .lines()
-        .skip_while(|l| !l.starts_with("Remote Procedure Call statistics by user"))
-        .find(|l| l.trim_start().starts_with(user));
-    line.and_then(|l| l.split("count:").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|count| count.parse().ok())
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::UnexpectedOutput,
-                format!("sdiag: no {user} line"),
-            )
-        })
-}
 
 fn specs(run: &str, n: usize) -> Result<Vec<JobSpec>> {
     (0..n)

@@ -510,17 +510,13 @@ pub trait BatchBackend: Send + Sync {
     /// submitting it (SLURM's `sbatch --test-only`, HTCondor's idle slots that match), for
     /// placing a job on the cluster where it starts first.
     ///
-    /// The default implementation says Unsupported: a backend that cannot tell is skipped
-    /// by placement policies that need an estimate.
+    /// The default implementation says Unsupported ([`cannot_estimate`](crate::estimate::cannot_estimate)):
+    /// a backend that cannot tell is skipped by placement policies that need an estimate.
+    /// A backend that can estimate refuses a spec it could not run as its submit would,
+    /// with Unsupported turned into InvalidInput
+    /// ([`refused_by_submit`](crate::estimate::refused_by_submit)).
     async fn estimate_start(&self, spec: &JobSpec) -> Result<StartEstimate> {
-        Err(Error::new(
-            crate::ErrorKind::Unsupported,
-            format!(
-                "the {} backend cannot estimate when job {} would start",
-                self.name(),
-                spec.key
-            ),
-        ))
+        Err(crate::estimate::cannot_estimate(self.name(), &spec.key))
     }
 
     /// Where this backend's job events come from, if it pushes any (the default: none, and

@@ -15,6 +15,9 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, ErrorKind};
+use crate::spec::JobKey;
+
 /// When a job would start, as far as the scheduler can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -74,5 +77,49 @@ impl StartEstimate {
             (Some(_), None) => true,
             (None, _) => false,
         }
+    }
+}
+
+/// The error of a backend that cannot estimate starts: [`Unsupported`](ErrorKind::Unsupported),
+/// which placement reads as "answered, without an estimate"
+/// ([`Answer::NoEstimate`](crate::placement::Answer::NoEstimate)).
+///
+/// ```
+/// use batchbridge_core::{ErrorKind, JobKey};
+/// use batchbridge_core::estimate::cannot_estimate;
+///
+/// let err = cannot_estimate("pbs", &JobKey::new("k")?);
+/// assert_eq!(err.kind(), ErrorKind::Unsupported);
+/// assert_eq!(err.message(), "the pbs backend cannot estimate when job k would start");
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn cannot_estimate(backend: &str, key: &JobKey) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("the {backend} backend cannot estimate when job {key} would start"),
+    )
+}
+
+/// What a backend's estimate answers when a submit would refuse the spec (`refusal`): the
+/// same error, except that [`Unsupported`](ErrorKind::Unsupported) (a capability the backend
+/// lacks, such as containers or a queue) becomes [`InvalidInput`](ErrorKind::InvalidInput)
+/// with the same message. An estimate's Unsupported means "this backend cannot estimate"
+/// ([`cannot_estimate`]); a spec the backend cannot run must count the backend out of
+/// placement instead ([`Skipped::Unsuitable`](crate::placement::Skipped::Unsuitable)).
+///
+/// ```
+/// use batchbridge_core::{Error, ErrorKind};
+/// use batchbridge_core::estimate::refused_by_submit;
+///
+/// let lacking = Error::new(ErrorKind::Unsupported, "the local backend does not support containers");
+/// let err = refused_by_submit(lacking);
+/// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+/// assert_eq!(err.message(), "the local backend does not support containers");
+/// assert_eq!(refused_by_submit(Error::invalid_input("bad")).kind(), ErrorKind::InvalidInput);
+/// ```
+pub fn refused_by_submit(refusal: Error) -> Error {
+    match refusal.kind() {
+        ErrorKind::Unsupported => Error::new(ErrorKind::InvalidInput, refusal.message()),
+        _ => refusal,
     }
 }

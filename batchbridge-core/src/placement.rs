@@ -178,7 +178,7 @@ pub struct Placement {
 
 /// Asks candidates when a job would start and chooses one by a [`Policy`], keeping each
 /// answer for a while per candidate and resource shape (the spec's resources, queue, array
-/// size and passthrough options: what the answer depends on). Concurrent placements of the
+/// size, passthrough options and container: what the answer depends on). Concurrent placements of the
 /// same shape wait for one question instead of asking each.
 ///
 /// ```
@@ -334,13 +334,15 @@ fn answer_to_failure(err: &Error) -> Answer {
     }
 }
 
-/// What an estimate depends on, as a cache key.
+/// What an estimate depends on, as a cache key: what the scheduler is asked about, and
+/// the container, which a backend without a runtime refuses.
 fn shape_of(spec: &JobSpec) -> String {
     let shape = (
         &spec.resources,
         &spec.queue,
         spec.array.map(|array| array.count),
         &spec.passthrough,
+        &spec.container,
     );
     serde_json::to_string(&shape).expect("a spec's resources serialize")
 }
@@ -445,10 +447,20 @@ mod tests {
             .place(Policy::EarliestStart, &candidates, &spec(0, 4))
             .await;
         assert_eq!(placer.questions(), 6, "a new shape asks again");
+        let mut boxed = spec(0, 4);
+        boxed.container = Some(crate::spec::Container::new("docker://alpine"));
+        placer
+            .place(Policy::EarliestStart, &candidates, &boxed)
+            .await;
+        assert_eq!(
+            placer.questions(),
+            9,
+            "a container may be refused: asked again"
+        );
         tokio::time::advance(Duration::from_secs(31)).await;
         placer
             .place(Policy::EarliestStart, &candidates, &spec(0, 1))
             .await;
-        assert_eq!(placer.questions(), 9, "an expired answer is asked again");
+        assert_eq!(placer.questions(), 12, "an expired answer is asked again");
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand, WorkSettings,
@@ -321,6 +322,17 @@ impl CliScheduler for Htcondor {
             Arc::clone(shell),
             settings.work_dir.clone(),
         )))
+    }
+
+    /// Whether idle slots match the spec's resources now, and the idle jobs ahead
+    /// ([`crate::estimate`]).
+    async fn estimate_start(
+        &self,
+        jobs: &JobDirs,
+        spec: &JobSpec,
+        _dir: &str,
+    ) -> Result<StartEstimate> {
+        crate::estimate::estimate_start(self, jobs, spec).await
     }
 
     /// condor_version does not ask the schedd, so a schedd that is down does not fail it;

@@ -31,8 +31,8 @@ const RESERVED: [&str; 9] = [
     "+batchbridgetasks",
 ];
 
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * 1024;
+pub(crate) const KIB: u64 = 1024;
+pub(crate) const MIB: u64 = 1024 * 1024;
 
 /// The submit description for `spec`, whose job directory on the cluster is `dir` and
 /// whose events HTCondor appends to the user job event log `event_log`.

@@ -50,6 +50,7 @@
 
 mod backend;
 pub mod description;
+pub mod estimate;
 pub mod events;
 pub mod parse;
 pub mod state;

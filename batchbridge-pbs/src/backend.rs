@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
+use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand,
     WorkSettings,
@@ -372,6 +373,17 @@ impl CliScheduler for Pbs {
     /// `OpenPBS 23.06.06`, from what qstat printed (`pbs_version = 23.06.06`).
     fn parse_version(&self, output: &Output) -> Result<String> {
         pbs_version(&output.stdout_text())
+    }
+
+    /// Whether enough nodes have a free chunk of the job's select now, and the jobs queued
+    /// ([`crate::estimate`]).
+    async fn estimate_start(
+        &self,
+        jobs: &JobDirs,
+        spec: &JobSpec,
+        _dir: &str,
+    ) -> Result<StartEstimate> {
+        crate::estimate::estimate_start(self, jobs, spec, self.defaults.queue_for(spec)).await
     }
 }
 

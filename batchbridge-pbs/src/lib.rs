@@ -50,6 +50,7 @@
 //! ```
 
 mod backend;
+pub mod estimate;
 pub mod parse;
 pub mod script;
 pub mod state;

@@ -6,11 +6,15 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use batchbridge_core::remote::{CliScheduler, JobDirs, RemoteBackend, SubmitCommand, WorkSettings};
+use batchbridge_core::estimate::StartEstimate;
+use batchbridge_core::remote::{
+    CliScheduler, JobDirs, RemoteBackend, SubmitCommand, WorkSettings, rejected,
+};
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
 
+use crate::estimate::{estimate_command, parse_test_only};
 use crate::parse::{self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue};
 use crate::script::{SubmitDefaults, batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
@@ -383,6 +387,35 @@ impl CliScheduler for Slurm {
         Ok(numbers.iter().map(|id| resolve(id, &seen[id])).collect())
     }
 
+    /// `sbatch --test-only` with the submit's own options and batch script
+    /// ([`crate::estimate`]): slurmctld's answer, without a job. A spec sbatch refuses (more
+    /// CPUs than any node has, an unknown partition) is [`Rejected`](ErrorKind::Rejected),
+    /// saying why; a controller that does not answer fails temporarily.
+    async fn estimate_start(
+        &self,
+        jobs: &JobDirs,
+        spec: &JobSpec,
+        dir: &str,
+    ) -> Result<StartEstimate> {
+        let output = jobs
+            .run(estimate_command(spec, &self.config.defaults, dir)?)
+            .await?;
+        if output.success() {
+            return parse_test_only(&output.stderr_text(), &output.stdout_text());
+        }
+        let failure = self.failure("sbatch --test-only", &output);
+        // sbatch exits 1 when it refuses the job; anything else is a failure to ask.
+        if failure.is_temporary() || output.exit_code != Some(1) {
+            return Err(failure);
+        }
+        Err(rejected(
+            &spec.key,
+            Self::SCHEDULER,
+            &self.rejection_context(spec, &output),
+            &output,
+        ))
+    }
+
     /// scancel, then a mark in the job's directory; an unknown or finished job is not an
     /// error.
     fn cancel_command(&self, work: &str, number: &str) -> Command {
@@ -512,6 +545,38 @@ mod tests {
             assert_eq!(statuses[&JobId::from("5")].state, JobState::Succeeded);
             assert!(!slurm.capabilities().accounting);
         }
+    }
+
+    #[tokio::test]
+    async fn estimates_sbatch_refuses_are_rejected_and_a_silent_controller_is_temporary() {
+        let mut spec = spec();
+        spec.queue = Some("debug".into());
+        let slurm = backend(vec![reply(
+            1,
+            "1795455578\n",
+            "allocation failure: Requested node configuration is not available\n",
+        )]);
+        let err = slurm.estimate_start(&spec).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+        assert_eq!(
+            err.message(),
+            "SLURM refused job key-1 on partition \"debug\": allocation failure: Requested \
+             node configuration is not available"
+        );
+
+        let slurm = backend(vec![reply(
+            1,
+            "1795455578\n",
+            "allocation failure: Unable to contact slurm controller (connect failure)\n",
+        )]);
+        let err = slurm.estimate_start(&spec).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(err.is_temporary(), "{err}");
+
+        let slurm = backend(vec![reply(127, "", "sh: 1: sbatch: not found\n")]);
+        let err = slurm.estimate_start(&spec).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
+        assert!(!err.is_temporary(), "{err}");
     }
 
     #[tokio::test]

@@ -75,7 +75,7 @@ fn parse_task_list(text: &str) -> Option<Vec<u32>> {
 
 /// A time printed under `SLURM_TIME_FORMAT=%s`: seconds since the epoch, or a word (`N/A`,
 /// `Unknown`, `NONE`, `None`) when there is none.
-fn parse_time(field: &str) -> Option<SystemTime> {
+pub(crate) fn parse_time(field: &str) -> Option<SystemTime> {
     let seconds: u64 = field.trim().parse().ok().filter(|s| *s > 0)?;
     Some(UNIX_EPOCH + Duration::from_secs(seconds))
 }

@@ -70,6 +70,25 @@ pub fn print_throughput(n: usize, plain_loop: &str, plain: f64, backend: &str, o
     println!("backend throughput / plain loop: {:.2}", plain / ours);
 }
 
+/// slurmctld's RPC count for `user`, from `sdiag` run through `shell`.
+pub async fn rpcs_by_user(shell: &SshShell, user: &str) -> Result<u64> {
+    let output = shell.run(&Command::new("sdiag")).await?.check("sdiag")?;
+    let text = output.stdout_text();
+    let line = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Remote Procedure Call statistics by user"))
+        .find(|l| l.trim_start().starts_with(user));
+    line.and_then(|l| l.split("count:").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|count| count.parse().ok())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!("sdiag: no {user} line"),
+            )
+        })
+}
+
 /// The mean of `walls` in milliseconds.
 pub fn mean_ms(walls: &[Duration]) -> f64 {
     let count = u32::try_from(walls.len().max(1)).unwrap_or(u32::MAX);

@@ -17,6 +17,7 @@
 //! STATE_DIR/jobs/ID/tasks/I/stdout, stderr, exit_code
 //! ```
 
+mod estimate;
 mod job_dir;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use nix::unistd::Pid;
 
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, refuse_active};
 use crate::error::{Error, ErrorKind, Result};
+use crate::estimate::{StartEstimate, refused_by_submit};
 use crate::remote::render_script;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
@@ -141,6 +143,22 @@ impl LocalBackend {
     /// The CPU slots jobs share.
     pub fn capacity(&self) -> u32 {
         self.inner.capacity
+    }
+
+    /// Refuses a spec this backend cannot run, before anything is written.
+    fn check(&self, spec: &JobSpec) -> Result<()> {
+        spec.validate()?;
+        self.capabilities().check(spec, self.name())?;
+        if spec.resources.nodes.is_some_and(|n| n > 1) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "resources.nodes: the local backend runs a job on this one machine (job {})",
+                    spec.key
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -334,17 +352,7 @@ impl BatchBackend for LocalBackend {
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
-        spec.validate()?;
-        self.capabilities().check(spec, self.name())?;
-        if spec.resources.nodes.is_some_and(|n| n > 1) {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "resources.nodes: the local backend runs a job on this one machine (job {})",
-                    spec.key
-                ),
-            ));
-        }
+        self.check(spec)?;
         if let Some(id) = self.inner.find(&spec.key)? {
             return Ok(id);
         }
@@ -438,6 +446,19 @@ impl BatchBackend for LocalBackend {
         })
         .await
         .map_err(|err| Error::new(ErrorKind::Io, format!("cleanup task failed: {err}")))?
+    }
+
+    /// Now when the CPU slots a task of `spec` needs are free, else Later; a spec it
+    /// cannot run, or one asking more CPUs than its capacity, is InvalidInput.
+    async fn estimate_start(&self, spec: &JobSpec) -> Result<StartEstimate> {
+        self.check(spec).map_err(refused_by_submit)?;
+        let inner = self.inner.clone();
+        let cpus = spec.resources.cpus.unwrap_or(1).max(1);
+        tokio::task::spawn_blocking(move || {
+            estimate::estimate(&inner.root.join("slots"), inner.capacity, cpus)
+        })
+        .await
+        .map_err(|err| Error::new(ErrorKind::Io, format!("estimate task failed: {err}")))?
     }
 
     /// `local (batchbridge-core VERSION)`, once the state directory is found to be there.

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, job_numbers};
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
 use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::estimate::{StartEstimate, cannot_estimate, refused_by_submit};
 use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
@@ -224,6 +225,20 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     /// The version in the version command's output (which succeeded).
     fn parse_version(&self, output: &Output) -> Result<String>;
 
+    /// When and where `spec` would start if it were submitted now
+    /// ([`BatchBackend::estimate_start`]), asked through `jobs` without submitting; `dir` is
+    /// the job directory its submit would use. [`RemoteBackend`] has already refused what
+    /// its submit would refuse. Unsupported ([`cannot_estimate`]) by default.
+    async fn estimate_start(
+        &self,
+        jobs: &JobDirs,
+        spec: &JobSpec,
+        dir: &str,
+    ) -> Result<StartEstimate> {
+        let _ = (jobs, dir);
+        Err(cannot_estimate(Self::NAME, &spec.key))
+    }
+
     /// The error for a command of the scheduler that failed (`what` names it):
     /// [`CommandFailed`](ErrorKind::CommandFailed) quoting what it said (stderr, or stdout
     /// when stderr is empty), temporary when that shows one of [`Self::UNREACHABLE`].
@@ -310,6 +325,15 @@ impl<S: CliScheduler> RemoteBackend<S> {
         Ok(format!("{}/jobs/{key}", self.jobs.work().await?))
     }
 
+    /// Refuses what `S` cannot run (the checks of every submit) before anything is sent;
+    /// the environment file the submit writes.
+    fn submittable(&self, spec: &JobSpec) -> Result<String> {
+        spec.validate()?;
+        self.capabilities().check(spec, S::NAME)?;
+        self.scheduler.check(spec)?;
+        environment_file(spec)
+    }
+
     /// The error for a submit `S` refused: temporary when the scheduler did not answer,
     /// else [`Rejected`](ErrorKind::Rejected) with what it said.
     fn refused(&self, spec: &JobSpec, program: &str, refusal: &Output) -> Error {
@@ -333,10 +357,7 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
-        spec.validate()?;
-        self.capabilities().check(spec, S::NAME)?;
-        self.scheduler.check(spec)?;
-        let environment = environment_file(spec)?;
+        let environment = self.submittable(spec)?;
         let dir = self.dir_of(&spec.key).await?;
         let rendered = self.scheduler.render_submit(spec, &dir)?;
         // The task count, for fetch_output to tell a task the job does not have.
@@ -409,6 +430,18 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         self.jobs.cleanup(self, key).await
     }
 
+    /// Refuses what a submit would refuse (the checks and the rendering, with Unsupported
+    /// as InvalidInput: [`refused_by_submit`]), then asks `S`
+    /// ([`CliScheduler::estimate_start`]).
+    async fn estimate_start(&self, spec: &JobSpec) -> Result<StartEstimate> {
+        self.submittable(spec).map_err(refused_by_submit)?;
+        let dir = self.dir_of(&spec.key).await?;
+        self.scheduler
+            .render_submit(spec, &dir)
+            .map_err(refused_by_submit)?;
+        self.scheduler.estimate_start(&self.jobs, spec, &dir).await
+    }
+
     async fn version(&self) -> Result<String> {
         let command = self.scheduler.version_command();
         let what = std::iter::once(command.get_program())
@@ -470,7 +503,10 @@ mod tests {
         }
 
         fn render_submit(&self, _: &JobSpec, _: &str) -> Result<SubmitCommand> {
-            unreachable!("no test submits")
+            Ok(SubmitCommand {
+                files: Vec::new(),
+                command: vec!["submit".to_owned()],
+            })
         }
 
         async fn find(&self, _: &JobDirs, _: &JobKey, _: &str) -> Result<Option<JobId>> {
@@ -531,6 +567,31 @@ mod tests {
         assert_eq!(
             err.message(),
             "the forgetful backend gave 1 statuses for 2 jobs"
+        );
+    }
+
+    #[tokio::test]
+    async fn estimates_refuse_what_a_submit_refuses_and_are_unsupported_by_default() {
+        let key = JobKey::new("k").unwrap();
+        let mut boxed = JobSpec::new(key.clone(), "n", "true");
+        boxed.container = Some(crate::spec::Container::new("docker://alpine"));
+        let err = backend().estimate_start(&boxed).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        assert!(
+            err.message().contains("does not support containers"),
+            "{err}"
+        );
+
+        let (shell, _) = crate::conformance::scripted::scripted_shell("/w", Vec::new());
+        let err = RemoteBackend::<ForgetsAllButOne>::new(shell, ())
+            .unwrap()
+            .estimate_start(&JobSpec::new(key, "n", "true"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        assert_eq!(
+            err.message(),
+            "the forgetful backend cannot estimate when job k would start"
         );
     }
 
