@@ -82,6 +82,7 @@
 mod cluster;
 mod convert;
 mod job;
+mod placement;
 mod quantity;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -97,6 +98,10 @@ pub use job::{
     ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
     ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,
     TaskCounts, TaskOutput,
+};
+pub use placement::{
+    CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, MAX_CANDIDATES,
+    Move, MoveOutcome, Placement, PlacementPolicy, PlacementStatus,
 };
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.
