@@ -100,8 +100,8 @@ pub use job::{
     TaskCounts, TaskOutput,
 };
 pub use placement::{
-    CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, MAX_CANDIDATES,
-    Move, MoveOutcome, Placement, PlacementPolicy, PlacementStatus,
+    CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, LabelValue,
+    MAX_CANDIDATES, Move, MoveOutcome, Placement, PlacementPolicy, PlacementStatus,
 };
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.

@@ -29,9 +29,13 @@ pub struct Placement {
     /// The candidate BatchClusters of this namespace by name, at most 16, each once; with
     /// the Ordered policy, in order of preference.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "set"))]
-    #[x_kube(validation = Rule::new(r"self.all(name, size(name) <= 63 && name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))")
-        .message("each cluster must be the name of a BatchCluster in this namespace: a DNS label of at most 63 lowercase letters, digits and '-'"))]
+    // Patterns and lengths rather than CEL: the API server bounds a CRD's CEL cost, and
+    // these cost nothing.
+    #[schemars(
+        length(min = 1, max = 16),
+        inner(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")),
+        extend("x-kubernetes-list-type" = "set")
+    )]
     pub clusters: Vec<String>,
     /// The candidates as the BatchClusters of this namespace whose labels match, taken in
     /// name order, at most 16 (the first 16 by name when more match).
@@ -89,20 +93,30 @@ impl From<PlacementPolicy> for batchbridge_core::placement::Policy {
 #[x_kube(validation = Rule::new("has(self.matchLabels) || has(self.matchExpressions)")
     .message("selector must have matchLabels or matchExpressions: an empty selector would take every BatchCluster of the namespace"))]
 pub struct ClusterSelector {
-    /// Labels the cluster must have, with these values.
+    /// Labels the cluster must have, with these values (label values: at most 63 letters,
+    /// digits, '-', '_' or '.'; keys at most 317 characters).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 16, "minProperties" = 1))]
-    #[x_kube(validation = Rule::new(LABELS_VALID)
-        .message("matchLabels keys must be label keys ([prefix/]name, name at most 63 characters of letters, digits, '-', '_', '.') and values label values (at most 63 such characters)"))]
-    pub match_labels: BTreeMap<String, String>,
+    #[x_kube(validation = Rule::new("self.all(key, size(key) > 0 && size(key) <= 317)")
+        .message("matchLabels keys must be label keys of 1 to 317 characters"))]
+    pub match_labels: BTreeMap<String, LabelValue>,
     /// Conditions on the cluster's labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(min = 1, max = 16))]
     pub match_expressions: Vec<LabelRequirement>,
 }
 
-/// The CEL rule for label keys and values in a map.
-const LABELS_VALID: &str = r"self.all(key, size(key) <= 317 && key.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && size(self[key]) <= 63 && self[key].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$'))";
+/// A label's value: at most 63 letters, digits, '-', '_' or '.', beginning and ending with a
+/// letter or digit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct LabelValue(
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+    )]
+    pub String,
+);
 
 /// One condition on a label.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
@@ -110,18 +124,26 @@ const LABELS_VALID: &str = r"self.all(key, size(key) <= 317 && key.matches('^([a
 #[x_kube(validation = Rule::new("(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)")
     .message("In and NotIn need values; Exists and DoesNotExist take none"))]
 pub struct LabelRequirement {
-    /// The label's key.
-    #[schemars(length(min = 1, max = 317))]
-    #[x_kube(validation = Rule::new(r"self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')")
-        .message("key must be a label key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'"))]
+    /// The label's key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or
+    /// '.', the prefix a DNS subdomain.
+    #[schemars(
+        length(min = 1, max = 317),
+        regex(
+            pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+        )
+    )]
     pub key: String,
     /// How the label is compared.
     pub operator: LabelOperator,
     /// The values for In and NotIn, at most 16, each a label value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16))]
-    #[x_kube(validation = Rule::new(r"self.all(value, size(value) <= 63 && value.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$'))")
-        .message("values must be label values: at most 63 letters, digits, '-', '_' or '.'"))]
+    #[schemars(
+        length(max = 16),
+        inner(
+            length(max = 63),
+            regex(pattern = r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+        )
+    )]
     pub values: Vec<String>,
 }
 
@@ -143,10 +165,10 @@ impl ClusterSelector {
     ///
     /// ```
     /// use std::collections::BTreeMap;
-    /// use batchbridge_operator::crd::{ClusterSelector, LabelOperator, LabelRequirement};
+    /// use batchbridge_operator::crd::{ClusterSelector, LabelOperator, LabelRequirement, LabelValue};
     ///
     /// let selector = ClusterSelector {
-    ///     match_labels: BTreeMap::from([("site".into(), "campus".into())]),
+    ///     match_labels: BTreeMap::from([("site".into(), LabelValue("campus".into()))]),
     ///     match_expressions: vec![LabelRequirement {
     ///         key: "gpu".into(),
     ///         operator: LabelOperator::DoesNotExist,
@@ -160,7 +182,7 @@ impl ClusterSelector {
         let labelled = self
             .match_labels
             .iter()
-            .all(|(key, value)| labels.get(key) == Some(value));
+            .all(|(key, value)| labels.get(key) == Some(&value.0));
         labelled
             && self.match_expressions.iter().all(|requirement| {
                 let value = labels.get(&requirement.key);
