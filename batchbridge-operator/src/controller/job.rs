@@ -691,7 +691,9 @@ fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notice> {
             EventType::Normal,
             Reason::Placed.as_str(),
             format!("placed on {cluster}; {}", answers(placement)),
-            &format!("PlaceAttempt{}", next.attempts),
+            // An attempt placed again after its submit never reached the first choice
+            // gets an Event of its own, not a repeat folded into the first one's series.
+            &format!("PlaceAttempt{}On{cluster}", next.attempts),
         ));
     }
     if current.moving.is_none()
