@@ -411,14 +411,18 @@ async fn place(
 /// then say whether it ended without starting. A failure is logged: the next reconcile
 /// cancels again while the move is under way.
 async fn withdraw(ctx: &Context, job: &BatchJob, connection: &Connection, id: &JobId) {
-    match connection.backend.cancel(id).await {
-        Ok(()) => tracing::info!(job = %ObjectRef::from(job), %id, "cancelled to move"),
-        Err(err) if err.kind() == ErrorKind::NotFound => {}
+    let cancelled = match connection.backend.cancel(id).await {
+        Ok(()) => {
+            tracing::info!(job = %ObjectRef::from(job), %id, "cancelled to move");
+            true
+        }
+        Err(err) if err.kind() == ErrorKind::NotFound => true,
         Err(err) => {
             tracing::warn!(job = %ObjectRef::from(job), %id, %err, "cannot cancel to move");
+            false
         }
-    }
-    ctx.metrics.cancelled(&connection.labels, true);
+    };
+    ctx.metrics.cancelled(&connection.labels, cancelled);
 }
 
 /// Deletes a BatchJob whose ttlSecondsAfterFinished has passed; its finalizer then removes
