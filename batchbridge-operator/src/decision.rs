@@ -103,6 +103,9 @@ pub struct Spec<'a> {
     pub retry_policy: Option<&'a RetryPolicy>,
     /// Whether the output policy keeps anything (a tail, a ConfigMap or a log pod).
     pub keeps_output: bool,
+    /// Whether the output policy asks for a log pod, which starts with the job and follows
+    /// its output while it runs.
+    pub log_pod: bool,
     /// The spec's ttlSecondsAfterFinished: how long a finished job is kept.
     pub ttl_after_finished: Option<Duration>,
     /// What becomes of the job's files on deletion.
@@ -290,6 +293,9 @@ pub enum Effect {
     /// Cancel this waiting job on its cluster, for the move in status.moving (the next
     /// polls confirm whether it ended without starting).
     Withdraw(JobId),
+    /// Start the log pod that follows this job's output while it runs (the collection
+    /// starts it for a job never seen running, and keeps one already printing this job).
+    ShowOutput(JobId),
     /// Have the cluster's poller follow this job.
     Follow(JobId),
     /// Have the cluster's poller stop following this job.
@@ -491,7 +497,11 @@ fn observe(
                 if let Some(job) = observation
                     && !held_back(next, job, now)
                 {
+                    let started = next.phase != Some(Phase::Running);
                     *next = observed(next, job);
+                    if spec.log_pod && started && next.phase == Some(Phase::Running) {
+                        effects.push(Effect::ShowOutput(id.clone()));
+                    }
                 }
                 set_finished(next, now);
                 effects.push(Effect::Follow(id));
@@ -1170,6 +1180,7 @@ mod tests {
             generation: GENERATION,
             retry_policy: None,
             keeps_output: true,
+            log_pod: false,
             ttl_after_finished: None,
             cleanup: CleanupPolicy::OnDelete,
             target: Target::Fixed("hpc"),
@@ -1294,6 +1305,7 @@ mod tests {
         generation: i64,
         policy: Option<RetryPolicy>,
         keeps_output: bool,
+        log_pod: bool,
         ttl: Option<Duration>,
         /// The expected phase, attempts and retries of the written status (None: no write).
         writes: Option<(Phase, u32, u32)>,
@@ -1308,6 +1320,7 @@ mod tests {
             generation: GENERATION,
             policy: None,
             keeps_output: true,
+            log_pod: false,
             ttl: None,
             writes: None,
             effects: Vec::new(),
@@ -1356,6 +1369,7 @@ mod tests {
             generation: case.generation,
             retry_policy: policy,
             keeps_output: case.keeps_output,
+            log_pod: case.log_pod,
             ttl_after_finished: case.ttl,
             cleanup: CleanupPolicy::OnDelete,
             target: Target::Fixed("hpc"),
@@ -1370,7 +1384,7 @@ mod tests {
 
     #[test]
     fn steps() {
-        use Effect::{Collect, Expire, Follow, Forget, Requeue, Submit};
+        use Effect::{Collect, Expire, Follow, Forget, Requeue, ShowOutput, Submit};
         let interrupted = |problem: Option<ClusterProblem>| Failure::Interrupted {
             message: "broken pipe".into(),
             problem,
@@ -1532,6 +1546,40 @@ mod tests {
                     "so is the start",
                     accepted(5),
                     observed(job(JobState::Running)),
+                )
+            },
+            Case {
+                log_pod: true,
+                writes: Some((Phase::Running, 1, 0)),
+                effects: vec![ShowOutput(id()), Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a job with a log pod starts it when it starts running",
+                    accepted(5),
+                    observed(job(JobState::Running)),
+                )
+            },
+            Case {
+                log_pod: true,
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "and not again while it runs",
+                    with(
+                        crate::status::observed(&at(Phase::Running), &job(JobState::Running)),
+                        |s| {
+                            set_finished(s, now());
+                        },
+                    ),
+                    observed(job(JobState::Running)),
+                )
+            },
+            Case {
+                log_pod: true,
+                writes: Some((Phase::Queued, 1, 0)),
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "nor while it waits",
+                    accepted(61),
+                    observed(waiting(JobState::Queued, "Resources")),
                 )
             },
             Case {

@@ -1,5 +1,5 @@
-//! A finished job's output: the tail kept in status, the whole (capped) in a ConfigMap the
-//! job owns, and a log pod that prints it for `kubectl logs`.
+//! A job's output: the tail kept in status, the whole (capped) in a ConfigMap the job owns,
+//! and a log pod that prints it for `kubectl logs`, following it while the job runs.
 //!
 //! The log pod runs the operator's own image in its `fetch-output` mode
 //! ([`fetch_output_to`]). It reaches the cluster itself, with the BatchCluster's Secret
@@ -8,9 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::time::Duration;
 
+use batchbridge_core::follow::OutputFollower;
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
-use batchbridge_core::{BatchBackend, JobId, JobOutput, OutputRequest};
+use batchbridge_core::{BatchBackend, JobId, JobOutput, OutputRequest, Tracker};
 use batchbridge_slurm::SubmitDefaults;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
@@ -156,13 +158,24 @@ pub async fn collect(
             refused.push(format!("ConfigMap {}", map.name_any()));
         }
     }
-    if policy.log_pod {
-        let pod = log_pod(job, &connection.spec, id, &ctx.image);
-        if !replace_pod(&Api::namespaced(ctx.client.clone(), &namespace), job, &pod).await? {
-            refused.push(format!("Pod {}", pod.name_any()));
-        }
+    if policy.log_pod && !show(ctx, job, connection, id).await? {
+        refused.push(format!("Pod {}", log_pod_name(job)));
     }
     Ok(kept(&plan, &outputs, refused))
+}
+
+/// Starts the log pod that prints job `id`'s output (following it while the job runs),
+/// unless one already prints it. False, with nothing changed, when the pod's name belongs
+/// to another pod.
+pub async fn show(
+    ctx: &Context,
+    job: &BatchJob,
+    connection: &Connection,
+    id: &JobId,
+) -> Result<bool, ReconcileError> {
+    let pod = log_pod(job, &connection.spec, id, &ctx.image);
+    let api = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+    replace_pod(&api, job, &pod).await
 }
 
 /// What `collect` reports of `outputs` (task `i`'s at `i`, as `plan` fetched them).
@@ -456,10 +469,19 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
     }
 }
 
+/// How often a log pod asks the scheduler whether the job it follows ended; its output is
+/// read every [`LOG_POD_READ`] meanwhile, from the job's files, without the scheduler.
+const LOG_POD_POLL: Duration = Duration::from_secs(30);
+/// How often a log pod reads the output a running job added.
+const LOG_POD_READ: Duration = Duration::from_secs(1);
+
 /// The fetch-output mode: reads the cluster and job from the environment (as [`log_pod`]
-/// sets it) and the credential from the mounted Secret, and streams the job's whole
-/// stdout, then stderr, to `out` in bounded chunks. For an array job (`BATCHBRIDGE_TASKS`
-/// set) it streams every task's in task order, each after a line `==> task N <==`.
+/// sets it) and the credential from the mounted Secret. For a job that is no array it
+/// prints the output as it grows (stdout and stderr in the order they were read, every
+/// [`LOG_POD_READ`]) until the job ends, then what is left, and returns; for one that ended
+/// it prints the whole stdout, then stderr. For an array job (`BATCHBRIDGE_TASKS` set) it
+/// waits until the array ended, then prints every task's in task order, each after a line
+/// `==> task N <==`.
 pub async fn fetch_output_to(
     vars: &impl Fn(&str) -> Option<String>,
     credentials: &std::path::Path,
@@ -510,11 +532,22 @@ pub async fn fetch_output_to(
         })?),
         None => None,
     };
+    let tracker = Tracker::new(Arc::clone(&backend), LOG_POD_POLL)?;
     match tasks {
         None => {
-            stream(backend.as_ref(), &id, None, out).await?;
+            OutputFollower::new(id)
+                .follow(&tracker, LOG_POD_READ, |new| {
+                    // A closed stdout (kubectl logs gone) is no reason to stop following.
+                    let _ = out
+                        .write_all(&new.stdout)
+                        .and_then(|()| out.write_all(&new.stderr))
+                        .and_then(|()| out.flush());
+                })
+                .await?;
         }
         Some(count) => {
+            // Tasks print in task order, each whole, once the array ended.
+            tracker.wait(&id, Duration::MAX).await?;
             for task in 0..count {
                 writeln!(out, "==> task {task} <==")?;
                 if stream(backend.as_ref(), &id, Some(task), out).await? != Some(b'\n') {

@@ -239,19 +239,33 @@ async fn one_node_partition_and_cluster_side_cancel() {
 }
 
 /// Experiment 7: deleting a running BatchJob cancels its SLURM job before the resource
-/// goes away.
+/// goes away. Its log pod was there while it ran, for `kubectl logs -f`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_running_job_cancels_it() {
     let (bed, operator) = set_up("e2e-delete", "ssh", "slurm").await;
     create_job(
         &bed,
         "doomed",
-        json!({"clusterRef": {"name": "slurm"}, "script": "sleep 300\n"}),
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "sleep 300\n",
+            "outputPolicy": {"logPod": true},
+        }),
     )
     .await;
     let id = status(&wait_for_phase(&bed, "doomed", Phase::Running).await)
         .job_id
         .unwrap();
+    let pods = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace);
+    let deadline = Instant::now() + PATIENCE;
+    while pods.get_opt("doomed-log").await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "no log pod while the job runs");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        status(&bed.jobs().get("doomed").await.unwrap()).phase,
+        Some(Phase::Running)
+    );
     bed.jobs()
         .delete("doomed", &DeleteParams::default())
         .await

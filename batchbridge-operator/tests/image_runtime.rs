@@ -156,11 +156,32 @@ fn run_in_image(
     command: Option<&[&str]>,
     args: &[&str],
 ) -> Output {
+    let work = tempfile::tempdir().unwrap();
+    let output = in_image(facts, work.path(), volumes, env, command, args)
+        .output()
+        .unwrap();
+    assert_ne!(
+        output.status.code(),
+        Some(124),
+        "timed out after {RUN_TIMEOUT_SECS}s: {}",
+        text(&output.stderr)
+    );
+    output
+}
+
+/// The command [`run_in_image`] runs, with `work` as its scratch directory.
+fn in_image(
+    facts: &ImageFacts,
+    work: &std::path::Path,
+    volumes: &[Volume],
+    env: &[(String, String)],
+    command: Option<&[&str]>,
+    args: &[&str],
+) -> std::process::Command {
     assert!(
         is_root(),
         "these tests make mount namespaces and chroot: run them as root (as CI does)"
     );
-    let work = tempfile::tempdir().unwrap();
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_batchbridge-operator"));
     let mut cmd = std::process::Command::new("flock");
     // image.sh replaces the root filesystem only under the lock's exclusive side.
@@ -170,7 +191,7 @@ fn run_in_image(
         .args(["unshare", "--mount", "--propagation", "private"])
         .args(["bash", "-c", CONTAINER, "image-runtime"])
         .arg(&facts.rootfs)
-        .arg(work.path())
+        .arg(work)
         .arg(&binary)
         .arg(&facts.binary)
         .arg(format!("{}:{}", facts.uid, facts.gid));
@@ -198,14 +219,7 @@ fn run_in_image(
         None => cmd.args(&facts.entrypoint),
     };
     cmd.args(args);
-    let output = cmd.output().unwrap();
-    assert_ne!(
-        output.status.code(),
-        Some(124),
-        "timed out after {RUN_TIMEOUT_SECS}s: {}",
-        text(&output.stderr)
-    );
-    output
+    cmd
 }
 
 fn is_root() -> bool {
@@ -349,6 +363,64 @@ fn container(pod: &Pod) -> &Container {
     container
 }
 
+/// What running a log pod's container takes: its arguments, environment and volumes, with
+/// the temporary directories holding its Secrets' files.
+struct PodRun {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    volumes: Vec<Volume>,
+    secrets: Vec<tempfile::TempDir>,
+}
+
+/// The log pod's container as the kubelet would run it (see [`secret_volume`]).
+fn pod_run(pod: &Pod) -> PodRun {
+    let pod_spec = pod.spec.as_ref().unwrap();
+    let container = container(pod);
+    assert!(
+        container.command.is_none(),
+        "the log pod runs the image's ENTRYPOINT"
+    );
+    let env = container
+        .env
+        .iter()
+        .flatten()
+        .map(|var| (var.name.clone(), var.value.clone().unwrap_or_default()))
+        .collect();
+    let mut secrets = Vec::new();
+    let mut volumes = Vec::new();
+    for mount in container.volume_mounts.iter().flatten() {
+        let volume = pod_spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|volume| volume.name == mount.name)
+            .unwrap();
+        if volume.empty_dir.is_some() {
+            volumes.push(Volume::EmptyDir(mount.mount_path.clone()));
+        } else if let Some(secret) = &volume.secret {
+            assert_eq!(mount.read_only, Some(true));
+            let mode = u32::try_from(secret.default_mode.unwrap_or(0o644)).unwrap();
+            let (holder, dir) = secret_volume(pod_spec, mode);
+            secrets.push(holder);
+            volumes.push(Volume::Secret(dir, mount.mount_path.clone()));
+        } else {
+            panic!("the test does not model volume {volume:?}");
+        }
+    }
+    assert!(
+        volumes
+            .iter()
+            .any(|v| matches!(v, Volume::EmptyDir(path) if path == "/tmp")),
+        "the log pod must mount an emptyDir on /tmp"
+    );
+    PodRun {
+        args: container.args.clone().unwrap_or_default(),
+        env,
+        volumes,
+        secrets,
+    }
+}
+
 /// fetch-output, run in the image exactly as the log pod says (arguments, environment,
 /// volumes), prints a SLURM job's stdout and stderr: the image's OpenSSH client reaches the
 /// cluster as uid 65532 with no home and only /tmp writable. Without the writable /tmp the
@@ -371,52 +443,14 @@ async fn fetch_output_in_the_image_prints_a_slurm_jobs_output() {
     let expected = format!("hello from job {id}\nto-stderr\n");
 
     let pod = log_pod(&id);
-    let pod_spec = pod.spec.as_ref().unwrap();
-    let container = container(&pod);
-    let args: Vec<&str> = container
-        .args
-        .iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let PodRun {
+        args,
+        env,
+        mut volumes,
+        secrets: _secrets,
+    } = pod_run(&pod);
     assert_eq!(args, ["fetch-output"]);
-    assert!(
-        container.command.is_none(),
-        "the log pod runs the image's ENTRYPOINT"
-    );
-    let env: Vec<(String, String)> = container
-        .env
-        .iter()
-        .flatten()
-        .map(|var| (var.name.clone(), var.value.clone().unwrap_or_default()))
-        .collect();
-    let mut holders = Vec::new();
-    let mut volumes = Vec::new();
-    for mount in container.volume_mounts.iter().flatten() {
-        let volume = pod_spec
-            .volumes
-            .iter()
-            .flatten()
-            .find(|volume| volume.name == mount.name)
-            .unwrap();
-        if volume.empty_dir.is_some() {
-            volumes.push(Volume::EmptyDir(mount.mount_path.clone()));
-        } else if let Some(secret) = &volume.secret {
-            assert_eq!(mount.read_only, Some(true));
-            let mode = u32::try_from(secret.default_mode.unwrap_or(0o644)).unwrap();
-            let (holder, dir) = secret_volume(pod_spec, mode);
-            holders.push(holder);
-            volumes.push(Volume::Secret(dir, mount.mount_path.clone()));
-        } else {
-            panic!("the test does not model volume {volume:?}");
-        }
-    }
-    assert!(
-        volumes
-            .iter()
-            .any(|v| matches!(v, Volume::EmptyDir(path) if path == "/tmp")),
-        "the log pod must mount an emptyDir on /tmp"
-    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
     let output = run_in_image(&facts, &volumes, &env, None, &args);
     assert!(
@@ -439,4 +473,67 @@ async fn fetch_output_in_the_image_prints_a_slurm_jobs_output() {
         stderr.contains("Read-only file system") && stderr.contains("/tmp/batchbridge-ssh-"),
         "{stderr}"
     );
+}
+
+/// The log pod started while its job runs prints the output live: the job prints a line,
+/// then waits for a file this test creates only once the pod printed that line, then
+/// prints another and ends. Were the output printed only at the end, the run would hang
+/// until its time limit. The pod returns by itself after the job ended, with everything.
+#[tokio::test]
+async fn fetch_output_in_the_image_follows_a_running_job() {
+    let facts = image_facts();
+    let backend =
+        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
+    let gate = tempfile::Builder::new()
+        .prefix("batchbridge-follow-gate-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gate_file = gate.path().join("open");
+    let script = format!(
+        "echo before the gate\nwhile [ ! -e {} ]; do sleep 0.2; done\necho after the gate >&2\n",
+        gate_file.display()
+    );
+    let spec = JobSpec::new(unique_key("image-follow"), "image-follow", script);
+    let id = backend.submit(&spec).await.unwrap();
+
+    let PodRun {
+        args,
+        env,
+        volumes,
+        secrets: _secrets,
+    } = pod_run(&log_pod(&id));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let work = tempfile::tempdir().unwrap();
+    let mut pod = in_image(&facts, work.path(), &volumes, &env, None, &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = pod.stdout.take().unwrap();
+    let printed = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let first = lines.next().map(Result::unwrap);
+        std::fs::write(&gate_file, "").unwrap();
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        (first, rest)
+    })
+    .await
+    .unwrap();
+    let status = pod.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(pod.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_ne!(status.code(), Some(124), "timed out: {stderr}");
+    assert!(status.success(), "fetch-output failed ({status}): {stderr}");
+    assert_eq!(
+        printed,
+        (
+            Some("before the gate".to_owned()),
+            vec!["after the gate".to_owned()]
+        ),
+        "{stderr}"
+    );
+    let ended = backend.status_of(&id).await.unwrap();
+    assert_eq!(ended.state, JobState::Succeeded, "{ended:?}");
 }

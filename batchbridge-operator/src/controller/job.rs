@@ -57,6 +57,7 @@ fn spec_of(job: &BatchJob) -> Spec<'_> {
         generation: job.metadata.generation.unwrap_or_default(),
         retry_policy: job.spec.retry_policy.as_ref(),
         keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
+        log_pod: output.log_pod,
         ttl_after_finished: job
             .spec
             .ttl_seconds_after_finished
@@ -165,6 +166,13 @@ async fn perform(
                 connection.poller.follow(id, ObjectRef::from(&**job));
             }
             (Effect::Forget(id), Some(connection)) => connection.poller.forget(&id),
+            (Effect::ShowOutput(id), Some(connection)) => {
+                // The collection starts the pod anyway: a failure here costs only the live
+                // part of the output.
+                if let Err(err) = output::show(ctx, job, connection, &id).await {
+                    tracing::warn!(job = %job.name_any(), error = %err, "cannot start the log pod");
+                }
+            }
             (Effect::Submit { attempt }, _) => {
                 let Some(connection) = &submit_to else {
                     // Its cluster is not usable: the next reconcile says why.
@@ -193,6 +201,7 @@ async fn perform(
                 Effect::Follow(_)
                 | Effect::Forget(_)
                 | Effect::Withdraw(_)
+                | Effect::ShowOutput(_)
                 | Effect::Collect { .. },
                 None,
             )
@@ -237,6 +246,7 @@ async fn finish_action(
                     | Effect::Place(_)
                     | Effect::Withdraw(_)
                     | Effect::Collect { .. }
+                    | Effect::ShowOutput(_)
                     | Effect::Expire
                     | Effect::Remove(_),
                     _,

@@ -297,8 +297,10 @@ pub struct OutputPolicy {
     #[serde(default)]
     pub config_map: bool,
     /// Whether to create a pod (NAME-log) that prints the output, so that "kubectl logs"
-    /// shows it. For an array job it prints every task's output, each after a line
-    /// "==> task N <==".
+    /// shows it. It starts when the job starts running and prints the output as it grows
+    /// (read about once a second), so "kubectl logs -f NAME-log" follows it live, then
+    /// ends shortly after the job. For an array job it prints every task's output once the
+    /// array ended, each after a line "==> task N <==".
     #[serde(default)]
     pub log_pod: bool,
 }
