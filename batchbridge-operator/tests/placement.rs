@@ -15,6 +15,7 @@ use batchbridge_operator::crd::{Estimate, MoveOutcome, Phase};
 use batchbridge_testbed::{Login, SlurmCluster, login};
 use common::Cluster;
 use common::operator::*;
+use common::process::{OperatorProcess, write_operator_kubeconfig};
 use serde_json::json;
 
 /// A name no earlier run used, for jobs looked up by name in sacct.
@@ -226,7 +227,7 @@ async fn a_job_stuck_behind_a_blocker_moves() {
         &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
     )
     .await;
-    let _blocker = Cancelled(blocker.trim().to_owned());
+    let _blocker = Cancelled(SlurmCluster::Slurm2205, blocker.trim().to_owned());
     let operator = RunningOperator::start(&bed, &bed.operator_client().await);
     let name = unique("spill");
     create_job(
@@ -287,15 +288,108 @@ async fn a_job_stuck_behind_a_blocker_moves() {
     bed.clean_up().await;
 }
 
-/// A SLURM 22.05 job cancelled (as root on the host, where that cluster runs) when this is
-/// dropped, even by a failing test.
-struct Cancelled(String);
+/// The operator binary SIGKILLed again and again while `JOBS` jobs queued behind a blocker on SLURM 24.11 move to the HTCondor pool: every
+/// job ran exactly once, on the pool, and each one left on 24.11 was cancelled without
+/// having started.
+///
+/// Needs the backends' start estimates (issue 18, items 1-2), like the test above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_during_moves_lose_nothing_and_run_nothing_twice() {
+    const JOBS: usize = 8;
+    let bed = Cluster::new("place-kills").await;
+    let (slurm2, condor) = (login("slurm2"), login("htcondor"));
+    create_secret(&bed, "key-a", &slurm2).await;
+    cluster_at(&bed, "a", &slurm2, "key-a", &[]).await;
+    // The pool's Secret comes once every job waits on a.
+    create_cluster(&bed, "b", "htcondor", &condor, "key-b").await;
+    let cpus = SlurmCluster::Slurm2411.cpus();
+    let blocker = on(
+        SlurmCluster::Slurm2411,
+        &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
+    )
+    .await;
+    let _blocker = Cancelled(SlurmCluster::Slurm2411, blocker.trim().to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    write_operator_kubeconfig(&bed, dir.path()).await;
+    let start = |n: usize| {
+        let name: &'static str = Box::leak(format!("op{n}").into_boxed_str());
+        OperatorProcess::start(name, &bed, dir.path(), None)
+    };
+    let mut operator = start(0);
+    let names: Vec<String> = (0..JOBS).map(|i| unique(&format!("kill{i}"))).collect();
+    for name in &names {
+        create_job(
+            &bed,
+            name,
+            json!({
+                "placement": {"clusters": ["a", "b"], "moveAfter": "5s"},
+                "resources": {"cpus": 1, "wallTime": "5m"},
+                "script": "echo once\n",
+            }),
+        )
+        .await;
+    }
+    for name in &names {
+        let queued = status(&wait_for_phase(&bed, name, Phase::Queued).await);
+        assert_eq!(queued.cluster.as_deref(), Some("a"));
+    }
+    create_secret(&bed, "key-b", &condor).await;
+    // Kills at uneven moments over the two minutes in which the moves happen.
+    let mut kills: usize = 0;
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(120) {
+        let pause = u64::try_from(700 + (kills * 977) % 2900).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        operator.crash();
+        let _ = operator.exited().await;
+        kills += 1;
+        operator = start(kills);
+    }
+    println!("operator killed {kills} times");
+    let mut moved = 0;
+    for name in &names {
+        let done = wait_for(&bed, name, "success", |s| {
+            assert_ne!(s.phase, Some(Phase::Failed), "{s:?}");
+            s.phase == Some(Phase::Succeeded)
+        })
+        .await;
+        let done = status(&done);
+        assert_eq!(done.cluster.as_deref(), Some("b"), "{name}: {done:?}");
+        let on_a = jobs_named(SlurmCluster::Slurm2411, name, 1).await;
+        assert_eq!(on_a.len(), 1, "{name}: one job on a: {on_a:?}");
+        assert!(on_a[0].contains("|CANCELLED"), "{name}: {on_a:?}");
+        assert!(
+            on_a[0].ends_with("|None") || on_a[0].ends_with("|Unknown"),
+            "{name} never started on a: {on_a:?}"
+        );
+        let on_b = batchbridge_testbed::htcondor_shell()
+            .run(&Command::sh(
+                &format!(
+                    "condor_history -constraint 'JobBatchName == \"{name}\"' -af ClusterId JobStatus; \
+                     condor_q -constraint 'JobBatchName == \"{name}\"' -af ClusterId JobStatus"
+                ),
+                Vec::<String>::new(),
+            ))
+            .await
+            .unwrap()
+            .stdout_text();
+        let runs: Vec<&str> = on_b.lines().collect();
+        assert_eq!(runs.len(), 1, "{name}: one job on b: {runs:?}");
+        assert!(runs[0].ends_with(" 4"), "{name} completed on b: {runs:?}");
+        moved += usize::from(done.moves.iter().any(|m| m.outcome == MoveOutcome::Moved));
+    }
+    assert_eq!(moved, JOBS);
+    println!("{JOBS} jobs moved, each ran once, with {kills} kills");
+    drop(operator);
+    bed.clean_up().await;
+}
+
+/// A SLURM job cancelled (as root, where that cluster runs) when this is dropped, even by a
+/// failing test.
+struct Cancelled(SlurmCluster, String);
 
 impl Drop for Cancelled {
     fn drop(&mut self) {
-        let _ = SlurmCluster::Slurm2205
-            .as_root("scancel")
-            .arg(&self.0)
-            .status();
+        let _ = self.0.as_root("scancel").arg(&self.1).status();
     }
 }
