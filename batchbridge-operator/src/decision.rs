@@ -17,9 +17,13 @@
 use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use batchbridge_core::{Error, ErrorKind, JobId, JobStatus};
+use batchbridge_core::placement::{Answer, Policy, Seen, Skipped, choose};
+use batchbridge_core::{Error, ErrorKind, JobId, JobState, JobStatus};
 
-use crate::crd::{BatchJobStatus, CleanupPolicy, Phase, RetryPolicy, RetryReason, TaskOutput};
+use crate::crd::{
+    BatchJobStatus, CandidateAnswer, CleanupPolicy, Estimate, Move, MoveOutcome, Phase,
+    PlacementStatus, RetryPolicy, RetryReason, TaskOutput,
+};
 use crate::reason::{ConditionType, Reason};
 use crate::status::{condition, holds, observed, set_condition, time};
 
@@ -37,6 +41,15 @@ pub const QUEUE_REPORT_HOLD: Duration = Duration::from_secs(60);
 /// job and remove its files (a cluster unreachable, a job still ending) before it lets the
 /// resource go with a Warning Event: `kubectl delete` never hangs on a broken cluster.
 pub const REMOVAL_DEADLINE: Duration = Duration::from_secs(120);
+
+/// How much earlier another candidate must promise a waiting job's start for the job to move
+/// there: its start at least this long before the start the job's scheduler expects, or,
+/// when that scheduler gives no time, within this long from now. Estimates are rough (a
+/// backfill plan changes with every job that ends early); a move costs a cancel and a new
+/// submit, so a few minutes' gain is not worth it.
+pub const MOVE_MARGIN: Duration = Duration::from_secs(300);
+/// How often, at most, the candidates are asked whether a waiting job should move.
+pub const MOVE_RECHECK: Duration = Duration::from_secs(60);
 
 /// Why a job's cluster cannot be used right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +110,38 @@ pub struct Spec<'a> {
     pub ttl_after_finished: Option<Duration>,
     /// What becomes of the job's files on deletion.
     pub cleanup: CleanupPolicy,
+    /// How the job's cluster is found.
+    pub target: Target<'a>,
+}
+
+/// How a job's cluster is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// spec.clusterRef: always this cluster, no estimates asked.
+    Fixed(&'a str),
+    /// spec.placement: each attempt is placed among the candidates first.
+    Placed {
+        /// How the cluster is chosen.
+        policy: Policy,
+        /// How long a job waits in a queue, never started, before it may move.
+        move_after: Option<Duration>,
+        /// How many moves (ended ones, moved or given up) the job may make.
+        max_moves: u32,
+    },
+}
+
+/// What a placement was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Where to submit attempt `attempt`, the `retries`-th retry of the spec.
+    Attempt {
+        /// The attempt to submit.
+        attempt: u32,
+        /// How many retries it makes.
+        retries: u32,
+    },
+    /// Whether the waiting job should move to another candidate.
+    Move,
 }
 
 /// What happened to a job.
@@ -122,6 +167,18 @@ pub enum Event<'a> {
         outcome: CollectOutcome,
         /// The report that the attempt ended, when the status does not say so yet.
         observation: Option<&'a JobStatus>,
+    },
+    /// The candidates answered a placement asked for `purpose`.
+    Placed {
+        /// What the placement was for.
+        purpose: Purpose,
+        /// The candidate the policy chose among all of them; `None` when every one was
+        /// skipped.
+        chosen: Option<&'a str>,
+        /// Every candidate's answer, in candidate order.
+        seen: &'a [Seen],
+        /// When they answered (the time their `Now` means).
+        at: SystemTime,
     },
     /// The BatchJob is being deleted.
     Deleted,
@@ -230,6 +287,12 @@ pub enum Effect {
         /// The scheduler's id of the finished attempt.
         id: JobId,
     },
+    /// Ask the candidates when the job would start and choose one (spec.placement); the
+    /// answer comes back as [`Event::Placed`].
+    Place(Purpose),
+    /// Cancel this waiting job on its cluster, for the move in status.moving (the next
+    /// polls confirm whether it ended without starting).
+    Withdraw(JobId),
     /// Start the log pod that follows this job's output while it runs (the collection
     /// starts it for a job never seen running, and keeps one already printing this job).
     ShowOutput(JobId),
@@ -323,9 +386,31 @@ pub fn step(spec: &Spec<'_>, status: &BatchJobStatus, event: &Event<'_>, now: Sy
     let mut effects = Vec::new();
     match event {
         Event::Observed(observation) => {
-            mark_cluster_ready(&mut next, now);
+            if !awaits_placement(spec, &next) {
+                mark_cluster_ready(&mut next, now);
+            }
             observe(spec, &mut next, *observation, now, &mut effects);
         }
+        Event::Placed {
+            purpose,
+            chosen,
+            seen,
+            at,
+        } => match purpose {
+            Purpose::Attempt { attempt, retries } => {
+                placed(
+                    spec,
+                    &mut next,
+                    (*attempt, *retries),
+                    *chosen,
+                    seen,
+                    *at,
+                    now,
+                    &mut effects,
+                );
+            }
+            Purpose::Move => consider_move(spec, &mut next, seen, *at, now, &mut effects),
+        },
         Event::ClusterProblem(problem) => {
             cluster_problem(&mut next, problem, now);
             effects.push(Effect::Requeue(CLUSTER_RECHECK));
@@ -373,7 +458,7 @@ fn observe(
     match (phase, id) {
         (Phase::Pending, _) => {
             let retries = if edited { 0 } else { next.retries };
-            start_attempt(spec, next, next.attempts + 1, retries, now, effects);
+            begin_attempt(spec, next, next.attempts + 1, retries, now, effects);
         }
         // Stopped between asking the backend and writing its answer: ask again, same key.
         (Phase::Submitted, None) => effects.push(Effect::Submit {
@@ -381,7 +466,7 @@ fn observe(
         }),
         (phase, id) if phase.spec_editable() && edited => {
             effects.extend(id.map(Effect::Forget));
-            start_attempt(spec, next, next.attempts + 1, 0, now, effects);
+            begin_attempt(spec, next, next.attempts + 1, 0, now, effects);
         }
         (Phase::RetryPending, _) => match (uncollected(spec, next), retry_wait(next, now)) {
             // The operator stopped during the collection: the failed attempt's output first.
@@ -392,6 +477,7 @@ fn observe(
             effects.extend(id.map(Effect::Forget));
             rest(spec, next, now, effects);
         }
+        (_, Some(id)) if next.moving.is_some() => moving(spec, next, observation, id, now, effects),
         (_, Some(id)) => match observation {
             // The end is written with the output, in one write: collect it first (the
             // poller keeps following the job until then).
@@ -419,11 +505,19 @@ fn observe(
                 }
                 set_finished(next, now);
                 effects.push(Effect::Follow(id));
-                effects.push(Effect::Requeue(RECHECK));
+                let waiting = observation.is_some_and(|job| job.state == JobState::Queued);
+                match move_wait(spec, next, now).filter(|_| waiting) {
+                    Some(Duration::ZERO) => {
+                        effects.push(Effect::Place(Purpose::Move));
+                        effects.push(Effect::Requeue(RECHECK));
+                    }
+                    Some(wait) => effects.push(Effect::Requeue(wait.min(RECHECK))),
+                    None => effects.push(Effect::Requeue(RECHECK)),
+                }
             }
         },
         // An active phase without an id is only ever written as Submitted, handled above.
-        (_, None) => start_attempt(spec, next, next.attempts + 1, 0, now, effects),
+        (_, None) => begin_attempt(spec, next, next.attempts + 1, 0, now, effects),
     }
 }
 
@@ -461,7 +555,7 @@ fn end_attempt(spec: &Spec<'_>, next: &mut BatchJobStatus, job: &JobStatus, now:
 fn retry(spec: &Spec<'_>, next: &mut BatchJobStatus, now: SystemTime, effects: &mut Vec<Effect>) {
     match retry_wait(next, now) {
         Some(wait) => effects.push(Effect::Requeue(wait)),
-        None => start_attempt(
+        None => begin_attempt(
             spec,
             next,
             next.attempts + 1,
@@ -500,12 +594,31 @@ fn uncollected(spec: &Spec<'_>, status: &BatchJobStatus) -> Option<JobId> {
         .flatten()
 }
 
-/// Starts attempt `attempt` of the current spec: a clean status that says Submitted.
+/// Starts attempt `attempt` on the job's fixed cluster, or asks where to place it first.
+fn begin_attempt(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    attempt: u32,
+    retries: u32,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    match spec.target {
+        Target::Fixed(cluster) => {
+            start_attempt(spec, next, attempt, retries, cluster, now, effects);
+        }
+        Target::Placed { .. } => effects.push(Effect::Place(Purpose::Attempt { attempt, retries })),
+    }
+}
+
+/// Starts attempt `attempt` of the current spec on `cluster`: a clean status that says
+/// Submitted (what placement saw and the moves are kept).
 fn start_attempt(
     spec: &Spec<'_>,
     next: &mut BatchJobStatus,
     attempt: u32,
     retries: u32,
+    cluster: &str,
     now: SystemTime,
     effects: &mut Vec<Effect>,
 ) {
@@ -519,6 +632,9 @@ fn start_attempt(
         retries,
         observed_generation: Some(spec.generation),
         conditions,
+        cluster: Some(cluster.to_owned()),
+        placement: next.placement.take(),
+        moves: std::mem::take(&mut next.moves),
         ..BatchJobStatus::default()
     };
     mark_cluster_ready(next, now);
@@ -568,6 +684,10 @@ fn submitted(
             // for its cluster as if it had never been submitted.
             next.phase = Some(Phase::Pending);
             next.attempts = attempt.saturating_sub(1);
+            if matches!(spec.target, Target::Placed { .. }) {
+                // Placed again: the next placement sees this cluster unreachable.
+                next.cluster = None;
+            }
             next.observed_generation = (next.attempts > 0).then_some(spec.generation);
             next.conditions
                 .retain(|c| c.type_ != ConditionType::Submitted.as_str());
@@ -709,6 +829,262 @@ fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {
     }
 }
 
+/// Whether the job waits for placement to choose its cluster: a placed job not yet
+/// submitted has no cluster whose readiness would mean anything.
+fn awaits_placement(spec: &Spec<'_>, status: &BatchJobStatus) -> bool {
+    matches!(spec.target, Target::Placed { .. })
+        && status.phase.unwrap_or(Phase::Pending) == Phase::Pending
+}
+
+/// The candidates answered where to submit `attempt`: it starts on the chosen one, or the
+/// job waits, `ClusterReady` false with reason `NoClusterAvailable`, when none can take it.
+#[allow(clippy::too_many_arguments)]
+fn placed(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    (attempt, retries): (u32, u32),
+    chosen: Option<&str>,
+    seen: &[Seen],
+    at: SystemTime,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    // An answer overtaken by another step (the attempt started, the job changed) is old.
+    let phase = next.phase.unwrap_or(Phase::Pending);
+    if !matches!(spec.target, Target::Placed { .. })
+        || !phase.spec_editable()
+        || next.attempts + 1 != attempt
+    {
+        return;
+    }
+    let candidates = candidate_answers(seen, at);
+    match chosen {
+        Some(cluster) => {
+            next.placement = Some(PlacementStatus {
+                time: time(at),
+                candidates,
+            });
+            start_attempt(spec, next, attempt, retries, cluster, now, effects);
+        }
+        None => {
+            // The same answers again change nothing: no write every recheck.
+            if next.placement.as_ref().map(|p| &p.candidates) != Some(&candidates) {
+                next.placement = Some(PlacementStatus {
+                    time: time(at),
+                    candidates,
+                });
+            }
+            let problem = ClusterProblem {
+                reason: Reason::NoClusterAvailable,
+                message: format!("no candidate can take the job now: {}", skipped(seen)),
+            };
+            cluster_problem(next, &problem, now);
+            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+        }
+    }
+}
+
+/// The candidates answered whether the waiting job should move: when one other than its
+/// cluster promises a clearly earlier start ([`MOVE_MARGIN`]), the move begins
+/// (status.moving, written before anything is cancelled).
+fn consider_move(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    seen: &[Seen],
+    at: SystemTime,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    let Target::Placed { policy, .. } = spec.target else {
+        return;
+    };
+    if next.phase != Some(Phase::Queued) || move_wait(spec, next, now) != Some(Duration::ZERO) {
+        return;
+    }
+    let (Some(from), Some(id)) = (next.cluster.clone(), next.job_id.clone()) else {
+        return;
+    };
+    next.placement = Some(PlacementStatus {
+        time: time(at),
+        candidates: candidate_answers(seen, at),
+    });
+    let others: Vec<Seen> = seen
+        .iter()
+        .filter(|s| s.candidate != from)
+        .cloned()
+        .collect();
+    let expected = next
+        .expected_start_time
+        .as_ref()
+        .map(|t| SystemTime::from(t.0));
+    let target = choose(policy, &others, at)
+        .chosen
+        .and_then(|to| others.into_iter().find(|s| s.candidate == to))
+        .filter(|to| clearly_earlier(&to.answer, expected, at));
+    if let Some(to) = target {
+        next.moving = Some(Move {
+            from,
+            to: to.candidate,
+            job_id: id.clone(),
+            time: time(now),
+            outcome: MoveOutcome::Cancelling,
+        });
+        effects.push(Effect::Withdraw(JobId::from(id.as_str())));
+        effects.push(Effect::Requeue(ACTION_RETRY));
+    } else {
+        effects.push(Effect::Requeue(MOVE_RECHECK));
+    }
+}
+
+/// A job being moved, as its cluster's poller reports it: cancelled without having started,
+/// it is submitted to the move's target under its next attempt's key; started or ended
+/// first, it stays (and never moves again); still waiting, it is cancelled again.
+fn moving(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    observation: Option<&JobStatus>,
+    id: JobId,
+    now: SystemTime,
+    effects: &mut Vec<Effect>,
+) {
+    let Some(job) = observation else {
+        // The poller has no report yet: nothing is known, nothing is done.
+        effects.push(Effect::Follow(id));
+        effects.push(Effect::Requeue(ACTION_RETRY));
+        return;
+    };
+    let Some(mut record) = next.moving.take() else {
+        return;
+    };
+    let phase = Phase::from(job.state);
+    let started = job.started_at.is_some() || next.start_time.is_some();
+    if phase == Phase::Cancelled && !started {
+        record.outcome = MoveOutcome::Moved;
+        let to = record.to.clone();
+        next.moves.push(record);
+        effects.push(Effect::Forget(id));
+        let (attempt, retries) = (next.attempts + 1, next.retries);
+        start_attempt(spec, next, attempt, retries, &to, now, effects);
+    } else if started || phase.is_terminal() || matches!(phase, Phase::Running | Phase::Suspended) {
+        record.outcome = MoveOutcome::StartedFirst;
+        next.moves.push(record);
+        observe(spec, next, Some(job), now, effects);
+    } else {
+        next.moving = Some(record);
+        effects.push(Effect::Follow(id.clone()));
+        effects.push(Effect::Withdraw(id));
+        effects.push(Effect::Requeue(ACTION_RETRY));
+    }
+}
+
+/// How long until the waiting job may be considered for a move (`Some(ZERO)`: now); `None`
+/// when it never moves (no moveAfter, its moves used up, a move under way or given up, or
+/// it started).
+fn move_wait(spec: &Spec<'_>, status: &BatchJobStatus, now: SystemTime) -> Option<Duration> {
+    let Target::Placed {
+        move_after: Some(after),
+        max_moves,
+        ..
+    } = spec.target
+    else {
+        return None;
+    };
+    let movable = status.moving.is_none()
+        && status.start_time.is_none()
+        && status.moves.len() < max_moves as usize
+        && !status
+            .moves
+            .iter()
+            .any(|m| m.outcome == MoveOutcome::StartedFirst);
+    let submitted = SystemTime::from(status.submit_time.as_ref()?.0);
+    let asked = status
+        .placement
+        .as_ref()
+        .map_or(SystemTime::UNIX_EPOCH, |p| SystemTime::from(p.time.0));
+    let due = (submitted + after).max(asked + MOVE_RECHECK);
+    movable.then(|| due.duration_since(now).unwrap_or_default())
+}
+
+/// Whether `answer` promises a clearly earlier start than `expected` (the waiting job's
+/// scheduler's estimate, if it gives one), as [`MOVE_MARGIN`] says.
+fn clearly_earlier(answer: &Answer, expected: Option<SystemTime>, at: SystemTime) -> bool {
+    let Answer::Estimate(estimate) = answer else {
+        return false;
+    };
+    let Some(start) = estimate.start_time(at) else {
+        return false;
+    };
+    match expected {
+        Some(expected) => start + MOVE_MARGIN <= expected,
+        None => start <= at + MOVE_MARGIN,
+    }
+}
+
+/// The longest message kept per candidate.
+const CANDIDATE_MESSAGE_CHARS: usize = 256;
+
+/// The candidates' answers as status.placement shows them.
+fn candidate_answers(seen: &[Seen], at: SystemTime) -> Vec<CandidateAnswer> {
+    seen.iter()
+        .take(crate::crd::MAX_CANDIDATES)
+        .map(|s| {
+            let (answer, start, message) = match &s.answer {
+                Answer::Estimate(estimate) => {
+                    let answer = match estimate.start {
+                        batchbridge_core::estimate::EstimatedStart::Now => Estimate::StartsNow,
+                        batchbridge_core::estimate::EstimatedStart::Later => Estimate::StartsLater,
+                        _ => Estimate::StartsAt,
+                    };
+                    let words: Vec<String> = [
+                        estimate.queue.as_ref().map(|q| format!("partition {q}")),
+                        estimate.nodes.as_ref().map(|n| format!("nodes {n}")),
+                        estimate.detail.clone(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    let message = (!words.is_empty()).then(|| words.join("; "));
+                    (answer, estimate.start_time(at), message)
+                }
+                Answer::NoEstimate => (Estimate::NoEstimate, None, None),
+                Answer::Skipped(Skipped::Unreachable(why)) => {
+                    (Estimate::Unreachable, None, Some(why.clone()))
+                }
+                Answer::Skipped(Skipped::Unsuitable(why)) => {
+                    (Estimate::Unsuitable, None, Some(why.clone()))
+                }
+                Answer::Skipped(Skipped::NoAnswer(why)) => {
+                    (Estimate::NoAnswer, None, Some(why.clone()))
+                }
+                Answer::Skipped(other) => (Estimate::NoAnswer, None, Some(format!("{other:?}"))),
+                other => (Estimate::NoAnswer, None, Some(format!("{other:?}"))),
+            };
+            CandidateAnswer {
+                cluster: s.candidate.clone(),
+                answer,
+                start_time: start.map(time),
+                message: message.map(|m| m.chars().take(CANDIDATE_MESSAGE_CHARS).collect()),
+            }
+        })
+        .collect()
+}
+
+/// Why each candidate was skipped, in one line.
+fn skipped(seen: &[Seen]) -> String {
+    if seen.is_empty() {
+        return "no BatchCluster matches spec.placement".to_owned();
+    }
+    seen.iter()
+        .map(|s| match &s.answer {
+            Answer::Skipped(
+                Skipped::Unreachable(why) | Skipped::NoAnswer(why) | Skipped::Unsuitable(why),
+            ) => format!("{}: {why}", s.candidate),
+            _ => format!("{}: answered", s.candidate),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Sets Finished, Complete and Failed for the phase: Finished only when the job is over
 /// for good; Complete when it succeeded, Failed when it failed or was cancelled, as
 /// batch/v1 Job has them.
@@ -807,6 +1183,7 @@ mod tests {
             log_pod: false,
             ttl_after_finished: None,
             cleanup: CleanupPolicy::OnDelete,
+            target: Target::Fixed("hpc"),
         }
     }
 
@@ -995,6 +1372,7 @@ mod tests {
             log_pod: case.log_pod,
             ttl_after_finished: case.ttl,
             cleanup: CleanupPolicy::OnDelete,
+            target: Target::Fixed("hpc"),
         };
         // The conditions as an earlier step wrote them, for the status's generation.
         let mut status = case.status.clone();
@@ -1849,6 +2227,431 @@ mod tests {
                 remove_files: 3
             })]
         );
+    }
+
+    mod placement {
+        use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
+        use batchbridge_core::placement::{Answer, Policy, Seen, Skipped};
+
+        use super::*;
+
+        const MOVE_AFTER: Duration = Duration::from_secs(600);
+
+        fn placed_spec(max_moves: u32) -> Spec<'static> {
+            Spec {
+                target: Target::Placed {
+                    policy: Policy::EarliestStart,
+                    move_after: Some(MOVE_AFTER),
+                    max_moves,
+                },
+                ..spec()
+            }
+        }
+
+        fn starts(at: EstimatedStart) -> Answer {
+            Answer::Estimate(StartEstimate::new(at))
+        }
+
+        fn in_secs(secs: u64) -> EstimatedStart {
+            EstimatedStart::At(now() + Duration::from_secs(secs))
+        }
+
+        fn down() -> Answer {
+            Answer::Skipped(Skipped::Unreachable("connection refused".into()))
+        }
+
+        fn answers(a: Answer, b: Answer) -> &'static [Seen] {
+            Box::leak(Box::new([Seen::new("a", a), Seen::new("b", b)]))
+        }
+
+        fn placed(
+            purpose: Purpose,
+            chosen: Option<&'static str>,
+            seen: &'static [Seen],
+        ) -> Event<'static> {
+            Event::Placed {
+                purpose,
+                chosen,
+                seen,
+                at: now(),
+            }
+        }
+
+        const FIRST: Purpose = Purpose::Attempt {
+            attempt: 1,
+            retries: 0,
+        };
+
+        /// Job 42 waiting on cluster `a` since `ago` seconds, its scheduler expecting it to
+        /// start in an hour, placement last asked at its submit.
+        fn queued_on_a(ago: u64) -> BatchJobStatus {
+            let submitted = now() - Duration::from_secs(ago);
+            with(at(Phase::Queued), |s| {
+                s.cluster = Some("a".into());
+                s.submit_time = Some(time(submitted));
+                s.expected_start_time = Some(time(now() + Duration::from_secs(3600)));
+                s.placement = Some(PlacementStatus {
+                    time: time(submitted),
+                    candidates: Vec::new(),
+                });
+            })
+        }
+
+        fn moving_to_b(ago: u64) -> BatchJobStatus {
+            with(queued_on_a(ago), |s| {
+                s.moving = Some(Move {
+                    from: "a".into(),
+                    to: "b".into(),
+                    job_id: "42".into(),
+                    time: time(now()),
+                    outcome: MoveOutcome::Cancelling,
+                });
+            })
+        }
+
+        fn waiting_job() -> JobStatus {
+            let mut job = job(JobState::Queued);
+            job.expected_start_at = Some(now() + Duration::from_secs(3600));
+            job
+        }
+
+        fn cancelled(started: bool) -> JobStatus {
+            let mut job = job(JobState::Cancelled);
+            job.started_at = started.then(|| now() - Duration::from_secs(5));
+            job
+        }
+
+        fn outcomes(status: &BatchJobStatus) -> Vec<MoveOutcome> {
+            status.moves.iter().map(|m| m.outcome).collect()
+        }
+
+        #[test]
+        fn a_placed_job_is_placed_before_each_attempt() {
+            let spec = placed_spec(1);
+            let fresh = BatchJobStatus::default();
+            let step1 = step(&spec, &fresh, &Event::Observed(None), now());
+            assert_eq!(
+                step1.status, None,
+                "nothing is written before placement answers"
+            );
+            assert_eq!(step1.effects, [Effect::Place(FIRST)]);
+
+            let seen = answers(down(), Answer::NoEstimate);
+            let step2 = step(&spec, &fresh, &placed(FIRST, Some("b"), seen), now());
+            let written = step2
+                .status
+                .expect("the placement is written with the submit");
+            assert_eq!(written.phase, Some(Phase::Submitted));
+            assert_eq!(written.cluster.as_deref(), Some("b"));
+            let candidates = &written.placement.as_ref().expect("placement").candidates;
+            let seen: Vec<_> = candidates
+                .iter()
+                .map(|c| (c.cluster.as_str(), c.answer))
+                .collect();
+            assert_eq!(
+                seen,
+                [("a", Estimate::Unreachable), ("b", Estimate::NoEstimate)]
+            );
+            assert_eq!(candidates[0].message.as_deref(), Some("connection refused"));
+            assert_eq!(step2.effects, [Effect::Submit { attempt: 1 }]);
+
+            // An answer that comes after the attempt started is old news.
+            let late = step(
+                &spec,
+                &written,
+                &placed(
+                    FIRST,
+                    Some("a"),
+                    answers(Answer::NoEstimate, Answer::NoEstimate),
+                ),
+                now(),
+            );
+            assert_eq!(late, Step::default());
+
+            // The submit never reached b: placed again, b no longer the job's cluster.
+            let refused = Event::SubmitDone {
+                attempt: 1,
+                outcome: SubmitOutcome::Failed(Failure::NotReached(problem(Reason::Unreachable))),
+            };
+            let undone = step(&spec, &written, &refused, now())
+                .status
+                .expect("undone");
+            assert_eq!(
+                (undone.phase, undone.cluster.as_deref(), undone.attempts),
+                (Some(Phase::Pending), None, 0)
+            );
+            assert_eq!(
+                step(&spec, &undone, &Event::Observed(None), now()).effects,
+                [Effect::Place(FIRST)]
+            );
+        }
+
+        #[test]
+        fn a_job_no_candidate_can_take_waits() {
+            let spec = placed_spec(1);
+            let seen = answers(
+                down(),
+                Answer::Skipped(Skipped::NoAnswer("sbatch: error".into())),
+            );
+            let step1 = step(
+                &spec,
+                &BatchJobStatus::default(),
+                &placed(FIRST, None, seen),
+                now(),
+            );
+            let waiting = step1.status.expect("the wait is written");
+            assert_eq!(waiting.phase, Some(Phase::Pending), "never Failed");
+            assert_eq!(waiting.reason, Some(Reason::NoClusterAvailable));
+            assert_eq!(
+                holds(&waiting.conditions, ConditionType::ClusterReady),
+                Some(false)
+            );
+            assert!(waiting.message.as_deref().is_some_and(
+                |m| m.contains("a: connection refused") && m.contains("b: sbatch: error")
+            ));
+            assert_eq!(step1.effects, [Effect::Requeue(CLUSTER_RECHECK)]);
+            // Asked again, the same answers: nothing written; the reconcile's readiness
+            // check does not flip ClusterReady back either.
+            let later = now() + Duration::from_secs(15);
+            let again = Event::Placed {
+                purpose: FIRST,
+                chosen: None,
+                seen,
+                at: later,
+            };
+            assert_eq!(step(&spec, &waiting, &again, later).status, None);
+            assert_eq!(
+                step(&spec, &waiting, &Event::Observed(None), later).status,
+                None
+            );
+        }
+
+        #[test]
+        fn a_waiting_job_is_checked_for_a_move_after_move_after() {
+            let spec = placed_spec(1);
+            let early = step(&spec, &queued_on_a(400), &observed(waiting_job()), now());
+            assert_eq!(
+                early.effects,
+                [
+                    Effect::Follow(id()),
+                    Effect::Requeue(MOVE_AFTER - Duration::from_secs(400))
+                ],
+                "woken when moveAfter has passed"
+            );
+            let earlier = step(&spec, &queued_on_a(60), &observed(waiting_job()), now());
+            assert_eq!(
+                earlier.effects,
+                [Effect::Follow(id()), Effect::Requeue(RECHECK)]
+            );
+            let due = step(&spec, &queued_on_a(700), &observed(waiting_job()), now());
+            assert_eq!(
+                due.effects,
+                [
+                    Effect::Follow(id()),
+                    Effect::Place(Purpose::Move),
+                    Effect::Requeue(RECHECK)
+                ]
+            );
+            let fixed = step(
+                &super::spec(),
+                &queued_on_a(700),
+                &observed(waiting_job()),
+                now(),
+            );
+            assert_eq!(
+                fixed.effects,
+                [Effect::Follow(id()), Effect::Requeue(RECHECK)],
+                "clusterRef never moves"
+            );
+            let asked = with(queued_on_a(700), |s| {
+                s.placement = Some(PlacementStatus {
+                    time: time(now() - Duration::from_secs(20)),
+                    candidates: Vec::new(),
+                });
+            });
+            let soon = step(&spec, &asked, &observed(waiting_job()), now());
+            assert_eq!(
+                soon.effects,
+                [
+                    Effect::Follow(id()),
+                    Effect::Requeue(MOVE_RECHECK - Duration::from_secs(20))
+                ],
+                "asked at most once a minute"
+            );
+        }
+
+        #[test]
+        fn a_move_needs_a_clearly_earlier_start() {
+            let spec = placed_spec(1);
+            #[rustfmt::skip]
+            let cases: Vec<(&str, BatchJobStatus, Answer, bool)> = vec![
+                ("b starts now, a in an hour", queued_on_a(700), starts(EstimatedStart::Now), true),
+                ("b in 50 minutes, a in an hour", queued_on_a(700), starts(in_secs(3000)), true),
+                ("b under the margin earlier", queued_on_a(700), starts(in_secs(3600 - 200)), false),
+                ("b later", queued_on_a(700), starts(EstimatedStart::Later), false),
+                ("b cannot estimate", queued_on_a(700), Answer::NoEstimate, false),
+                ("b unreachable", queued_on_a(700), down(), false),
+                ("a gives no time, b starts now", with(queued_on_a(700), |s| s.expected_start_time = None), starts(EstimatedStart::Now), true),
+                ("a gives no time, b in an hour", with(queued_on_a(700), |s| s.expected_start_time = None), starts(in_secs(3600)), false),
+                ("too early to move", queued_on_a(60), starts(EstimatedStart::Now), false),
+                ("started meanwhile", with(queued_on_a(700), |s| s.phase = Some(Phase::Running)), starts(EstimatedStart::Now), false),
+            ];
+            for (name, status, b, moves) in cases {
+                let seen = answers(starts(in_secs(3600)), b);
+                let step = step(
+                    &spec,
+                    &status,
+                    &placed(Purpose::Move, Some("a"), seen),
+                    now(),
+                );
+                let moving = step.status.as_ref().and_then(|s| s.moving.clone());
+                assert_eq!(moving.is_some(), moves, "{name}");
+                if let Some(moving) = moving {
+                    assert_eq!(
+                        (
+                            moving.from.as_str(),
+                            moving.to.as_str(),
+                            moving.job_id.as_str()
+                        ),
+                        ("a", "b", "42"),
+                        "{name}"
+                    );
+                    assert_eq!(
+                        step.effects,
+                        [Effect::Withdraw(id()), Effect::Requeue(ACTION_RETRY)],
+                        "{name}"
+                    );
+                }
+            }
+        }
+
+        /// The phase, cluster, attempts, whether a move is under way, and the ended moves'
+        /// outcomes of a written status.
+        type Moved = (Option<Phase>, Option<String>, u32, bool, Vec<MoveOutcome>);
+
+        /// A name, the status, the event, what is written and the effects.
+        type MoveCase = (
+            &'static str,
+            BatchJobStatus,
+            Event<'static>,
+            Option<Moved>,
+            Vec<Effect>,
+        );
+
+        /// Every step of a move, and a restart at each point (the status is all an
+        /// operator that starts again has).
+        #[test]
+        fn steps_of_a_move() {
+            use Effect::{Collect, Follow, Forget, Requeue, Submit, Withdraw};
+            let spec = placed_spec(1);
+            let moved = |s: &BatchJobStatus| {
+                (
+                    s.phase,
+                    s.cluster.clone(),
+                    s.attempts,
+                    s.moving.is_some(),
+                    outcomes(s),
+                )
+            };
+            #[rustfmt::skip]
+            let cases: Vec<MoveCase> = vec![
+                ("restart before the cancel: cancelled again", moving_to_b(700), observed(waiting_job()), None, vec![Follow(id()), Withdraw(id()), Requeue(ACTION_RETRY)]),
+                ("no report yet: nothing done", moving_to_b(700), Event::Observed(None), None, vec![Follow(id()), Requeue(ACTION_RETRY)]),
+                ("confirmed cancelled, never started: submitted to b as attempt 2", moving_to_b(700), observed(cancelled(false)),
+                    Some((Some(Phase::Submitted), Some("b".into()), 2, false, vec![MoveOutcome::Moved])), vec![Forget(id()), Submit { attempt: 2 }]),
+                ("started before the cancel took: kept, never moves again", moving_to_b(700), observed(job(JobState::Running)),
+                    Some((Some(Phase::Running), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id()), Requeue(RECHECK)]),
+                ("cancelled after it started: it ran, so it is not submitted again (its end is written with its output)", moving_to_b(700), observed(cancelled(true)),
+                    Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Collect { id: id() }]),
+                ("ended before the cancel took: kept", moving_to_b(700), observed(job(JobState::Succeeded)),
+                    Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Collect { id: id() }]),
+                ("restart after the move was written: the same key submitted to b", with(at(Phase::Submitted), |s| {
+                        s.job_id = None; s.attempts = 2; s.cluster = Some("b".into());
+                        s.moves = vec![Move { from: "a".into(), to: "b".into(), job_id: "42".into(), time: time(now()), outcome: MoveOutcome::Moved }];
+                    }), Event::Observed(None), None, vec![Submit { attempt: 2 }]),
+                ("moves used up: waits where it is", with(queued_on_a(7000), |s| {
+                        s.moves = vec![Move { from: "b".into(), to: "a".into(), job_id: "7".into(), time: time(now()), outcome: MoveOutcome::Moved }];
+                    }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::Moved])), vec![Follow(id()), Requeue(RECHECK)]),
+                ("a move given up: never again", with(queued_on_a(7000), |s| {
+                        s.moves = vec![Move { from: "a".into(), to: "b".into(), job_id: "42".into(), time: time(now()), outcome: MoveOutcome::StartedFirst }];
+                    }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id()), Requeue(RECHECK)]),
+            ];
+            for (name, mut status, event, writes, effects) in cases {
+                // The conditions as an earlier step wrote them.
+                for c in &mut status.conditions {
+                    c.observed_generation = Some(GENERATION);
+                }
+                let step = step(&spec, &status, &event, now());
+                assert_eq!(step.status.as_ref().map(moved), writes, "{name}");
+                assert_eq!(step.effects, effects, "{name}");
+            }
+            let deleted = step(&spec, &moving_to_b(700), &Event::Deleted, now());
+            assert_eq!(
+                deleted.effects,
+                [Effect::Remove(Removal {
+                    cancel: Cancel::Job(id()),
+                    remove_files: 1
+                })],
+                "deleted while moving: the job on a is cancelled"
+            );
+        }
+
+        /// With two moves allowed, a job moves a -> b, then b -> a, then stays.
+        #[test]
+        fn moves_are_bounded() {
+            let spec = placed_spec(2);
+            let mut status = queued_on_a(700);
+            let mut clock = now();
+            for (from, to) in [("a", "b"), ("b", "a")] {
+                let seen: &'static [Seen] = Box::leak(Box::new([
+                    Seen::new(from, starts(EstimatedStart::Later)),
+                    Seen::new(to, starts(EstimatedStart::Now)),
+                ]));
+                let check = step(
+                    &spec,
+                    &status,
+                    &Event::Placed {
+                        purpose: Purpose::Move,
+                        chosen: Some(to),
+                        seen,
+                        at: clock,
+                    },
+                    clock,
+                );
+                status = check.status.expect("the move begins");
+                assert_eq!(
+                    status
+                        .moving
+                        .as_ref()
+                        .map(|m| (m.from.as_str(), m.to.as_str())),
+                    Some((from, to))
+                );
+                status = step(&spec, &status, &observed(cancelled(false)), clock)
+                    .status
+                    .expect("moved");
+                assert_eq!(status.cluster.as_deref(), Some(to));
+                let accepted = Event::SubmitDone {
+                    attempt: status.attempts,
+                    outcome: SubmitOutcome::Accepted {
+                        id: id(),
+                        queue: None,
+                        user: None,
+                    },
+                };
+                status = step(&spec, &status, &accepted, clock)
+                    .status
+                    .expect("accepted");
+                status.expected_start_time = None;
+                clock += MOVE_AFTER + MOVE_RECHECK;
+            }
+            assert_eq!(status.attempts, 3);
+            assert_eq!(outcomes(&status), [MoveOutcome::Moved, MoveOutcome::Moved]);
+            let after = step(&spec, &status, &observed(waiting_job()), clock);
+            assert!(
+                !after.effects.contains(&Effect::Place(Purpose::Move)),
+                "no third move"
+            );
+        }
     }
 
     #[test]

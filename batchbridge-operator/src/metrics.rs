@@ -342,7 +342,13 @@ fn count_by_phase<'a>(jobs: impl Iterator<Item = &'a BatchJob>) -> BTreeMap<Phas
             .unwrap_or(Phase::Pending);
         let labels = PhaseLabels {
             namespace: job.namespace().unwrap_or_default(),
-            cluster: job.spec.cluster_ref.name.clone(),
+            cluster: job
+                .status
+                .as_ref()
+                .and_then(|status| status.cluster.as_deref())
+                .or(job.spec.fixed_cluster())
+                .unwrap_or_default()
+                .to_owned(),
             phase: format!("{phase:?}"),
         };
         *counts.entry(labels).or_insert(0) += 1;

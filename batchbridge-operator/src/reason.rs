@@ -95,6 +95,18 @@ words! {
         Answered,
         /// The job's clusterRef names no BatchCluster in its namespace.
         BatchClusterNotFound,
+        /// Placement chose the job's cluster among its candidates.
+        Placed,
+        /// Every candidate of the job was skipped (unreachable, not answering, unsuitable,
+        /// or no BatchCluster matched): it waits and placement asks again.
+        NoClusterAvailable,
+        /// The waiting job is being cancelled on its cluster to move to another.
+        Moving,
+        /// The job was cancelled on its cluster without having started and submitted to
+        /// another.
+        Moved,
+        /// A move was given up: the job started (or ended) before the cancel took.
+        MoveAbandoned,
         /// The BatchCluster's secretRef names no Secret in its namespace.
         SecretNotFound,
         /// The Secret has the wrong type or lacks the key its type needs.

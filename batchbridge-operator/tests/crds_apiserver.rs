@@ -48,7 +48,14 @@ async fn kubectl_explain_shows_the_descriptions() {
             .unwrap();
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    let expectations: [(&str, &[&str]); 4] = [
+    let expectations: [(&str, &[&str]); 5] = [
+        (
+            "batchjob.spec.placement.moveAfter",
+            &[
+                "FIELD: moveAfter <string>",
+                "How long the job may wait in a queue, never having started, before it is moved",
+            ],
+        ),
         (
             "batchjob.spec.script",
             &[
@@ -111,7 +118,7 @@ async fn required_fields_are_enforced_by_the_api_server() {
         .await;
     println!("without clusterRef: {message}");
     assert!(
-        message.contains("spec.clusterRef: Required value"),
+        message.contains("a BatchJob names exactly one of clusterRef"),
         "{message}"
     );
 
@@ -368,7 +375,7 @@ async fn spec_is_frozen_while_the_job_is_active() {
             jobs.patch_status(
                 "frozen",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"phase": phase, "jobId": "4242", "user": "batch", "queue": "debug"}})),
+                &Patch::Merge(json!({"status": {"phase": phase, "jobId": "4242", "user": "batch", "queue": "debug", "cluster": "hpc"}})),
             )
             .await
             .unwrap()
@@ -483,5 +490,152 @@ async fn spec_is_frozen_while_the_job_is_active() {
         assert_eq!(edited.spec.script, script, "{phase:?}");
     }
 
+    cluster.clean_up().await;
+}
+
+/// spec.placement: exactly one of clusterRef and placement, and hostile candidate lists and
+/// selectors refused by the API server with messages that say what is wrong.
+#[tokio::test]
+async fn placement_is_checked_at_admission() {
+    let cluster = Cluster::new("placement").await;
+    let job = |spec: Value| {
+        let mut full = json!({"script": "echo hello"});
+        for (field, value) in spec.as_object().unwrap() {
+            full[field] = value.clone();
+        }
+        full
+    };
+    let long = "a".repeat(64);
+    let names: Vec<String> = (0..17).map(|i| format!("c{i}")).collect();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "both",
+            job(json!({"clusterRef": {"name": "hpc"}, "placement": {"clusters": ["hpc"]}})),
+            "a BatchJob names exactly one of clusterRef (the one BatchCluster to run on) or placement",
+        ),
+        (
+            "neither-list-nor-selector",
+            job(json!({"placement": {"policy": "Ordered"}})),
+            "placement names its candidates in exactly one of clusters",
+        ),
+        (
+            "list-and-selector",
+            job(
+                json!({"placement": {"clusters": ["a"], "selector": {"matchLabels": {"site": "x"}}}}),
+            ),
+            "placement names its candidates in exactly one of clusters",
+        ),
+        (
+            "empty-list",
+            job(json!({"placement": {"clusters": []}})),
+            "spec.placement.clusters: Invalid value",
+        ),
+        (
+            "too-many",
+            job(json!({"placement": {"clusters": names}})),
+            "spec.placement.clusters: Too many: 17: must have at most 16 items",
+        ),
+        (
+            "twice",
+            job(json!({"placement": {"clusters": ["a", "a"]}})),
+            "spec.placement.clusters[1]: Duplicate value",
+        ),
+        (
+            "not-a-dns-label",
+            job(json!({"placement": {"clusters": ["ok", "../other-namespace/hpc"]}})),
+            "spec.placement.clusters[1]: Invalid value: \"../other-namespace/hpc\": spec.placement.clusters[1] in body should match",
+        ),
+        (
+            "too-long",
+            job(json!({"placement": {"clusters": [long]}})),
+            "spec.placement.clusters[0]: Too long: may not be more than 63 bytes",
+        ),
+        (
+            "empty-selector",
+            job(json!({"placement": {"selector": {}}})),
+            "an empty selector would take every BatchCluster of the namespace",
+        ),
+        (
+            "bad-label-key",
+            job(json!({"placement": {"selector": {"matchLabels": {"": "x"}}}})),
+            "matchLabels keys must be label keys",
+        ),
+        (
+            "bad-label-value",
+            job(json!({"placement": {"selector": {"matchLabels": {"site": "a b"}}}})),
+            "spec.placement.selector.matchLabels.site: Invalid value: \"a b\"",
+        ),
+        (
+            "in-without-values",
+            job(
+                json!({"placement": {"selector": {"matchExpressions": [{"key": "site", "operator": "In"}]}}}),
+            ),
+            "In and NotIn need values; Exists and DoesNotExist take none",
+        ),
+        (
+            "exists-with-values",
+            job(
+                json!({"placement": {"selector": {"matchExpressions": [{"key": "site", "operator": "Exists", "values": ["x"]}]}}}),
+            ),
+            "In and NotIn need values; Exists and DoesNotExist take none",
+        ),
+        (
+            "unknown-operator",
+            job(
+                json!({"placement": {"selector": {"matchExpressions": [{"key": "site", "operator": "Gt", "values": ["1"]}]}}}),
+            ),
+            "Unsupported value: \"Gt\"",
+        ),
+        (
+            "bad-expression-key",
+            job(
+                json!({"placement": {"selector": {"matchExpressions": [{"key": "-site", "operator": "Exists"}]}}}),
+            ),
+            "spec.placement.selector.matchExpressions[0].key: Invalid value: \"-site\"",
+        ),
+        (
+            "unknown-policy",
+            job(json!({"placement": {"clusters": ["a"], "policy": "Cheapest"}})),
+            "Unsupported value: \"Cheapest\"",
+        ),
+        (
+            "bad-move-after",
+            job(json!({"placement": {"clusters": ["a"], "moveAfter": "soon"}})),
+            "moveAfter must be a duration of at least 1s",
+        ),
+        (
+            "too-many-moves",
+            job(json!({"placement": {"clusters": ["a"], "maxMoves": 4}})),
+            "spec.placement.maxMoves: Invalid value: 4: spec.placement.maxMoves in body should be less than or equal to 3",
+        ),
+    ];
+    for (name, spec, expected) in cases {
+        let message = cluster.refusal::<BatchJob>(name, spec).await;
+        println!("{name}: {message}");
+        assert!(message.contains(expected), "{name}: {message}");
+    }
+    let accepted: BatchJobSpec = serde_json::from_value(job(json!({"placement": {
+        "selector": {
+            "matchLabels": {"batchbridge.dev/site": "campus"},
+            "matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}],
+        },
+        "policy": "Ordered",
+        "moveAfter": "30m",
+    }})))
+    .unwrap();
+    let created = cluster
+        .jobs()
+        .create(
+            &PostParams::default(),
+            &BatchJob::new("by-selector", accepted),
+        )
+        .await
+        .unwrap();
+    let placement = created.spec.placement.unwrap();
+    assert_eq!(placement.max_moves, 1, "defaulted");
+    assert_eq!(
+        placement.move_after.map(Duration::from),
+        Some(Duration::from_secs(1800))
+    );
     cluster.clean_up().await;
 }

@@ -23,7 +23,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio::time::Instant;
 
-use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Scheduler};
+use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Placement, Scheduler};
 use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::Reason;
@@ -243,6 +243,30 @@ impl Clusters {
             }
         }
         self.refresh(&cluster).await
+    }
+
+    /// The names of a placed job's candidates in `namespace`: spec.placement.clusters as
+    /// listed, or the BatchClusters whose labels match its selector, in name order; at most
+    /// [`MAX_CANDIDATES`](crate::crd::MAX_CANDIDATES). Only BatchClusters of the job's own
+    /// namespace can match: a selector never reaches another tenant's clusters.
+    pub fn candidates(&self, namespace: &str, placement: &Placement) -> Vec<String> {
+        let mut names = match &placement.selector {
+            Some(selector) => {
+                let mut names: Vec<String> = self
+                    .store
+                    .state()
+                    .iter()
+                    .filter(|cluster| cluster.namespace().as_deref() == Some(namespace))
+                    .filter(|cluster| selector.matches(cluster.labels()))
+                    .map(|cluster| cluster.name_any())
+                    .collect();
+                names.sort();
+                names
+            }
+            None => placement.clusters.clone(),
+        };
+        names.truncate(crate::crd::MAX_CANDIDATES);
+        names
     }
 
     /// Reads the cluster's Secret and rebuilds the connection if the cluster or the Secret

@@ -42,14 +42,17 @@ pub enum ActionKind {
     Submit,
     /// Fetches a finished job's output and keeps it.
     CollectOutput,
+    /// Asks a placed job's candidates when it would start and chooses one.
+    Place,
 }
 
 impl ActionKind {
-    /// The label value: `submit` or `collect_output`.
+    /// The label value: `submit`, `collect_output` or `place`.
     pub fn label(self) -> &'static str {
         match self {
             Self::Submit => "submit",
             Self::CollectOutput => "collect_output",
+            Self::Place => "place",
         }
     }
 }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use batchbridge_core::placement::{Answer, Candidate, Seen, Skipped};
 use batchbridge_core::{ErrorKind, JobId, JobKey};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
@@ -20,10 +21,10 @@ use kube::runtime::reflector::ObjectRef;
 use super::actions::ActionKind;
 use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
-use crate::crd::{BatchJob, BatchJobStatus, Phase};
+use crate::crd::{BatchJob, BatchJobStatus, MoveOutcome, Phase, PlacementStatus};
 use crate::decision::{
-    ACTION_RETRY, CLUSTER_RECHECK, Cancel, CollectOutcome, Effect, Event, Failure, Removal, Spec,
-    Step, SubmitOutcome, attempt_key, removal_abandoned, step,
+    ACTION_RETRY, CLUSTER_RECHECK, Cancel, CollectOutcome, Effect, Event, Failure, Purpose,
+    Removal, Spec, Step, SubmitOutcome, Target, attempt_key, removal_abandoned, step,
 };
 use crate::output;
 use crate::reason::{ConditionType, Reason};
@@ -62,6 +63,24 @@ fn spec_of(job: &BatchJob) -> Spec<'_> {
             .ttl_seconds_after_finished
             .map(|seconds| Duration::from_secs(seconds.into())),
         cleanup: job.spec.cleanup,
+        target: match (&job.spec.placement, job.spec.fixed_cluster()) {
+            (Some(placement), _) => Target::Placed {
+                policy: placement.policy.into(),
+                move_after: placement.move_after.map(Duration::from),
+                max_moves: placement.max_moves,
+            },
+            (None, cluster) => Target::Fixed(cluster.unwrap_or_default()),
+        },
+    }
+}
+
+/// The BatchCluster the job's current attempt uses: its clusterRef, or the one placement
+/// chose for it; `None` for a placed job waiting to be placed.
+fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
+    match job.spec.fixed_cluster() {
+        Some(cluster) => Some(cluster),
+        None if status.phase.unwrap_or(Phase::Pending) == Phase::Pending => None,
+        None => status.cluster.as_deref(),
     }
 }
 
@@ -77,20 +96,21 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
     let job = ctx.actions.newer_than_cache(&job).unwrap_or(job);
     let namespace = job.namespace().unwrap_or_default();
     let status = job.status.clone().unwrap_or_default();
-    let connection = ctx
-        .clusters
-        .get(&namespace, &job.spec.cluster_ref.name)
-        .await;
+    let connection = match cluster_of(&job, &status) {
+        Some(cluster) => Some(ctx.clusters.get(&namespace, cluster).await),
+        None => None,
+    };
     // A cluster whose polls or probes fail is not ready, for the jobs it runs as for new
     // ones; the poller wakes its jobs when that begins and ends.
     let problem = match &connection {
-        Ok(connection) => connection
+        Some(Ok(connection)) => connection
             .poller
             .failure()
             .and_then(|err| connection_problem(&err)),
-        Err(problem) => Some(problem.clone()),
+        Some(Err(problem)) => Some(problem.clone()),
+        None => None,
     };
-    let connection = connection.ok();
+    let connection = connection.and_then(Result::ok);
     let observation = match (&connection, &status.job_id) {
         (Some(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
         _ => None,
@@ -121,11 +141,27 @@ async fn perform(
         }
         None => current.clone(),
     };
+    // A step that moved the job submits to the cluster it moved to, not the one it left.
+    let submit_to = match cluster_of(job, &written) {
+        Some(cluster) if Some(cluster) != cluster_of(job, current) => {
+            let namespace = job.namespace().unwrap_or_default();
+            ctx.clusters.get(&namespace, cluster).await.ok()
+        }
+        _ => connection.cloned(),
+    };
     let mut requeue = None;
     for effect in step.effects {
         match (effect, connection) {
             (Effect::Requeue(after), _) => requeue = Some(after),
             (Effect::Expire, _) => expire(ctx, job).await?,
+            (Effect::Place(purpose), _) => {
+                let acting = (Arc::clone(ctx), Arc::clone(job), written.clone());
+                ctx.actions.start(job, ActionKind::Place, async move {
+                    let (ctx, job, current) = acting;
+                    place(&ctx, &job, purpose, current).await
+                });
+            }
+            (Effect::Withdraw(id), Some(connection)) => withdraw(ctx, job, connection, &id).await,
             (Effect::Follow(id), Some(connection)) => {
                 connection.poller.follow(id, ObjectRef::from(&**job));
             }
@@ -137,7 +173,12 @@ async fn perform(
                     tracing::warn!(job = %job.name_any(), error = %err, "cannot start the log pod");
                 }
             }
-            (Effect::Submit { attempt }, Some(connection)) => {
+            (Effect::Submit { attempt }, _) => {
+                let Some(connection) = &submit_to else {
+                    // Its cluster is not usable: the next reconcile says why.
+                    requeue = Some(CLUSTER_RECHECK);
+                    continue;
+                };
                 let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
                 let current = written.clone();
                 ctx.actions.start(job, ActionKind::Submit, async move {
@@ -159,8 +200,8 @@ async fn perform(
             (
                 Effect::Follow(_)
                 | Effect::Forget(_)
+                | Effect::Withdraw(_)
                 | Effect::ShowOutput(_)
-                | Effect::Submit { .. }
                 | Effect::Collect { .. },
                 None,
             )
@@ -176,7 +217,7 @@ async fn perform(
 async fn finish_action(
     ctx: &Arc<Context>,
     job: &Arc<BatchJob>,
-    connection: &Arc<Connection>,
+    connection: Option<&Arc<Connection>>,
     current: &BatchJobStatus,
     event: &Event<'_>,
     kind: ActionKind,
@@ -190,17 +231,26 @@ async fn finish_action(
         }
         let mut requeue = None;
         for effect in step.effects {
-            match effect {
-                Effect::Follow(id) => connection.poller.follow(id, ObjectRef::from(&**job)),
-                Effect::Forget(id) => connection.poller.forget(&id),
-                Effect::Requeue(after) => requeue = Some(after),
+            match (effect, connection) {
+                (Effect::Follow(id), Some(connection)) => {
+                    connection.poller.follow(id, ObjectRef::from(&**job));
+                }
+                (Effect::Forget(id), Some(connection)) => connection.poller.forget(&id),
+                (Effect::Requeue(after), _) => requeue = Some(after),
                 // What came of an action never asks for another action, an expiry or a
-                // removal at once: the reconcile the action's end wakes decides those.
-                Effect::Submit { .. }
-                | Effect::Collect { .. }
-                | Effect::ShowOutput(_)
-                | Effect::Expire
-                | Effect::Remove(_) => {}
+                // removal at once: the reconcile the action's end wakes decides those (a
+                // placement's submit or cancel too, from the status written before them).
+                (Effect::Follow(_) | Effect::Forget(_), None) => {}
+                (
+                    Effect::Submit { .. }
+                    | Effect::Place(_)
+                    | Effect::Withdraw(_)
+                    | Effect::Collect { .. }
+                    | Effect::ShowOutput(_)
+                    | Effect::Expire
+                    | Effect::Remove(_),
+                    _,
+                ) => {}
             }
         }
         Ok::<_, ReconcileError>(requeue)
@@ -250,7 +300,15 @@ async fn submit(
         }
     };
     let event = Event::SubmitDone { attempt, outcome };
-    finish_action(ctx, job, connection, &current, &event, ActionKind::Submit).await
+    finish_action(
+        ctx,
+        job,
+        Some(connection),
+        &current,
+        &event,
+        ActionKind::Submit,
+    )
+    .await
 }
 
 async fn collect(
@@ -283,12 +341,98 @@ async fn collect(
     finish_action(
         ctx,
         job,
-        connection,
+        Some(connection),
         &current,
         &event,
         ActionKind::CollectOutput,
     )
     .await
+}
+
+/// Asks the job's candidates (spec.placement) through the operator's [`Placer`] and feeds
+/// what they answered back to [`step`]. A candidate whose BatchCluster or Secret cannot be
+/// used, or whose polls fail, is skipped as unreachable without being asked.
+///
+/// [`Placer`]: batchbridge_core::placement::Placer
+async fn place(
+    ctx: &Arc<Context>,
+    job: &Arc<BatchJob>,
+    purpose: Purpose,
+    current: BatchJobStatus,
+) -> Option<Duration> {
+    let Some(rules) = &job.spec.placement else {
+        return None;
+    };
+    let namespace = job.namespace().unwrap_or_default();
+    let names = ctx.clusters.candidates(&namespace, rules);
+    let mut reachable = Vec::new();
+    let mut unusable = Vec::new();
+    for name in &names {
+        match ctx.clusters.get(&namespace, name).await {
+            Ok(connection) => {
+                reachable.push(Candidate::new(name, Arc::clone(&connection.backend)));
+            }
+            Err(problem) => unusable.push(Seen::new(
+                name,
+                Answer::Skipped(Skipped::Unreachable(format!(
+                    "{}: {}",
+                    problem.reason, problem.message
+                ))),
+            )),
+        }
+    }
+    let attempt = match purpose {
+        Purpose::Attempt { attempt, .. } => attempt,
+        Purpose::Move => current.attempts + 1,
+    };
+    let spec = match job.job_spec(attempt) {
+        Ok(spec) => spec,
+        Err(err) => {
+            tracing::warn!(job = %ObjectRef::from(&**job), %err, "cannot place: the spec makes no job");
+            return Some(CLUSTER_RECHECK);
+        }
+    };
+    let placement = ctx
+        .placer
+        .place(rules.policy.into(), &reachable, &spec)
+        .await;
+    // Every candidate in its own place in the list, asked or not.
+    let seen: Vec<Seen> = names
+        .iter()
+        .filter_map(|name| {
+            placement
+                .seen
+                .iter()
+                .chain(&unusable)
+                .find(|seen| &seen.candidate == name)
+                .cloned()
+        })
+        .collect();
+    let event = Event::Placed {
+        purpose,
+        chosen: placement.chosen.as_deref(),
+        seen: &seen,
+        at: placement.at,
+    };
+    finish_action(ctx, job, None, &current, &event, ActionKind::Place).await
+}
+
+/// Cancels job `id`, waiting in its queue, for the move status.moving records; the polls
+/// then say whether it ended without starting. A failure is logged: the next reconcile
+/// cancels again while the move is under way.
+async fn withdraw(ctx: &Context, job: &BatchJob, connection: &Connection, id: &JobId) {
+    let cancelled = match connection.backend.cancel(id).await {
+        Ok(()) => {
+            tracing::info!(job = %ObjectRef::from(job), %id, "cancelled to move");
+            true
+        }
+        Err(err) if err.kind() == ErrorKind::NotFound => true,
+        Err(err) => {
+            tracing::warn!(job = %ObjectRef::from(job), %id, %err, "cannot cancel to move");
+            false
+        }
+    };
+    ctx.metrics.cancelled(&connection.labels, cancelled);
 }
 
 /// Deletes a BatchJob whose ttlSecondsAfterFinished has passed; its finalizer then removes
@@ -389,11 +533,12 @@ async fn remove_from_cluster(
     removal: &Removal,
 ) -> Result<(), ReconcileError> {
     let namespace = job.namespace().unwrap_or_default();
-    let connection = match ctx
-        .clusters
-        .get(&namespace, &job.spec.cluster_ref.name)
-        .await
-    {
+    let status = job.status.clone().unwrap_or_default();
+    let Some(cluster) = cluster_of(job, &status) else {
+        // A placed job not yet placed has nothing on any cluster.
+        return Ok(());
+    };
+    let connection = match ctx.clusters.get(&namespace, cluster).await {
         Ok(connection) => connection,
         Err(problem) if problem.reason == Reason::BatchClusterNotFound => {
             // With its cluster gone there is nothing to cancel or clean up through;
@@ -551,6 +696,56 @@ fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notice> {
             "Reconcile",
         ));
     }
+    if current.cluster != next.cluster
+        && let (Some(cluster), Some(placement)) = (&next.cluster, &next.placement)
+        && next.moving.is_none()
+        && current.moves.len() == next.moves.len()
+    {
+        events.push(notice(
+            EventType::Normal,
+            Reason::Placed.as_str(),
+            format!("placed on {cluster}; {}", answers(placement)),
+            // An attempt placed again after its submit never reached the first choice
+            // gets an Event of its own, not a repeat folded into the first one's series.
+            &format!("PlaceAttempt{}On{cluster}", next.attempts),
+        ));
+    }
+    if current.moving.is_none()
+        && let Some(moving) = &next.moving
+    {
+        let answers = next.placement.as_ref().map(answers).unwrap_or_default();
+        events.push(notice(
+            EventType::Normal,
+            Reason::Moving.as_str(),
+            format!(
+                "cancelling job {} on {} to move it to {}, which promises an earlier start; {answers}",
+                moving.job_id, moving.from, moving.to
+            ),
+            &format!("Move{}", next.moves.len() + 1),
+        ));
+    }
+    for ended in next.moves.iter().skip(current.moves.len()) {
+        let (type_, reason, note) = match ended.outcome {
+            MoveOutcome::Moved => (
+                EventType::Normal,
+                Reason::Moved,
+                format!(
+                    "job {} was cancelled on {} before it started; submitting attempt {} to {}",
+                    ended.job_id, ended.from, next.attempts, ended.to
+                ),
+            ),
+            MoveOutcome::StartedFirst | MoveOutcome::Cancelling => (
+                EventType::Warning,
+                Reason::MoveAbandoned,
+                format!(
+                    "job {} started or ended on {} before the cancel took: it stays there and \
+                     will not move again",
+                    ended.job_id, ended.from
+                ),
+            ),
+        };
+        events.push(notice(type_, reason.as_str(), note, "Move"));
+    }
     if current.job_id != next.job_id
         && let Some(id) = &next.job_id
     {
@@ -580,6 +775,28 @@ fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notice> {
         events.push(notice(type_, &format!("{phase:?}"), note, "Reconcile"));
     }
     events
+}
+
+/// What each candidate answered, in one line for an Event.
+fn answers(placement: &PlacementStatus) -> String {
+    placement
+        .candidates
+        .iter()
+        .map(|c| {
+            let when = c
+                .start_time
+                .as_ref()
+                .map(|t| format!(" {}", t.0))
+                .unwrap_or_default();
+            let why = c
+                .message
+                .as_ref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default();
+            format!("{}: {:?}{when}{why}", c.cluster, c.answer)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// How long to wait before a failed reconcile is tried again.

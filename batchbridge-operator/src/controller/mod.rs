@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use batchbridge_core::placement::Placer;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
@@ -84,6 +85,9 @@ pub struct Context {
     pub actions: Actions,
     /// How long a deleted BatchJob's cancellation and file removal are tried.
     pub removal_deadline: Duration,
+    /// Places the jobs with spec.placement; one for the operator, so that placing many
+    /// jobs of one shape asks each candidate once per interval.
+    pub placer: Placer,
 }
 
 /// The operator: both controllers, configured and ready to run.
@@ -321,6 +325,7 @@ impl Operator {
             image: self.image.clone(),
             metrics: Arc::clone(&self.metrics),
             removal_deadline: self.removal_deadline,
+            placer: Placer::default(),
         });
         let clusters = cluster_controller
             .run(cluster::reconcile, requeue_cluster, Arc::clone(&ctx))

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
+use super::placement::{Move, Placement, PlacementStatus};
 // `Reason` alone is kube's CEL validation reason, which the derives bring into scope.
 use crate::reason::Reason as StatusReason;
 
@@ -36,7 +37,7 @@ use crate::reason::Reason as StatusReason;
     printcolumn(name = "User", type_ = "string", json_path = ".status.user", description = "The cluster user the job runs as"),
     printcolumn(name = "Started", type_ = "date", json_path = ".status.startTime", description = "Time since the job started running"),
     printcolumn(name = "Run Time", type_ = "string", json_path = ".status.runTime", description = "How long the finished job ran"),
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterRef.name", description = "The BatchCluster the job runs on"),
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".status.cluster", description = "The BatchCluster the job runs on"),
     printcolumn(name = "Exit Code", type_ = "integer", json_path = ".status.exitCode", description = "The script's exit code, once it exited"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(SPEC_FROZEN_WHILE_ACTIVE)
@@ -44,10 +45,21 @@ use crate::reason::Reason as StatusReason;
         .field_path(".spec")
         .reason(Reason::FieldValueForbidden),
 )]
+#[x_kube(
+    validation = Rule::new("has(self.clusterRef) != has(self.placement)")
+        .message("a BatchJob names exactly one of clusterRef (the one BatchCluster to run on) or placement (its candidate BatchClusters)")
+        .reason(Reason::FieldValueInvalid),
+)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchJobSpec {
-    /// The BatchCluster in this namespace to run on.
-    pub cluster_ref: ClusterReference,
+    /// The BatchCluster in this namespace to run on; exactly one of clusterRef and
+    /// placement is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ref: Option<ClusterReference>,
+    /// The candidate BatchClusters of this namespace and how one is chosen (and whether the
+    /// job moves when it waits too long); exactly one of clusterRef and placement is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
     /// The job's script, run by bash on the cluster, verbatim.
     #[x_kube(validation = Rule::new("self.trim().size() > 0").message("script must not be empty"))]
     #[schemars(length(min = 1, max = 1048576))]
@@ -114,6 +126,15 @@ pub struct BatchJobSpec {
 const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'RetryPending', 'Succeeded', 'Failed', 'Cancelled'] || self.spec == oldSelf.spec";
 
 const SPEC_FROZEN_MESSAGE: &str = "'spec cannot change while the job is ' + oldSelf.status.phase + ': wait until it finishes, or delete it (which cancels it)'";
+
+impl BatchJobSpec {
+    /// The BatchCluster the job is bound to by spec.clusterRef, if it names one.
+    pub fn fixed_cluster(&self) -> Option<&str> {
+        self.cluster_ref
+            .as_ref()
+            .map(|reference| reference.name.as_str())
+    }
+}
 
 /// A BatchCluster in the same namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -315,6 +336,21 @@ pub struct BatchJobStatus {
     /// The cluster user the job runs as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The BatchCluster the current attempt runs on: spec.clusterRef's, or the one
+    /// placement chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// What the candidates answered when placement last asked them (spec.placement only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementStatus>,
+    /// A move in progress: the waiting job is being cancelled on one cluster to be
+    /// submitted to another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving: Option<Move>,
+    /// The moves that ended, oldest first: moved, or kept where the job started first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    pub moves: Vec<Move>,
     /// The scheduler's own word for the job's state, as its tools print it; shown, never
     /// interpreted (phase and reason are what the operator understood).
     #[serde(default, skip_serializing_if = "Option::is_none")]

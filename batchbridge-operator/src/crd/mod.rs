@@ -54,6 +54,33 @@
 //! assert_eq!(job.spec.output_policy.tail_bytes, 4096);
 //! ```
 //!
+//! A job that lets the operator choose among candidate clusters names them in
+//! `placement` instead of `clusterRef` ([`Placement`]):
+//!
+//! ```
+//! use batchbridge_operator::crd::{BatchJob, PlacementPolicy};
+//! use std::time::Duration;
+//!
+//! let job: BatchJob = serde_saphyr::from_str(r#"
+//! apiVersion: batchbridge.dev/v1alpha1
+//! kind: BatchJob
+//! metadata: { name: analysis, namespace: research }
+//! spec:
+//!   placement:
+//!     clusters: [campus, national]
+//!     policy: EarliestStart
+//!     moveAfter: 30m
+//!   script: |
+//!     echo "running on $(hostname)"
+//!   resources: { cpus: 4, wallTime: 2h }
+//! "#).unwrap();
+//! let placement = job.spec.placement.as_ref().unwrap();
+//! assert_eq!(placement.clusters, ["campus", "national"]);
+//! assert_eq!(placement.policy, PlacementPolicy::EarliestStart);
+//! assert_eq!(placement.move_after.map(Duration::from), Some(Duration::from_secs(1800)));
+//! assert_eq!((placement.max_moves, job.spec.fixed_cluster()), (1, None));
+//! ```
+//!
 //! The status of an array job keeps the end of each task's output apart ([`TaskOutput`]),
 //! here the seed's example `echo A` in an array of 3 tasks:
 //!
@@ -82,6 +109,7 @@
 mod cluster;
 mod convert;
 mod job;
+mod placement;
 mod quantity;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -97,6 +125,10 @@ pub use job::{
     ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
     ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,
     TaskCounts, TaskOutput,
+};
+pub use placement::{
+    CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, LabelValue,
+    MAX_CANDIDATES, Move, MoveOutcome, Placement, PlacementPolicy, PlacementStatus,
 };
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.
