@@ -470,15 +470,15 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
 }
 
 /// How often a log pod asks the scheduler whether the job it follows ended; its output is
-/// read every [`LOG_POD_READ`] meanwhile, from the job's files, without the scheduler.
+/// read every `LOG_POD_READ` meanwhile, from the job's files, without the scheduler.
 const LOG_POD_POLL: Duration = Duration::from_secs(30);
 /// How often a log pod reads the output a running job added.
 const LOG_POD_READ: Duration = Duration::from_secs(1);
 
 /// The fetch-output mode: reads the cluster and job from the environment (as [`log_pod`]
 /// sets it) and the credential from the mounted Secret. For a job that is no array it
-/// prints the output as it grows (stdout and stderr in the order they were read, every
-/// [`LOG_POD_READ`]) until the job ends, then what is left, and returns; for one that ended
+/// prints the output as it grows (stdout and stderr in the order they were read, about
+/// once a second) until the job ends, then what is left, and returns; for one that ended
 /// it prints the whole stdout, then stderr. For an array job (`BATCHBRIDGE_TASKS` set) it
 /// waits until the array ended, then prints every task's in task order, each after a line
 /// `==> task N <==`.
