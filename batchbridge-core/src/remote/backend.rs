@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, job_numbers};
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
 use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
@@ -223,6 +224,15 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     /// The version in the version command's output (which succeeded).
     fn parse_version(&self, output: &Output) -> Result<String>;
 
+    /// Where the backend's job events come from ([`BatchBackend::events`]), asked once when
+    /// the backend is made: none by default. A scheduler whose job wrapper records each
+    /// task's start and end with `job_event` ([`JOB_EVENT`](super::JOB_EVENT)) returns
+    /// [`JobDirs::wrapper_events`]; one with an event log of its own, its own source.
+    fn events(&self, jobs: &JobDirs) -> Option<Arc<dyn EventSource>> {
+        let _ = jobs;
+        None
+    }
+
     /// The error for a command of the scheduler that failed (`what` names it):
     /// [`CommandFailed`](ErrorKind::CommandFailed) quoting what it said (stderr, or stdout
     /// when stderr is empty), temporary when that shows one of [`Self::UNREACHABLE`].
@@ -264,6 +274,7 @@ pub struct RemoteBackend<S> {
     scheduler: S,
     jobs: JobDirs,
     submits: SubmitLocks,
+    events: Option<Arc<dyn EventSource>>,
 }
 
 impl<S: CliScheduler> RemoteBackend<S> {
@@ -271,9 +282,11 @@ impl<S: CliScheduler> RemoteBackend<S> {
     /// ([`CliScheduler::configure`]). Nothing runs until the first call.
     pub fn new(shell: Arc<dyn Shell>, config: S::Config) -> Result<Self> {
         let (scheduler, settings) = S::configure(config)?;
+        let jobs = JobDirs::new(shell, &settings.work_dir, settings.command_timeout)?;
         Ok(Self {
+            events: scheduler.events(&jobs),
             scheduler,
-            jobs: JobDirs::new(shell, &settings.work_dir, settings.command_timeout)?,
+            jobs,
             submits: SubmitLocks::default(),
         })
     }
@@ -390,6 +403,12 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     /// the job ended; see [`JobDirs::cleanup`].
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
         self.jobs.cleanup(self, key).await
+    }
+
+    /// [`CliScheduler::events`]: for SLURM, PBS and at the job wrapper's records, followed
+    /// by one command per work directory ([`WrapperEvents`](super::WrapperEvents)).
+    fn events(&self) -> Option<Arc<dyn EventSource>> {
+        self.events.clone()
     }
 
     async fn version(&self) -> Result<String> {
