@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::stdout_of;
+
 use batchbridge_core::events::{EventKind, EventSource, EventStream, JobEvent};
 use batchbridge_core::remote::WrapperEvents;
 use batchbridge_core::shell::{Command, Shell};
@@ -232,4 +234,21 @@ done"#,
     assert_eq!(ran, "", "the follower ran scheduler commands");
     let tidy = Command::new("rm").args(["-rf", "--", scratch, &format!("{events_dir}/{name}")]);
     shell.run(&tidy).await.unwrap().check("rm").unwrap();
+}
+
+/// A work directory of the calling test's own under the login directory of the host
+/// `shell` reaches, with its `events/` created: (work directory, events directory), both
+/// absolute, so that a follower of it is the test's alone. [`remove`] takes it away.
+pub async fn own_work_dir(shell: &dyn Shell, name: &str) -> (String, String) {
+    let home = stdout_of(shell, Command::new("pwd")).await;
+    let key = batchbridge_core::conformance::unique_key(name);
+    let work = format!("{}/.batchbridge/{key}", home.trim());
+    let events = format!("{work}/events");
+    stdout_of(shell, Command::new("mkdir").args(["-p", &events])).await;
+    (work, events)
+}
+
+/// Removes a directory of [`own_work_dir`].
+pub async fn remove(shell: &dyn Shell, work: &str) {
+    stdout_of(shell, Command::new("rm").args(["-rf", "--", work])).await;
 }
