@@ -41,6 +41,7 @@ async fn an_array_pushes_each_tasks_start_and_end() {
 async fn a_killed_follower_ends_the_stream() {
     let dir = tempfile::tempdir().unwrap();
     let events_dir = dir.path().join("events");
+    std::fs::create_dir(&events_dir).unwrap();
     let events_dir = events_dir.to_str().unwrap();
     let source = WrapperEvents::in_dir(Arc::new(LocalShell), events_dir);
     events::killed_follower_ends_the_stream(&LocalShell, &source, events_dir).await;
@@ -58,6 +59,17 @@ async fn the_follower_runs_no_scheduler_command() {
         &["squeue", "sacct", "scontrol", "qstat", "condor_q", "atq"],
     )
     .await;
+}
+
+/// A follower of a directory that is not there ends at once instead of listing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_of_a_missing_directory_ends_its_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("gone");
+    let source = WrapperEvents::in_dir(Arc::new(LocalShell), missing.to_str().unwrap());
+    let mut stream = source.open().await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(60), stream.recv()).await;
+    assert_eq!(end.unwrap(), None);
 }
 
 /// Cleanup removes the job's event files and no other job's, even one whose id starts

@@ -12,6 +12,8 @@
 # directory holds. Names that are not events are skipped; no scheduler is asked anything.
 # Processes: this shell, the listing loop's subshell, awk, and a `sleep` per tick.
 events=$1 tick=$2 beat=$3 sweep=$4 days=$5
+# A directory that is not there ends the run at once, rather than listing nothing forever.
+[ -d "$events" ] || { printf 'no events directory %s\n' "$events" >&2; exit 1; }
 # mawk reads a pipe in whole blocks, holding events back until a block fills, unless asked
 # to read line by line; other awks do.
 line_by_line=
