@@ -12,7 +12,7 @@ use batchbridge_core::remote::{
     CliScheduler, JobDirs, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand, WorkSettings,
     render_script,
 };
-use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
 
 use crate::description::{KEY_ATTRIBUTE, submit_description};
@@ -313,14 +313,10 @@ impl CliScheduler for Htcondor {
     }
 
     /// A `tail` of the work directory's user job event log ([`EventLogFollower`]).
-    fn event_source(
-        &self,
-        shell: &Arc<dyn Shell>,
-        settings: &WorkSettings,
-    ) -> Option<Arc<dyn EventSource>> {
+    fn events(&self, jobs: &JobDirs) -> Option<Arc<dyn EventSource>> {
         Some(Arc::new(EventLogFollower::new(
-            Arc::clone(shell),
-            settings.work_dir.clone(),
+            jobs.shared_shell(),
+            jobs.configured_work_dir(),
         )))
     }
 

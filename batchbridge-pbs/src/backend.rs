@@ -2,11 +2,13 @@
 //! `qstat` and `qdel` and reads their answers.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::estimate::StartEstimate;
+use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand,
     WorkSettings,
@@ -363,6 +365,12 @@ impl CliScheduler for Pbs {
             ));
         }
         Err(self.failure("qdel", output))
+    }
+
+    /// Each task's start and end, as the job wrapper records them in the work directory's
+    /// `events/`, followed by one command per work directory.
+    fn events(&self, jobs: &JobDirs) -> Option<Arc<dyn EventSource>> {
+        Some(Arc::new(jobs.wrapper_events()))
     }
 
     /// `qstat --version` needs no server: a server that is down does not fail it.

@@ -2,11 +2,12 @@
 //! `scancel` through a [`Shell`].
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use batchbridge_core::estimate::StartEstimate;
+use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, RemoteBackend, SubmitCommand, WorkSettings, rejected,
 };
@@ -438,6 +439,12 @@ impl CliScheduler for Slurm {
             ));
         }
         Err(self.failure("scancel", output))
+    }
+
+    /// Each task's start and end, as the batch script records them in the work directory's
+    /// `events/`, followed by one command per work directory.
+    fn events(&self, jobs: &JobDirs) -> Option<Arc<dyn EventSource>> {
+        Some(Arc::new(jobs.wrapper_events()))
     }
 
     /// `sinfo --version` prints the version without asking slurmctld, so a controller that

@@ -15,7 +15,12 @@
 //! STATE_DIR/jobs/ID/cancelled        written before the group is signalled
 //! STATE_DIR/jobs/ID/tasks/I/started  when task I got its CPUs
 //! STATE_DIR/jobs/ID/tasks/I/stdout, stderr, exit_code
+//! STATE_DIR/events/ID.I.started, ID.I.exit.N
+//!                                    the wrapper's job events (remote::WrapperEvents)
 //! ```
+//!
+//! A task killed by a cancel records no end event: the cancel's `cancelled` file and the
+//! poll tell that.
 
 mod estimate;
 mod job_dir;
@@ -36,7 +41,9 @@ use nix::unistd::Pid;
 use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, refuse_active};
 use crate::error::{Error, ErrorKind, Result};
 use crate::estimate::{StartEstimate, refused_by_submit};
-use crate::remote::render_script;
+use crate::events::EventSource;
+use crate::remote::{WrapperEvents, render_script};
+use crate::shell::LocalShell;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 use job_dir::JobDir;
@@ -73,6 +80,9 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub struct LocalBackend {
     inner: Arc<Inner>,
+    /// The follower of `STATE_DIR/events`; none for a state directory whose path is not
+    /// UTF-8, which no command can name.
+    events: Option<Arc<dyn EventSource>>,
 }
 
 #[derive(Debug)]
@@ -99,7 +109,7 @@ impl LocalBackend {
             ));
         }
         let root = state_dir.as_ref().to_path_buf();
-        for sub in ["jobs", "keys", "slots"] {
+        for sub in ["jobs", "keys", "slots", EVENTS] {
             std::fs::create_dir_all(root.join(sub)).map_err(|err| {
                 Error::new(
                     ErrorKind::Io,
@@ -110,7 +120,11 @@ impl LocalBackend {
             })?;
         }
         let next_id = highest_job_id(&root.join("jobs"))?.max(last_cleaned_id(&root)?) + 1;
+        let events = root.join(EVENTS).to_str().map(|dir| {
+            Arc::new(WrapperEvents::in_dir(Arc::new(LocalShell), dir)) as Arc<dyn EventSource>
+        });
         Ok(Self {
+            events,
             inner: Arc::new(Inner {
                 root,
                 capacity,
@@ -188,6 +202,8 @@ fn last_cleaned_id(root: &Path) -> Result<u64> {
 
 /// The file holding [`last_cleaned_id`].
 const LAST_ID: &str = "last_id";
+/// The directory of the wrappers' event files.
+const EVENTS: &str = "events";
 
 impl Inner {
     /// The job's directory: `Err` (InvalidInput) for an id that cannot be a local job,
@@ -263,10 +279,29 @@ impl Inner {
         if let Ok(number) = id.as_str().parse::<u64>() {
             self.raise_last_id(number)?;
         }
+        self.remove_events(id)?;
         if let Some(dir) = self.job(id)? {
             ignore_missing(std::fs::remove_dir_all(dir.root()))?;
         }
         ignore_missing(std::fs::remove_file(self.key_path(key)))
+    }
+
+    /// Removes the event files of job `id`: the names beginning `ID.`.
+    fn remove_events(&self, id: &JobId) -> Result<()> {
+        let prefix = format!("{id}.");
+        let events = self.root.join(EVENTS);
+        let entries = match std::fs::read_dir(&events) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == IoErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(err.into()),
+        };
+        for entry in entries {
+            let name = entry?.file_name();
+            if name.to_str().is_some_and(|name| name.starts_with(&prefix)) {
+                ignore_missing(std::fs::remove_file(events.join(name)))?;
+            }
+        }
+        Ok(())
     }
 
     fn raise_last_id(&self, id: u64) -> Result<()> {
@@ -428,7 +463,8 @@ impl BatchBackend for LocalBackend {
             .map_err(|err| Error::new(ErrorKind::Io, format!("output task failed: {err}")))?
     }
 
-    /// Removes `STATE_DIR/jobs/ID` and `STATE_DIR/keys/KEY` of an ended job.
+    /// Removes `STATE_DIR/jobs/ID`, `STATE_DIR/keys/KEY` and `STATE_DIR/events/ID.*` of an
+    /// ended job.
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
         let inner = self.inner.clone();
         let key = key.clone();
@@ -459,6 +495,12 @@ impl BatchBackend for LocalBackend {
         })
         .await
         .map_err(|err| Error::new(ErrorKind::Io, format!("estimate task failed: {err}")))?
+    }
+
+    /// The wrapper's records of each task's start and exit code in `STATE_DIR/events`,
+    /// followed by one `sh` loop ([`WrapperEvents`]).
+    fn events(&self) -> Option<Arc<dyn EventSource>> {
+        self.events.clone()
     }
 
     /// `local (batchbridge-core VERSION)`, once the state directory is found to be there.

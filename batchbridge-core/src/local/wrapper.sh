@@ -1,12 +1,16 @@
 # The local backend's job wrapper, run as `bash -c "$WRAPPER" bash JOB_DIR SLOTS_DIR CAPACITY
 # TASKS MAX_PARALLEL CPUS WORKING_DIR` in a process group of its own, with `enter_working_dir`
-# (batchbridge_core::remote::ENTER_WORKING_DIR) and core's exit codes filled in by
+# (batchbridge_core::remote::ENTER_WORKING_DIR), `job_event` (JOB_EVENT: each task's start
+# and exit code as an event file) and core's exit codes filled in by
 # batchbridge_core::remote::render_script. Every value arrives as a positional parameter,
 # never as code. It outlives the program that started it; all state
 # is in files.
 @ENTER_WORKING_DIR@
+@JOB_EVENT@
 set -u
 job=$1 slots=$2 capacity=$3 tasks=$4 parallel=$5 cpus=$6 workdir=$7
+# The job's id is its directory's name: STATE_DIR/jobs/ID. Its events go to STATE_DIR/events.
+id=${job##*/}
 
 # Take `cpus` of the `capacity` slot locks, all or none, so that two jobs can never each hold
 # half of what they need. A job asking for more than the capacity waits forever, Queued.
@@ -29,6 +33,7 @@ run_task() {
     mkdir -p "$dir"
     acquire_slots
     date +%s.%N >"$dir/started.tmp" && mv "$dir/started.tmp" "$dir/started"
+    job_event "$job" "$id" "$index" started
     (
         # The script must not inherit the slot locks, or a daemon it leaves behind would
         # keep the slots taken after the job ended.
@@ -44,6 +49,7 @@ run_task() {
     )
     rc=$?
     printf '%s\n' "$rc" >"$dir/exit_code.tmp" && mv "$dir/exit_code.tmp" "$dir/exit_code"
+    job_event "$job" "$id" "$index" exit "$rc"
 }
 
 running=0

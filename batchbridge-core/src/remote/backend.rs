@@ -239,24 +239,20 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
         Err(cannot_estimate(Self::NAME, &spec.key))
     }
 
+    /// Where the backend's job events come from ([`BatchBackend::events`]), asked once when
+    /// the backend is made: none by default. A scheduler whose job wrapper records each
+    /// task's start and end with `job_event` ([`JOB_EVENT`](super::JOB_EVENT)) returns
+    /// [`JobDirs::wrapper_events`]; one with an event log of its own, its own source.
+    fn events(&self, jobs: &JobDirs) -> Option<Arc<dyn EventSource>> {
+        let _ = jobs;
+        None
+    }
+
     /// The error for a command of the scheduler that failed (`what` names it):
     /// [`CommandFailed`](ErrorKind::CommandFailed) quoting what it said (stderr, or stdout
     /// when stderr is empty), temporary when that shows one of [`Self::UNREACHABLE`].
     fn failure(&self, what: &str, output: &Output) -> Error {
         scheduler_failure(what, output, Self::UNREACHABLE)
-    }
-
-    /// The scheduler's own source of job events (e.g. HTCondor's user job event log),
-    /// reached through `shell` with the jobs under `settings`: what
-    /// [`BatchBackend::events`] returns. Asked once, by [`RemoteBackend::new`]. None by
-    /// default.
-    fn event_source(
-        &self,
-        shell: &Arc<dyn Shell>,
-        settings: &WorkSettings,
-    ) -> Option<Arc<dyn EventSource>> {
-        let _ = (shell, settings);
-        None
     }
 }
 
@@ -301,12 +297,12 @@ impl<S: CliScheduler> RemoteBackend<S> {
     /// ([`CliScheduler::configure`]). Nothing runs until the first call.
     pub fn new(shell: Arc<dyn Shell>, config: S::Config) -> Result<Self> {
         let (scheduler, settings) = S::configure(config)?;
-        let events = scheduler.event_source(&shell, &settings);
+        let jobs = JobDirs::new(shell, &settings.work_dir, settings.command_timeout)?;
         Ok(Self {
+            events: scheduler.events(&jobs),
             scheduler,
-            jobs: JobDirs::new(shell, &settings.work_dir, settings.command_timeout)?,
+            jobs,
             submits: SubmitLocks::default(),
-            events,
         })
     }
 
@@ -442,6 +438,13 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         self.scheduler.estimate_start(&self.jobs, spec, &dir).await
     }
 
+    /// [`CliScheduler::events`]: for SLURM, PBS and at the job wrapper's records, followed
+    /// by one command per work directory ([`WrapperEvents`](super::WrapperEvents)); for
+    /// HTCondor its user job event log.
+    fn events(&self) -> Option<Arc<dyn EventSource>> {
+        self.events.clone()
+    }
+
     async fn version(&self) -> Result<String> {
         let command = self.scheduler.version_command();
         let what = std::iter::once(command.get_program())
@@ -453,10 +456,6 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
             return Err(self.scheduler.failure(&what, &output));
         }
         self.scheduler.parse_version(&output)
-    }
-
-    fn events(&self) -> Option<Arc<dyn EventSource>> {
-        self.events.clone()
     }
 }
 

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Submitted, WorkDir, cleanup, fetch_output, job_files, recorded_id, submit};
+use super::{
+    Submitted, WorkDir, WrapperEvents, cleanup, fetch_output, job_files, recorded_id, submit,
+};
 use crate::backend::{BatchBackend, JobOutput, OutputRequest};
 use crate::error::Result;
 use crate::remote::JobFiles;
@@ -32,7 +34,8 @@ use crate::spec::{JobKey, JobSpec};
 #[derive(Debug)]
 pub struct JobDirs {
     shell: Arc<dyn Shell>,
-    work_dir: WorkDir,
+    /// Shared with the event follower, which resolves it once with the rest.
+    work_dir: Arc<WorkDir>,
     timeout: Duration,
 }
 
@@ -42,7 +45,7 @@ impl JobDirs {
     pub fn new(shell: Arc<dyn Shell>, work_dir: &str, timeout: Duration) -> Result<Self> {
         Ok(Self {
             shell,
-            work_dir: WorkDir::new(work_dir)?,
+            work_dir: Arc::new(WorkDir::new(work_dir)?),
             timeout,
         })
     }
@@ -121,8 +124,24 @@ impl JobDirs {
         .await
     }
 
-    /// Removes `WORK/jobs/KEY` and its `WORK/ids/ID` link once `backend` reports the job
-    /// ended ([`JobActive`](crate::ErrorKind::JobActive) before); Ok for a key without a job.
+    /// The shell, for an event source that keeps a command of its own running on it.
+    pub fn shared_shell(&self) -> Arc<dyn Shell> {
+        Arc::clone(&self.shell)
+    }
+
+    /// The work directory as configured: absolute, or relative to the login directory.
+    pub fn configured_work_dir(&self) -> &str {
+        self.work_dir.configured()
+    }
+
+    /// The events the job wrappers of this work directory record in `WORK/events/`
+    /// ([`WrapperEvents`]), followed through the same shell.
+    pub fn wrapper_events(&self) -> WrapperEvents {
+        WrapperEvents::in_work_dir(self.shell.clone(), self.work_dir.clone(), self.timeout)
+    }
+
+    /// Removes `WORK/jobs/KEY`, its `WORK/ids/ID` link and its `WORK/events/ID.*` once
+    /// `backend` reports the job ended ([`JobActive`](crate::ErrorKind::JobActive) before); Ok for a key without a job.
     pub async fn cleanup<B: BatchBackend + ?Sized>(&self, backend: &B, key: &JobKey) -> Result<()> {
         cleanup(backend, self.shell(), self.work().await?, key, self.timeout).await
     }

@@ -37,6 +37,10 @@
 //!                       script), env.sh, the backend's own files, job_id, and per task
 //!                       task-N.stdout and task-N.stderr
 //! WORK/ids/ID           a symlink to ../jobs/KEY, so a job is found by its id
+//! WORK/events/ID.TASK.started, ID.TASK.exit.N, ID.TASK.signal.N
+//!                       empty files, one per task start and end, that a wrapper calling
+//!                       job_event writes and one follower per work directory reads
+//!                       (WrapperEvents)
 //! ```
 //!
 //! A backend whose job wrapper records how each task ended, `exit N` or `signal N` in
@@ -44,7 +48,8 @@
 //! `cancel-requested` file, reads both for any number of jobs with one [`JobDirs::job_files`]: the
 //! end of a job its scheduler has forgotten.
 //!
-//! Both stay until [`JobDirs::cleanup`] removes them, once the job has ended.
+//! They, and the job's event files, stay until [`JobDirs::cleanup`] removes them, once the
+//! job has ended.
 //!
 //! Every remote command is a constant script whose values arrive as positional parameters
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
@@ -66,10 +71,14 @@ use crate::spec::{JobKey, JobSpec};
 use crate::state::{JobState, JobStatus};
 
 mod backend;
+mod events;
 mod job_dirs;
 mod wrapper;
 
 pub use backend::{CliScheduler, RemoteBackend, SubmitCommand, WorkSettings};
+pub use events::{
+    EVENT_MAX_AGE_DAYS, EVENT_TICK, JOB_EVENT, MAX_EVENT_NAME, WrapperEvents, parse_event,
+};
 pub use job_dirs::JobDirs;
 pub use wrapper::job_wrapper;
 
@@ -141,7 +150,8 @@ const EXIT_CODES: [(&str, i32); 6] = [
 
 /// A shell script written with placeholders, ready to run: each exit code's placeholder
 /// (`@NOT_STARTED@`, `@SUBMIT_REFUSED@`, … see the `*_EXIT_CODE` constants) becomes its
-/// number and `@ENTER_WORKING_DIR@` the function [`ENTER_WORKING_DIR`], so that the
+/// number, `@ENTER_WORKING_DIR@` the function [`ENTER_WORKING_DIR`] and `@JOB_EVENT@` the
+/// function [`JOB_EVENT`], so that the
 /// scripts and the Rust reading their exit codes share one definition. Job wrappers and
 /// core's own scripts go through it.
 ///
@@ -153,7 +163,9 @@ const EXIT_CODES: [(&str, i32); 6] = [
 /// assert!(wrapper.ends_with(&format!("|| exit {NOT_STARTED_EXIT_CODE}")));
 /// ```
 pub fn render_script(template: &str) -> String {
-    let mut script = template.replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end());
+    let mut script = template
+        .replace("@ENTER_WORKING_DIR@", ENTER_WORKING_DIR.trim_end())
+        .replace("@JOB_EVENT@", JOB_EVENT.trim_end());
     for (placeholder, code) in EXIT_CODES {
         script = script.replace(placeholder, &code.to_string());
     }
@@ -200,13 +212,19 @@ impl WorkDir {
         })
     }
 
-    /// The absolute path, with `jobs/` and `ids/` created the first time it is asked for.
+    /// The path as configured.
+    pub fn configured(&self) -> &str {
+        &self.configured
+    }
+
+    /// The absolute path, with `jobs/`, `ids/` and `events/` created the first time it is
+    /// asked for.
     pub async fn resolve(&self, shell: &dyn Shell, timeout: Duration) -> Result<&str> {
         let dir = self
             .absolute
             .get_or_try_init(|| async {
                 let command = Command::sh(
-                    "mkdir -p -- \"$1/jobs\" \"$1/ids\" && cd -- \"$1\" && pwd -P",
+                    "mkdir -p -- \"$1/jobs\" \"$1/ids\" \"$1/events\" && cd -- \"$1\" && pwd -P",
                     [self.configured.as_str()],
                 )
                 .timeout(timeout);
@@ -901,6 +919,15 @@ mod tests {
         };
         make("gone", "11");
         make("kept", "12");
+        std::fs::create_dir_all(work.path().join("events")).unwrap();
+        for name in [
+            "11.0.started",
+            "11.0.exit.0",
+            "12.0.started",
+            "112.0.started",
+        ] {
+            std::fs::write(work.path().join("events").join(name), "").unwrap();
+        }
         let run = |key: &str| {
             let command = Command::sh(CLEANUP, [root, key]);
             async move { crate::shell::LocalShell.run(&command).await.unwrap() }
@@ -913,6 +940,16 @@ mod tests {
         assert!(work.path().join("ids/11").symlink_metadata().is_err());
         assert!(work.path().join("jobs/kept/sub/task-0.stdout").is_file());
         assert!(work.path().join("ids/12").is_dir(), "the other link stays");
+        let mut events: Vec<_> = std::fs::read_dir(work.path().join("events"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        events.sort();
+        assert_eq!(
+            events,
+            ["112.0.started", "12.0.started"],
+            "only its own events go"
+        );
 
         // A job_id file that is not a number removes no link outside ids/.
         make("odd", "13");

@@ -37,9 +37,11 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use batchbridge_core::error::excerpt;
+use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, JobFiles, RemoteBackend, SubmitCommand, WorkSettings, job_number,
     render_script,
@@ -198,6 +200,12 @@ impl CliScheduler for At {
         } else {
             Err(self.failure("atrm", output))
         }
+    }
+
+    /// Each task's start and end, as the job wrapper records them in the work directory's
+    /// `events/`, followed by one command per work directory.
+    fn events(&self, jobs: &JobDirs) -> Option<Arc<dyn EventSource>> {
+        Some(Arc::new(jobs.wrapper_events()))
     }
 
     fn version_command(&self) -> Command {
@@ -485,7 +493,7 @@ mod tests {
         let wrapper = file("job.sh");
         assert!(!wrapper.contains('@'), "{wrapper}");
         let not_started = batchbridge_core::remote::NOT_STARTED_EXIT_CODE;
-        assert!(wrapper.contains(&format!("record \"exit {not_started}\"")));
+        assert!(wrapper.contains(&format!("record exit {not_started}")));
         assert_eq!(file("workdir"), "/data/run 1");
         assert_eq!(submit.command[4..], ["/w/jobs/key-1", "b"]);
     }

@@ -15,6 +15,7 @@ use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshS
 use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 
 mod counting;
+pub mod events;
 
 pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
 pub use batchbridge_core::shell::MockShell;

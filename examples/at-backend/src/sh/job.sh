@@ -3,33 +3,39 @@
 # (batchbridge_core::remote::render_script). at starts it with /bin/sh in
 # the job's directory (the one it was queued from) and in atd's own process group, so the
 # script runs in a process group of its own: a cancel stops all of it and nothing else. How
-# it ended goes to task-0.exit, which the backend reads once at has forgotten the job.
+# it ended goes to task-0.exit, which the backend reads once at has forgotten the job, and
+# its start and end are job events (job_event) for the follower to push.
 dir=$PWD
 @ENTER_WORKING_DIR@
+@JOB_EVENT@
+job_id=
+# `record exit|signal N`: how the job ended, in task-0.exit, then as a job event (none
+# while its number is not known yet).
 record() {
     rm -f "$dir/wrapper.pid"
-    printf '%s\n' "$1" >"$dir/task-0.exit.tmp" && mv -f "$dir/task-0.exit.tmp" "$dir/task-0.exit"
+    printf '%s %s\n' "$1" "$2" >"$dir/task-0.exit.tmp" && mv -f "$dir/task-0.exit.tmp" "$dir/task-0.exit"
+    job_event "$dir" "$job_id" 0 "$1" "$2"
 }
 script=
 # cancel.sh sends SIGTERM to the pid in wrapper.pid. (dash's kill takes no `--`.)
-trap '[ -n "$script" ] && kill -TERM "-$script" 2>/dev/null; record "signal 15"; exit 143' TERM
+trap '[ -n "$script" ] && kill -TERM "-$script" 2>/dev/null; record signal 15; exit 143' TERM
 echo "$$" >"$dir/wrapper.pid"
 # A cancel that came just as atd started the job: the script never runs.
-[ -e "$dir/cancel-requested" ] && { record "signal 15"; exit 143; }
+[ -e "$dir/cancel-requested" ] && { record signal 15; exit 143; }
 # atd may start the job before the submit has recorded its number.
 tries=0
 while [ ! -s "$dir/job_id" ] && [ "$tries" -lt 300 ]; do
     sleep 0.1
     tries=$((tries + 1))
 done
-job_id=
 [ -s "$dir/job_id" ] && read -r job_id <"$dir/job_id"
+job_event "$dir" "$job_id" 0 started
 workdir=$dir
 [ -f "$dir/workdir" ] && workdir=$(cat "$dir/workdir")
 # The script inherits the directory; one that cannot be entered fails the job, saying why
 # in its stderr and in task-0.reason.
 enter_working_dir "$workdir" "$dir/task-0.reason" 2>"$dir/task-0.stderr" || {
-    record "exit @NOT_STARTED@"
+    record exit @NOT_STARTED@
     exit @NOT_STARTED@
 }
 # Positional parameters, not variables: env.sh may set any variable name.
@@ -40,5 +46,5 @@ exec bash "$1"' sh "$dir/script.sh" "$dir" "$job_id" \
 script=$!
 wait "$script"
 rc=$?
-record "exit $rc"
+record exit "$rc"
 exit "$rc"
