@@ -88,7 +88,7 @@ pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
-pub use tracker::{Changes, PollReport, Tracker};
+pub use tracker::{Change, Changes, EventHealth, PollReport, Seen, Tracker, TrackerBuilder};
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 // With the feature only: the README shows the conformance suite.
