@@ -6,9 +6,9 @@
 //! commands). When the backend pushes job events ([`BatchBackend::events`]), the tracker
 //! also keeps one run of its [`EventSource`] going and merges what it says with what the
 //! polls see, so that a job's start and end arrive within moments while the poll stays the
-//! safety net (and may then be slow). Waits ([`Tracker::wait`]) and change streams
-//! ([`Tracker::changes`]) all read what those two sources saw; none of them asks the
-//! backend about states itself.
+//! safety net (and may then be slow). Waits ([`Tracker::wait`]), change streams
+//! ([`Tracker::changes`]) and output streams ([`Tracker::follow_output`]) all read what
+//! those two sources saw; none of them asks the backend about states itself.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -120,6 +120,8 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 pub struct Tracker {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    /// The runtime it was started in, for the tasks of its output streams.
+    runtime: tokio::runtime::Handle,
 }
 
 /// The settings of a [`Tracker`] beyond its backend and poll interval, from
@@ -451,6 +453,11 @@ impl Tracker {
         Watch::start(Arc::clone(&self.shared), id)
     }
 
+    /// The runtime the tracker was started in.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
     fn timed_out(&self, id: &JobId, timeout: Duration) -> Error {
         let seen = match self.status(id) {
             Some(status) => match status.reason {
@@ -519,7 +526,11 @@ impl TrackerBuilder {
         if let Some(source) = source {
             tasks.push(runtime.spawn(follow_events(Arc::clone(&shared), source)));
         }
-        Ok(Tracker { shared, tasks })
+        Ok(Tracker {
+            shared,
+            tasks,
+            runtime,
+        })
     }
 }
 
