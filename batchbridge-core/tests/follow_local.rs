@@ -107,3 +107,27 @@ async fn follow_output_streams_a_running_job_line_by_line() {
     }
     assert_eq!(String::from_utf8(rest).unwrap(), lines[seen..]);
 }
+
+/// Dropping the tracker ends its output streams with an error, and the job goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_tracker_ends_its_output_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::new(dir.path()).unwrap());
+    let tracker = Tracker::new(backend.clone(), Duration::from_millis(100)).unwrap();
+    let spec = JobSpec::new(JobKey::new("long").unwrap(), "long", "echo up; sleep 600");
+    let id = backend.submit(&spec).await.unwrap();
+    let mut output = tracker.follow_output(id.clone());
+    let Some(Ok(OutputUpdate::Output { new, .. })) = output.next().await else {
+        panic!("the first line arrives while the job runs");
+    };
+    assert_eq!(new.stdout, b"up\n");
+    drop(tracker);
+    let err = output.next().await.unwrap().unwrap_err();
+    assert_eq!(err.message(), "the tracker stopped");
+    assert!(output.next().await.is_none());
+    assert_eq!(
+        backend.status_of(&id).await.unwrap().state,
+        JobState::Running
+    );
+    backend.cancel(&id).await.unwrap();
+}

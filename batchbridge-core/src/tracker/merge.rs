@@ -11,8 +11,9 @@
 //! limit, the OOM killer and a preemption all end a script so) decide nothing: they ask for
 //! an early poll, so that the scheduler's own words set the cause. An array goes Running at
 //! its first started task and is ended by events only once every task's end is known; its
-//! holds and evictions are left to the poll. Before the first poll of a job, only `Started`
-//! applies; the ends seen meanwhile are kept and applied after it ([`ended_by_events`]).
+//! holds and evictions are left to the poll. Before the first poll of a job, which comes
+//! at once for a newly followed one, events are only remembered (whether it is an array is
+//! not known yet): its ends apply right after that poll ([`ended_by_events`]).
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -92,10 +93,7 @@ pub(super) fn merge(
         known.exited.insert(task, *code);
     }
     let Some(current) = current else {
-        return match kind {
-            EventKind::Started => Merge::Observe(Box::new(running(None, now))),
-            _ => Merge::Ignore,
-        };
+        return Merge::Ignore;
     };
     if current.state.is_terminal() {
         return Merge::Ignore;
@@ -103,13 +101,19 @@ pub(super) fn merge(
     let array = current.tasks.is_some();
     match kind {
         EventKind::Started if current.state == JobState::Running => Merge::Ignore,
-        EventKind::Started => Merge::Observe(Box::new(running(Some(current), now))),
+        EventKind::Started => Merge::Observe(Box::new(running(current, now))),
         EventKind::Exited(0..=LAST_PLAIN_EXIT_CODE) => ended_by_events(id, current, known, now)
             .map_or(Merge::Ignore, |ended| Merge::Observe(Box::new(ended))),
         // No shell exits with a negative code: garbage, ignored.
         EventKind::Exited(..0) => Merge::Ignore,
         EventKind::Exited(_) | EventKind::Signalled(_) | EventKind::Removed => Merge::PollEarly,
         EventKind::Held(_) | EventKind::Released | EventKind::Evicted if array => Merge::Ignore,
+        EventKind::Held(reason) if current.state == JobState::Held && current.reason == *reason => {
+            Merge::Ignore
+        }
+        EventKind::Released | EventKind::Evicted if current.state == JobState::Queued => {
+            Merge::Ignore
+        }
         EventKind::Held(reason) => {
             let mut held = from_event(current, JobState::Held);
             held.reason.clone_from(reason);
@@ -174,11 +178,8 @@ fn from_event(current: &JobStatus, state: JobState) -> JobStatus {
     status
 }
 
-fn running(current: Option<&JobStatus>, now: SystemTime) -> JobStatus {
-    let mut status = match current {
-        Some(current) => from_event(current, JobState::Running),
-        None => JobStatus::new(JobState::Running, NATIVE_STATE_EVENT),
-    };
+fn running(current: &JobStatus, now: SystemTime) -> JobStatus {
+    let mut status = from_event(current, JobState::Running);
     status.started_at = status.started_at.or(Some(now));
     status.expected_start_at = None;
     status
@@ -295,15 +296,29 @@ mod tests {
                 Merge::Ignore,
             ),
             (
-                "started before the first poll",
+                "a start before the first poll waits for it (array or not?)",
                 None,
                 vec![],
                 (0, Started),
-                Merge::Observe(Box::new({
-                    let mut status = JobStatus::new(Running, NATIVE_STATE_EVENT);
-                    status.started_at = Some(at(200));
-                    status
-                })),
+                Merge::Ignore,
+            ),
+            (
+                "held again with the same reason",
+                Some({
+                    let mut held = polled(JobState::Held);
+                    held.reason = Some("disk quota".into());
+                    held
+                }),
+                vec![],
+                (0, Held(Some("disk quota".into()))),
+                Merge::Ignore,
+            ),
+            (
+                "released while already queued",
+                Some(queued.clone()),
+                vec![],
+                (0, Released),
+                Merge::Ignore,
             ),
             (
                 "an end before the first poll waits for it",
