@@ -111,8 +111,10 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 /// A status taken from an event has the native state
 /// [`NATIVE_STATE_EVENT`](crate::events::NATIVE_STATE_EVENT). The poll always applies (it
 /// corrects what events missed or got wrong), except that nothing takes a job out of a
-/// terminal state: after an event ended a job, a poll may still add its details (the
-/// scheduler's word, its end time) in a change of the same state.
+/// terminal state (after an event ended a job, a poll may still add its details, the
+/// scheduler's word and its end time, in a change of the same state), and that a poll
+/// whose call was in flight while an event changed the job is older than that event: its
+/// status of the job is skipped unless it is an end, and the next poll applies.
 ///
 /// Dropping the tracker stops its polling, its event run and its output streams. It needs
 /// a tokio runtime, and its waits use tokio's clock, so tests can run them with paused
@@ -263,6 +265,9 @@ struct State {
     failure: Option<Arc<Error>>,
     polls: u64,
     events: EventHealth,
+    /// How many changes events made: a poll answered with fewer made before it asked is
+    /// older than them.
+    event_changes: u64,
     /// The tracker was dropped: nothing will change any more.
     stopped: bool,
 }
@@ -277,6 +282,8 @@ struct Followed {
     status: Option<JobStatus>,
     /// What events told of its tasks.
     events: TaskEvents,
+    /// [`State::event_changes`] when an event last changed its status.
+    changed_by_event: u64,
 }
 
 impl Tracker {
@@ -690,16 +697,17 @@ impl Shared {
     /// Asks the backend about every followed job (`all`), or only about those due for an
     /// early poll.
     async fn poll(&self, all: bool) {
-        let ids: Vec<JobId> = {
+        let (ids, asked_after): (Vec<JobId>, u64) = {
             let mut state = self.lock();
             let due = std::mem::take(&mut state.due);
-            if all {
+            let ids = if all {
                 state.jobs.keys().cloned().collect()
             } else {
                 due.into_iter()
                     .filter(|id| state.jobs.contains_key(id))
                     .collect()
-            }
+            };
+            (ids, state.event_changes)
         };
         if ids.is_empty() {
             return;
@@ -723,7 +731,7 @@ impl Shared {
         let events = match result {
             Ok(answer) => {
                 state.failure = None;
-                state.record(self.backend.name(), &ids, answer)
+                state.record(self.backend.name(), &ids, answer, asked_after)
             }
             Err(err) => {
                 state.failure = Some(Arc::clone(&err));
@@ -754,6 +762,8 @@ impl Shared {
                 let backend = self.backend.name();
                 if let Some(change) = job.observe(backend, &event.id, *next, Seen::Event) {
                     state.events.applied += 1;
+                    state.event_changes += 1;
+                    job.changed_by_event = state.event_changes;
                     deliver(&mut state.subscribers, &[change]);
                 }
             }
@@ -798,13 +808,17 @@ impl Followed {
 }
 
 impl State {
-    /// Records a status answer to a poll about `ids`, returning the changes: each job's
-    /// polled status, then its end if events already told it and the poll did not.
+    /// Records a status answer to a poll about `ids`, asked when events had made
+    /// `asked_after` changes, returning the changes: each job's polled status, then its end
+    /// if events already told it and the poll did not. A status that is not terminal is
+    /// older than an event that changed the job while the call was in flight, and is
+    /// skipped (an end is never stale).
     fn record(
         &mut self,
         backend: &str,
         ids: &[JobId],
         mut answer: HashMap<JobId, JobStatus>,
+        asked_after: u64,
     ) -> Vec<Event> {
         let mut changes = Vec::new();
         let now = SystemTime::now();
@@ -816,7 +830,9 @@ impl State {
             let next = answer.remove(id).unwrap_or_else(not_answered);
             job.events
                 .keep_tasks_below(next.tasks.map_or(1, |tasks| tasks.total));
-            changes.extend(job.observe(backend, id, next, Seen::Poll));
+            if next.state.is_terminal() || job.changed_by_event <= asked_after {
+                changes.extend(job.observe(backend, id, next, Seen::Poll));
+            }
             let ended = job
                 .status
                 .as_ref()
@@ -1680,5 +1696,67 @@ mod tests {
         let state = tracker.shared.lock();
         assert_eq!(state.jobs[&id].events.tasks(), 1, "task 0 only");
         assert_eq!(state.jobs.len(), 1, "no job followed for an event");
+    }
+
+    /// A poll whose call was in flight while an event changed the job answered with what
+    /// the scheduler said before that event: its non-terminal status is skipped, so the job
+    /// stays Running (a replaying source would not tell the start again), until a poll
+    /// asked after the event applies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_poll_older_than_an_event_does_not_undo_it() {
+        let source = Arc::new(ScriptedSource::default());
+        let (applied, wait_applied) = std::sync::mpsc::channel::<()>();
+        let wait_applied = Mutex::new(wait_applied);
+        let pushing = Arc::clone(&source);
+        let mut calls = 0;
+        let mut backend = mock(Some(Arc::clone(&source)));
+        backend.expect_status().returning(move |ids| {
+            calls += 1;
+            if calls == 2 {
+                // The job starts while the scheduler's answer is on its way.
+                let live = pushing.live.lock().unwrap().clone().unwrap();
+                live.try_send(event("1", EventKind::Started)).unwrap();
+                // Hands this worker's queue (where the event task was just woken) over, so
+                // the event is applied while this call blocks.
+                tokio::task::block_in_place(|| wait_applied.lock().unwrap().recv().unwrap());
+            }
+            // Queued until then; running once the scheduler has caught up.
+            let state = if calls <= 2 {
+                JobState::Queued
+            } else {
+                JobState::Running
+            };
+            Ok(ids.iter().map(|id| (id.clone(), status(state))).collect())
+        });
+        let tracker = Tracker::new(Arc::new(backend), Duration::from_millis(200)).unwrap();
+        let mut changes = tracker.changes();
+        let id = JobId::from("1");
+        tracker.follow(id.clone());
+        assert_eq!(changes.recv().await.unwrap().1.state, JobState::Queued);
+        let change = changes.recv_change().await.unwrap();
+        assert_eq!(
+            (change.status.state, change.seen),
+            (JobState::Running, Seen::Event)
+        );
+        applied.send(()).unwrap();
+        while tracker.polls() < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            tracker.status(&id).unwrap().native_state,
+            "RUNNING",
+            "a later poll applies"
+        );
+        let after: Vec<JobState> = std::iter::from_fn(|| changes.events.try_recv().ok())
+            .filter_map(|event| match event {
+                Event::Changed(change) => Some(change.status.state),
+                Event::PollFailed(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            after,
+            [JobState::Running],
+            "the second poll's Queued was skipped"
+        );
     }
 }
