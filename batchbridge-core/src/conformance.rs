@@ -30,6 +30,10 @@
 //! working directory that does not exist fails the job, saying so, with the cause
 //! [`NotStarted`](FailureCause::NotStarted); an invalid spec is refused and leaves nothing behind; the
 //! version is one printable line; cleanup refuses an active job and removes an ended one.
+//! Through a [`Tracker`]: for a backend with pushed events, a run, a success, a failure and
+//! a cancel reach the tracker without its interval's polls (a backend without events
+//! passes that check only because it has none, and the check says so); and the tracker's
+//! change stream never shows a job leaving a terminal state.
 //!
 //! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
 //! answers with canned replies.
@@ -37,6 +41,7 @@
 pub mod scripted;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -45,6 +50,7 @@ use crate::cause::FailureCause;
 use crate::error::{ErrorKind, Result};
 use crate::spec::{ArraySpec, JobKey, JobSpec, Resources};
 use crate::state::{JobState, JobStatus};
+use crate::tracker::{Change, Changes, Seen, Tracker};
 
 /// How the suite treats a backend.
 #[derive(Debug, Clone)]
@@ -767,6 +773,226 @@ pub async fn cleanup_removes_only_ended_jobs<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
+/// How long the tracker of [`pushed_changes_arrive_for_run_succeed_fail_cancel`] waits
+/// between polls: longer than any check, so that after a job's first poll only its events
+/// (and the polls they ask for) can tell the tracker anything.
+const NO_POLLS: Duration = Duration::from_secs(24 * 3600);
+
+/// For a backend with pushed events ([`BatchBackend::events`]), a [`Tracker`] that polls
+/// only once per job learns from events alone that a job runs, succeeds (exit 0), fails
+/// (exit 3, the cause [`ExitCode(3)`](FailureCause::ExitCode)) and was cancelled (the cause
+/// [`Cancelled`](FailureCause::Cancelled), from the early poll a signal or removal asks
+/// for), each within [`Config::timeout`]; a job that was queued at its first poll has its
+/// Running pushed. A job that already ended at its first poll tells events nothing: it is
+/// submitted again, sleeping twice as long before it ends.
+///
+/// **A backend without events passes this check only because it has none**: the check
+/// says so on stderr and checks nothing else.
+pub async fn pushed_changes_arrive_for_run_succeed_fail_cancel<B: BatchBackend + 'static>(
+    backend: Arc<B>,
+    config: &Config,
+) -> Result<()> {
+    if backend.events().is_none() {
+        eprintln!(
+            "pushed_changes_arrive_for_run_succeed_fail_cancel: the {} backend has no event \
+             source (BatchBackend::events is None): it passes only because it pushes nothing",
+            backend.name()
+        );
+        return Ok(());
+    }
+    let tracker = Tracker::new(backend.clone(), NO_POLLS)?;
+    let succeeded = pushed_end(&tracker, config, "pushed_succeeds", |pause| {
+        format!("sleep {pause}\necho ok\n")
+    })
+    .await?;
+    assert_eq!(succeeded.state, JobState::Succeeded, "{succeeded:?}");
+    assert_eq!(succeeded.cause, None, "{succeeded:?}");
+    let failed = pushed_end(&tracker, config, "pushed_fails", |pause| {
+        format!("sleep {pause}\nexit 3\n")
+    })
+    .await?;
+    assert_eq!(failed.state, JobState::Failed, "{failed:?}");
+    assert_eq!(failed.cause, Some(FailureCause::ExitCode(3)), "{failed:?}");
+
+    let id = backend
+        .submit(&spec(config, "pushed_cancel", "echo started\nsleep 600\n"))
+        .await?;
+    let mut changes = tracker.changes();
+    tracker.follow(id.clone());
+    let first = next_change_of(&mut changes, &id, config).await;
+    if first.status.state != JobState::Running {
+        let running = next_change_of(&mut changes, &id, config).await;
+        assert_eq!(
+            (running.status.state, running.seen),
+            (JobState::Running, Seen::Event),
+            "a queued job's start is pushed: {running:?}"
+        );
+    }
+    backend.cancel(&id).await?;
+    let cancelled = ended_by_push(&tracker, &id, config).await;
+    assert_cancelled(&cancelled);
+    tracker.forget(&id);
+    Ok(())
+}
+
+/// Submits the script `script(pause)` until a run of it was still active at its first poll
+/// (doubling `pause`), and returns its end as the tracker learned it without another
+/// interval's poll.
+async fn pushed_end(
+    tracker: &Tracker,
+    config: &Config,
+    check: &str,
+    script: impl Fn(u64) -> String,
+) -> Result<JobStatus> {
+    let mut pause = 2;
+    loop {
+        let id = tracker
+            .backend()
+            .submit(&spec(config, check, &script(pause)))
+            .await?;
+        let mut changes = tracker.changes();
+        tracker.follow(id.clone());
+        let first = next_change_of(&mut changes, &id, config).await;
+        if first.status.state.is_terminal() {
+            tracker.forget(&id);
+            pause *= 2;
+            assert!(
+                Duration::from_secs(pause) < config.timeout,
+                "{check}: every job ended before its first poll, the last sleeping {}s",
+                pause / 2
+            );
+            continue;
+        }
+        let ended = ended_by_push(tracker, &id, config).await;
+        let mut seen = vec![first];
+        while !seen.last().is_some_and(|c| c.status.state.is_terminal()) {
+            seen.push(next_change_of(&mut changes, &id, config).await);
+        }
+        if matches!(seen[0].status.state, JobState::Queued | JobState::Held) {
+            assert!(
+                seen.iter()
+                    .any(|c| c.status.state == JobState::Running && c.seen == Seen::Event),
+                "{check}: job {id} was queued at its first poll, yet its start was not pushed: {seen:?}"
+            );
+        }
+        tracker.forget(&id);
+        return Ok(ended);
+    }
+}
+
+/// The end of job `id`, which the tracker (polling only once a day) must learn of from
+/// events within the suite's timeout.
+async fn ended_by_push(tracker: &Tracker, id: &JobId, config: &Config) -> JobStatus {
+    match tracker.wait(id, config.timeout).await {
+        Ok(status) => status,
+        Err(err) => panic!(
+            "no pushed change ended job {id}: {err}; the events: {:?}",
+            tracker.event_health()
+        ),
+    }
+}
+
+/// The next change of job `id` in `changes`, which must come within the suite's timeout.
+async fn next_change_of(changes: &mut Changes, id: &JobId, config: &Config) -> Change {
+    let next = async {
+        loop {
+            match changes.recv_change().await {
+                Some(change) if change.id == *id => return change,
+                Some(_) => {}
+                None => panic!("the tracker stopped while job {id} was followed"),
+            }
+        }
+    };
+    tokio::time::timeout(config.timeout, next)
+        .await
+        .unwrap_or_else(|_| panic!("no change of job {id} within {:?}", config.timeout))
+}
+
+/// A [`Tracker`] with the backend's events when it has them, polling every
+/// [`Config::poll_interval`], never shows a job in any state after a terminal one (no
+/// Running after Succeeded, whether polled or pushed) in [`Tracker::changes`], for a job
+/// that succeeds, one that fails and one cancelled while it runs, each ending in the state
+/// it should; the jobs stay followed for two more polls after the last one ended.
+pub async fn tracked_changes_never_leave_a_terminal_state<B: BatchBackend + 'static>(
+    backend: Arc<B>,
+    config: &Config,
+) -> Result<()> {
+    let tracker = Tracker::new(backend.clone(), config.poll_interval)?;
+    let mut changes = tracker.changes();
+    let mut expected = HashMap::new();
+    for (check, script, state) in [
+        (
+            "ordered_succeeds",
+            "sleep 1\necho ok\n",
+            JobState::Succeeded,
+        ),
+        ("ordered_fails", "sleep 1\nexit 3\n", JobState::Failed),
+        (
+            "ordered_cancel",
+            "echo started\nsleep 600\n",
+            JobState::Cancelled,
+        ),
+    ] {
+        let id = backend.submit(&spec(config, check, script)).await?;
+        tracker.follow(id.clone());
+        expected.insert(id, state);
+    }
+    let mut seen: HashMap<JobId, Vec<Change>> = HashMap::new();
+    let cancel = expected
+        .iter()
+        .find(|(_, state)| **state == JobState::Cancelled)
+        .map(|(id, _)| id.clone())
+        .unwrap_or_else(|| panic!("the suite lost its cancelled job"));
+    let mut cancelled = false;
+    let deadline = Instant::now() + config.timeout;
+    while !expected.keys().all(|id| {
+        seen.get(id)
+            .is_some_and(|c| c.iter().any(|c| c.status.state.is_terminal()))
+    }) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let change = tokio::time::timeout(left, changes.recv_change())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the jobs did not all end within {:?}: {seen:?}",
+                    config.timeout
+                )
+            })
+            .unwrap_or_else(|| panic!("the tracker stopped"));
+        if !cancelled && change.id == cancel && change.status.state == JobState::Running {
+            backend.cancel(&cancel).await?;
+            cancelled = true;
+        }
+        seen.entry(change.id.clone()).or_default().push(change);
+    }
+    let polls = tracker.polls();
+    while tracker.polls() < polls + 2 {
+        tokio::time::sleep(config.poll_interval).await;
+    }
+    drop(tracker);
+    while let Some(change) = changes.recv_change().await {
+        seen.entry(change.id.clone()).or_default().push(change);
+    }
+    for (id, state) in &expected {
+        let changes = &seen[id];
+        let first_end = changes
+            .iter()
+            .position(|c| c.status.state.is_terminal())
+            .unwrap_or_else(|| panic!("job {id} never ended: {changes:?}"));
+        assert_eq!(
+            changes[first_end].status.state, *state,
+            "job {id}: {changes:?}"
+        );
+        for later in &changes[first_end..] {
+            assert_eq!(
+                later.status.state, *state,
+                "job {id} left its terminal state in changes(): {changes:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Generates one `#[tokio::test]` per conformance check for the backend that `$make` (an
 /// async expression) builds, with an optional [`Config`] expression.
 #[macro_export]
@@ -796,6 +1022,22 @@ macro_rules! conformance_tests {
             version_is_reported,
             cleanup_removes_only_ended_jobs,
         );
+        $crate::conformance_tests!(@tracked $make, $config;
+            pushed_changes_arrive_for_run_succeed_fail_cancel,
+            tracked_changes_never_leave_a_terminal_state,
+        );
+    };
+    (@tracked $make:expr, $config:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let backend = ::std::sync::Arc::new($make.await);
+                let config = $config;
+                if let Err(err) = $crate::conformance::$check(backend, &config).await {
+                    panic!("{}: backend error: {err}", stringify!($check));
+                }
+            }
+        )*
     };
     (@each $make:expr, $config:expr; $($check:ident),* $(,)?) => {
         $(

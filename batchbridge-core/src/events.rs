@@ -28,6 +28,15 @@ use crate::error::Result;
 /// (a tenant's job writing garbage into the events a follower reads) costs bounded memory.
 pub const EVENT_BUFFER: usize = 1024;
 
+/// The [`JobStatus::native_state`](crate::JobStatus::native_state) of a status a
+/// [`Tracker`](crate::Tracker) took from an event rather than from the scheduler; the next
+/// poll replaces it with the scheduler's own word.
+///
+/// ```
+/// assert_eq!(batchbridge_core::events::NATIVE_STATE_EVENT, "job event");
+/// ```
+pub const NATIVE_STATE_EVENT: &str = "job event";
+
 /// One thing that happened to one task of a job, as the cluster side recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

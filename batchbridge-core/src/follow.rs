@@ -1,17 +1,35 @@
 //! [`OutputFollower`]: a job's output as it grows, read by polling
-//! [`BatchBackend::fetch_output`] from where the last read ended.
+//! [`BatchBackend::fetch_output`] from where the last read ended; [`Tracker::follow_output`]
+//! hands it over as a stream.
 //!
-//! No backend pushes output yet, so following costs one bounded `fetch_output` per
-//! interval (two when one stream is far ahead of the other). The follower only keeps the
-//! offsets of what it has passed on; a backend that can push output can later feed the same
-//! [`NewOutput`] without changing its callers.
+//! Output is not pushed: following costs one bounded `fetch_output` per interval (two when
+//! one stream is far ahead of the other), and only while the tracker sees the job running
+//! (or cannot tell): nothing is read while it waits in the queue. Pushed events make the
+//! tracker see the start and the end sooner, so reading starts and stops sooner, but the
+//! bytes themselves still come by polling. The follower only keeps the offsets of what it
+//! has passed on; a backend that can push output can later feed the same [`NewOutput`]
+//! without changing its callers.
 
+use std::future::Future;
 use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::backend::{BatchBackend, JobId, MAX_OUTPUT_CHUNK, OutputChunk, OutputRequest};
 use crate::error::Result;
-use crate::state::JobStatus;
-use crate::tracker::Tracker;
+use crate::state::{JobState, JobStatus};
+use crate::tracker::{Tracker, Watch};
+
+/// How often an [`OutputStream`] reads a running job's output: a line printed by the job
+/// reaches the stream about this long after it reached the job's output file (plus the
+/// time of one `fetch_output`).
+pub const OUTPUT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How many updates an [`OutputStream`] holds before it stops reading until its reader
+/// takes one: with each read at most [`MAX_OUTPUT_CHUNK`] bytes of each of stdout and
+/// stderr, a reader that falls behind costs bounded memory.
+pub const OUTPUT_BUFFER: usize = 4;
 
 /// Bytes of a job's output not passed on before.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,11 +138,13 @@ impl OutputFollower {
         Ok(new)
     }
 
-    /// Passes the output on to `on_output` as it grows, polling every `interval`, until the
-    /// job ends; then reads what is left and returns the job's terminal status.
+    /// Passes the output on to `on_output` as it grows, reading every `interval` while
+    /// `tracker` sees the job Running or Suspended (or Unknown), until it sees the job end;
+    /// then reads what is left and returns the job's terminal status.
     ///
-    /// A temporary failure to read the output is retried at the next poll; one while
-    /// reading the rest at the end, and any failure of the tracker's wait, is returned.
+    /// A temporary failure to read the output is retried at the next read; one while
+    /// reading the rest at the end, and a permanent failure of the tracker's polls, is
+    /// returned.
     pub async fn follow(
         &mut self,
         tracker: &Tracker,
@@ -132,23 +152,80 @@ impl OutputFollower {
         mut on_output: impl FnMut(NewOutput),
     ) -> Result<JobStatus> {
         let backend = tracker.backend().clone();
-        let id = self.id.clone();
-        let ended = tracker.wait(&id, Duration::MAX);
-        tokio::pin!(ended);
+        let watch = tracker.watch(self.id.clone());
+        self.follow_watched(backend.as_ref(), watch, interval, |new, _| {
+            on_output(new);
+            std::future::ready(())
+        })
+        .await
+    }
+
+    /// The job's output as a stream, read every [`OUTPUT_POLL_INTERVAL`] while `tracker`
+    /// sees the job running, from where this follower stands ([`starting_at`](Self::starting_at)
+    /// resumes a stream that ended early), holding at most [`OUTPUT_BUFFER`] updates. It
+    /// ends after the last read once the tracker sees the job end, with
+    /// [`OutputUpdate::Ended`], or with the error that stopped it. Dropping the stream stops
+    /// the reading.
+    pub fn stream(mut self, tracker: &Tracker) -> OutputStream {
+        let (sender, updates) = mpsc::channel(OUTPUT_BUFFER);
+        let backend = tracker.backend().clone();
+        let watch = tracker.watch(self.id.clone());
+        let task = tracker.runtime().spawn(async move {
+            let ended = self
+                .follow_watched(
+                    backend.as_ref(),
+                    watch,
+                    OUTPUT_POLL_INTERVAL,
+                    |new, resume_at| {
+                        let sender = sender.clone();
+                        async move {
+                            // A reader that is gone drops the stream, which stops this task.
+                            let _ = sender
+                                .send(Ok(OutputUpdate::Output { new, resume_at }))
+                                .await;
+                        }
+                    },
+                )
+                .await;
+            let _ = sender.send(ended.map(OutputUpdate::Ended)).await;
+        });
+        OutputStream { updates, task }
+    }
+
+    /// The loop of [`follow`](Self::follow) and [`stream`](Self::stream): reads while the
+    /// watched job runs, passing each new piece and the offsets after it to `pass_on`.
+    async fn follow_watched<F, Passed>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        mut watch: Watch,
+        interval: Duration,
+        mut pass_on: F,
+    ) -> Result<JobStatus>
+    where
+        F: FnMut(NewOutput, (u64, u64)) -> Passed,
+        Passed: Future<Output = ()>,
+    {
+        let mut reading = false;
         loop {
             tokio::select! {
-                status = &mut ended => {
+                status = watch.next() => {
                     let status = status?;
-                    loop {
-                        let new = self.poll(backend.as_ref()).await?;
-                        if new.is_empty() {
-                            return Ok(status);
+                    if status.state.is_terminal() {
+                        loop {
+                            let new = self.poll(backend).await?;
+                            if new.is_empty() {
+                                return Ok(status);
+                            }
+                            pass_on(new, self.offsets()).await;
                         }
-                        on_output(new);
                     }
+                    reading = matches!(
+                        status.state,
+                        JobState::Running | JobState::Suspended | JobState::Unknown
+                    );
                 }
-                () = tokio::time::sleep(interval) => match self.poll(backend.as_ref()).await {
-                    Ok(new) if !new.is_empty() => on_output(new),
+                () = tokio::time::sleep(interval), if reading => match self.poll(backend).await {
+                    Ok(new) if !new.is_empty() => pass_on(new, self.offsets()).await,
                     Ok(_) => {}
                     Err(err) if err.is_temporary() => {}
                     Err(err) => return Err(err),
@@ -163,6 +240,83 @@ impl OutputFollower {
             Some(task) => request.for_task(task),
             None => request,
         }
+    }
+}
+
+/// One step of a job's output stream, from [`OutputStream::next`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutputUpdate {
+    /// Bytes written since the last update.
+    Output {
+        /// The new bytes of each stream.
+        new: NewOutput,
+        /// The offsets `(stdout, stderr)` just past them: where a new stream resumes, with
+        /// [`OutputFollower::starting_at`].
+        resume_at: (u64, u64),
+    },
+    /// The job ended, with this status, and all its output was passed on: the last update.
+    Ended(JobStatus),
+}
+
+/// A job's stdout and stderr as they grow, from [`Tracker::follow_output`] or
+/// [`OutputFollower::stream`].
+#[derive(Debug)]
+pub struct OutputStream {
+    updates: mpsc::Receiver<Result<OutputUpdate>>,
+    task: JoinHandle<()>,
+}
+
+impl OutputStream {
+    /// The next update; an error or [`OutputUpdate::Ended`] is the last one, then `None`.
+    pub async fn next(&mut self) -> Option<Result<OutputUpdate>> {
+        self.updates.recv().await
+    }
+}
+
+impl Drop for OutputStream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Tracker {
+    /// Streams job `id`'s stdout and stderr as the job writes them, until the tracker sees
+    /// it end: [`OutputFollower::stream`] from the first byte. The job is followed while the
+    /// stream lives.
+    ///
+    /// Output is read by polling, every [`OUTPUT_POLL_INTERVAL`] while the job runs; it is
+    /// not pushed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use batchbridge_core::follow::OutputUpdate;
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, Tracker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = Arc::new(LocalBackend::new(dir.path())?);
+    /// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
+    /// let script = "for n in 1 2 3; do echo $n; sleep 0.3; done";
+    /// let id = backend.submit(&JobSpec::new(JobKey::new("count")?, "count", script)).await?;
+    ///
+    /// let mut output = tracker.follow_output(id);
+    /// let mut stdout = Vec::new();
+    /// let ended = loop {
+    ///     match output.next().await.expect("a stream ends with Ended or an error")? {
+    ///         OutputUpdate::Output { new, .. } => stdout.extend(new.stdout),
+    ///         OutputUpdate::Ended(status) => break status,
+    ///         _ => {}
+    ///     }
+    /// };
+    /// assert_eq!(ended.state, JobState::Succeeded);
+    /// assert_eq!(stdout, b"1\n2\n3\n");
+    /// # Ok(()) }
+    /// ```
+    pub fn follow_output(&self, id: JobId) -> OutputStream {
+        OutputFollower::new(id).stream(self)
     }
 }
 

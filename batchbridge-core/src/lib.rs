@@ -8,9 +8,11 @@
 //! - [`BatchBackend`] is the trait every scheduler implements: `submit` (idempotent on the
 //!   spec's [`JobKey`]), `find`, batched `status`, idempotent `cancel`, bounded
 //!   `fetch_output`, `capabilities`, and `version`, a probe that names the scheduler.
-//! - [`Tracker`] follows jobs on one backend with one batched status call per interval:
-//!   [`Tracker::wait`] for a job to end (with a time limit), [`Tracker::changes`] for every
-//!   status change of every job it follows.
+//! - [`Tracker`] follows jobs on one backend with one batched status call per interval,
+//!   merging the job events the backend pushes ([`events`]): [`Tracker::wait`] for a job
+//!   to end (with a time limit), [`Tracker::changes`] for every status change of every job
+//!   it follows, polled or pushed, [`Tracker::follow_output`] for a job's output as it
+//!   runs.
 //! - [`follow::OutputFollower`] passes a job's output on as it grows, until the job ends.
 //! - [`Error`] carries an [`ErrorKind`] and whether retrying can help.
 //! - [`shell`] is the transport backends drive schedulers through: [`shell::LocalShell`]
@@ -88,7 +90,7 @@ pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
-pub use tracker::{Changes, PollReport, Tracker};
+pub use tracker::{Change, Changes, EventHealth, PollReport, Seen, Tracker, TrackerBuilder};
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 // With the feature only: the README shows the conformance suite.

@@ -3,8 +3,12 @@
 //! A tracker asks its backend about every job it follows in one batched
 //! [`status`](BatchBackend::status) call per interval, whatever the number of jobs and of
 //! tasks waiting on them (the backends answer any number of ids in a constant number of
-//! commands). Waits ([`Tracker::wait`]) and change streams ([`Tracker::changes`]) all read
-//! what those calls saw; none of them asks the backend itself.
+//! commands). When the backend pushes job events ([`BatchBackend::events`]), the tracker
+//! also keeps one run of its [`EventSource`] going and merges what it says with what the
+//! polls see, so that a job's start and end arrive within moments while the poll stays the
+//! safety net (and may then be slow). Waits ([`Tracker::wait`]), change streams
+//! ([`Tracker::changes`]) and output streams ([`Tracker::follow_output`]) all read what
+//! those two sources saw; none of them asks the backend about states itself.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -30,27 +34,49 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::backend::{BatchBackend, JobId, not_answered};
 use crate::error::{Error, ErrorKind, Result};
+use crate::events::{EventSource, JobEvent};
 use crate::state::JobStatus;
 
-/// The least time between the starts of two polls when newly followed jobs ask for one
-/// early: a burst of submits costs a poll per gap, not one per job.
+mod merge;
+
+use merge::{Merge, TaskEvents, ended_by_events, merge};
+
+/// The least time between the starts of two polls when newly followed jobs (or events that
+/// cannot decide a job's state) ask for one early: a burst of them costs a poll per gap,
+/// not one per job.
 pub const EARLY_POLL_GAP: Duration = Duration::from_secs(1);
 
-/// Follows jobs on one backend with one batched status call per interval.
+/// The pause before an event source's run is opened again after the last one ended or
+/// failed to open; it doubles up to [`EVENT_RETRY_MAX`] while runs keep failing, each pause
+/// plus a random part of up to as much again.
+pub const EVENT_RETRY_MIN: Duration = Duration::from_secs(1);
+
+/// The most an event source's pause between runs grows to (before its random part).
+pub const EVENT_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// A run of an event source that lasted this long was healthy: when it ends, the next one
+/// starts after [`EVENT_RETRY_MIN`] again. A source that ends at once after each start
+/// (replaying what it read, say) is retried ever more slowly instead.
+pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
+
+/// Follows jobs on one backend with one batched status call per interval, and with the
+/// backend's pushed events when it has them.
 ///
 /// A job is followed from [`follow`](Self::follow) until [`forget`](Self::forget), and
-/// while a [`wait`](Self::wait) for it runs; a job followed for the first time is polled at
-/// once (at most one such early poll per [`EARLY_POLL_GAP`], however many jobs arrive),
-/// then once per interval. What each poll sees goes through the state machine's rules
+/// while a [`wait`](Self::wait) (or an output stream) for it runs; a job followed for the
+/// first time is polled at once (at most one such early poll per [`EARLY_POLL_GAP`],
+/// however many jobs arrive, each asking only about the jobs that wanted it), then with all
+/// the others once per interval. What each poll sees goes through the state machine's rules
 /// ([`JobState::transition`](crate::JobState::transition)): a job seen in a terminal state
 /// stays there, and an observation that would take it out is ignored (and logged).
 ///
@@ -58,11 +84,72 @@ pub const EARLY_POLL_GAP: Duration = Duration::from_secs(1);
 /// interval; [`last_failure`](Self::last_failure) shows it until a poll succeeds. A poll
 /// that fails with a permanent error ends the waits running then with that error.
 ///
-/// Dropping the tracker stops its polling. It needs a tokio runtime, and its waits use
-/// tokio's clock, so tests can run them with paused time.
+/// # Events
+///
+/// When the backend has an [`EventSource`] and events are on (the default;
+/// [`TrackerBuilder::events`] turns them off), the tracker keeps one run of it open,
+/// opening it again after [`EVENT_RETRY_MIN`] to [`EVENT_RETRY_MAX`] (exponential, with
+/// jitter) whenever it ends or fails to open; [`event_health`](Self::event_health) says
+/// how that goes. Each event of a followed job is merged with what the polls saw:
+///
+/// - an event never takes a job out of a terminal state, and a repeat of an event already
+///   seen for a task changes nothing (a new run may replay what the last one read);
+/// - a task's start makes the job Running; an exit code from 0 to 128 ends a job without
+///   an array: Succeeded for 0, else Failed with the cause
+///   [`ExitCode`](crate::FailureCause::ExitCode) (or
+///   [`NotStarted`](crate::FailureCause::NotStarted) for
+///   [`NOT_STARTED_EXIT_CODE`](crate::remote::NOT_STARTED_EXIT_CODE)); a hold makes it
+///   Held with its reason; a release or an eviction makes it Queued;
+/// - a signal, a removal or an exit code above 128 decides nothing (a cancel, a wall-time
+///   limit, the OOM killer and a preemption look alike from the job's side): the job is
+///   polled early instead, so that the scheduler's own words set the cause;
+/// - an array goes Running at its first started task and is ended by events only when
+///   every task's end is known (its task count from the last poll); its holds and
+///   evictions are left to the poll;
+/// - events of jobs the tracker does not follow are ignored.
+///
+/// A status taken from an event has the native state
+/// [`NATIVE_STATE_EVENT`](crate::events::NATIVE_STATE_EVENT). The poll always applies (it
+/// corrects what events missed or got wrong), except that nothing takes a job out of a
+/// terminal state (after an event ended a job, a poll may still add its details, the
+/// scheduler's word and its end time, in a change of the same state), and that a poll
+/// whose call was in flight while an event changed the job is older than that event: its
+/// status of the job is skipped unless it is an end, and the next poll applies.
+///
+/// Dropping the tracker stops its polling, its event run and its output streams. It needs
+/// a tokio runtime, and its waits use tokio's clock, so tests can run them with paused
+/// time.
 pub struct Tracker {
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The runtime it was started in, for the tasks of its output streams.
+    runtime: tokio::runtime::Handle,
+}
+
+/// The settings of a [`Tracker`] beyond its backend and poll interval, from
+/// [`Tracker::builder`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use batchbridge_core::{LocalBackend, Tracker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend = Arc::new(LocalBackend::new(dir.path())?);
+/// let tracker = Tracker::builder(backend, Duration::from_secs(5))
+///     .events(false)
+///     .on_poll(|poll| println!("asked about {} jobs in {:?}", poll.jobs, poll.duration))
+///     .build()?;
+/// assert!(!tracker.event_health().enabled);
+/// # Ok(()) }
+/// ```
+pub struct TrackerBuilder {
+    backend: Arc<dyn BatchBackend>,
+    interval: Duration,
+    events: bool,
+    on_poll: PollHook,
 }
 
 /// What one poll did, handed to the hook of [`Tracker::with_poll_hook`] (for metrics and
@@ -78,7 +165,53 @@ pub struct PollReport<'a> {
     pub failure: Option<&'a Arc<Error>>,
 }
 
-/// The status changes a tracker observes, from [`Tracker::changes`].
+/// How a tracker's pushed events are going, from [`Tracker::event_health`] (for metrics
+/// and health reports).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct EventHealth {
+    /// Whether the tracker uses events at all: the backend has an event source and events
+    /// are on. Everything else stays zero when not.
+    pub enabled: bool,
+    /// Whether a run of the source is open now.
+    pub connected: bool,
+    /// How many runs were opened.
+    pub runs: u64,
+    /// How many events arrived, for any job.
+    pub received: u64,
+    /// How many of them changed a followed job's status.
+    pub applied: u64,
+    /// How many of them asked for an early poll (an ending they cannot decide).
+    pub early_polls: u64,
+    /// Why the last run ended or failed to open; stays after a new run opens, so a source
+    /// that keeps dropping shows why.
+    pub last_failure: Option<Arc<Error>>,
+}
+
+/// Where a tracker learned of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Seen {
+    /// A status call (including one an event asked for early).
+    Poll,
+    /// A pushed event.
+    Event,
+}
+
+/// One status change a tracker observed, from [`Changes::recv_change`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Change {
+    /// The job.
+    pub id: JobId,
+    /// Its new status.
+    pub status: JobStatus,
+    /// Where the tracker learned of it.
+    pub seen: Seen,
+}
+
+/// The status changes a tracker observes, from [`Tracker::changes`]: polled and pushed
+/// ones in one stream, in the order the tracker recorded them.
 #[derive(Debug)]
 pub struct Changes {
     events: mpsc::UnboundedReceiver<Event>,
@@ -88,9 +221,15 @@ impl Changes {
     /// The next job whose status changed, with its new status; `None` once the tracker is
     /// dropped.
     pub async fn recv(&mut self) -> Option<(JobId, JobStatus)> {
+        let change = self.recv_change().await?;
+        Some((change.id, change.status))
+    }
+
+    /// [`recv`](Self::recv), saying where the change was seen.
+    pub async fn recv_change(&mut self) -> Option<Change> {
         loop {
             match self.events.recv().await? {
-                Event::Changed(id, status) => return Some((id, *status)),
+                Event::Changed(change) => return Some(*change),
                 Event::PollFailed(_) => {}
             }
         }
@@ -99,10 +238,10 @@ impl Changes {
 
 type PollHook = Box<dyn Fn(&PollReport<'_>) + Send + Sync>;
 
-/// What a poll tells the tracker's subscribers.
+/// What the tracker tells its subscribers.
 #[derive(Debug, Clone)]
 enum Event {
-    Changed(JobId, Box<JobStatus>),
+    Changed(Box<Change>),
     PollFailed(Arc<Error>),
 }
 
@@ -110,7 +249,7 @@ struct Shared {
     backend: Arc<dyn BatchBackend>,
     interval: Duration,
     state: Mutex<State>,
-    /// Polls at once, without waiting out the interval (a new job was followed).
+    /// Polls the jobs in [`State::due`] at once, without waiting out the interval.
     poll_now: Notify,
     on_poll: PollHook,
 }
@@ -118,10 +257,19 @@ struct Shared {
 #[derive(Default)]
 struct State {
     jobs: HashMap<JobId, Followed>,
+    /// Jobs that want an early poll: newly followed ones, and those an event could not
+    /// decide.
+    due: HashSet<JobId>,
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     /// Why the last poll failed; `None` once one succeeds.
     failure: Option<Arc<Error>>,
     polls: u64,
+    events: EventHealth,
+    /// How many changes events made: a poll answered with fewer made before it asked is
+    /// older than them.
+    event_changes: u64,
+    /// The tracker was dropped: nothing will change any more.
+    stopped: bool,
 }
 
 /// Why a job is followed, and what was seen of it.
@@ -129,18 +277,33 @@ struct State {
 struct Followed {
     /// Followed with [`Tracker::follow`], until [`Tracker::forget`].
     explicitly: bool,
-    /// How many waits follow it.
+    /// How many waits and output streams follow it.
     waits: usize,
     status: Option<JobStatus>,
+    /// What events told of its tasks.
+    events: TaskEvents,
+    /// [`State::event_changes`] when an event last changed its status.
+    changed_by_event: u64,
 }
 
 impl Tracker {
-    /// Starts following jobs on `backend`, polling every `interval`.
+    /// Starts following jobs on `backend`, polling every `interval`, with the backend's
+    /// events when it has them.
     ///
     /// Fails with [`ErrorKind::InvalidInput`] for a zero interval or outside a tokio
     /// runtime.
     pub fn new(backend: Arc<dyn BatchBackend>, interval: Duration) -> Result<Self> {
-        Self::with_poll_hook(backend, interval, |_| {})
+        Self::builder(backend, interval).build()
+    }
+
+    /// A tracker of `backend` polling every `interval`, with more settings.
+    pub fn builder(backend: Arc<dyn BatchBackend>, interval: Duration) -> TrackerBuilder {
+        TrackerBuilder {
+            backend,
+            interval,
+            events: true,
+            on_poll: Box::new(|_| {}),
+        }
     }
 
     /// [`new`](Self::new), calling `on_poll` after every status call, failed ones too,
@@ -174,23 +337,7 @@ impl Tracker {
         interval: Duration,
         on_poll: impl Fn(&PollReport<'_>) + Send + Sync + 'static,
     ) -> Result<Self> {
-        if interval.is_zero() {
-            return Err(Error::invalid_input(
-                "a tracker's poll interval must be longer than zero",
-            ));
-        }
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            Error::invalid_input("a tracker must be started inside a tokio runtime")
-        })?;
-        let shared = Arc::new(Shared {
-            backend,
-            interval,
-            state: Mutex::new(State::default()),
-            poll_now: Notify::new(),
-            on_poll: Box::new(on_poll),
-        });
-        let task = runtime.spawn(poll_forever(Arc::clone(&shared)));
-        Ok(Self { shared, task })
+        Self::builder(backend, interval).on_poll(on_poll).build()
     }
 
     /// The backend this tracker polls.
@@ -201,13 +348,7 @@ impl Tracker {
     /// Follows job `id` until [`forget`](Self::forget); a job followed for the first time
     /// is polled at once.
     pub fn follow(&self, id: JobId) {
-        let mut state = self.shared.lock();
-        let new = !state.jobs.contains_key(&id);
-        state.jobs.entry(id).or_default().explicitly = true;
-        drop(state);
-        if new {
-            self.shared.poll_now.notify_one();
-        }
+        self.shared.follow(id, |job| job.explicitly = true);
     }
 
     /// Stops following job `id` (unless a wait still follows it) and forgets what was seen
@@ -222,9 +363,9 @@ impl Tracker {
         }
     }
 
-    /// The latest status a poll saw for job `id`, while it is followed.
+    /// The latest status a poll or an event saw for job `id`, while it is followed.
     pub fn status(&self, id: &JobId) -> Option<JobStatus> {
-        self.shared.lock().jobs.get(id)?.status.clone()
+        self.shared.status(id)
     }
 
     /// How many jobs are followed.
@@ -242,17 +383,23 @@ impl Tracker {
         self.shared.lock().polls
     }
 
-    /// Every status change the tracker observes from now on, for every job it follows, in
-    /// the order observed; a job's first observation counts as a change. Nothing is
-    /// dropped: the channel is unbounded, so read it (or drop it) to keep memory small.
+    /// How the backend's pushed events are going.
+    pub fn event_health(&self) -> EventHealth {
+        self.shared.lock().events.clone()
+    }
+
+    /// Every status change the tracker observes from now on, polled or pushed, for every
+    /// job it follows, in the order observed; a job's first observation counts as a change.
+    /// Nothing is dropped: the channel is unbounded, so read it (or drop it) to keep memory
+    /// small.
     pub fn changes(&self) -> Changes {
         Changes {
-            events: self.subscribe(),
+            events: self.shared.subscribe(),
         }
     }
 
     /// Waits until job `id` ends and returns its terminal status, following the job while
-    /// it waits.
+    /// it waits. It returns as soon as a poll or an event shows the end.
     ///
     /// Fails with [`ErrorKind::WaitTimedOut`] after `timeout` (the job goes on; the message
     /// says what was last seen of it), or with the error of a poll that failed permanently
@@ -261,9 +408,8 @@ impl Tracker {
         self.wait_with(id, timeout, |_| {}).await
     }
 
-    /// [`wait`](Self::wait), calling `on_change` with each status of the job the polls see
-    /// while it waits, starting with the latest already seen, each once, the terminal one
-    /// last.
+    /// [`wait`](Self::wait), calling `on_change` with each status of the job seen while it
+    /// waits, starting with the latest already seen, each once, the terminal one last.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -295,50 +441,28 @@ impl Tracker {
         timeout: Duration,
         mut on_change: impl FnMut(&JobStatus),
     ) -> Result<JobStatus> {
-        let _waiting = Waiting::start(&self.shared, id);
-        // Subscribed before reading the current status, so no change falls in between; one
-        // seen both ways is the same status, passed on once.
-        let mut events = self.subscribe();
-        let mut last: Option<JobStatus> = None;
-        let mut seen = |status: JobStatus| {
-            if last.as_ref() != Some(&status) {
-                on_change(&status);
-                last = Some(status);
-            }
-            last.as_ref().filter(|s| s.state.is_terminal()).cloned()
-        };
+        let mut watch = self.watch(id.clone());
         let waited = tokio::time::timeout(timeout, async {
-            if let Some(done) = self.status(id).and_then(&mut seen) {
-                return Ok(done);
-            }
-            while let Some(event) = events.recv().await {
-                match event {
-                    Event::Changed(changed, status) if changed == *id => {
-                        if let Some(done) = seen(*status) {
-                            return Ok(done);
-                        }
-                    }
-                    Event::PollFailed(err) if !err.is_temporary() => {
-                        return Err(Error::new(err.kind(), err.message()).permanent());
-                    }
-                    Event::Changed(..) | Event::PollFailed(_) => {}
+            loop {
+                let status = watch.next().await?;
+                on_change(&status);
+                if status.state.is_terminal() {
+                    return Ok(status);
                 }
             }
-            Err(Error::new(ErrorKind::Io, "the tracker stopped polling"))
         })
         .await;
         waited.unwrap_or_else(|_| Err(self.timed_out(id, timeout)))
     }
 
-    fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let mut state = self.shared.lock();
-        // Ended waits leave closed senders behind; polls that deliver nothing keep them.
-        state
-            .subscribers
-            .retain(|subscriber| !subscriber.is_closed());
-        state.subscribers.push(sender);
-        receiver
+    /// Follows job `id` while the returned watch lives, to read each of its statuses once.
+    pub(crate) fn watch(&self, id: JobId) -> Watch {
+        Watch::start(Arc::clone(&self.shared), id)
+    }
+
+    /// The runtime the tracker was started in.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
     }
 
     fn timed_out(&self, id: &JobId, timeout: Duration) -> Error {
@@ -360,9 +484,82 @@ impl Tracker {
     }
 }
 
+impl TrackerBuilder {
+    /// Whether to use the backend's pushed events, when it has an event source (the
+    /// default: yes). Without them, the tracker learns everything from polls.
+    #[must_use]
+    pub fn events(mut self, on: bool) -> Self {
+        self.events = on;
+        self
+    }
+
+    /// Calls `on_poll` after every status call, failed ones too, before the changes it saw
+    /// are delivered.
+    #[must_use]
+    pub fn on_poll(mut self, on_poll: impl Fn(&PollReport<'_>) + Send + Sync + 'static) -> Self {
+        self.on_poll = Box::new(on_poll);
+        self
+    }
+
+    /// Starts the tracker.
+    ///
+    /// Fails with [`ErrorKind::InvalidInput`] for a zero interval or outside a tokio
+    /// runtime.
+    pub fn build(self) -> Result<Tracker> {
+        if self.interval.is_zero() {
+            return Err(Error::invalid_input(
+                "a tracker's poll interval must be longer than zero",
+            ));
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::invalid_input("a tracker must be started inside a tokio runtime")
+        })?;
+        let source = self.backend.events().filter(|_| self.events);
+        let state = State {
+            events: EventHealth {
+                enabled: source.is_some(),
+                ..EventHealth::default()
+            },
+            ..State::default()
+        };
+        let shared = Arc::new(Shared {
+            backend: self.backend,
+            interval: self.interval,
+            state: Mutex::new(state),
+            poll_now: Notify::new(),
+            on_poll: self.on_poll,
+        });
+        let mut tasks = vec![runtime.spawn(poll_forever(Arc::clone(&shared)))];
+        if let Some(source) = source {
+            tasks.push(runtime.spawn(follow_events(Arc::clone(&shared), source)));
+        }
+        Ok(Tracker {
+            shared,
+            tasks,
+            runtime,
+        })
+    }
+}
+
+impl std::fmt::Debug for TrackerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrackerBuilder")
+            .field("backend", &self.backend.name())
+            .field("interval", &self.interval)
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Tracker {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
+        // Output streams still hold the shared state: closing the subscriptions ends them.
+        let mut state = self.shared.lock();
+        state.stopped = true;
+        state.subscribers.clear();
     }
 }
 
@@ -376,33 +573,65 @@ impl std::fmt::Debug for Tracker {
     }
 }
 
-/// A wait's hold on its job: the job stays followed while the wait runs, even if it is
-/// dropped midway (a caller's own timeout).
-struct Waiting<'a> {
-    shared: &'a Shared,
-    id: &'a JobId,
+/// One job's statuses as a tracker sees them, each once, while the watch keeps the job
+/// followed (even if dropped midway: a caller's own timeout).
+pub(crate) struct Watch {
+    shared: Arc<Shared>,
+    id: JobId,
+    events: mpsc::UnboundedReceiver<Event>,
+    last: Option<JobStatus>,
 }
 
-impl<'a> Waiting<'a> {
-    fn start(shared: &'a Shared, id: &'a JobId) -> Self {
-        let mut state = shared.lock();
-        let new = !state.jobs.contains_key(id);
-        state.jobs.entry(id.clone()).or_default().waits += 1;
-        drop(state);
-        if new {
-            shared.poll_now.notify_one();
+impl Watch {
+    fn start(shared: Arc<Shared>, id: JobId) -> Self {
+        shared.follow(id.clone(), |job| job.waits += 1);
+        // Subscribed before reading the current status, so no change falls in between; one
+        // seen both ways is the same status, passed on once.
+        let events = shared.subscribe();
+        Self {
+            shared,
+            id,
+            events,
+            last: None,
         }
-        Self { shared, id }
+    }
+
+    /// The job's next status: the latest already seen first, then each change. Fails
+    /// with the error of a poll that failed permanently, or once the tracker is dropped.
+    ///
+    /// Cancel-safe: a status is taken from the channel and returned without another await.
+    pub(crate) async fn next(&mut self) -> Result<JobStatus> {
+        if self.last.is_none() {
+            if let Some(status) = self.shared.status(&self.id) {
+                self.last = Some(status.clone());
+                return Ok(status);
+            }
+        }
+        loop {
+            match self.events.recv().await {
+                Some(Event::Changed(change)) if change.id == self.id => {
+                    if self.last.as_ref() != Some(&change.status) {
+                        self.last = Some(change.status.clone());
+                        return Ok(change.status);
+                    }
+                }
+                Some(Event::PollFailed(err)) if !err.is_temporary() => {
+                    return Err(Error::new(err.kind(), err.message()).permanent());
+                }
+                Some(Event::Changed(..) | Event::PollFailed(_)) => {}
+                None => return Err(Error::new(ErrorKind::Io, "the tracker stopped")),
+            }
+        }
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Watch {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
-        if let Some(job) = state.jobs.get_mut(self.id) {
+        if let Some(job) = state.jobs.get_mut(&self.id) {
             job.waits -= 1;
             if job.waits == 0 && !job.explicitly {
-                state.jobs.remove(self.id);
+                state.jobs.remove(&self.id);
             }
         }
     }
@@ -435,76 +664,193 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn poll(&self) {
-        let ids: Vec<JobId> = self.lock().jobs.keys().cloned().collect();
+    fn status(&self, id: &JobId) -> Option<JobStatus> {
+        self.lock().jobs.get(id)?.status.clone()
+    }
+
+    /// Follows `id`, updating how with `why`; a job new to the tracker is polled early.
+    fn follow(&self, id: JobId, why: impl FnOnce(&mut Followed)) {
+        let mut state = self.lock();
+        let new = !state.jobs.contains_key(&id);
+        why(state.jobs.entry(id.clone()).or_default());
+        if new {
+            state.due.insert(id);
+            drop(state);
+            self.poll_now.notify_one();
+        }
+    }
+
+    fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let mut state = self.lock();
+        // A stopped tracker keeps no subscriber: the receiver ends at once.
+        if !state.stopped {
+            // Ended waits leave closed senders behind; polls that deliver nothing keep them.
+            state
+                .subscribers
+                .retain(|subscriber| !subscriber.is_closed());
+            state.subscribers.push(sender);
+        }
+        receiver
+    }
+
+    /// Asks the backend about every followed job (`all`), or only about those due for an
+    /// early poll.
+    async fn poll(&self, all: bool) {
+        let (ids, asked_after): (Vec<JobId>, u64) = {
+            let mut state = self.lock();
+            let due = std::mem::take(&mut state.due);
+            let ids = if all {
+                state.jobs.keys().cloned().collect()
+            } else {
+                due.into_iter()
+                    .filter(|id| state.jobs.contains_key(id))
+                    .collect()
+            };
+            (ids, state.event_changes)
+        };
         if ids.is_empty() {
             return;
         }
         let started = tokio::time::Instant::now();
         let result = self.backend.status(&ids).await;
         let duration = started.elapsed();
-        let (events, failure) = {
-            let mut state = self.lock();
-            state.polls += 1;
-            match result {
-                Ok(answer) => {
-                    state.failure = None;
-                    (state.record(self.backend.name(), &ids, answer), None)
-                }
-                Err(err) => {
-                    tracing::warn!(backend = self.backend.name(), error = %err, "status poll failed");
-                    let err = Arc::new(err);
-                    state.failure = Some(Arc::clone(&err));
-                    (vec![Event::PollFailed(Arc::clone(&err))], Some(err))
-                }
-            }
-        };
+        let result = result.map_err(|err| {
+            tracing::warn!(backend = self.backend.name(), error = %err, "status poll failed");
+            Arc::new(err)
+        });
         (self.on_poll)(&PollReport {
             jobs: ids.len(),
             duration,
-            failure: failure.as_ref(),
+            failure: result.as_ref().err(),
         });
-        if !events.is_empty() {
-            // A subscriber whose receiver is gone is dropped.
-            self.lock()
-                .subscribers
-                .retain(|subscriber| events.iter().all(|e| subscriber.send(e.clone()).is_ok()));
+        // Recorded and delivered under one lock, so that pushed changes recorded meanwhile
+        // reach subscribers in the order they were recorded.
+        let mut state = self.lock();
+        state.polls += 1;
+        let events = match result {
+            Ok(answer) => {
+                state.failure = None;
+                state.record(self.backend.name(), &ids, answer, asked_after)
+            }
+            Err(err) => {
+                state.failure = Some(Arc::clone(&err));
+                vec![Event::PollFailed(err)]
+            }
+        };
+        deliver(&mut state.subscribers, &events);
+    }
+
+    /// Merges one pushed event into what is known of its job.
+    fn apply(&self, event: JobEvent) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        state.events.received += 1;
+        let Some(job) = state.jobs.get_mut(&event.id) else {
+            return;
+        };
+        let merged = merge(
+            &event.id,
+            job.status.as_ref(),
+            &mut job.events,
+            event.task,
+            &event.kind,
+            SystemTime::now(),
+        );
+        match merged {
+            Merge::Observe(next) => {
+                let backend = self.backend.name();
+                if let Some(change) = job.observe(backend, &event.id, *next, Seen::Event) {
+                    state.events.applied += 1;
+                    state.event_changes += 1;
+                    job.changed_by_event = state.event_changes;
+                    deliver(&mut state.subscribers, &[change]);
+                }
+            }
+            Merge::PollEarly => {
+                state.events.early_polls += 1;
+                state.due.insert(event.id);
+                drop(guard);
+                self.poll_now.notify_one();
+            }
+            Merge::Ignore => {}
+        }
+    }
+}
+
+impl Followed {
+    /// Records status `next` of job `id`, seen by a poll or an event, returning the change
+    /// to deliver, if it is one.
+    fn observe(&mut self, backend: &str, id: &JobId, next: JobStatus, seen: Seen) -> Option<Event> {
+        match observe(self.status.as_ref(), &next) {
+            Observed::Changed => {
+                self.status = Some(next.clone());
+                Some(Event::Changed(Box::new(Change {
+                    id: id.clone(),
+                    status: next,
+                    seen,
+                })))
+            }
+            Observed::Unchanged => None,
+            Observed::Backwards => {
+                tracing::warn!(
+                    backend,
+                    job = %id,
+                    from = ?self.status.as_ref().map(|s| s.state),
+                    to = %next.state,
+                    ?seen,
+                    "ignored a status that would leave a terminal state"
+                );
+                None
+            }
         }
     }
 }
 
 impl State {
-    /// Records a status answer to a poll about `ids`, returning the changes.
+    /// Records a status answer to a poll about `ids`, asked when events had made
+    /// `asked_after` changes, returning the changes: each job's polled status, then its end
+    /// if events already told it and the poll did not. A status that is not terminal is
+    /// older than an event that changed the job while the call was in flight, and is
+    /// skipped (an end is never stale).
     fn record(
         &mut self,
         backend: &str,
         ids: &[JobId],
         mut answer: HashMap<JobId, JobStatus>,
+        asked_after: u64,
     ) -> Vec<Event> {
         let mut changes = Vec::new();
+        let now = SystemTime::now();
         for id in ids {
             // A job forgotten while the call was in flight stays forgotten.
             let Some(job) = self.jobs.get_mut(id) else {
                 continue;
             };
             let next = answer.remove(id).unwrap_or_else(not_answered);
-            match observe(job.status.as_ref(), &next) {
-                Observed::Changed => {
-                    job.status = Some(next.clone());
-                    changes.push(Event::Changed(id.clone(), Box::new(next)));
-                }
-                Observed::Unchanged => {}
-                Observed::Backwards => tracing::warn!(
-                    backend,
-                    job = %id,
-                    from = ?job.status.as_ref().map(|s| s.state),
-                    to = %next.state,
-                    "ignored a status that would leave a terminal state"
-                ),
+            job.events
+                .keep_tasks_below(next.tasks.map_or(1, |tasks| tasks.total));
+            if next.state.is_terminal() || job.changed_by_event <= asked_after {
+                changes.extend(job.observe(backend, id, next, Seen::Poll));
+            }
+            let ended = job
+                .status
+                .as_ref()
+                .and_then(|status| ended_by_events(id, status, &job.events, now));
+            if let Some(ended) = ended {
+                changes.extend(job.observe(backend, id, ended, Seen::Event));
             }
         }
         changes
     }
+}
+
+/// Passes `events` on to every subscriber, dropping those whose receiver is gone.
+fn deliver(subscribers: &mut Vec<mpsc::UnboundedSender<Event>>, events: &[Event]) {
+    if events.is_empty() {
+        return;
+    }
+    subscribers.retain(|subscriber| events.iter().all(|e| subscriber.send(e.clone()).is_ok()));
 }
 
 async fn poll_forever(shared: Arc<Shared>) {
@@ -514,19 +860,69 @@ async fn poll_forever(shared: Arc<Shared>) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last: Option<tokio::time::Instant> = None;
     loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
+        let all = tokio::select! {
+            _ = ticks.tick() => true,
             () = shared.poll_now.notified() => {
                 if let Some(last) = last {
                     tokio::time::sleep_until(last + gap).await;
                 }
+                false
             }
-        }
+        };
         last = Some(tokio::time::Instant::now());
-        shared.poll().await;
-        // A poll for a newly followed job counts as the interval's poll.
-        ticks.reset();
+        shared.poll(all).await;
     }
+}
+
+/// Keeps one run of `source` open, merging its events, and opens it again with backoff
+/// whenever it ends or fails to open.
+async fn follow_events(shared: Arc<Shared>, source: Arc<dyn EventSource>) {
+    let mut backoff = event_backoff();
+    loop {
+        let opened = tokio::time::Instant::now();
+        let ended = match source.open().await {
+            Ok(mut stream) => {
+                {
+                    let mut state = shared.lock();
+                    state.events.connected = true;
+                    state.events.runs += 1;
+                }
+                while let Some(event) = stream.recv().await {
+                    shared.apply(event);
+                }
+                Error::new(ErrorKind::ConnectionLost, "the event source's run ended")
+            }
+            Err(err) => err,
+        };
+        if opened.elapsed() >= EVENT_RUN_HEALTHY {
+            backoff = event_backoff();
+        }
+        let delay = backoff.next().unwrap_or(EVENT_RETRY_MAX);
+        tracing::warn!(backend = shared.backend.name(), error = %ended, ?delay, "job events stopped; opening them again");
+        {
+            let mut state = shared.lock();
+            state.events.connected = false;
+            state.events.last_failure = Some(Arc::new(ended));
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The pauses between an event source's runs: [`EVENT_RETRY_MIN`] doubling to
+/// [`EVENT_RETRY_MAX`], with jitter so that trackers that lost their source together (a
+/// login node rebooted) do not all come back in the same second.
+fn event_backoff() -> impl Iterator<Item = Duration> {
+    let seed = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+        ^ u64::from(std::process::id());
+    ExponentialBuilder::default()
+        .with_min_delay(EVENT_RETRY_MIN)
+        .with_max_delay(EVENT_RETRY_MAX)
+        .with_jitter()
+        .with_jitter_seed(seed)
+        .without_max_times()
+        .build()
 }
 
 #[cfg(test)]
@@ -535,18 +931,30 @@ mod tests {
 
     use super::*;
     use crate::backend::MockBatchBackend;
+    use crate::cause::{CancelledBy, FailureCause};
+    use crate::events::EventKind;
     use crate::state::JobState;
 
     fn status(state: JobState) -> JobStatus {
         JobStatus::new(state, format!("{state:?}").to_uppercase())
     }
 
+    /// A mock backend named `mock` with `source` as its event source, and no status
+    /// answers yet.
+    fn mock(source: Option<Arc<ScriptedSource>>) -> MockBatchBackend {
+        let mut backend = MockBatchBackend::new();
+        backend.expect_name().return_const("mock".to_owned());
+        backend
+            .expect_events()
+            .returning(move || source.clone().map(|source| source as Arc<dyn EventSource>));
+        backend
+    }
+
     /// A backend whose status calls answer, in turn, each of `polls`: every id asked about
     /// in the given state, or the error. The last answer repeats.
     fn backend(polls: Vec<Result<JobState>>) -> Arc<dyn BatchBackend> {
         let mut polls = VecDeque::from(polls);
-        let mut backend = MockBatchBackend::new();
-        backend.expect_name().return_const("mock".to_owned());
+        let mut backend = mock(None);
         backend.expect_status().returning(move |ids| {
             let answer = if polls.len() > 1 {
                 polls.pop_front()
@@ -623,8 +1031,7 @@ mod tests {
     /// failed call is visible and delivers nothing; forgotten jobs are not asked about.
     #[tokio::test(start_paused = true)]
     async fn one_call_per_interval_and_changes_only_on_change() {
-        let mut backend = MockBatchBackend::new();
-        backend.expect_name().return_const("mock".to_owned());
+        let mut backend = mock(None);
         let mut calls = 0;
         backend.expect_status().returning(move |ids| {
             calls += 1;
@@ -819,8 +1226,7 @@ mod tests {
     /// Unknown with the reason, and nothing panics.
     #[tokio::test(start_paused = true)]
     async fn a_job_left_out_of_the_answer_is_unknown_with_a_reason() {
-        let mut backend = MockBatchBackend::new();
-        backend.expect_name().return_const("mock".to_owned());
+        let mut backend = mock(None);
         backend.expect_status().returning(|_| Ok(HashMap::new()));
         let tracker = tracker(Arc::new(backend));
         let mut changes = tracker.changes();
@@ -913,5 +1319,444 @@ mod tests {
         let polls = tracker.polls();
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(tracker.polls(), polls, "nothing followed, nothing asked");
+    }
+
+    /// A test double of an event source (not a scheduler): each open fails with the next
+    /// of the scripted errors, or, once they are used up, opens a run whose events the test
+    /// sends through [`live`](Self::live); dropping that sender ends the run.
+    #[derive(Debug, Default)]
+    struct ScriptedSource {
+        failures: Mutex<VecDeque<ErrorKind>>,
+        live: Mutex<Option<mpsc::Sender<JobEvent>>>,
+        opened: Mutex<Vec<tokio::time::Instant>>,
+    }
+
+    impl ScriptedSource {
+        fn failing(failures: impl IntoIterator<Item = ErrorKind>) -> Arc<Self> {
+            Arc::new(Self {
+                failures: Mutex::new(failures.into_iter().collect()),
+                ..Self::default()
+            })
+        }
+
+        /// The sender of the open run, once there is one.
+        async fn live(&self) -> mpsc::Sender<JobEvent> {
+            loop {
+                if let Some(sender) = self.live.lock().unwrap().take() {
+                    return sender;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+
+        /// The times of the opens so far, failed ones too.
+        fn opened(&self) -> Vec<tokio::time::Instant> {
+            self.opened.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl EventSource for ScriptedSource {
+        async fn open(&self) -> Result<crate::events::EventStream> {
+            self.opened
+                .lock()
+                .unwrap()
+                .push(tokio::time::Instant::now());
+            if let Some(kind) = self.failures.lock().unwrap().pop_front() {
+                return Err(Error::new(kind, "scripted failure"));
+            }
+            let (sender, events) = mpsc::channel(crate::events::EVENT_BUFFER);
+            *self.live.lock().unwrap() = Some(sender);
+            Ok(events)
+        }
+    }
+
+    /// The ids each status call asked about, in order.
+    type Asked = Arc<Mutex<Vec<Vec<JobId>>>>;
+
+    /// A tracker polling hourly (so that, after a new job's first poll, only events and
+    /// the polls they ask for change anything) of a backend with `source`, whose status
+    /// calls answer with `answer` (given the call's number, from 0) and are recorded (their
+    /// ids sorted).
+    fn evented_tracker(
+        source: &Arc<ScriptedSource>,
+        mut answer: impl FnMut(usize, &JobId) -> JobStatus + Send + 'static,
+    ) -> (Tracker, Asked) {
+        let asked = Asked::default();
+        let record = Arc::clone(&asked);
+        let mut backend = mock(Some(Arc::clone(source)));
+        backend.expect_status().returning(move |ids| {
+            let mut asked = record.lock().unwrap();
+            let call = asked.len();
+            let mut ids = ids.to_vec();
+            ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            asked.push(ids.clone());
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), answer(call, id)))
+                .collect())
+        });
+        let tracker = Tracker::new(Arc::new(backend), Duration::from_secs(3600)).unwrap();
+        (tracker, asked)
+    }
+
+    fn event(id: &str, kind: EventKind) -> JobEvent {
+        JobEvent::new(JobId::from(id), 0, kind)
+    }
+
+    /// Started and ended by events alone, after one poll: Running, then Succeeded or Failed
+    /// with the exit code's cause, in `changes()` as pushed changes; `wait` returns on the
+    /// event; a later poll adds its details in a change of the same state and cannot take
+    /// the job out.
+    #[tokio::test(start_paused = true)]
+    async fn events_start_and_end_jobs_between_polls() {
+        let source = Arc::new(ScriptedSource::default());
+        // The first poll sees the jobs queued; the next one (wrongly) running.
+        let (tracker, asked) = evented_tracker(&source, |call, _| match call {
+            0 => status(JobState::Queued),
+            _ => status(JobState::Running),
+        });
+        let mut changes = tracker.changes();
+        let (ok, bad) = (JobId::from("1"), JobId::from("2"));
+        tracker.follow(ok.clone());
+        tracker.follow(bad.clone());
+        for _ in 0..2 {
+            assert_eq!(changes.recv_change().await.unwrap().seen, Seen::Poll);
+        }
+        let live = source.live().await;
+        for (id, kind) in [
+            ("1", EventKind::Started),
+            ("1", EventKind::Exited(0)),
+            ("2", EventKind::Exited(3)),
+        ] {
+            live.send(event(id, kind)).await.unwrap();
+        }
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let change = changes.recv_change().await.unwrap();
+            seen.push((
+                change.id.clone(),
+                change.status.state,
+                change.status.cause.clone(),
+                change.seen,
+            ));
+        }
+        assert_eq!(
+            seen,
+            [
+                (ok.clone(), JobState::Running, None, Seen::Event),
+                (ok.clone(), JobState::Succeeded, None, Seen::Event),
+                (
+                    bad.clone(),
+                    JobState::Failed,
+                    Some(FailureCause::ExitCode(3)),
+                    Seen::Event
+                ),
+            ]
+        );
+        let done = tracker.wait(&ok, Duration::from_secs(1)).await.unwrap();
+        assert_eq!((done.state, done.exit_code), (JobState::Succeeded, Some(0)));
+        assert_eq!(done.native_state, crate::events::NATIVE_STATE_EVENT);
+        assert!(
+            done.started_at.is_some() && done.ended_at.is_some(),
+            "{done:?}"
+        );
+        assert_eq!(
+            asked.lock().unwrap().len(),
+            1,
+            "one poll: the ends came from events"
+        );
+        let health = tracker.event_health();
+        assert!(health.enabled && health.connected, "{health:?}");
+        assert_eq!((health.runs, health.received, health.applied), (1, 3, 3));
+
+        // The hourly poll sees job 1 Running: too late, it ended.
+        tokio::time::sleep(Duration::from_secs(3601)).await;
+        assert_eq!(asked.lock().unwrap().len(), 2);
+        assert_eq!(
+            tracker.status(&ok).map(|s| s.state),
+            Some(JobState::Succeeded)
+        );
+        drop(tracker);
+        assert_eq!(
+            changes.recv_change().await,
+            None,
+            "no change after the ends"
+        );
+    }
+
+    /// Events of ids the tracker does not follow, or of tasks a job does not have, change
+    /// nothing; each is counted as received.
+    #[tokio::test(start_paused = true)]
+    async fn events_of_jobs_not_followed_are_ignored() {
+        let source = Arc::new(ScriptedSource::default());
+        let (tracker, _) = evented_tracker(&source, |_, _| status(JobState::Queued));
+        let mut changes = tracker.changes();
+        let id = JobId::from("1");
+        tracker.follow(id.clone());
+        assert_eq!(changes.recv().await.unwrap().1.state, JobState::Queued);
+        let live = source.live().await;
+        for event in [
+            event("999", EventKind::Exited(0)),
+            event("../1; rm -rf ~", EventKind::Started),
+            event("", EventKind::Removed),
+            JobEvent::new(id.clone(), 5, EventKind::Exited(0)),
+            event("1", EventKind::Started),
+        ] {
+            live.send(event).await.unwrap();
+        }
+        let (changed, running) = changes.recv().await.unwrap();
+        assert_eq!(
+            (changed, running.state),
+            (id, JobState::Running),
+            "only the last one counts"
+        );
+        let health = tracker.event_health();
+        assert_eq!(
+            (health.received, health.applied, health.early_polls),
+            (5, 1, 0)
+        );
+        assert_eq!(tracker.polls(), 1, "no early poll for a job not followed");
+    }
+
+    /// A signal, a removal or an exit above 128 decides nothing: it asks for an early poll
+    /// of that job alone, whose answer sets the state and cause; a repeat asks nothing.
+    #[tokio::test(start_paused = true)]
+    async fn an_ambiguous_end_asks_for_an_early_poll_of_that_job() {
+        let source = Arc::new(ScriptedSource::default());
+        let (tracker, asked) = evented_tracker(&source, |call, id| match (call, id.as_str()) {
+            (0, _) => status(JobState::Running),
+            (_, "1") => status(JobState::Cancelled)
+                .with_cause(FailureCause::Cancelled(CancelledBy::Request)),
+            _ => status(JobState::Failed).with_cause(FailureCause::MemoryExceeded),
+        });
+        let mut changes = tracker.changes();
+        tracker.follow(JobId::from("1"));
+        tracker.follow(JobId::from("2"));
+        for _ in 0..2 {
+            changes.recv().await.unwrap();
+        }
+        let live = source.live().await;
+        live.send(event("1", EventKind::Signalled(15)))
+            .await
+            .unwrap();
+        let change = changes.recv_change().await.unwrap();
+        assert_eq!((change.id.as_str(), change.seen), ("1", Seen::Poll));
+        assert_eq!(change.status.state, JobState::Cancelled);
+        assert_eq!(
+            change.status.cause,
+            Some(FailureCause::Cancelled(CancelledBy::Request)),
+            "the scheduler's words set the cause"
+        );
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                vec![JobId::from("1"), JobId::from("2")],
+                vec![JobId::from("1")]
+            ],
+            "the early poll asked about job 1 alone"
+        );
+        live.send(event("1", EventKind::Signalled(15)))
+            .await
+            .unwrap();
+        live.send(event("2", EventKind::Exited(137))).await.unwrap();
+        let change = changes.recv_change().await.unwrap();
+        assert_eq!((change.id.as_str(), change.seen), ("2", Seen::Poll));
+        assert_eq!(change.status.cause, Some(FailureCause::MemoryExceeded));
+        assert_eq!(tracker.polls(), 3, "the repeated signal asked for nothing");
+        assert_eq!(tracker.event_health().early_polls, 2);
+    }
+
+    /// A source that fails to open, or whose run ends, is opened again after 1 s, 2 s,
+    /// 4 s… (each plus up to as much again), and after 1 s again once a run lasted
+    /// [`EVENT_RUN_HEALTHY`]; the health says what happened meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn a_source_that_fails_or_ends_is_opened_again_with_backoff() {
+        let source = ScriptedSource::failing([
+            ErrorKind::Unreachable,
+            ErrorKind::ConnectionLost,
+            ErrorKind::Unreachable,
+        ]);
+        let (tracker, _) = evented_tracker(&source, |_, _| status(JobState::Queued));
+        let within = |gap: Duration, base: u64| {
+            let base = Duration::from_secs(base);
+            assert!(
+                base <= gap && gap <= 2 * base,
+                "{gap:?} for a pause of {base:?}"
+            );
+        };
+        let live = source.live().await;
+        let opened = source.opened();
+        assert_eq!(opened.len(), 4, "three failed opens, then a run");
+        for (pair, base) in opened.windows(2).zip([1, 2, 4]) {
+            within(pair[1] - pair[0], base);
+        }
+        let health = tracker.event_health();
+        assert!(health.connected, "{health:?}");
+        assert_eq!(health.runs, 1);
+        assert_eq!(health.last_failure.unwrap().kind(), ErrorKind::Unreachable);
+
+        // A run that ends soon after it opened: the pause goes on growing.
+        drop(live);
+        let ended = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let health = tracker.event_health();
+        assert!(!health.connected, "{health:?}");
+        let failure = health.last_failure.unwrap();
+        assert_eq!(failure.kind(), ErrorKind::ConnectionLost);
+        assert_eq!(failure.message(), "the event source's run ended");
+        let live = source.live().await;
+        within(*source.opened().last().unwrap() - ended, 8);
+
+        // A run that lasted long enough was healthy: the next pause is the first again.
+        tokio::time::sleep(EVENT_RUN_HEALTHY).await;
+        drop(live);
+        let ended = tokio::time::Instant::now();
+        let _live = source.live().await;
+        within(*source.opened().last().unwrap() - ended, 1);
+        assert_eq!(tracker.event_health().runs, 3);
+    }
+
+    /// With events off, the source is never opened.
+    #[tokio::test(start_paused = true)]
+    async fn events_can_be_turned_off() {
+        let source = Arc::new(ScriptedSource::default());
+        let mut backend = mock(Some(Arc::clone(&source)));
+        backend.expect_status().returning(|ids| {
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), status(JobState::Queued)))
+                .collect())
+        });
+        let tracker = Tracker::builder(Arc::new(backend), Duration::from_secs(10))
+            .events(false)
+            .build()
+            .unwrap();
+        tracker.follow(JobId::from("1"));
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert!(source.opened().is_empty());
+        assert!(!tracker.event_health().enabled);
+        assert_eq!(tracker.polls(), 7, "at once, then every 10 s");
+    }
+
+    /// This process's resident memory, in KiB.
+    fn resident_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// A flood of 100,000 events (a hostile job's garbage: ids not followed with 4 KiB
+    /// hold reasons, repeats, tasks a job does not have) changes only what it should and
+    /// keeps nothing: the source's channel holds at most `EVENT_BUFFER` events, and what
+    /// events told of a job holds one entry per task it has. The resident memory before
+    /// and after is printed (run alone for a clean number).
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_events_keeps_memory_bounded() {
+        const FLOOD: u32 = 100_000;
+        let source = Arc::new(ScriptedSource::default());
+        let (tracker, _) = evented_tracker(&source, |_, _| status(JobState::Queued));
+        let mut changes = tracker.changes();
+        let id = JobId::from("1");
+        tracker.follow(id.clone());
+        changes.recv().await.unwrap();
+        let live = source.live().await;
+        let before = resident_kib();
+        let reason = "x".repeat(4096);
+        let producer = tokio::spawn(async move {
+            for n in 0..FLOOD {
+                let event = match n % 4 {
+                    0 => event(
+                        &format!("{}", 1_000_000 + n),
+                        EventKind::Held(Some(reason.clone())),
+                    ),
+                    1 => event("1", EventKind::Started),
+                    2 => JobEvent::new(JobId::from("1"), n, EventKind::Exited(1)),
+                    _ => event("1", EventKind::Held(Some(reason.clone()))),
+                };
+                live.send(event).await.unwrap();
+            }
+            live.send(event("1", EventKind::Exited(0))).await.unwrap();
+        });
+        let mut seen = Vec::new();
+        while seen.last() != Some(&JobState::Succeeded) {
+            let change = changes.recv_change().await.unwrap();
+            assert_eq!(change.seen, Seen::Event);
+            seen.push(change.status.state);
+        }
+        producer.await.unwrap();
+        let after = resident_kib();
+        eprintln!("flood of {FLOOD} events: resident {before} KiB before, {after} KiB after");
+        assert_eq!(
+            seen,
+            [JobState::Running, JobState::Held, JobState::Succeeded]
+        );
+        let health = tracker.event_health();
+        assert_eq!((health.received, health.applied), (u64::from(FLOOD) + 1, 3));
+        let state = tracker.shared.lock();
+        assert_eq!(state.jobs[&id].events.tasks(), 1, "task 0 only");
+        assert_eq!(state.jobs.len(), 1, "no job followed for an event");
+    }
+
+    /// A poll whose call was in flight while an event changed the job answered with what
+    /// the scheduler said before that event: its non-terminal status is skipped, so the job
+    /// stays Running (a replaying source would not tell the start again), until a poll
+    /// asked after the event applies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_poll_older_than_an_event_does_not_undo_it() {
+        let source = Arc::new(ScriptedSource::default());
+        let (applied, wait_applied) = std::sync::mpsc::channel::<()>();
+        let wait_applied = Mutex::new(wait_applied);
+        let pushing = Arc::clone(&source);
+        let mut calls = 0;
+        let mut backend = mock(Some(Arc::clone(&source)));
+        backend.expect_status().returning(move |ids| {
+            calls += 1;
+            if calls == 2 {
+                // The job starts while the scheduler's answer is on its way.
+                let live = pushing.live.lock().unwrap().clone().unwrap();
+                live.try_send(event("1", EventKind::Started)).unwrap();
+                // Hands this worker's queue (where the event task was just woken) over, so
+                // the event is applied while this call blocks.
+                tokio::task::block_in_place(|| wait_applied.lock().unwrap().recv().unwrap());
+            }
+            // Queued until then; running once the scheduler has caught up.
+            let state = if calls <= 2 {
+                JobState::Queued
+            } else {
+                JobState::Running
+            };
+            Ok(ids.iter().map(|id| (id.clone(), status(state))).collect())
+        });
+        let tracker = Tracker::new(Arc::new(backend), Duration::from_millis(200)).unwrap();
+        let mut changes = tracker.changes();
+        let id = JobId::from("1");
+        tracker.follow(id.clone());
+        assert_eq!(changes.recv().await.unwrap().1.state, JobState::Queued);
+        let change = changes.recv_change().await.unwrap();
+        assert_eq!(
+            (change.status.state, change.seen),
+            (JobState::Running, Seen::Event)
+        );
+        applied.send(()).unwrap();
+        while tracker.polls() < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            tracker.status(&id).unwrap().native_state,
+            "RUNNING",
+            "a later poll applies"
+        );
+        let after: Vec<JobState> = std::iter::from_fn(|| changes.events.try_recv().ok())
+            .filter_map(|event| match event {
+                Event::Changed(change) => Some(change.status.state),
+                Event::PollFailed(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            after,
+            [JobState::Running],
+            "the second poll's Queued was skipped"
+        );
     }
 }

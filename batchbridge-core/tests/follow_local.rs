@@ -1,6 +1,6 @@
-//! `OutputFollower` on real jobs of the local backend: every byte of both streams passed on
-//! once and in order, however far one stream runs ahead of the other, and the rest read
-//! after the job ended.
+//! `OutputFollower` and `Tracker::follow_output` on real jobs of the local backend: every
+//! byte of both streams passed on once and in order, however far one stream runs ahead of
+//! the other, and the rest read after the job ended.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchbridge_core::follow::OutputFollower;
+use batchbridge_core::follow::{OutputFollower, OutputUpdate};
 use batchbridge_core::{
     BatchBackend, JobKey, JobSpec, JobState, LocalBackend, MAX_OUTPUT_CHUNK, Tracker,
 };
@@ -57,4 +57,77 @@ async fn both_streams_arrive_whole_when_one_is_far_ahead() {
         (big + 4, u64::try_from(4 + numbers.len() + 4).unwrap())
     );
     assert!(pieces >= 2, "passed on as it grew, not once at the end");
+}
+
+/// `follow_output` of a job printing a line every 100 ms for 10 s: every line arrives, in
+/// order, in many pieces while the job runs, and the stream ends with the job's end; a
+/// stream started at an offset it handed out resumes from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_output_streams_a_running_job_line_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::new(dir.path()).unwrap());
+    let tracker = Tracker::new(backend.clone(), Duration::from_millis(500)).unwrap();
+    let script = "i=1; while [ $i -le 100 ]; do echo \"line $i\"; i=$((i + 1)); sleep 0.1; done; echo done >&2";
+    let spec = JobSpec::new(JobKey::new("lines").unwrap(), "lines", script);
+    let id = backend.submit(&spec).await.unwrap();
+
+    let mut output = tracker.follow_output(id.clone());
+    let (mut stdout, mut stderr, mut pieces, mut halfway) = (Vec::new(), Vec::new(), 0, None);
+    let ended = loop {
+        match output.next().await.unwrap().unwrap() {
+            OutputUpdate::Output { new, resume_at } => {
+                pieces += 1;
+                stdout.extend(new.stdout);
+                stderr.extend(new.stderr);
+                if halfway.is_none() && stdout.len() > 300 {
+                    halfway = Some((resume_at, stdout.len()));
+                }
+            }
+            OutputUpdate::Ended(status) => break status,
+            other => panic!("unexpected update {other:?}"),
+        }
+    };
+    assert!(output.next().await.is_none(), "nothing after the end");
+    assert_eq!(ended.state, JobState::Succeeded);
+    let lines: String = (1..=100).map(|n| format!("line {n}\n")).collect();
+    assert_eq!(String::from_utf8(stdout).unwrap(), lines);
+    assert_eq!(stderr, b"done\n");
+    assert!(pieces >= 5, "passed on as it grew, in {pieces} pieces");
+    assert_eq!(tracker.followed(), 0, "the ended stream let its job go");
+
+    let ((stdout_at, stderr_at), seen) = halfway.unwrap();
+    let mut resumed = OutputFollower::new(id)
+        .starting_at(stdout_at, stderr_at)
+        .stream(&tracker);
+    let mut rest = Vec::new();
+    while let Some(update) = resumed.next().await {
+        if let OutputUpdate::Output { new, .. } = update.unwrap() {
+            rest.extend(new.stdout);
+        }
+    }
+    assert_eq!(String::from_utf8(rest).unwrap(), lines[seen..]);
+}
+
+/// Dropping the tracker ends its output streams with an error, and the job goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_tracker_ends_its_output_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::new(dir.path()).unwrap());
+    let tracker = Tracker::new(backend.clone(), Duration::from_millis(100)).unwrap();
+    let spec = JobSpec::new(JobKey::new("long").unwrap(), "long", "echo up; sleep 600");
+    let id = backend.submit(&spec).await.unwrap();
+    let mut output = tracker.follow_output(id.clone());
+    let Some(Ok(OutputUpdate::Output { new, .. })) = output.next().await else {
+        panic!("the first line arrives while the job runs");
+    };
+    assert_eq!(new.stdout, b"up\n");
+    drop(tracker);
+    let err = output.next().await.unwrap().unwrap_err();
+    assert_eq!(err.message(), "the tracker stopped");
+    assert!(output.next().await.is_none());
+    assert_eq!(
+        backend.status_of(&id).await.unwrap().state,
+        JobState::Running
+    );
+    backend.cancel(&id).await.unwrap();
 }

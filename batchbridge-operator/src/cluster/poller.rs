@@ -163,6 +163,7 @@ mod tests {
     async fn one_call_per_interval_and_wake_only_on_change() {
         let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
+        backend.expect_events().returning(|| None);
         // Poll 1: both queued; poll 2: job 1 runs; poll 3: the cluster is unreachable.
         let mut polls = 0;
         backend.expect_status().returning(move |ids| {
@@ -248,6 +249,7 @@ mod tests {
     async fn polls_beginning_or_ending_to_fail_wake_the_cluster() {
         let mut backend = MockBatchBackend::new();
         backend.expect_name().return_const("mock".to_owned());
+        backend.expect_events().returning(|| None);
         // Polls 1 and 2 answer, 3 to 5 fail, 6 and 7 answer.
         let mut calls = 0;
         backend.expect_status().returning(move |ids| {
