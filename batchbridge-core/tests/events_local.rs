@@ -32,6 +32,12 @@ async fn a_job_pushes_its_start_and_its_exit_code() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_pushes_its_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    events::cancel_running(&backend(dir.path()), spec).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_array_pushes_each_tasks_start_and_end() {
     let dir = tempfile::tempdir().unwrap();
     events::array_tasks(&backend(dir.path()), spec).await;

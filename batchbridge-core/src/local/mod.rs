@@ -19,8 +19,9 @@
 //!                                    the wrapper's job events (remote::WrapperEvents)
 //! ```
 //!
-//! A task killed by a cancel records no end event: the cancel's `cancelled` file and the
-//! poll tell that.
+//! A task ended by a cancel's SIGTERM records `ID.I.signal.15`; the cancel's `cancelled`
+//! file tells the poll why. One that ignores SIGTERM until the SIGKILL records no end
+//! event, and the poll tells.
 
 mod estimate;
 mod job_dir;

@@ -31,6 +31,9 @@ acquire_slots() {
 run_task() {
     local index=$1 dir="$job/tasks/$1" fd rc
     mkdir -p "$dir"
+    # A cancel signals the whole group: the task says it ended by the signal (the poll
+    # reads the cancel from the `cancelled` file).
+    trap 'job_event "$job" "$id" "$index" signal 15; exit 143' TERM
     acquire_slots
     date +%s.%N >"$dir/started.tmp" && mv "$dir/started.tmp" "$dir/started"
     job_event "$job" "$id" "$index" started

@@ -4,12 +4,12 @@
 //! The rules: an event never takes a job out of a terminal state; a repeat of an event
 //! already seen for a task is a duplicate (an event source's runs may replay what they
 //! read before); `Started` makes a job Running; an exit code from 0 to 128 ends a job that
-//! is not an array ([`TaskEnd::status`] decides the state and cause, exit
-//! [`NOT_STARTED_EXIT_CODE`] is [`NotStarted`](FailureCause::NotStarted)); `Held` makes it
+//! is not an array ([`TaskEnd::status`] decides the state and cause); `Held` makes it
 //! Held with the reason; `Released` and `Evicted` put it back to Queued. Endings that look
 //! alike from the job's side (a signal, a removal, an exit above 128: a cancel, a wall-time
-//! limit, the OOM killer and a preemption all end a script so) decide nothing: they ask for
-//! an early poll, so that the scheduler's own words set the cause. An array goes Running at
+//! limit, the OOM killer and a preemption all end a script so; exit
+//! [`NOT_STARTED_EXIT_CODE`], a script that could not start or one that exited so) decide
+//! nothing: they ask for an early poll, so that the backend's own words set the cause. An array goes Running at
 //! its first started task and is ended by events only once every task's end is known; its
 //! holds and evictions are left to the poll. Before the first poll of a job, which comes
 //! at once for a newly followed one, events are only remembered (whether it is an array is
@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use crate::backend::JobId;
-use crate::cause::FailureCause;
 use crate::events::{EventKind, NATIVE_STATE_EVENT};
 use crate::remote::{NOT_STARTED_EXIT_CODE, TaskEnd};
 use crate::spec::MAX_ARRAY_TASKS;
@@ -89,7 +88,9 @@ pub(super) fn merge(
         return Merge::Ignore;
     }
     *seen |= kind_bit(kind);
-    if let EventKind::Exited(code @ 0..=LAST_PLAIN_EXIT_CODE) = kind {
+    if let EventKind::Exited(code) = kind
+        && is_plain_exit(*code)
+    {
         known.exited.insert(task, *code);
     }
     let Some(current) = current else {
@@ -102,7 +103,7 @@ pub(super) fn merge(
     match kind {
         EventKind::Started if current.state == JobState::Running => Merge::Ignore,
         EventKind::Started => Merge::Observe(Box::new(running(current, now))),
-        EventKind::Exited(0..=LAST_PLAIN_EXIT_CODE) => ended_by_events(id, current, known, now)
+        EventKind::Exited(code) if is_plain_exit(*code) => ended_by_events(id, current, known, now)
             .map_or(Merge::Ignore, |ended| Merge::Observe(Box::new(ended))),
         // No shell exits with a negative code: garbage, ignored.
         EventKind::Exited(..0) => Merge::Ignore,
@@ -158,14 +159,17 @@ fn task_total(status: &JobStatus) -> u32 {
     status.tasks.map_or(1, |tasks| tasks.total)
 }
 
-/// A task's status from its exit code: [`TaskEnd::status`], except that the code the
-/// wrappers exit with when the script could not be started is that cause.
+/// A task's status from its exit code ([`TaskEnd::status`]).
 fn task_end(code: i32) -> JobStatus {
-    let mut status = TaskEnd::Exit(code).status(false);
-    if code == NOT_STARTED_EXIT_CODE {
-        status.cause = Some(FailureCause::NotStarted);
-    }
-    status
+    TaskEnd::Exit(code).status(false)
+}
+
+/// Whether exit code `code` can only be the script's own `exit`: 0 to 128 (a shell
+/// reports a script ended by signal N as 128 + N), except [`NOT_STARTED_EXIT_CODE`], which
+/// the wrappers also exit with when the script could not be started (the backend's poll
+/// tells which, from the task's reason file).
+fn is_plain_exit(code: i32) -> bool {
+    (0..=LAST_PLAIN_EXIT_CODE).contains(&code) && code != NOT_STARTED_EXIT_CODE
 }
 
 /// The job's status in `state` as an event says, keeping what polls said of it otherwise
@@ -203,6 +207,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::cause::FailureCause;
     use crate::state::TaskCounts;
 
     fn at(secs: u64) -> SystemTime {
@@ -273,13 +278,6 @@ mod tests {
         let running = polled(Running);
         let mut held_reason = evented(&queued, JobState::Held);
         held_reason.reason = Some("disk quota".into());
-        let not_started = {
-            let mut status = evented(&running, Failed);
-            status.exit_code = Some(NOT_STARTED_EXIT_CODE);
-            status.cause = Some(FailureCause::NotStarted);
-            status.ended_at = Some(at(200));
-            Merge::Observe(Box::new(status))
-        };
         let cases: Vec<Case> = vec![
             (
                 "started",
@@ -349,11 +347,11 @@ mod tests {
                 ended(&running, Failed, 128, Some(FailureCause::ExitCode(128))),
             ),
             (
-                "exit 70: the script never started",
+                "exit 70: the script never started, or exited 70 itself? poll",
                 Some(running.clone()),
                 vec![],
                 (0, Exited(NOT_STARTED_EXIT_CODE)),
-                not_started,
+                Merge::PollEarly,
             ),
             (
                 "exit 0 of a queued job (ran between polls)",
