@@ -384,6 +384,7 @@ impl Clusters {
         let poller = Poller::start(
             Arc::clone(&backend),
             interval,
+            spec.push_events,
             self.wake.clone(),
             Some(HealthReport {
                 cluster: ObjectRef::from(cluster),

@@ -43,13 +43,14 @@ pub struct Poller {
 }
 
 impl Poller {
-    /// Starts polling `backend` every `interval`, sending the BatchJobs whose status
-    /// changed to `wake` (and every followed one when polls begin or stop failing), a word
-    /// to `health` whenever polls begin or stop failing, and each poll's duration to
-    /// `duration`.
+    /// Starts polling `backend` every `interval` (and following its pushed job events if
+    /// `events` and it has any), sending the BatchJobs whose status changed to `wake` (and
+    /// every followed one when polls begin or stop failing), a word to `health` whenever
+    /// polls begin or stop failing, and each poll's duration to `duration`.
     pub fn start(
         backend: Arc<dyn BatchBackend>,
         interval: Duration,
+        events: bool,
         wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
         health: Option<HealthReport>,
         duration: Histogram,
@@ -60,21 +61,24 @@ impl Poller {
         let jobs: Arc<Mutex<HashMap<JobId, ObjectRef<BatchJob>>>> = Arc::default();
         let affected = Arc::clone(&jobs);
         let wake_all = wake.clone();
-        let tracker = Tracker::with_poll_hook(backend, interval, move |poll| {
-            duration.observe(poll.duration.as_secs_f64());
-            *lock(&recorded) = poll.failure.cloned();
-            let failed = poll.failure.is_some();
-            if last_poll_failed.swap(failed, Ordering::Relaxed) != failed {
-                if let Some(health) = &health {
-                    // The receiver is gone only when the operator shuts down.
-                    let _ = health.wake.send(health.cluster.clone());
+        let tracker = Tracker::builder(backend, interval)
+            .events(events)
+            .on_poll(move |poll| {
+                duration.observe(poll.duration.as_secs_f64());
+                *lock(&recorded) = poll.failure.cloned();
+                let failed = poll.failure.is_some();
+                if last_poll_failed.swap(failed, Ordering::Relaxed) != failed {
+                    if let Some(health) = &health {
+                        // The receiver is gone only when the operator shuts down.
+                        let _ = health.wake.send(health.cluster.clone());
+                    }
+                    // Every followed job's ClusterReady follows the cluster's reachability.
+                    for job in lock(&affected).values() {
+                        let _ = wake_all.send(job.clone());
+                    }
                 }
-                // Every followed job's ClusterReady follows the cluster's reachability.
-                for job in lock(&affected).values() {
-                    let _ = wake_all.send(job.clone());
-                }
-            }
-        })?;
+            })
+            .build()?;
         let mut changes = tracker.changes();
         let followed = Arc::clone(&jobs);
         let waker = tokio::spawn(async move {
@@ -185,6 +189,7 @@ mod tests {
         let poller = Poller::start(
             Arc::new(backend),
             Duration::from_secs(10),
+            true,
             wake,
             None,
             duration.clone(),
@@ -272,6 +277,7 @@ mod tests {
         let poller = Poller::start(
             Arc::new(backend),
             Duration::from_secs(10),
+            true,
             wake,
             Some(health),
             Histogram::new([1.0]),

@@ -106,9 +106,23 @@ pub struct BatchClusterSpec {
         .message("pollInterval must be a duration of at least 1s, such as 10s or 1m"))]
     #[schemars(length(max = 64))]
     pub poll_interval: kube::core::Duration,
+    /// Whether the cluster pushes job events to the operator (true, the default): one
+    /// long-lived command on the cluster, over the operator's SSH connection, reads what
+    /// the job wrappers record when a task starts and ends (for HTCondor, its user job
+    /// event log) and passes it on, so job changes show within about a second and
+    /// pollInterval can be long (say 1m): polls then only catch what events cannot tell (a
+    /// job cancelled before it started, a node failure, a purge). The command runs no
+    /// scheduler query; it lists one directory twice a second (HTCondor: tails one file).
+    /// false: polls only.
+    #[serde(default = "push_events_by_default")]
+    pub push_events: bool,
     /// What jobs get when they do not choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<ClusterDefaults>,
+}
+
+fn push_events_by_default() -> bool {
+    true
 }
 
 fn default_poll_interval() -> kube::core::Duration {
