@@ -10,7 +10,8 @@
 //!
 //! Settings (environment): `BATCHBRIDGE_BENCH_JOBS` (N, 1000), `BATCHBRIDGE_BENCH_SLEEP`
 //! (seconds each job sleeps before printing its end time, 2), `BATCHBRIDGE_BENCH_POLL` (the
-//! BatchCluster's `pollInterval`, `5s`), `BATCHBRIDGE_BENCH_TIMEOUT` (seconds to wait for
+//! BatchCluster's `pollInterval`, `5s`), `BATCHBRIDGE_BENCH_EVENTS` (its `pushEvents`,
+//! `true`), `BATCHBRIDGE_BENCH_TIMEOUT` (seconds to wait for
 //! the drain, 3600), `BATCHBRIDGE_BENCH_IDLE` (seconds observed before the first job and
 //! after the drain, 30), `BATCHBRIDGE_BENCH_NICE` (the jobs' `sbatch --nice`, so that other
 //! tests' jobs on the shared test bed go first; 100000, 0 for none).
@@ -87,6 +88,7 @@ struct Settings {
     jobs: usize,
     sleep: u32,
     poll: String,
+    push_events: bool,
     timeout: Duration,
     idle: Duration,
     nice: u32,
@@ -107,6 +109,7 @@ impl Settings {
             jobs: var("BATCHBRIDGE_BENCH_JOBS", 1000),
             sleep: var("BATCHBRIDGE_BENCH_SLEEP", 2),
             poll: var("BATCHBRIDGE_BENCH_POLL", "5s".to_owned()),
+            push_events: var("BATCHBRIDGE_BENCH_EVENTS", true),
             timeout: Duration::from_secs(var("BATCHBRIDGE_BENCH_TIMEOUT", 3600)),
             idle: Duration::from_secs(var("BATCHBRIDGE_BENCH_IDLE", 30)),
             nice: var("BATCHBRIDGE_BENCH_NICE", 100_000),
@@ -650,6 +653,7 @@ async fn create_cluster(bed: &Cluster, settings: &Settings, work_dir: &str) {
             "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
             "workDir": work_dir,
             "pollInterval": settings.poll,
+            "pushEvents": settings.push_events,
             "defaults": {"partition": "debug"},
         },
     }))
@@ -845,10 +849,11 @@ fn report(
     let _ = writeln!(out, "\n## Scale benchmark: {n} BatchJobs\n");
     let _ = writeln!(
         out,
-        "Jobs: `{}`, `sbatch --nice={}`, pollInterval {}, {CREATES_IN_FLIGHT} creates in flight; namespace {ns}.",
+        "Jobs: `{}`, `sbatch --nice={}`, pollInterval {}, pushEvents {}, {CREATES_IN_FLIGHT} creates in flight; namespace {ns}.",
         settings.script().replace('\n', "; ").trim_end_matches("; "),
         settings.nice,
-        settings.poll
+        settings.poll,
+        settings.push_events
     );
     let _ = writeln!(
         out,
@@ -1091,7 +1096,7 @@ fn report(
     phase_rows.push(("idle (after the drain)", drained, idle));
     let _ = writeln!(
         out,
-        "\n| phase | seconds | poll cycles | mean poll (s) | operator commands | query RPCs, all clients | per poll cycle | per poll cycle, background subtracted | operator CPU s |\n|---|---|---|---|---|---|---|---|---|"
+        "\n| phase | seconds | poll cycles | mean poll (s) | operator commands | query RPCs, all clients | per poll cycle | per poll cycle, background subtracted | per hour, background subtracted | operator CPU s |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     let mut details = String::new();
     for (name, a, b) in &phase_rows {
@@ -1108,10 +1113,11 @@ fn report(
         let query_rpcs = queries(a, b) as f64;
         let _ = writeln!(
             out,
-            "| {name} | {seconds:.1} | {cycles} | {mean_poll} | {:?} | {query_rpcs} | {} | {} | {:.1} |",
+            "| {name} | {seconds:.1} | {cycles} | {mean_poll} | {:?} | {query_rpcs} | {} | {} | {:.0} | {:.1} |",
             commands(a, b),
             per_cycle(query_rpcs),
             per_cycle((query_rpcs - background * seconds).max(0.0)),
+            (query_rpcs - background * seconds).max(0.0) / seconds * 3600.0,
             cpu(a, b)
         );
         let _ = writeln!(
