@@ -7,12 +7,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
+use batchbridge_core::estimate::EstimatedStart;
 use batchbridge_core::shell::Command;
-use batchbridge_core::{BatchBackend, ErrorKind, JobSpec, JobState};
-use batchbridge_testbed::{htcondor_shell, stdout_of};
+use batchbridge_core::{BatchBackend, ErrorKind, JobState};
+use batchbridge_testbed::{estimate_once, htcondor_shell, stdout_of};
 use common::{backend, spec, wait_for};
 
 /// The CPUs of the pool's partitionable slots.
@@ -29,24 +27,6 @@ async fn pool_cpus() -> u32 {
         .split_whitespace()
         .map(|cpus| cpus.parse::<u32>().unwrap())
         .sum()
-}
-
-/// The estimate for `spec` once it says `start` (other tests' jobs come and go, and the
-/// collector learns of a claimed slot within its update interval); fails after 5 minutes.
-async fn estimate_once(spec: &JobSpec, start: EstimatedStart) -> StartEstimate {
-    let condor = backend();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let estimate = condor.estimate_start(spec).await.unwrap();
-        if estimate.start == start {
-            return estimate;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {start:?}; last {estimate:?}"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
 }
 
 #[tokio::test]
@@ -70,7 +50,7 @@ async fn estimates_follow_the_pool_s_idle_slots() {
 
     // Room for one CPU: now (once other tests' jobs leave it).
     let one_cpu = spec("estimate", "true\n");
-    let idle = estimate_once(&one_cpu, EstimatedStart::Now).await;
+    let idle = estimate_once(&backend(), &one_cpu, EstimatedStart::Now).await;
     assert!(idle.detail.unwrap().contains("matching idle slot"));
     assert_eq!(
         condor.find(&one_cpu.key).await.unwrap(),
@@ -90,7 +70,7 @@ async fn estimates_follow_the_pool_s_idle_slots() {
         .submit(&spec("estimate-behind", "true\n"))
         .await
         .unwrap();
-    let full = estimate_once(&one_cpu, EstimatedStart::Later).await;
+    let full = estimate_once(&backend(), &one_cpu, EstimatedStart::Later).await;
     let detail = full.detail.unwrap();
     assert!(detail.starts_with("0 matching idle slots; "), "{detail}");
     assert!(

@@ -1289,6 +1289,14 @@ mod tests {
         accepted.expect("the acceptance is written")
     }
 
+    /// A running job's status as its last observation wrote it.
+    fn seen_running() -> BatchJobStatus {
+        with(
+            crate::status::observed(&at(Phase::Running), &job(JobState::Running)),
+            |s| set_finished(s, now()),
+        )
+    }
+
     /// A job waiting in `state` for the scheduler's `reason`, with an estimate of its start.
     fn waiting(state: JobState, reason: &str) -> JobStatus {
         let mut job = job(state);
@@ -1563,12 +1571,7 @@ mod tests {
                 effects: vec![Follow(id()), Requeue(RECHECK)],
                 ..case(
                     "and not again while it runs",
-                    with(
-                        crate::status::observed(&at(Phase::Running), &job(JobState::Running)),
-                        |s| {
-                            set_finished(s, now());
-                        },
-                    ),
+                    seen_running(),
                     observed(job(JobState::Running)),
                 )
             },
@@ -1622,12 +1625,7 @@ mod tests {
                 effects: vec![Follow(id()), Requeue(RECHECK)],
                 ..case(
                     "an unchanged observation writes nothing",
-                    with(
-                        crate::status::observed(&at(Phase::Running), &job(JobState::Running)),
-                        |s| {
-                            set_finished(s, now());
-                        },
-                    ),
+                    seen_running(),
                     observed(job(JobState::Running)),
                 )
             },

@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
-use batchbridge_core::{BatchBackend, ErrorKind, JobSpec, JobState};
+use batchbridge_core::estimate::EstimatedStart;
+use batchbridge_core::{BatchBackend, ErrorKind, JobState};
+use batchbridge_testbed::estimate_once;
 use common::{as_user, backend, spec, wait_for};
 
 /// The CPUs of the server's (one) node.
@@ -19,24 +18,6 @@ async fn node_cpus() -> u32 {
         serde_json::from_str(&as_user("pbsnodes", &["-a", "-F", "json"]).await).unwrap();
     let node = nodes["nodes"].as_object().unwrap().values().next().unwrap();
     u32::try_from(node["resources_available"]["ncpus"].as_u64().unwrap()).unwrap()
-}
-
-/// The estimate for `spec` once it says `start` (other tests' jobs come and go); fails
-/// after 5 minutes.
-async fn estimate_once(spec: &JobSpec, start: EstimatedStart) -> StartEstimate {
-    let pbs = backend();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let estimate = pbs.estimate_start(spec).await.unwrap();
-        if estimate.start == start {
-            return estimate;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {start:?}; last {estimate:?}"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
 }
 
 #[tokio::test]
@@ -51,7 +32,7 @@ async fn estimates_follow_the_node_s_free_resources() {
     assert!(err.message().contains("could ever hold a chunk"), "{err}");
 
     let one_cpu = spec("estimate", "true\n");
-    let idle = estimate_once(&one_cpu, EstimatedStart::Now).await;
+    let idle = estimate_once(&backend(), &one_cpu, EstimatedStart::Now).await;
     assert_eq!(idle.queue.as_deref(), Some("workq"), "{idle:?}");
     assert_eq!(
         pbs.find(&one_cpu.key).await.unwrap(),

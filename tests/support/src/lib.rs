@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use batchbridge_core::conformance;
+use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 
@@ -378,4 +379,26 @@ pub async fn wait_until<B: BatchBackend + ?Sized>(
     conformance::wait_for(backend, id, &config, what, done)
         .await
         .unwrap()
+}
+
+/// `backend`'s estimate for `spec` once it says `start`, asked every 2 s (other tests'
+/// jobs on the shared test bed come and go, and a scheduler learns of a claimed slot within
+/// its own update interval); fails after 5 minutes.
+pub async fn estimate_once(
+    backend: &dyn BatchBackend,
+    spec: &JobSpec,
+    start: EstimatedStart,
+) -> StartEstimate {
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let estimate = backend.estimate_start(spec).await.unwrap();
+        if estimate.start == start {
+            return estimate;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {start:?}; last {estimate:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
