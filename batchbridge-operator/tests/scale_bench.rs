@@ -11,7 +11,8 @@
 //! Settings (environment): `BATCHBRIDGE_BENCH_JOBS` (N, 1000), `BATCHBRIDGE_BENCH_SLEEP`
 //! (seconds each job sleeps before printing its end time, 2), `BATCHBRIDGE_BENCH_POLL` (the
 //! BatchCluster's `pollInterval`, `5s`), `BATCHBRIDGE_BENCH_EVENTS` (its `pushEvents`,
-//! `true`), `BATCHBRIDGE_BENCH_TIMEOUT` (seconds to wait for
+//! `true`), `BATCHBRIDGE_BENCH_PLACEMENT` (`true`: the jobs name the cluster as their one
+//! placement candidate instead of in `clusterRef`; `false`), `BATCHBRIDGE_BENCH_TIMEOUT` (seconds to wait for
 //! the drain, 3600), `BATCHBRIDGE_BENCH_IDLE` (seconds observed before the first job and
 //! after the drain, 30), `BATCHBRIDGE_BENCH_NICE` (the jobs' `sbatch --nice`, so that other
 //! tests' jobs on the shared test bed go first; 100000, 0 for none).
@@ -89,6 +90,7 @@ struct Settings {
     sleep: u32,
     poll: String,
     push_events: bool,
+    placement: bool,
     timeout: Duration,
     idle: Duration,
     nice: u32,
@@ -110,6 +112,7 @@ impl Settings {
             sleep: var("BATCHBRIDGE_BENCH_SLEEP", 2),
             poll: var("BATCHBRIDGE_BENCH_POLL", "5s".to_owned()),
             push_events: var("BATCHBRIDGE_BENCH_EVENTS", true),
+            placement: var("BATCHBRIDGE_BENCH_PLACEMENT", false),
             timeout: Duration::from_secs(var("BATCHBRIDGE_BENCH_TIMEOUT", 3600)),
             idle: Duration::from_secs(var("BATCHBRIDGE_BENCH_IDLE", 30)),
             nice: var("BATCHBRIDGE_BENCH_NICE", 100_000),
@@ -665,7 +668,14 @@ async fn create_cluster(bed: &Cluster, settings: &Settings, work_dir: &str) {
 }
 
 async fn create_jobs(bed: &Cluster, settings: &Settings, book: &Book) {
-    let mut spec = json!({"clusterRef": {"name": "slurm"}, "script": settings.script()});
+    let mut spec = json!({"script": settings.script()});
+    if settings.placement {
+        // The placement path (a start estimate per attempt, cached per shape) with the one
+        // cluster as its only candidate, against clusterRef's fixed cluster.
+        spec["placement"] = json!({"clusters": ["slurm"]});
+    } else {
+        spec["clusterRef"] = json!({"name": "slurm"});
+    }
     if settings.nice > 0 {
         // Other tests' jobs go first: the benchmark's wait behind them, not the reverse.
         spec["passthrough"] = json!({"slurm": [format!("--nice={}", settings.nice)]});
@@ -849,11 +859,16 @@ fn report(
     let _ = writeln!(out, "\n## Scale benchmark: {n} BatchJobs\n");
     let _ = writeln!(
         out,
-        "Jobs: `{}`, `sbatch --nice={}`, pollInterval {}, pushEvents {}, {CREATES_IN_FLIGHT} creates in flight; namespace {ns}.",
+        "Jobs: `{}`, `sbatch --nice={}`, pollInterval {}, pushEvents {}, {}, {CREATES_IN_FLIGHT} creates in flight; namespace {ns}.",
         settings.script().replace('\n', "; ").trim_end_matches("; "),
         settings.nice,
         settings.poll,
-        settings.push_events
+        settings.push_events,
+        if settings.placement {
+            "placement.clusters [slurm]"
+        } else {
+            "clusterRef slurm"
+        }
     );
     let _ = writeln!(
         out,
