@@ -18,6 +18,11 @@ use common::operator::*;
 use common::process::{OperatorProcess, write_operator_kubeconfig};
 use serde_json::json;
 
+/// Taken by every test here for its whole run: two of them fill a cluster's every CPU with
+/// a blocker, which would hold up the jobs the others expect to run there (one test's
+/// blocker on SLURM 24.11 made the other's move to it look a day away).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A name no earlier run used, for jobs looked up by name in sacct.
 fn unique(prefix: &str) -> String {
     let nanos = SystemTime::now()
@@ -84,6 +89,7 @@ async fn cluster_at(
 /// and it is never Failed on the way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_candidate_is_skipped() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let bed = Cluster::new("place-down").await;
     let slurm2 = login("slurm2");
     create_secret(&bed, "key", &slurm2).await;
@@ -147,6 +153,7 @@ async fn an_unreachable_candidate_is_skipped() {
 /// status names what both answered; clusters without the label are not asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_asks_every_matching_cluster() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let bed = Cluster::new("place-selector").await;
     let (slurm1, slurm2) = (login("ssh"), login("slurm2"));
     create_secret(&bed, "key1", &slurm1).await;
@@ -213,6 +220,7 @@ async fn a_selector_asks_every_matching_cluster() {
 /// estimate never promises a clearly earlier start, so no move happens without them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_stuck_behind_a_blocker_moves() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let bed = Cluster::new("place-spill").await;
     let (slurm1, slurm2) = (login("ssh"), login("slurm2"));
     create_secret(&bed, "key1", &slurm1).await;
@@ -296,6 +304,7 @@ async fn a_job_stuck_behind_a_blocker_moves() {
 /// them (the estimate branch merged), 50 jobs and 61 kills: every job moved and ran once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_during_moves_lose_nothing_and_run_nothing_twice() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     const JOBS: usize = 50;
     let bed = Cluster::new("place-kills").await;
     let (slurm2, condor) = (login("slurm2"), login("htcondor"));
