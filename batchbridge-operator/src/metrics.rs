@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use batchbridge_core::Result;
-use batchbridge_core::shell::{Command, Output, Shell, SshShell};
+use batchbridge_core::shell::{Command, LineStream, Output, Shell, SshShell};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
@@ -371,6 +371,18 @@ pub struct MeteredShell {
 impl MeteredShell {
     /// Adds the connections opened since the last look; all but a shell's first are
     /// reconnects.
+    /// Counts `command`, and any connection opened for it.
+    fn count(&self, command: &Command) {
+        self.commands
+            .get_or_create(&CommandLabels {
+                namespace: self.cluster.namespace.clone(),
+                cluster: self.cluster.cluster.clone(),
+                command: command.tool().to_owned(),
+            })
+            .inc();
+        self.count_connections();
+    }
+
     fn count_connections(&self) {
         let opened = self.inner.connections_opened();
         let before = self.counted_connections.swap(opened, Ordering::Relaxed);
@@ -389,15 +401,16 @@ impl Shell for MeteredShell {
 
     async fn run(&self, command: &Command) -> Result<Output> {
         let output = self.inner.run(command).await;
-        self.commands
-            .get_or_create(&CommandLabels {
-                namespace: self.cluster.namespace.clone(),
-                cluster: self.cluster.cluster.clone(),
-                command: command.tool().to_owned(),
-            })
-            .inc();
-        self.count_connections();
+        self.count(command);
         output
+    }
+
+    /// The long-lived command of the cluster's event source, counted like any command
+    /// (once per start) under its program's name.
+    async fn stream(&self, command: &Command) -> Result<LineStream> {
+        let lines = self.inner.stream(command).await;
+        self.count(command);
+        lines
     }
 }
 

@@ -14,10 +14,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use batchbridge_core::shell::{Command as ShellCommand, Shell, SshShell};
 use batchbridge_operator::crd::{BatchJob, Phase};
 use batchbridge_operator::reason::{ConditionType, Reason};
 use batchbridge_operator::status::condition;
-use batchbridge_testbed::{Login, login};
+use batchbridge_testbed::{Login, htcondor_shell, login, ssh_facts};
 use common::Cluster;
 use common::operator::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
@@ -691,4 +692,71 @@ async fn the_operator_role_forbids_what_the_operator_never_does() {
     jobs.list(&ListParams::default()).await.unwrap();
     clusters.list(&ListParams::default()).await.unwrap();
     bed.clean_up().await;
+}
+
+/// With pushed events a job's start and end reach its BatchJob although its cluster is
+/// polled once an hour. The job waits for a file this test creates only once the BatchJob
+/// shows Running; the first poll (at once, for a new job) came before that, so only an event
+/// can tell the BatchJob that the job ended.
+async fn pushed_events_with_hourly_polls(test: &str, scheduler: &str, shell: SshShell) {
+    let (bed, login) = (Cluster::new(test).await, login(component_of(scheduler)));
+    create_secret(&bed, "cluster-key", &login).await;
+    create_cluster(&bed, scheduler, scheduler, &login, "cluster-key").await;
+    bed.clusters()
+        .patch(
+            scheduler,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"pollInterval": "1h", "pushEvents": true}})),
+        )
+        .await
+        .unwrap();
+    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
+    // In the home directory: HTCondor gives each job a /tmp of its own.
+    let home = shell
+        .run(&ShellCommand::new("printenv").arg("HOME"))
+        .await
+        .unwrap()
+        .stdout_text();
+    let gate = format!("{}/batchbridge-{}-gate", home.trim(), bed.namespace);
+    create_job(
+        &bed,
+        "pushed",
+        json!({
+            "clusterRef": {"name": scheduler},
+            // At most 2 minutes, so that a failed run leaves no job holding a slot.
+            "script": format!(
+                "i=0\nwhile [ ! -e {gate} ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done\necho pushed\n"
+            ),
+        }),
+    )
+    .await;
+    wait_for_phase(&bed, "pushed", Phase::Running).await;
+    shell
+        .run(&ShellCommand::new("touch").arg(&gate))
+        .await
+        .unwrap();
+    let done = status(&wait_for_phase(&bed, "pushed", Phase::Succeeded).await);
+    assert_eq!(done.exit_code, Some(0));
+    let _ = shell
+        .run(&ShellCommand::new("rm").args(["-f", &gate]))
+        .await;
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+fn component_of(scheduler: &str) -> &str {
+    match scheduler {
+        "slurm" => "ssh",
+        other => other,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurm_events_reach_the_batchjob_between_hourly_polls() {
+    pushed_events_with_hourly_polls("e2e-pushed-slurm", "slurm", ssh_facts().key_shell()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn htcondor_events_reach_the_batchjob_between_hourly_polls() {
+    pushed_events_with_hourly_polls("e2e-pushed-condor", "htcondor", htcondor_shell()).await;
 }

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use batchbridge_core::Result;
-use batchbridge_core::shell::{Command, Output, Shell};
+use batchbridge_core::shell::{Command, LineStream, Output, Shell};
 
 /// Wraps a shell and counts its commands by the program that matters: `env squeue` counts
 /// as `squeue`, anything else by its program (`condor_q`, `sh`…).
@@ -61,5 +61,10 @@ impl<S: Shell> Shell for CountingShell<S> {
             .entry(program)
             .or_default() += 1;
         self.inner.run(command).await
+    }
+
+    /// Not counted: a stream is one long-lived command, not a query per use.
+    async fn stream(&self, command: &Command) -> Result<LineStream> {
+        self.inner.stream(command).await
     }
 }
