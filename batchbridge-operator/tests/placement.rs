@@ -211,6 +211,69 @@ async fn a_selector_asks_every_matching_cluster() {
     bed.clean_up().await;
 }
 
+/// SLURM 22.05's partition full (a blocker holds every CPU): a new job naming both SLURM
+/// clusters goes to 24.11, which would start it at once, and its status names what both
+/// estimated; nothing with its name ever reached 22.05.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cluster_sends_a_new_job_to_the_other() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let bed = Cluster::new("place-full").await;
+    let (slurm1, slurm2) = (login("ssh"), login("slurm2"));
+    create_secret(&bed, "key1", &slurm1).await;
+    create_secret(&bed, "key2", &slurm2).await;
+    cluster_at(&bed, "campus", &slurm1, "key1", &[]).await;
+    cluster_at(&bed, "national", &slurm2, "key2", &[]).await;
+    let cpus = SlurmCluster::Slurm2205.cpus();
+    let blocker = on(
+        SlurmCluster::Slurm2205,
+        &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
+    )
+    .await;
+    let _blocker = Cancelled(SlurmCluster::Slurm2205, blocker.trim().to_owned());
+    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
+    let name = unique("full");
+    create_job(
+        &bed,
+        &name,
+        json!({
+            "placement": {"clusters": ["campus", "national"]},
+            "resources": {"cpus": 1, "wallTime": "5m"},
+            "script": "echo ran\n",
+        }),
+    )
+    .await;
+    let done = status(&wait_for_phase(&bed, &name, Phase::Succeeded).await);
+    assert_eq!(done.cluster.as_deref(), Some("national"));
+    let candidates = &done.placement.as_ref().unwrap().candidates;
+    let answer = |cluster: &str| {
+        candidates
+            .iter()
+            .find(|c| c.cluster == cluster)
+            .unwrap_or_else(|| panic!("no answer of {cluster}: {candidates:?}"))
+    };
+    assert!(
+        matches!(
+            answer("campus").answer,
+            Estimate::StartsAt | Estimate::StartsLater
+        ),
+        "{candidates:?}"
+    );
+    assert!(
+        matches!(
+            answer("national").answer,
+            Estimate::StartsNow | Estimate::StartsAt
+        ),
+        "{candidates:?}"
+    );
+    assert_eq!(
+        jobs_named(SlurmCluster::Slurm2205, &name, 0).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(jobs_named(SlurmCluster::Slurm2411, &name, 1).await.len(), 1);
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
 /// Spillover: a job queued on SLURM 22.05 behind a job holding every CPU moves to SLURM
 /// 24.11 once that cluster can take it (its Secret appears after the job was placed) and
 /// moveAfter has passed; exactly one job with its name ran, on 24.11, and the one on 22.05

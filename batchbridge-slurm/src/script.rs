@@ -413,7 +413,7 @@ mod tests {
         )));
         assert!(script.contains("exec bash \"$1\""));
         assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
-        assert!(script.contains("record \"exit $rc\""));
+        assert!(script.contains("record exit \"$rc\""));
         assert!(
             script.ends_with("exit \"$rc\"\n"),
             "SLURM sees the script's exit code"
