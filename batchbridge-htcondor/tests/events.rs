@@ -61,14 +61,16 @@ async fn a_job_pushes_started_then_its_exit_code() {
         .submit(&unique_spec("ev-exit0", "echo hi\n"))
         .await
         .unwrap();
-    let fails = condor
-        .submit(&unique_spec("ev-exit3", "exit 3\n"))
-        .await
-        .unwrap();
     assert_eq!(
         until(&mut events, &succeeds, ended).await,
         [(0, EventKind::Started), (0, EventKind::Exited(0))]
     );
+    // Submitted once the first one's events are read: `until` skips other jobs' events,
+    // and this one's start could come while it waits for the first one's.
+    let fails = condor
+        .submit(&unique_spec("ev-exit3", "exit 3\n"))
+        .await
+        .unwrap();
     assert_eq!(
         until(&mut events, &fails, ended).await,
         [(0, EventKind::Started), (0, EventKind::Exited(3))]
