@@ -64,7 +64,7 @@
 //! let job: BatchJob = serde_saphyr::from_str(r#"
 //! apiVersion: batchbridge.dev/v1alpha1
 //! kind: BatchJob
-//! metadata: { name: analysis, namespace: research }
+//! metadata: { name: analysis }
 //! spec:
 //!   placement:
 //!     clusters: [campus, national]
