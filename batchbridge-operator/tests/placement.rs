@@ -223,13 +223,7 @@ async fn a_full_cluster_sends_a_new_job_to_the_other() {
     create_secret(&bed, "key2", &slurm2).await;
     cluster_at(&bed, "campus", &slurm1, "key1", &[]).await;
     cluster_at(&bed, "national", &slurm2, "key2", &[]).await;
-    let cpus = SlurmCluster::Slurm2205.cpus();
-    let blocker = on(
-        SlurmCluster::Slurm2205,
-        &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
-    )
-    .await;
-    let _blocker = Cancelled(SlurmCluster::Slurm2205, blocker.trim().to_owned());
+    let _blocker = block_every_cpu(SlurmCluster::Slurm2205).await;
     let operator = RunningOperator::start(&bed, &bed.operator_client().await);
     let name = unique("full");
     create_job(
@@ -290,15 +284,9 @@ async fn a_job_stuck_behind_a_blocker_moves() {
     cluster_at(&bed, "campus", &slurm1, "key1", &[]).await;
     // Its Secret does not exist yet: not usable, skipped at the first placement.
     cluster_at(&bed, "national", &slurm2, "key2", &[]).await;
-    let cpus = SlurmCluster::Slurm2205.cpus();
     // Long enough that its end is well past MOVE_MARGIN away; cancelled however the test
     // ends, as it holds the shared cluster's every CPU.
-    let blocker = on(
-        SlurmCluster::Slurm2205,
-        &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
-    )
-    .await;
-    let _blocker = Cancelled(SlurmCluster::Slurm2205, blocker.trim().to_owned());
+    let _blocker = block_every_cpu(SlurmCluster::Slurm2205).await;
     let operator = RunningOperator::start(&bed, &bed.operator_client().await);
     let name = unique("spill");
     create_job(
@@ -375,13 +363,7 @@ async fn kills_during_moves_lose_nothing_and_run_nothing_twice() {
     cluster_at(&bed, "a", &slurm2, "key-a", &[]).await;
     // The pool's Secret comes once every job waits on a.
     create_cluster(&bed, "b", "htcondor", &condor, "key-b").await;
-    let cpus = SlurmCluster::Slurm2411.cpus();
-    let blocker = on(
-        SlurmCluster::Slurm2411,
-        &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
-    )
-    .await;
-    let _blocker = Cancelled(SlurmCluster::Slurm2411, blocker.trim().to_owned());
+    let _blocker = block_every_cpu(SlurmCluster::Slurm2411).await;
     let dir = tempfile::tempdir().unwrap();
     write_operator_kubeconfig(&bed, dir.path()).await;
     let start = |n: usize| {
@@ -459,6 +441,18 @@ async fn kills_during_moves_lose_nothing_and_run_nothing_twice() {
 
 /// A SLURM job cancelled (as root, where that cluster runs) when this is dropped, even by a
 /// failing test.
+/// Fills every CPU of `cluster`'s debug partition with one job (20 minutes at most), which
+/// the returned guard cancels however the test ends.
+async fn block_every_cpu(cluster: SlurmCluster) -> Cancelled {
+    let cpus = cluster.cpus();
+    let blocker = on(
+        cluster,
+        &format!("sbatch --parsable -p debug -n {cpus} -t 20 --wrap 'sleep 1200'"),
+    )
+    .await;
+    Cancelled(cluster, blocker.trim().to_owned())
+}
+
 struct Cancelled(SlurmCluster, String);
 
 impl Drop for Cancelled {
