@@ -56,6 +56,13 @@ use merge::{Merge, TaskEvents, ended_by_events, merge};
 /// not one per job.
 pub const EARLY_POLL_GAP: Duration = Duration::from_secs(1);
 
+/// The first pause before a job whose end an event told (but could not decide) is polled
+/// again, when the early poll still saw it active: schedulers take a moment to record the
+/// end of a job their signal killed (PBS keeps it in `R`, then `E`, for a few seconds). The
+/// pause doubles until the poll sees the end or it reaches the interval, where the regular
+/// polls take over.
+pub const END_RECHECK_MIN: Duration = Duration::from_secs(2);
+
 /// The pause before an event source's run is opened again after the last one ended or
 /// failed to open; it doubles up to [`EVENT_RETRY_MAX`] while runs keep failing, each pause
 /// plus a random part of up to as much again.
@@ -102,7 +109,9 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 ///   Held with its reason; a release or an eviction makes it Queued;
 /// - a signal, a removal or an exit code above 128 decides nothing (a cancel, a wall-time
 ///   limit, the OOM killer and a preemption look alike from the job's side): the job is
-///   polled early instead, so that the scheduler's own words set the cause;
+///   polled early instead, so that the scheduler's own words set the cause, and again
+///   after [`END_RECHECK_MIN`], doubling up to the interval, while the scheduler still
+///   shows it active (it takes a moment to record a job its signal killed);
 /// - an array goes Running at its first started task and is ended by events only when
 ///   every task's end is known (its task count from the last poll); its holds and
 ///   evictions are left to the poll;
@@ -284,6 +293,9 @@ struct Followed {
     events: TaskEvents,
     /// [`State::event_changes`] when an event last changed its status.
     changed_by_event: u64,
+    /// An event told that the job ended but not how: the pause before it is polled again
+    /// while polls still see it active, and when that poll is due.
+    end_recheck: Option<(Duration, tokio::time::Instant)>,
 }
 
 impl Tracker {
@@ -738,6 +750,7 @@ impl Shared {
                 vec![Event::PollFailed(err)]
             }
         };
+        state.reschedule_end_rechecks(&ids, self.interval);
         deliver(&mut state.subscribers, &events);
     }
 
@@ -769,6 +782,11 @@ impl Shared {
             }
             Merge::PollEarly => {
                 state.events.early_polls += 1;
+                // Polled now; rescheduled by that poll.
+                job.end_recheck.get_or_insert((
+                    END_RECHECK_MIN,
+                    tokio::time::Instant::now() + END_RECHECK_MIN,
+                ));
                 state.due.insert(event.id);
                 drop(guard);
                 self.poll_now.notify_one();
@@ -833,6 +851,7 @@ impl State {
             if next.state.is_terminal() || job.changed_by_event <= asked_after {
                 changes.extend(job.observe(backend, id, next, Seen::Poll));
             }
+
             let ended = job
                 .status
                 .as_ref()
@@ -842,6 +861,41 @@ impl State {
             }
         }
         changes
+    }
+
+    /// After a poll about `ids` (answered or not), schedules the next poll of each of them
+    /// whose end an event told and that is still active: after its pause, which doubles,
+    /// until the pause reaches `interval`.
+    fn reschedule_end_rechecks(&mut self, ids: &[JobId], interval: Duration) {
+        let now = tokio::time::Instant::now();
+        for id in ids {
+            let Some(job) = self.jobs.get_mut(id) else {
+                continue;
+            };
+            let ended = job.status.as_ref().is_some_and(|s| s.state.is_terminal());
+            job.end_recheck = match job.end_recheck {
+                Some((pause, _)) if !ended && pause < interval => Some((pause * 2, now + pause)),
+                _ => None,
+            };
+        }
+    }
+
+    /// When the next job whose end an event told is due to be polled again.
+    fn next_end_recheck(&self) -> Option<tokio::time::Instant> {
+        self.jobs
+            .values()
+            .filter_map(|job| job.end_recheck.map(|(_, at)| at))
+            .min()
+    }
+
+    /// Marks the jobs whose end recheck is due by `now` for the next early poll.
+    fn end_rechecks_due(&mut self, now: tokio::time::Instant) {
+        let due = self.jobs.iter().filter_map(|(id, job)| {
+            job.end_recheck
+                .is_some_and(|(_, at)| at <= now)
+                .then(|| id.clone())
+        });
+        self.due.extend(due);
     }
 }
 
@@ -860,8 +914,13 @@ async fn poll_forever(shared: Arc<Shared>) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last: Option<tokio::time::Instant> = None;
     loop {
+        let recheck = shared.lock().next_end_recheck();
         let all = tokio::select! {
             _ = ticks.tick() => true,
+            () = sleep_until_some(recheck) => {
+                shared.lock().end_rechecks_due(tokio::time::Instant::now());
+                false
+            }
             () = shared.poll_now.notified() => {
                 if let Some(last) = last {
                     tokio::time::sleep_until(last + gap).await;
@@ -871,6 +930,14 @@ async fn poll_forever(shared: Arc<Shared>) {
         };
         last = Some(tokio::time::Instant::now());
         shared.poll(all).await;
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -1565,6 +1632,46 @@ mod tests {
         assert_eq!(change.status.cause, Some(FailureCause::MemoryExceeded));
         assert_eq!(tracker.polls(), 3, "the repeated signal asked for nothing");
         assert_eq!(tracker.event_health().early_polls, 2);
+    }
+
+    /// A scheduler that still shows a signalled job active at the early poll (PBS keeps a
+    /// killed job in `R`, then `E`, for seconds) is asked again after 2 s, 4 s, 8 s… until it
+    /// shows the end, long before the hourly poll; then no more early polls.
+    #[tokio::test(start_paused = true)]
+    async fn a_signalled_job_still_active_at_its_early_poll_is_polled_again_until_it_ends() {
+        let source = Arc::new(ScriptedSource::default());
+        let (tracker, asked) = evented_tracker(&source, |call, _| match call {
+            0..=2 => status(JobState::Running),
+            _ => status(JobState::Cancelled)
+                .with_cause(FailureCause::Cancelled(CancelledBy::Request)),
+        });
+        let mut changes = tracker.changes();
+        let id = JobId::from("1");
+        tracker.follow(id.clone());
+        changes.recv().await.unwrap();
+        let signalled = tokio::time::Instant::now();
+        source
+            .live()
+            .await
+            .send(event("1", EventKind::Signalled(15)))
+            .await
+            .unwrap();
+        let change = changes.recv_change().await.unwrap();
+        assert_eq!(change.status.state, JobState::Cancelled);
+        assert_eq!(change.seen, Seen::Poll);
+        let waited = signalled.elapsed();
+        assert!(
+            (Duration::from_secs(6)..Duration::from_secs(8)).contains(&waited),
+            "polled at once, then 2 s and 4 s later: {waited:?}"
+        );
+        assert_eq!(asked.lock().unwrap().len(), 4);
+        tokio::time::sleep(Duration::from_secs(1800)).await;
+        assert_eq!(
+            asked.lock().unwrap().len(),
+            4,
+            "no poll after the end until the interval's"
+        );
+        assert_eq!(tracker.event_health().early_polls, 1);
     }
 
     /// A source that fails to open, or whose run ends, is opened again after 1 s, 2 s,
