@@ -276,6 +276,33 @@ pub async fn cancel_running_job<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
+/// Waits until running job `id` printed `stdout`: a scheduler may say Running a moment
+/// before the script runs (and PBS loses a qdel that reaches pbs_mom while it is still
+/// starting the job).
+async fn wait_printed<B: BatchBackend + ?Sized>(
+    backend: &B,
+    id: &JobId,
+    config: &Config,
+    stdout: &str,
+) -> Result<()> {
+    let deadline = Instant::now() + config.timeout;
+    while backend
+        .fetch_output(id, &OutputRequest::tail(100))
+        .await?
+        .stdout
+        .text()
+        != stdout
+    {
+        assert!(
+            Instant::now() < deadline,
+            "job {id} did not print {stdout:?} within {:?} of running",
+            config.timeout
+        );
+        tokio::time::sleep(config.poll_interval).await;
+    }
+    Ok(())
+}
+
 /// The status of a job the suite cancelled: Cancelled, and the cause says so (by whom is
 /// the backend's to tell).
 fn assert_cancelled(status: &JobStatus) {
@@ -731,22 +758,7 @@ pub async fn cleanup_removes_only_ended_jobs<B: BatchBackend + ?Sized>(
         s.state == JobState::Running
     })
     .await?;
-    // A scheduler may say Running a moment before the script printed its first line.
-    let deadline = Instant::now() + config.timeout;
-    while backend
-        .fetch_output(&active_id, &OutputRequest::tail(100))
-        .await?
-        .stdout
-        .text()
-        != "started\n"
-    {
-        assert!(
-            Instant::now() < deadline,
-            "job {active_id} printed nothing within {:?} of running",
-            config.timeout
-        );
-        tokio::time::sleep(config.poll_interval).await;
-    }
+    wait_printed(backend, &active_id, config, "started\n").await?;
     let refused = backend
         .cleanup(&active.key)
         .await
@@ -828,6 +840,7 @@ pub async fn pushed_changes_arrive_for_run_succeed_fail_cancel<B: BatchBackend +
             "a queued job's start is pushed: {running:?}"
         );
     }
+    wait_printed(backend.as_ref(), &id, config, "started\n").await?;
     backend.cancel(&id).await?;
     let cancelled = ended_by_push(&tracker, &id, config).await;
     assert_cancelled(&cancelled);
