@@ -890,11 +890,11 @@ impl State {
 
     /// Marks the jobs whose end recheck is due by `now` for the next early poll.
     fn end_rechecks_due(&mut self, now: tokio::time::Instant) {
-        let due = self.jobs.iter().filter_map(|(id, job)| {
-            job.end_recheck
-                .is_some_and(|(_, at)| at <= now)
-                .then(|| id.clone())
-        });
+        let due = self
+            .jobs
+            .iter()
+            .filter(|(_, job)| job.end_recheck.is_some_and(|(_, at)| at <= now))
+            .map(|(id, _)| id.clone());
         self.due.extend(due);
     }
 }
