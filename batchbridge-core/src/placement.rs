@@ -15,9 +15,10 @@
 //!     Seen::new("national", Answer::Skipped(Skipped::Unreachable("connection refused".into()))),
 //!     Seen::new("pool", Answer::Estimate(StartEstimate::new(EstimatedStart::Now))),
 //! ];
-//! let choice = choose(Policy::EarliestStart, &seen, now);
-//! assert_eq!(choice.chosen.as_deref(), Some("pool"));
-//! assert_eq!(choose(Policy::Ordered, &seen, now).chosen.as_deref(), Some("pool"));
+//! let chosen = choose(Policy::EarliestStart, &seen, now);
+//! assert_eq!(chosen.map(|s| s.candidate.as_str()), Some("pool"));
+//! let chosen = choose(Policy::Ordered, &seen, now);
+//! assert_eq!(chosen.map(|s| s.candidate.as_str()), Some("pool"));
 //! ```
 
 use std::collections::HashMap;
@@ -94,21 +95,13 @@ impl Seen {
     }
 }
 
-/// The outcome of [`choose`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Choice {
-    /// The chosen candidate; `None` when every one was skipped.
-    pub chosen: Option<String>,
-}
-
 /// Chooses among `seen`, in candidate order, by `policy`; `now` is when the estimates were
-/// taken. Skipped candidates are never chosen.
-pub fn choose(policy: Policy, seen: &[Seen], now: SystemTime) -> Choice {
+/// taken. Skipped candidates are never chosen: `None` when every one was.
+pub fn choose(policy: Policy, seen: &[Seen], now: SystemTime) -> Option<&Seen> {
     let answered = seen
         .iter()
         .filter(|s| !matches!(s.answer, Answer::Skipped(_)));
-    let chosen = match policy {
+    match policy {
         Policy::EarliestStart => answered
             .enumerate()
             .min_by_key(|(order, s)| {
@@ -127,9 +120,6 @@ pub fn choose(policy: Policy, seen: &[Seen], now: SystemTime) -> Choice {
                 .find(starts_now)
                 .or(answered.clone().next())
         }
-    };
-    Choice {
-        chosen: chosen.map(|s| s.candidate.clone()),
     }
 }
 
@@ -259,9 +249,8 @@ impl Placer {
             })
             .collect();
         let at = SystemTime::now();
-        let choice = choose(policy, &seen, at);
         Placement {
-            chosen: choice.chosen,
+            chosen: choose(policy, &seen, at).map(|s| s.candidate.clone()),
             seen,
             at,
         }
@@ -392,7 +381,7 @@ mod tests {
                 .map(|(i, answer)| Seen::new(format!("c{i}"), answer))
                 .collect();
             assert_eq!(
-                choose(policy, &seen, now).chosen.as_deref(),
+                choose(policy, &seen, now).map(|s| s.candidate.as_str()),
                 expected,
                 "{name}"
             );

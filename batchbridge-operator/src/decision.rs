@@ -918,9 +918,8 @@ fn consider_move(
         .as_ref()
         .map(|t| SystemTime::from(t.0));
     let target = choose(policy, &others, at)
-        .chosen
-        .and_then(|to| others.into_iter().find(|s| s.candidate == to))
-        .filter(|to| clearly_earlier(&to.answer, expected, at));
+        .filter(|to| clearly_earlier(&to.answer, expected, at))
+        .cloned();
     if let Some(to) = target {
         next.moving = Some(Move {
             from,
