@@ -274,6 +274,28 @@ impl JobOutput {
     }
 }
 
+/// What [`BatchBackend::withdraw`] found, and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Withdrawal {
+    /// No part of the job had started: it is cancelled, and none of it will start.
+    Withdrawn,
+    /// The job (a task of it, for an array) had started: it was left as it was.
+    Started,
+    /// The job had ended, or the backend does not know it: there was nothing to withdraw.
+    Ended,
+}
+
+/// The answer of a backend named `backend` that cannot [withdraw](BatchBackend::withdraw)
+/// job `id`.
+pub(crate) fn cannot_withdraw(backend: &str, id: &JobId) -> Error {
+    Error::new(
+        crate::ErrorKind::Unsupported,
+        format!("the {backend} backend cannot cancel a job only while it waits (job {id})"),
+    )
+}
+
 /// A batch system: submit jobs, watch them, cancel them, read their output.
 ///
 /// The contract every implementation keeps, checked by the conformance suite (`conformance`,
@@ -422,6 +444,31 @@ pub trait BatchBackend: Send + Sync {
 
     /// Cancels a job; Ok if it already ended or is unknown.
     async fn cancel(&self, id: &JobId) -> Result<()>;
+
+    /// Cancels job `id` only if no part of it has started, in a way that cannot race with
+    /// the scheduler starting it (a hold first, say): for taking a waiting job back to
+    /// submit it elsewhere without ever killing one that started meanwhile. A job that had
+    /// started is left running ([`Withdrawal::Started`]); one that ended, or an unknown id,
+    /// is [`Withdrawal::Ended`]. A malformed id is InvalidInput, as for [`cancel`](Self::cancel).
+    ///
+    /// The default implementation says Unsupported: a caller that must move a job anyway
+    /// falls back to [`cancel`](Self::cancel), which can kill a job that starts in the
+    /// moment between its last status and the cancel.
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, JobId, LocalBackend, Withdrawal};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let unknown = backend.withdraw(&JobId::from("no-such-job")).await?;
+    /// assert_eq!(unknown, Withdrawal::Ended);
+    /// # Ok(()) }
+    /// ```
+    async fn withdraw(&self, id: &JobId) -> Result<Withdrawal> {
+        Err(cannot_withdraw(self.name(), id))
+    }
 
     /// A bounded part of the job's stdout and stderr.
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::backend::{BatchBackend, JobId, OutputRequest};
+use crate::backend::{BatchBackend, JobId, OutputRequest, Withdrawal};
 use crate::cause::FailureCause;
 use crate::error::{ErrorKind, Result};
 use crate::spec::{ArraySpec, JobKey, JobSpec, Resources};
@@ -273,6 +273,82 @@ pub async fn cancel_running_job<B: BatchBackend + ?Sized>(
     backend.cancel(&id).await?;
     let status = wait_terminal(backend, &id, config).await?;
     assert_cancelled(&status);
+    Ok(())
+}
+
+/// [`withdraw`](BatchBackend::withdraw) takes only a job none of which started: a running
+/// job is left running ([`Withdrawal::Started`]), an ended or unknown one is
+/// [`Withdrawal::Ended`], a malformed id InvalidInput, and a job that cannot get its
+/// resources ([`Config::unsatisfiable`]) is withdrawn and ends Cancelled without ever
+/// starting. A backend that cannot withdraw must say Unsupported.
+pub async fn withdraw_takes_only_a_job_that_has_not_started<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let running = backend
+        .submit(&spec(
+            config,
+            "withdraw_running",
+            "echo started\nsleep 600\n",
+        ))
+        .await?;
+    wait_for(backend, &running, config, "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await?;
+    wait_printed(backend, &running, config, "started\n").await?;
+    match backend.withdraw(&running).await {
+        Err(err) if err.kind() == ErrorKind::Unsupported => {
+            eprintln!(
+                "withdraw_takes_only_a_job_that_has_not_started: the {} backend cannot \
+                 withdraw ({err}); it passes only because it says so",
+                backend.name()
+            );
+            backend.cancel(&running).await?;
+            return Ok(());
+        }
+        withdrawal => assert_eq!(withdrawal?, Withdrawal::Started, "job {running}"),
+    }
+    let still = status_of(backend, &running).await?;
+    assert_eq!(
+        still.state,
+        JobState::Running,
+        "a withdraw stopped it: {still:?}"
+    );
+    backend.cancel(&running).await?;
+    wait_terminal(backend, &running, config).await?;
+    assert_eq!(backend.withdraw(&running).await?, Withdrawal::Ended);
+    assert_eq!(
+        backend.withdraw(&config.unknown_id).await?,
+        Withdrawal::Ended
+    );
+    let malformed = backend
+        .withdraw(&config.malformed_id)
+        .await
+        .expect_err("withdraw of a malformed id succeeded");
+    assert_eq!(malformed.kind(), ErrorKind::InvalidInput, "{malformed}");
+
+    let Some(unsatisfiable) = &config.unsatisfiable else {
+        return Ok(());
+    };
+    let mut waiting = spec(config, "withdraw_waiting", "echo must never run\n");
+    waiting.resources = unsatisfiable.clone();
+    let id = backend.submit(&waiting).await?;
+    wait_for(backend, &id, config, "Queued", |s| {
+        s.state == JobState::Queued
+    })
+    .await?;
+    assert_eq!(
+        backend.withdraw(&id).await?,
+        Withdrawal::Withdrawn,
+        "job {id}"
+    );
+    let status = wait_terminal(backend, &id, config).await?;
+    assert_cancelled(&status);
+    assert_eq!(
+        status.started_at, None,
+        "a withdrawn job started: {status:?}"
+    );
     Ok(())
 }
 
@@ -1034,6 +1110,7 @@ macro_rules! conformance_tests {
             invalid_spec_is_refused,
             version_is_reported,
             cleanup_removes_only_ended_jobs,
+            withdraw_takes_only_a_job_that_has_not_started,
         );
         $crate::conformance_tests!(@tracked $make, $config;
             pushed_changes_arrive_for_run_succeed_fail_cancel,

@@ -80,7 +80,7 @@ pub mod tracker;
 pub use async_trait::async_trait;
 pub use backend::{
     BatchBackend, Capabilities, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
-    OutputRequest, refuse_active,
+    OutputRequest, Withdrawal, refuse_active,
 };
 pub use bytesize::{self, ByteSize};
 pub use cause::{CancelledBy, FailureCause};

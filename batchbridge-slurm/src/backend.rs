@@ -21,6 +21,7 @@ use crate::script::{SubmitDefaults, batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
+const WITHDRAW: &str = include_str!("sh/withdraw.sh");
 /// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
 /// command line, which must stay well under the remote shell's 128 KiB argument limit.
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
@@ -439,6 +440,12 @@ impl CliScheduler for Slurm {
             ));
         }
         Err(self.failure("scancel", output))
+    }
+
+    /// A hold, squeue of the job's tasks, then `scancel --state=PENDING` when every task
+    /// still waits, or a release when one started (`sh/withdraw.sh`).
+    fn withdraw_command(&self, work: &str, number: &str) -> Option<Command> {
+        Some(Command::sh(WITHDRAW, [work, number]))
     }
 
     /// Each task's start and end, as the batch script records them in the work directory's

@@ -25,6 +25,7 @@ on_both_clusters!(
     an_invalid_partition_is_refused_clearly_and_frees_the_key,
     a_job_no_node_could_hold,
     a_throttled_array_counts_its_tasks_and_its_failure,
+    withdrawing_an_array_with_a_started_task_leaves_every_task_to_run,
     cancelling_someone_elses_job_is_permission_denied,
     a_large_environment_value_reaches_the_job_intact,
     the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly,
@@ -167,7 +168,7 @@ async fn impossible_and_held_jobs_wait_then_cancel(cluster: SlurmCluster) {
 }
 
 use batchbridge_core::{
-    ArraySpec, BatchBackend, CancelledBy, ErrorKind, FailureCause, JobId, OutputRequest,
+    ArraySpec, BatchBackend, CancelledBy, ErrorKind, FailureCause, JobId, OutputRequest, Withdrawal,
 };
 
 async fn a_job_over_its_time_limit_ends_timeout(cluster: SlurmCluster) {
@@ -350,6 +351,29 @@ async fn a_throttled_array_counts_its_tasks_and_its_failure(cluster: SlurmCluste
         .await
         .unwrap();
     assert_eq!(failed_task.stdout.text(), "task 1\n");
+}
+
+/// A withdraw (to move a waiting job) of an array whose first task runs while the others
+/// wait: Started, and the hold it placed on the waiting tasks is released, so that every
+/// task still runs to its end.
+async fn withdrawing_an_array_with_a_started_task_leaves_every_task_to_run(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
+    let mut spec = common::spec(
+        "withdraw-array",
+        "echo \"task $BATCHBRIDGE_TASK_INDEX\"\nsleep 2\n",
+    );
+    spec.array = Some(ArraySpec::new(3).with_max_parallel(1));
+    let id = slurm.submit(&spec).await.unwrap();
+    common::wait_for(&slurm, &id, "a task running", |s| {
+        s.state == JobState::Running
+    })
+    .await;
+    assert_eq!(slurm.withdraw(&id).await.unwrap(), Withdrawal::Started);
+    let done = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    let tasks = done.tasks.unwrap();
+    assert_eq!(done.state, JobState::Succeeded, "{done:?}");
+    assert_eq!(tasks.succeeded, 3, "{done:?}");
+    assert_eq!(slurm.withdraw(&id).await.unwrap(), Withdrawal::Ended);
 }
 
 /// Root (the test runner; the test bed needs it) owns a job; `batch` may not cancel it.

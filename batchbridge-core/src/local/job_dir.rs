@@ -5,12 +5,13 @@ use std::io::{ErrorKind as IoErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 
-use crate::backend::{JobId, JobOutput, OutputChunk, OutputRequest};
+use crate::backend::{JobId, JobOutput, OutputChunk, OutputRequest, Withdrawal};
 use crate::cause::{CancelledBy, FailureCause};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::remote::NOT_STARTED_EXIT_CODE;
 use crate::spec::JobSpec;
 use crate::state::{JobState, JobStatus, TaskCounts};
@@ -119,6 +120,33 @@ impl JobDir {
             (Some(recorded), Some(current)) if recorded != current => None,
             _ => Some(pgid),
         }
+    }
+
+    /// Under the job's start lock, which the wrapper takes between a task's CPUs and its
+    /// start: an ended job is [`Withdrawal::Ended`], one with a started task
+    /// [`Withdrawal::Started`]; any other is marked cancelled, so that no task of it starts
+    /// ([`Withdrawal::Withdrawn`]; the caller then stops its wrapper).
+    pub(super) fn withdraw(&self, capacity: u32) -> Result<Withdrawal> {
+        let path = self.path("start.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        let _lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot lock {}: {errno}", path.display()),
+            )
+        })?;
+        let status = self.status(capacity);
+        if status.state.is_terminal() {
+            return Ok(Withdrawal::Ended);
+        }
+        if status.started_at.is_some() {
+            return Ok(Withdrawal::Started);
+        }
+        write_atomically(&self.path("cancelled"), b"")?;
+        Ok(Withdrawal::Withdrawn)
     }
 
     pub(super) fn status(&self, capacity: u32) -> JobStatus {

@@ -39,7 +39,9 @@ use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, refuse_active};
+use crate::backend::{
+    BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, refuse_active,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::estimate::{StartEstimate, refused_by_submit};
 use crate::events::EventSource;
@@ -436,21 +438,27 @@ impl BatchBackend for LocalBackend {
             return Ok(());
         }
         job_dir::write_atomically(&dir.path("cancelled"), b"")?;
-        let Some(pgid) = dir.live_group() else {
-            return Ok(());
-        };
-        let group = Pid::from_raw(pgid);
-        signal_group(group, Signal::SIGTERM)?;
-        let deadline = tokio::time::Instant::now() + CANCEL_GRACE;
-        while dir.live_group().is_some() {
-            if tokio::time::Instant::now() > deadline {
-                signal_group(group, Signal::SIGKILL)?;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        stop(&dir).await?;
         tracing::info!(%id, "local job cancelled");
         Ok(())
+    }
+
+    /// Marks a job none of whose tasks started cancelled under its start lock (which each
+    /// task takes before it starts), then cancels it.
+    async fn withdraw(&self, id: &JobId) -> Result<Withdrawal> {
+        let Some(dir) = self.inner.job(id)? else {
+            return Ok(Withdrawal::Ended);
+        };
+        let capacity = self.inner.capacity;
+        let (withdrawal, dir) = tokio::task::spawn_blocking(move || (dir.withdraw(capacity), dir))
+            .await
+            .map_err(|err| Error::new(ErrorKind::Io, format!("withdraw task failed: {err}")))?;
+        let withdrawal = withdrawal?;
+        if withdrawal == Withdrawal::Withdrawn {
+            stop(&dir).await?;
+            tracing::info!(%id, "local job withdrawn");
+        }
+        Ok(withdrawal)
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {
@@ -542,6 +550,25 @@ fn ignore_missing(removed: std::io::Result<()>) -> Result<()> {
         Err(err) if err.kind() != IoErrorKind::NotFound => Err(err.into()),
         _ => Ok(()),
     }
+}
+
+/// Ends the processes of the job in `dir`, one marked cancelled: SIGTERM to its group, then
+/// SIGKILL after [`CANCEL_GRACE`].
+async fn stop(dir: &JobDir) -> Result<()> {
+    let Some(pgid) = dir.live_group() else {
+        return Ok(());
+    };
+    let group = Pid::from_raw(pgid);
+    signal_group(group, Signal::SIGTERM)?;
+    let deadline = tokio::time::Instant::now() + CANCEL_GRACE;
+    while dir.live_group().is_some() {
+        if tokio::time::Instant::now() > deadline {
+            signal_group(group, Signal::SIGKILL)?;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
 
 fn signal_group(group: Pid, signal: Signal) -> Result<()> {

@@ -29,13 +29,20 @@ acquire_slots() {
 }
 
 run_task() {
-    local index=$1 dir="$job/tasks/$1" fd rc
+    local index=$1 dir="$job/tasks/$1" fd rc start
     mkdir -p "$dir"
     # A cancel signals the whole group: the task says it ended by the signal (the poll
     # reads the cancel from the `cancelled` file).
     trap 'job_event "$job" "$id" "$index" signal 15; exit 143' TERM
     acquire_slots
+    # Under the job's start lock, which LocalBackend::withdraw takes to look for a started
+    # task before it marks the job cancelled: a job withdrawn while this task waited for
+    # its CPUs never starts.
+    exec {start}>>"$job/start.lock"
+    flock "$start"
+    [ -e "$job/cancelled" ] && exit 143
     date +%s.%N >"$dir/started.tmp" && mv "$dir/started.tmp" "$dir/started"
+    exec {start}>&-
     job_event "$job" "$id" "$index" started
     (
         # The script must not inherit the slot locks, or a daemon it leaves behind would

@@ -9,7 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, job_numbers};
-use crate::backend::{BatchBackend, Capabilities, JobId, JobOutput, OutputRequest};
+use crate::backend::{
+    BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
+};
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::estimate::{StartEstimate, cannot_estimate, refused_by_submit};
 use crate::events::EventSource;
@@ -219,6 +221,16 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     /// nothing left to cancel.
     fn cancelled(&self, number: &str, output: &Output) -> Result<()>;
 
+    /// The command that withdraws job `number` ([`BatchBackend::withdraw`]): it cancels the
+    /// job only if no part of it started, without a race with the scheduler starting it
+    /// (a hold, a check, then the cancel or a release), and prints on its last line of
+    /// stdout [`WITHDRAWN`], [`STARTED`] or [`ENDED`]. `None`, the default: the scheduler
+    /// cannot, and withdraw is Unsupported.
+    fn withdraw_command(&self, work: &str, number: &str) -> Option<Command> {
+        let _ = (work, number);
+        None
+    }
+
     /// The command whose output names the scheduler's version, without asking its daemon.
     fn version_command(&self) -> Command;
 
@@ -277,6 +289,29 @@ fn scheduler_failure(what: &str, output: &Output, unreachable: &[&str]) -> Error
         error.temporary()
     } else {
         error
+    }
+}
+
+/// What a [`CliScheduler::withdraw_command`] prints when the job had not started and is
+/// now cancelled.
+pub const WITHDRAWN: &str = "withdrawn";
+/// What a [`CliScheduler::withdraw_command`] prints when a part of the job had started (and
+/// it was left running).
+pub const STARTED: &str = "started";
+/// What a [`CliScheduler::withdraw_command`] prints when the job had ended or is unknown.
+pub const ENDED: &str = "ended";
+
+/// What a withdraw command that succeeded printed last; `None` for a failure or a word of
+/// its own.
+fn withdrawal(output: &Output) -> Option<Withdrawal> {
+    if !output.success() {
+        return None;
+    }
+    match output.stdout_text().lines().last()?.trim() {
+        WITHDRAWN => Some(Withdrawal::Withdrawn),
+        STARTED => Some(Withdrawal::Started),
+        ENDED => Some(Withdrawal::Ended),
+        _ => None,
     }
 }
 
@@ -413,6 +448,16 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
             .run(self.scheduler.cancel_command(work, number))
             .await?;
         self.scheduler.cancelled(number, &output)
+    }
+
+    async fn withdraw(&self, id: &JobId) -> Result<Withdrawal> {
+        let number = job_number_of(id.as_str(), S::JOB_ID)?;
+        let work = self.jobs.work().await?;
+        let Some(command) = self.scheduler.withdraw_command(work, number) else {
+            return Err(cannot_withdraw(S::NAME, id));
+        };
+        let output = self.jobs.run(command).await?;
+        withdrawal(&output).ok_or_else(|| self.scheduler.failure("withdraw", &output))
     }
 
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput> {

@@ -75,7 +75,9 @@ mod events;
 mod job_dirs;
 mod wrapper;
 
-pub use backend::{CliScheduler, RemoteBackend, SubmitCommand, WorkSettings};
+pub use backend::{
+    CliScheduler, ENDED, RemoteBackend, STARTED, SubmitCommand, WITHDRAWN, WorkSettings,
+};
 pub use events::{
     EVENT_MAX_AGE_DAYS, EVENT_TICK, JOB_EVENT, MAX_EVENT_NAME, WrapperEvents, parse_event,
 };
