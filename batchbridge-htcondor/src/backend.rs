@@ -25,6 +25,10 @@ use crate::state::{CANCEL_REASON, cluster_status};
 const JOB_WRAPPER: &str = include_str!("sh/job.sh");
 const NOT_STARTED: &str = include_str!("sh/not_started.sh");
 const CANCEL: &str = include_str!("sh/cancel.sh");
+const WITHDRAW: &str = include_str!("sh/withdraw.sh");
+/// The hold reason of the procs a withdraw holds while it looks whether one started; the
+/// ones it leaves are released by it.
+const WITHDRAW_HOLD_REASON: &str = "held by batchbridge while it withdraws the job";
 /// Above this many clusters, condor_q lists all of the user's jobs and condor_history takes
 /// a range instead of the ids on their command lines, which must stay well under the remote
 /// shell's 128 KiB argument limit.
@@ -310,6 +314,15 @@ impl CliScheduler for Htcondor {
                 ),
             )),
         }
+    }
+
+    /// Holds the idle procs, condor_q of the procs' JobStatus, then condor_rm when none
+    /// started, or a release when one did (`sh/withdraw.sh`).
+    fn withdraw_command(&self, _work: &str, cluster: &str) -> Option<Command> {
+        Some(Command::sh(
+            WITHDRAW,
+            [cluster, WITHDRAW_HOLD_REASON, CANCEL_REASON],
+        ))
     }
 
     /// A `tail` of the work directory's user job event log ([`EventLogFollower`]).

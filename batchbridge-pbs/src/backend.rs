@@ -24,6 +24,7 @@ use crate::script::{SubmitDefaults, job_script, qsub_options};
 use crate::state::{SUBSTATE_DELETED, job_status};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
+const WITHDRAW: &str = include_str!("sh/withdraw.sh");
 /// Above this many ids, qstat lists every job the user may see instead of taking the ids on
 /// its command line, which must stay well under the remote shell's 128 KiB argument limit.
 const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
@@ -365,6 +366,12 @@ impl CliScheduler for Pbs {
             ));
         }
         Err(self.failure("qdel", output))
+    }
+
+    /// qhold, the job's state, then qdel when it was held before it started, or qrls when it
+    /// had started (`sh/withdraw.sh`).
+    fn withdraw_command(&self, work: &str, number: &str) -> Option<Command> {
+        Some(Command::sh(WITHDRAW, [work, number]))
     }
 
     /// Each task's start and end, as the job wrapper records them in the work directory's
