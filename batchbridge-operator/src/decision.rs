@@ -290,8 +290,9 @@ pub enum Effect {
     /// Ask the candidates when the job would start and choose one (spec.placement); the
     /// answer comes back as [`Event::Placed`].
     Place(Purpose),
-    /// Cancel this waiting job on its cluster, for the move in status.moving (the next
-    /// polls confirm whether it ended without starting).
+    /// Withdraw this waiting job from its cluster (cancel it only if it has not started),
+    /// for the move in status.moving (the next polls confirm whether it ended without
+    /// starting).
     Withdraw(JobId),
     /// Start the log pod that follows this job's output while it runs (the collection
     /// starts it for a job never seen running, and keeps one already printing this job).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::placement::{Answer, Candidate, Seen, Skipped};
-use batchbridge_core::{ErrorKind, JobId, JobKey};
+use batchbridge_core::{ErrorKind, JobId, JobKey, Withdrawal};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action as Requeue;
@@ -417,22 +417,33 @@ async fn place(
     finish_action(ctx, job, None, &current, &event, ActionKind::Place).await
 }
 
-/// Cancels job `id`, waiting in its queue, for the move status.moving records; the polls
-/// then say whether it ended without starting. A failure is logged: the next reconcile
-/// cancels again while the move is under way.
+/// Withdraws job `id`, waiting in its queue, for the move status.moving records: the
+/// backend cancels it only if it has not started ([`withdraw`](batchbridge_core::BatchBackend::withdraw)), and the polls
+/// then say whether it ended without starting. A backend that cannot withdraw is cancelled
+/// instead, which can kill a job that starts in the moment before (it then ends Cancelled,
+/// the move recorded StartedFirst). A failure is logged: the next reconcile withdraws again
+/// while the move is under way.
 async fn withdraw(ctx: &Context, job: &BatchJob, connection: &Connection, id: &JobId) {
-    let cancelled = match connection.backend.cancel(id).await {
-        Ok(()) => {
-            tracing::info!(job = %ObjectRef::from(job), %id, "cancelled to move");
+    let backend = &connection.backend;
+    let withdrawn = match backend.withdraw(id).await {
+        Err(err) if err.kind() == ErrorKind::Unsupported => {
+            tracing::warn!(job = %ObjectRef::from(job), %id, %err, "cancelling to move instead");
+            backend.cancel(id).await.map(|()| Withdrawal::Withdrawn)
+        }
+        withdrawal => withdrawal,
+    };
+    let done = match withdrawn {
+        Ok(withdrawal) => {
+            tracing::info!(job = %ObjectRef::from(job), %id, ?withdrawal, "withdrawn to move");
             true
         }
         Err(err) if err.kind() == ErrorKind::NotFound => true,
         Err(err) => {
-            tracing::warn!(job = %ObjectRef::from(job), %id, %err, "cannot cancel to move");
+            tracing::warn!(job = %ObjectRef::from(job), %id, %err, "cannot withdraw to move");
             false
         }
     };
-    ctx.metrics.cancelled(&connection.labels, cancelled);
+    ctx.metrics.cancelled(&connection.labels, done);
 }
 
 /// Deletes a BatchJob whose ttlSecondsAfterFinished has passed; its finalizer then removes

@@ -262,11 +262,12 @@ pub struct Move {
 /// Where a move is, or how it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum MoveOutcome {
-    /// The job on `from` is being cancelled; the move waits for its scheduler to confirm.
+    /// The job on `from` is being withdrawn (cancelled only if it has not started); the
+    /// move waits for its scheduler to confirm.
     Cancelling,
     /// Cancelled on `from` without having started, and submitted to `to`.
     Moved,
-    /// The job started (or ended) on `from` before the cancel took: it stays there, and
+    /// The job started (or ended) on `from` before it was withdrawn: it stays there, and
     /// never moves again.
     StartedFirst,
 }
