@@ -271,10 +271,11 @@ async fn a_full_cluster_sends_a_new_job_to_the_other() {
 /// Spillover: a job queued on SLURM 22.05 behind a job holding every CPU moves to SLURM
 /// 24.11 once that cluster can take it (its Secret appears after the job was placed) and
 /// moveAfter has passed; exactly one job with its name ran, on 24.11, and the one on 22.05
-/// was cancelled without starting.
+/// was withdrawn without starting. Deleting the BatchJob removes the directory that
+/// attempt left on 22.05 too.
 ///
-/// Needs the backends' start estimates (issue 18, items 1-2): a candidate that cannot
-/// estimate never promises a clearly earlier start, so no move happens without them.
+/// A candidate that cannot estimate never promises a clearly earlier start, so no move
+/// happens without the backends' start estimates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_stuck_behind_a_blocker_moves() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
@@ -343,6 +344,29 @@ async fn a_job_stuck_behind_a_blocker_moves() {
             .all(|r| reasons.iter().any(|seen| seen == r)),
         "{reasons:?}"
     );
+    // The attempt it withdrew left its directory on the cluster it left, until the
+    // BatchJob is deleted.
+    let uid = bed.jobs().get(&name).await.unwrap().metadata.uid.unwrap();
+    let work = batchbridge_slurm::SlurmConfig::default().work_dir;
+    let left_behind = format!("test -d {work}/jobs/{uid} && echo kept; true");
+    assert_eq!(
+        on(SlurmCluster::Slurm2205, &left_behind).await.trim(),
+        "kept"
+    );
+    bed.jobs()
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    common::eventually("the files it left on campus removed", || {
+        let left_behind = left_behind.clone();
+        async move {
+            on(SlurmCluster::Slurm2205, &left_behind)
+                .await
+                .trim()
+                .is_empty()
+        }
+    })
+    .await;
     operator.stop().await;
     bed.clean_up().await;
 }

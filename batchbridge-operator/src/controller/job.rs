@@ -6,6 +6,7 @@
 //! active job and removes the job's files from the cluster before its resource goes away.
 //! It decides nothing itself.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -581,16 +582,22 @@ async fn remove_from_cluster(
     if let Some(id) = id {
         cancel(ctx, job, &connection, &id).await?;
     }
-    let mut removed = 0;
-    for attempt in 1..=removal.remove_files {
-        match connection.backend.cleanup(&key(attempt)?).await {
-            Ok(()) => removed += 1,
-            Err(err) if err.kind() == ErrorKind::Unsupported => {
-                tracing::debug!(job = %ObjectRef::from(job), %err, "job files kept");
-                break;
+    let mut removed = remove_files(job, &connection, removal.remove_files, &key).await?;
+    // A job that moved left the files of the attempts it withdrew on the clusters it left;
+    // a cluster since deleted has nothing to remove them through.
+    let left: BTreeSet<&str> = status
+        .moves
+        .iter()
+        .map(|m| m.from.as_str())
+        .filter(|from| *from != cluster)
+        .collect();
+    for from in left {
+        match ctx.clusters.get(&namespace, from).await {
+            Ok(connection) => {
+                removed += remove_files(job, &connection, removal.remove_files, &key).await?;
             }
-            // JobActive: a job cancelled a moment ago has not ended yet; tried again.
-            Err(err) => return Err(ReconcileError::Backend(err)),
+            Err(problem) if problem.reason == Reason::BatchClusterNotFound => {}
+            Err(problem) => return Err(ReconcileError::Cluster(problem)),
         }
     }
     if removed > 0 {
@@ -609,6 +616,29 @@ async fn remove_from_cluster(
         .await;
     }
     Ok(())
+}
+
+/// Removes the files of attempts 1 to `attempts` (their keys by `key`) from the cluster of
+/// `connection`, returning how many it removed (none when the backend keeps them).
+async fn remove_files(
+    job: &BatchJob,
+    connection: &Connection,
+    attempts: u32,
+    key: &impl Fn(u32) -> Result<JobKey, ReconcileError>,
+) -> Result<u32, ReconcileError> {
+    let mut removed = 0;
+    for attempt in 1..=attempts {
+        match connection.backend.cleanup(&key(attempt)?).await {
+            Ok(()) => removed += 1,
+            Err(err) if err.kind() == ErrorKind::Unsupported => {
+                tracing::debug!(job = %ObjectRef::from(job), %err, "job files kept");
+                break;
+            }
+            // JobActive: a job cancelled a moment ago has not ended yet; tried again.
+            Err(err) => return Err(ReconcileError::Backend(err)),
+        }
+    }
+    Ok(removed)
 }
 
 /// Cancels job `id` of a BatchJob being deleted (Ok if it ended already) and says so.
