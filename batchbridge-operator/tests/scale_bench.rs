@@ -8,7 +8,8 @@
 //!     --test scale_bench -- --ignored --nocapture
 //! ```
 //!
-//! Settings (environment): `BATCHBRIDGE_BENCH_JOBS` (N, 1000), `BATCHBRIDGE_BENCH_SLEEP`
+//! Settings (environment): `BATCHBRIDGE_BENCH_SCHEDULER` (`slurm`, the test bed's SLURM
+//! 22.05, or `htcondor`, its pool; `slurm`), `BATCHBRIDGE_BENCH_JOBS` (N, 1000), `BATCHBRIDGE_BENCH_SLEEP`
 //! (seconds each job sleeps before printing its end time, 2), `BATCHBRIDGE_BENCH_POLL` (the
 //! BatchCluster's `pollInterval`, `5s`), `BATCHBRIDGE_BENCH_EVENTS` (its `pushEvents`,
 //! `true`), `BATCHBRIDGE_BENCH_PLACEMENT` (`true`: the jobs name the cluster as their one
@@ -24,7 +25,10 @@
 //!   routed through FlowSchemas of the benchmark's own (one per kind of request, all to the
 //!   same `workload-low` priority level the built-in `service-accounts` schema uses), and
 //!   the API server's `apiserver_flowcontrol_dispatched_requests_total` counts each schema;
-//! - slurmctld's RPCs from `sdiag` (by message type and by user), divided by the poll
+//! - the scheduler commands the operator ran, by tool
+//!   (`batchbridge_scheduler_commands_total`), per phase and per hour: `squeue`/`sacct` or
+//!   `condor_q`/`condor_history`;
+//! - with SLURM, slurmctld's RPCs from `sdiag` (by message type and by user), divided by the poll
 //!   cycles the operator counted (`batchbridge_poll_duration_seconds_count`). slurmctld
 //!   serves every client of the test bed, all as the same user, so the query RPCs per second
 //!   seen while the operator polls nothing (the idle windows before and after) are
@@ -54,7 +58,7 @@ use batchbridge_core::shell::{Command as ShellCommand, Shell};
 use batchbridge_operator::crd::{BatchCluster, BatchJob, Phase};
 use batchbridge_operator::reason::ConditionType;
 use batchbridge_operator::status::condition;
-use batchbridge_testbed::login;
+use batchbridge_testbed::{Login, login};
 use common::Cluster;
 use common::operator::{batch_job, create_secret, http_get};
 use common::process::{OperatorProcess, write_operator_kubeconfig};
@@ -74,6 +78,8 @@ const SCHEMA_LABEL: &str = "batchbridge.dev/scale-bench";
 /// classify the operator's requests: routing them to the same level keeps the API server's
 /// treatment of them unchanged.
 const PRIORITY_LEVEL: &str = "workload-low";
+/// The tools of the backends' status queries, as the operator's command counter names them.
+const STATUS_TOOLS: [&str; 4] = ["squeue", "sacct", "condor_q", "condor_history"];
 /// The RPCs a status query costs (squeue); everything else in sdiag is submits, the
 /// compute node's own messages, and other clients.
 const QUERY_RPCS: [&str; 6] = [
@@ -86,6 +92,8 @@ const QUERY_RPCS: [&str; 6] = [
 ];
 
 struct Settings {
+    /// The BatchCluster's scheduler, and its name.
+    scheduler: String,
     jobs: usize,
     sleep: u32,
     poll: String,
@@ -107,7 +115,13 @@ impl Settings {
                 })
                 .unwrap_or(default)
         }
+        let scheduler = var("BATCHBRIDGE_BENCH_SCHEDULER", "slurm".to_owned());
+        assert!(
+            ["slurm", "htcondor"].contains(&scheduler.as_str()),
+            "BATCHBRIDGE_BENCH_SCHEDULER={scheduler:?}: slurm or htcondor"
+        );
         Self {
+            scheduler,
             jobs: var("BATCHBRIDGE_BENCH_JOBS", 1000),
             sleep: var("BATCHBRIDGE_BENCH_SLEEP", 2),
             poll: var("BATCHBRIDGE_BENCH_POLL", "5s".to_owned()),
@@ -117,6 +131,15 @@ impl Settings {
             idle: Duration::from_secs(var("BATCHBRIDGE_BENCH_IDLE", 30)),
             nice: var("BATCHBRIDGE_BENCH_NICE", 100_000),
         }
+    }
+
+    fn slurm(&self) -> bool {
+        self.scheduler == "slurm"
+    }
+
+    /// The test bed's login to the scheduler.
+    fn login(&self) -> Login {
+        login(if self.slurm() { "ssh" } else { "htcondor" })
     }
 
     fn script(&self) -> String {
@@ -458,12 +481,17 @@ async fn events_by_reason(bed: &Cluster) -> String {
     format!("Events in the namespace by reason (objects, occurrences): {reasons:?}")
 }
 
-/// Runs `command` on the SLURM login node, trying for a minute (other tests on the shared
-/// test bed may stop its sshd for a moment); empty output when it never worked.
-async fn on_login_node(command: &str) -> String {
+/// Runs `command` on the login node of `settings`' scheduler, trying for a minute (other
+/// tests on the shared test bed may stop its sshd for a moment); empty output when it
+/// never worked.
+async fn on_login_node(settings: &Settings, command: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let shell = batchbridge_testbed::ssh_facts().key_shell();
+        let shell = if settings.slurm() {
+            batchbridge_testbed::ssh_facts().key_shell()
+        } else {
+            batchbridge_testbed::htcondor_shell()
+        };
         match shell
             .run(&ShellCommand::sh(command, Vec::<String>::new()))
             .await
@@ -480,13 +508,22 @@ async fn on_login_node(command: &str) -> String {
     }
 }
 
-async fn snapshot(bed: &Cluster, operator: &OperatorProcess, pid: u32) -> Snapshot {
+async fn snapshot(
+    settings: &Settings,
+    bed: &Cluster,
+    operator: &OperatorProcess,
+    pid: u32,
+) -> Snapshot {
     let at = Instant::now();
-    let (operator_metrics, apiserver, sdiag) = tokio::join!(
-        operator.metrics(),
-        apiserver_metrics(bed),
-        on_login_node("sdiag")
-    );
+    let sdiag = async {
+        if settings.slurm() {
+            on_login_node(settings, "sdiag").await
+        } else {
+            String::new()
+        }
+    };
+    let (operator_metrics, apiserver, sdiag) =
+        tokio::join!(operator.metrics(), apiserver_metrics(bed), sdiag);
     Snapshot {
         at,
         operator: operator_metrics,
@@ -643,24 +680,26 @@ impl Drop for FlowSchemas {
 // The run
 
 async fn create_cluster(bed: &Cluster, settings: &Settings, work_dir: &str) {
-    let login = login("ssh");
+    let login = settings.login();
     create_secret(bed, "cluster-key", &login).await;
-    let cluster: BatchCluster = serde_json::from_value(json!({
+    let mut cluster = json!({
         "apiVersion": "batchbridge.dev/v1alpha1",
         "kind": "BatchCluster",
-        "metadata": {"name": "slurm"},
+        "metadata": {"name": settings.scheduler},
         "spec": {
-            "scheduler": "slurm",
+            "scheduler": settings.scheduler,
             "ssh": {"host": login.host, "port": login.port, "user": login.user},
             "secretRef": {"name": "cluster-key"},
             "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
             "workDir": work_dir,
             "pollInterval": settings.poll,
             "pushEvents": settings.push_events,
-            "defaults": {"partition": "debug"},
         },
-    }))
-    .unwrap();
+    });
+    if settings.slurm() {
+        cluster["spec"]["defaults"] = json!({"partition": "debug"});
+    }
+    let cluster: BatchCluster = serde_json::from_value(cluster).unwrap();
     bed.clusters()
         .create(&PostParams::default(), &cluster)
         .await
@@ -672,11 +711,11 @@ async fn create_jobs(bed: &Cluster, settings: &Settings, book: &Book) {
     if settings.placement {
         // The placement path (a start estimate per attempt, cached per shape) with the one
         // cluster as its only candidate, against clusterRef's fixed cluster.
-        spec["placement"] = json!({"clusters": ["slurm"]});
+        spec["placement"] = json!({"clusters": [settings.scheduler]});
     } else {
-        spec["clusterRef"] = json!({"name": "slurm"});
+        spec["clusterRef"] = json!({"name": settings.scheduler});
     }
-    if settings.nice > 0 {
+    if settings.slurm() && settings.nice > 0 {
         // Other tests' jobs go first: the benchmark's wait behind them, not the reverse.
         spec["passthrough"] = json!({"slurm": [format!("--nice={}", settings.nice)]});
     }
@@ -790,7 +829,7 @@ fn report(
     let (started, ticks, processes) = (phases.started, phases.ticks, phases.processes);
     let mut out = String::new();
     let ns = &bed.namespace;
-    let cluster = format!("namespace=\"{ns}\",cluster=\"slurm\"");
+    let cluster = format!("namespace=\"{ns}\",cluster=\"{}\"", settings.scheduler);
     let n = settings.jobs;
     let op = |s: &Snapshot, name: &str| total(&s.operator, name, &[&cluster]);
     let polls = |s: &Snapshot| op(s, "batchbridge_poll_duration_seconds_count");
@@ -859,16 +898,22 @@ fn report(
     let _ = writeln!(out, "\n## Scale benchmark: {n} BatchJobs\n");
     let _ = writeln!(
         out,
-        "Jobs: `{}`, `sbatch --nice={}`, pollInterval {}, pushEvents {}, {}, {CREATES_IN_FLIGHT} creates in flight; namespace {ns}.",
+        "Scheduler {}. Jobs: `{}`{}, pollInterval {}, pushEvents {}, {} {}, {CREATES_IN_FLIGHT} creates in flight; namespace {ns}.",
+        settings.scheduler,
         settings.script().replace('\n', "; ").trim_end_matches("; "),
-        settings.nice,
+        if settings.slurm() {
+            format!(", `sbatch --nice={}`", settings.nice)
+        } else {
+            String::new()
+        },
         settings.poll,
         settings.push_events,
         if settings.placement {
-            "placement.clusters [slurm]"
+            "placement.clusters"
         } else {
-            "clusterRef slurm"
-        }
+            "clusterRef"
+        },
+        settings.scheduler
     );
     let _ = writeln!(
         out,
@@ -1111,7 +1156,8 @@ fn report(
     phase_rows.push(("idle (after the drain)", drained, idle));
     let _ = writeln!(
         out,
-        "\n| phase | seconds | poll cycles | mean poll (s) | operator commands | query RPCs, all clients | per poll cycle | per poll cycle, background subtracted | per hour, background subtracted | operator CPU s |\n|---|---|---|---|---|---|---|---|---|---|"
+        "\n| phase | seconds | poll cycles | mean poll (s) | operator commands | status commands per hour ({}) | query RPCs, all clients | per poll cycle | per poll cycle, background subtracted | per hour, background subtracted | operator CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|",
+        STATUS_TOOLS.join(", ")
     );
     let mut details = String::new();
     for (name, a, b) in &phase_rows {
@@ -1126,10 +1172,15 @@ fn report(
         };
         let mean_poll = per_cycle(poll_seconds(b) - poll_seconds(a));
         let query_rpcs = queries(a, b) as f64;
+        let commands = commands(a, b);
+        let status_commands: f64 = STATUS_TOOLS
+            .iter()
+            .filter_map(|tool| commands.get(*tool))
+            .sum();
         let _ = writeln!(
             out,
-            "| {name} | {seconds:.1} | {cycles} | {mean_poll} | {:?} | {query_rpcs} | {} | {} | {:.0} | {:.1} |",
-            commands(a, b),
+            "| {name} | {seconds:.1} | {cycles} | {mean_poll} | {commands:?} | {:.0} | {query_rpcs} | {} | {} | {:.0} | {:.1} |",
+            status_commands / seconds * 3600.0,
             per_cycle(query_rpcs),
             per_cycle((query_rpcs - background * seconds).max(0.0)),
             (query_rpcs - background * seconds).max(0.0) / seconds * 3600.0,
@@ -1155,7 +1206,13 @@ fn report(
         .flatten()
         .map(|s| s.sdiag.since.as_str())
         .collect();
-    if sinces.contains(&"") {
+    if !settings.slurm() {
+        let _ = writeln!(
+            out,
+            "(No sdiag for {}: its query RPC columns are empty; the status commands are what it was asked.)",
+            settings.scheduler
+        );
+    } else if sinces.contains(&"") {
         let _ = writeln!(
             out,
             "WARNING: sdiag could not be read at every milestone; some RPC counts are missing."
@@ -1179,8 +1236,8 @@ fn status_kib_or(peak: u64, last: u64) -> u64 {
 async fn scale() {
     let settings = Settings::from_env();
     eprintln!(
-        "scale benchmark: {} jobs, sleep {} s, pollInterval {}",
-        settings.jobs, settings.sleep, settings.poll
+        "scale benchmark: {} jobs on {}, sleep {} s, pollInterval {}",
+        settings.jobs, settings.scheduler, settings.sleep, settings.poll
     );
     let bed = Cluster::new("scale").await;
     let work_dir = format!(".batchbridge/scale-bench/{}", bed.namespace);
@@ -1204,7 +1261,7 @@ async fn scale() {
         )
         .await;
     common::eventually("the BatchCluster to be Reachable", || async {
-        let cluster = bed.clusters().get("slurm").await.unwrap();
+        let cluster = bed.clusters().get(&settings.scheduler).await.unwrap();
         cluster.status.is_some_and(|s| {
             s.conditions
                 .iter()
@@ -1216,9 +1273,9 @@ async fn scale() {
     let watch = watch_jobs(&bed, &book);
     let ticks = clock_ticks();
 
-    let baseline = snapshot(&bed, &operator, pid).await;
+    let baseline = snapshot(&settings, &bed, &operator, pid).await;
     tokio::time::sleep(settings.idle).await;
-    let start = snapshot(&bed, &operator, pid).await;
+    let start = snapshot(&settings, &bed, &operator, pid).await;
     let started = SystemTime::now();
     let deadline = Instant::now() + settings.timeout;
     create_jobs(&bed, &settings, &book).await;
@@ -1230,15 +1287,15 @@ async fn scale() {
     let n = settings.jobs;
     let submitted =
         match wait_until(&book, "every job id", deadline, pid, |c| c.submitted >= n).await {
-            Some(_) => Some(snapshot(&bed, &operator, pid).await),
+            Some(_) => Some(snapshot(&settings, &bed, &operator, pid).await),
             None => None,
         };
     let drained_in_time = wait_until(&book, "the drain", deadline, pid, |c| c.collected >= n)
         .await
         .is_some();
-    let drained = snapshot(&bed, &operator, pid).await;
+    let drained = snapshot(&settings, &bed, &operator, pid).await;
     tokio::time::sleep(settings.idle).await;
-    let idle = snapshot(&bed, &operator, pid).await;
+    let idle = snapshot(&settings, &bed, &operator, pid).await;
     let processes = sampler.seen();
     let text = report(
         &settings,
@@ -1263,7 +1320,7 @@ async fn scale() {
     // cancel any job still active) and their job directories (cleanup: OnDelete); what it
     // leaves is counted, then the operator stops and the work directory goes.
     let count_job_directories = format!("ls -A {work_dir}/jobs | wc -l");
-    let before_deletion = on_login_node(&count_job_directories).await;
+    let before_deletion = on_login_node(&settings, &count_job_directories).await;
     let deleting = Instant::now();
     bed.jobs()
         .delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -1293,7 +1350,9 @@ async fn scale() {
     println!(
         "entries in WORK/jobs: {} before the deletion, {} after",
         before_deletion.trim(),
-        on_login_node(&count_job_directories).await.trim()
+        on_login_node(&settings, &count_job_directories)
+            .await
+            .trim()
     );
     watch.abort();
     drop(sampler);
@@ -1304,7 +1363,7 @@ async fn scale() {
     if std::fs::copy(&log, &kept).is_ok() {
         println!("the operator's log: {}", kept.display());
     }
-    on_login_node(&format!("rm -rf {work_dir}")).await;
+    on_login_node(&settings, &format!("rm -rf {work_dir}")).await;
     drop(schemas);
     bed.clean_up().await;
     assert!(drained_in_time, "the jobs did not drain in time");
