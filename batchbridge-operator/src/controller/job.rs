@@ -364,6 +364,8 @@ async fn place(
     let Some(rules) = &job.spec.placement else {
         return None;
     };
+    // The semaphore is never closed, so a permit always comes.
+    let _slot = ctx.placing.acquire().await.ok();
     let namespace = job.namespace().unwrap_or_default();
     let names = ctx.clusters.candidates(&namespace, rules);
     let mut reachable = Vec::new();

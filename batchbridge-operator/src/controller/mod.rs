@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::cluster::{BackendFactory, Clusters};
 use crate::crd::{BatchCluster, BatchJob};
@@ -88,7 +88,15 @@ pub struct Context {
     /// Places the jobs with spec.placement; one for the operator, so that placing many
     /// jobs of one shape asks each candidate once per interval.
     pub placer: Placer,
+    /// One permit per placement in progress, [`PLACEMENTS_AT_ONCE`] in all.
+    pub(crate) placing: Semaphore,
 }
+
+/// How many placements run at once. A placement is mostly a status write and an Event
+/// (the candidates' answers are cached per shape), so a burst of new placed jobs would
+/// otherwise put a thousand writes in flight at once, ahead of the writes of jobs that
+/// ended meanwhile, and hold a thousand placements' memory.
+pub const PLACEMENTS_AT_ONCE: usize = 5;
 
 /// The operator: both controllers, configured and ready to run.
 ///
@@ -326,6 +334,7 @@ impl Operator {
             metrics: Arc::clone(&self.metrics),
             removal_deadline: self.removal_deadline,
             placer: Placer::default(),
+            placing: Semaphore::new(PLACEMENTS_AT_ONCE),
         });
         let clusters = cluster_controller
             .run(cluster::reconcile, requeue_cluster, Arc::clone(&ctx))
