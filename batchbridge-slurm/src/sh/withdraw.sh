@@ -1,19 +1,45 @@
 # `sh -c "$WITHDRAW" sh WORK ID`: cancels job ID (every task of an array) only if none of
-# it started, and prints what it found: `withdrawn`, `started` or `ended`. A hold first
-# keeps every pending task from starting while squeue lists the tasks' states: all
-# pending, the job is cancelled (and marked so in its directory, as cancel.sh does); a task
-# started, the hold is released and the job left running; nothing pending or active, it
-# had ended.
-scontrol hold "$2" 2>/dev/null
-if ! states=$(squeue -h -r -j "$2" -o %T 2>&1); then
-    case $states in
-    *"Invalid job id"*) echo ended && exit 0 ;;
+# it started, and prints what it found: `withdrawn`, `started` or `ended`.
+# - A job that is not an array and waits: `scancel --state=PENDING`, which slurmctld applies
+#   only to a job still pending when it gets the request; squeue then tells whether it was
+#   cancelled or had started. No hold: a held job's eligible time is lost, and sacct's
+#   time windows (`sacct -S`) no longer list it.
+# - An array: a hold first keeps every pending task from starting while squeue lists the
+#   tasks' states; all pending, it is cancelled; a task started, the hold is released and
+#   the array left running.
+# A job cancelled here is marked so in its directory, as cancel.sh does.
+tasks() {
+    if ! out=$(squeue -h -r -t all -j "$2" -o '%K %T' 2>&1); then
+        case $out in
+        *"Invalid job id"*) return 0 ;;
+        esac
+        printf '%s\n' "$out" >&2
+        exit 1
+    fi
+    printf '%s\n' "$out"
+}
+withdrawn() {
+    [ -d "$1/ids/$2" ] && : >"$1/ids/$2/cancel-requested"
+    echo withdrawn
+    exit 0
+}
+before=$(tasks "$@")
+case $before in
+'') echo ended && exit 0 ;;
+'N/A PENDING')
+    scancel --state=PENDING "$2" || exit
+    case $(tasks "$@") in
+    'N/A CANCELLED') withdrawn "$@" ;;
+    '') echo ended ;;
+    *) echo started ;;
     esac
-    printf '%s\n' "$states" >&2
-    exit 1
-fi
+    exit 0
+    ;;
+'N/A '*) ;;
+*) scontrol hold "$2" 2>/dev/null ;;
+esac
 pending=0 other=0 active=0
-for state in $states; do
+for state in $(tasks "$@" | cut -d' ' -f2); do
     case $state in
     PENDING) pending=1 ;;
     RUNNING | SUSPENDED | COMPLETING | CONFIGURING | STOPPED | SIGNALING | RESIZING | STAGE_OUT | REQUEUE*)
@@ -24,8 +50,7 @@ for state in $states; do
 done
 if [ "$pending" = 1 ] && [ "$other" = 0 ]; then
     scancel --state=PENDING "$2" || exit
-    [ -d "$1/ids/$2" ] && : >"$1/ids/$2/cancel-requested"
-    echo withdrawn
+    withdrawn "$@"
 elif [ "$pending" = 1 ] || [ "$active" = 1 ]; then
     [ "$pending" = 1 ] && scontrol release "$2" 2>/dev/null
     echo started
