@@ -456,14 +456,17 @@ pub trait BatchBackend: Send + Sync {
     /// moment between its last status and the cancel.
     ///
     /// ```
-    /// use batchbridge_core::{BatchBackend, JobId, LocalBackend, Withdrawal};
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, LocalBackend, Withdrawal};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> batchbridge_core::Result<()> {
     /// let dir = tempfile::tempdir()?;
     /// let backend = LocalBackend::new(dir.path())?;
-    /// let unknown = backend.withdraw(&JobId::from("no-such-job")).await?;
-    /// assert_eq!(unknown, Withdrawal::Ended);
+    /// let mut spec = JobSpec::new(JobKey::new("waits")?, "waits", "echo never");
+    /// spec.resources.cpus = Some(1024); // more than this machine has: it waits
+    /// let id = backend.submit(&spec).await?;
+    /// assert_eq!(backend.withdraw(&id).await?, Withdrawal::Withdrawn);
+    /// assert_eq!(backend.withdraw(&id).await?, Withdrawal::Ended);
     /// # Ok(()) }
     /// ```
     async fn withdraw(&self, id: &JobId) -> Result<Withdrawal> {
