@@ -851,7 +851,6 @@ impl State {
             if next.state.is_terminal() || job.changed_by_event <= asked_after {
                 changes.extend(job.observe(backend, id, next, Seen::Poll));
             }
-
             let ended = job
                 .status
                 .as_ref()
@@ -921,13 +920,11 @@ async fn poll_forever(shared: Arc<Shared>) {
                 shared.lock().end_rechecks_due(tokio::time::Instant::now());
                 false
             }
-            () = shared.poll_now.notified() => {
-                if let Some(last) = last {
-                    tokio::time::sleep_until(last + gap).await;
-                }
-                false
-            }
+            () = shared.poll_now.notified() => false,
         };
+        if !all && let Some(last) = last {
+            tokio::time::sleep_until(last + gap).await;
+        }
         last = Some(tokio::time::Instant::now());
         shared.poll(all).await;
     }
