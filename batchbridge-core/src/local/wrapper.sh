@@ -17,6 +17,9 @@ id=${job##*/}
 acquire_slots() {
     local s fd
     while :; do
+        # A state directory removed under a waiting job (a test's temporary one, say) leaves
+        # nothing to run it for: stop waiting rather than loop forever.
+        [ -d "$job" ] || exit 0
         held=()
         for ((s = 0; s < capacity && ${#held[@]} < cpus; s++)); do
             exec {fd}>>"$slots/$s"
