@@ -442,8 +442,9 @@ impl CliScheduler for Slurm {
         Err(self.failure("scancel", output))
     }
 
-    /// A hold, squeue of the job's tasks, then `scancel --state=PENDING` when every task
-    /// still waits, or a release when one started (`sh/withdraw.sh`).
+    /// `scancel --state=PENDING` of a job that waits, then squeue says whether it was
+    /// cancelled; for an array a hold first, squeue of its tasks, then that cancel when
+    /// every task still waits, or a release when one started (`sh/withdraw.sh`).
     fn withdraw_command(&self, work: &str, number: &str) -> Option<Command> {
         Some(Command::sh(WITHDRAW, [work, number]))
     }

@@ -21,7 +21,17 @@ done
 [ -n "$job" ] || { echo ended && exit 0; }
 held=0
 qhold "$job" >/dev/null 2>&1 && held=1
-state=$(qstat -f "$job" 2>/dev/null | sed -n 's/^ *job_state = //p')
+# A qstat that fails now (the server not answering) fails the withdraw; a job PBS has
+# since finished reads as ended.
+if ! out=$(qstat -f "$job" 2>&1); then
+    case $out in
+    *"Job has finished"* | *"Unknown Job Id"*) echo ended && exit 0 ;;
+    esac
+    [ "$held" = 1 ] && qrls "$job" >/dev/null 2>&1
+    printf '%s\n' "$out" >&2
+    exit 1
+fi
+state=$(printf '%s\n' "$out" | sed -n 's/^ *job_state = //p')
 case $state in
 H)
     [ -d "$1/ids/$2" ] && : >"$1/ids/$2/cancel-requested"

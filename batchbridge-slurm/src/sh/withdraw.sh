@@ -7,14 +7,18 @@
 # - An array: a hold first keeps every pending task from starting while squeue lists the
 #   tasks' states; all pending, it is cancelled; a task started, the hold is released and
 #   the array left running.
-# A job cancelled here is marked so in its directory, as cancel.sh does.
+# A job cancelled here is marked so in its directory, as cancel.sh does. A squeue that
+# fails (slurmctld not answering) fails the withdraw: nothing is said of a job not seen.
+#
+# `tasks WORK ID`: each task's `ARRAY_INDEX STATE`, nothing for a job SLURM does not know;
+# fails, saying why on stderr, when squeue does. Called in `$(…)`, so its caller checks.
 tasks() {
     if ! out=$(squeue -h -r -t all -j "$2" -o '%K %T' 2>&1); then
         case $out in
         *"Invalid job id"*) return 0 ;;
         esac
         printf '%s\n' "$out" >&2
-        exit 1
+        return 1
     fi
     printf '%s\n' "$out"
 }
@@ -23,12 +27,13 @@ withdrawn() {
     echo withdrawn
     exit 0
 }
-before=$(tasks "$@")
+before=$(tasks "$@") || exit
 case $before in
 '') echo ended && exit 0 ;;
 'N/A PENDING')
     scancel --state=PENDING "$2" || exit
-    case $(tasks "$@") in
+    after=$(tasks "$@") || exit
+    case $after in
     'N/A CANCELLED') withdrawn "$@" ;;
     '') echo ended ;;
     *) echo started ;;
@@ -38,8 +43,9 @@ case $before in
 'N/A '*) ;;
 *) scontrol hold "$2" 2>/dev/null ;;
 esac
+held=$(tasks "$@") || exit
 pending=0 other=0 active=0
-for state in $(tasks "$@" | cut -d' ' -f2); do
+for state in $(printf '%s\n' "$held" | cut -d' ' -f2); do
     case $state in
     PENDING) pending=1 ;;
     RUNNING | SUSPENDED | COMPLETING | CONFIGURING | STOPPED | SIGNALING | RESIZING | STAGE_OUT | REQUEUE*)
