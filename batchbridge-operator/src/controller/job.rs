@@ -584,7 +584,8 @@ async fn remove_from_cluster(
     if let Some(id) = id {
         cancel(ctx, job, &connection, &id).await?;
     }
-    let mut removed = remove_files(job, &connection, removal.remove_files, &key).await?;
+    let attempts = removal.remove_files;
+    let mut clusters = u32::from(remove_files(job, &connection, attempts, &key).await?);
     // A job that moved left the files of the attempts it withdrew on the clusters it left;
     // a cluster since deleted has nothing to remove them through.
     let left: BTreeSet<&str> = status
@@ -596,22 +597,22 @@ async fn remove_from_cluster(
     for from in left {
         match ctx.clusters.get(&namespace, from).await {
             Ok(connection) => {
-                removed += remove_files(job, &connection, removal.remove_files, &key).await?;
+                clusters += u32::from(remove_files(job, &connection, attempts, &key).await?);
             }
             Err(problem) if problem.reason == Reason::BatchClusterNotFound => {}
             Err(problem) => return Err(ReconcileError::Cluster(problem)),
         }
     }
-    if removed > 0 {
-        tracing::info!(job = %ObjectRef::from(job), attempts = removed, "job files removed on deletion");
+    if attempts > 0 && clusters > 0 {
+        tracing::info!(job = %ObjectRef::from(job), attempts, clusters, "job files removed on deletion");
         publish(
             ctx,
             job,
             EventType::Normal,
             "FilesRemoved",
             &format!(
-                "the files of {removed} attempt(s) were removed from the cluster because the \
-                 BatchJob was deleted"
+                "the files of {attempts} attempt(s) were removed from {clusters} cluster(s) \
+                 because the BatchJob was deleted"
             ),
             "Reconcile",
         )
@@ -621,26 +622,25 @@ async fn remove_from_cluster(
 }
 
 /// Removes the files of attempts 1 to `attempts` (their keys by `key`) from the cluster of
-/// `connection`, returning how many it removed (none when the backend keeps them).
+/// `connection`; false when the backend keeps job files (it cannot clean up).
 async fn remove_files(
     job: &BatchJob,
     connection: &Connection,
     attempts: u32,
     key: &impl Fn(u32) -> Result<JobKey, ReconcileError>,
-) -> Result<u32, ReconcileError> {
-    let mut removed = 0;
+) -> Result<bool, ReconcileError> {
     for attempt in 1..=attempts {
         match connection.backend.cleanup(&key(attempt)?).await {
-            Ok(()) => removed += 1,
+            Ok(()) => {}
             Err(err) if err.kind() == ErrorKind::Unsupported => {
                 tracing::debug!(job = %ObjectRef::from(job), %err, "job files kept");
-                break;
+                return Ok(false);
             }
             // JobActive: a job cancelled a moment ago has not ended yet; tried again.
             Err(err) => return Err(ReconcileError::Backend(err)),
         }
     }
-    Ok(removed)
+    Ok(true)
 }
 
 /// Cancels job `id` of a BatchJob being deleted (Ok if it ended already) and says so.
