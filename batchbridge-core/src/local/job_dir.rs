@@ -132,12 +132,7 @@ impl JobDir {
             .create(true)
             .append(true)
             .open(&path)?;
-        let _lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot lock {}: {errno}", path.display()),
-            )
-        })?;
+        let _lock = lock_exclusive(file, &path)?;
         let status = self.status(capacity);
         if status.state.is_terminal() {
             return Ok(Withdrawal::Ended);
@@ -308,6 +303,16 @@ fn read_chunk(path: &Path, request: &OutputRequest) -> Result<OutputChunk> {
         data,
         offset,
         total_size,
+    })
+}
+
+/// Waits for an exclusive lock on `file` (opened from `path`, which the error names).
+pub(super) fn lock_exclusive(file: File, path: &Path) -> Result<Flock<File>> {
+    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| {
+        Error::new(
+            ErrorKind::Io,
+            format!("cannot lock {}: {errno}", path.display()),
+        )
     })
 }
 

@@ -35,7 +35,6 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
@@ -315,12 +314,7 @@ impl Inner {
             .create(true)
             .truncate(false)
             .open(self.root.join(LAST_ID))?;
-        let mut file = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot lock {}: {errno}", self.root.join(LAST_ID).display()),
-            )
-        })?;
+        let mut file = job_dir::lock_exclusive(file, &self.root.join(LAST_ID))?;
         if last_cleaned_id(&self.root)? < id {
             file.set_len(0)?;
             file.rewind()?;
