@@ -495,13 +495,25 @@ fn observe(
                 }
             }
             _ => {
-                if let Some(job) = observation
-                    && !held_back(next, job, now)
-                {
-                    let started = next.phase != Some(Phase::Running);
-                    *next = observed(next, job);
-                    if spec.log_pod && started && next.phase == Some(Phase::Running) {
-                        effects.push(Effect::ShowOutput(id.clone()));
+                let mut recheck = RECHECK;
+                if let Some(job) = observation {
+                    match held_back(next, job, now) {
+                        Some(hold_left) => {
+                            // A scheduler's start estimate, unlike its words for the wait, is
+                            // what a user waits to read: written when the hold ends, not at
+                            // the next change, which may be the job's start.
+                            if job.expected_start_at.is_some() && next.expected_start_time.is_none()
+                            {
+                                recheck = hold_left;
+                            }
+                        }
+                        None => {
+                            let started = next.phase != Some(Phase::Running);
+                            *next = observed(next, job);
+                            if spec.log_pod && started && next.phase == Some(Phase::Running) {
+                                effects.push(Effect::ShowOutput(id.clone()));
+                            }
+                        }
                     }
                 }
                 set_finished(next, now);
@@ -510,10 +522,10 @@ fn observe(
                 match move_wait(spec, next, now).filter(|_| waiting) {
                     Some(Duration::ZERO) => {
                         effects.push(Effect::Place(Purpose::Move));
-                        effects.push(Effect::Requeue(RECHECK));
+                        effects.push(Effect::Requeue(recheck));
                     }
-                    Some(wait) => effects.push(Effect::Requeue(wait.min(RECHECK))),
-                    None => effects.push(Effect::Requeue(RECHECK)),
+                    Some(wait) => effects.push(Effect::Requeue(wait.min(recheck))),
+                    None => effects.push(Effect::Requeue(recheck)),
                 }
             }
         },
@@ -522,21 +534,24 @@ fn observe(
     }
 }
 
-/// Whether the poller's report `job` waits for the job's next change: the job still waits
-/// in the phase its status says, in its first [`QUEUE_REPORT_HOLD`] in the queue. The
-/// acceptance was written as Queued, so the first polls say nothing new but the scheduler's
-/// words for the wait (its native state and reason, its estimate, the partition); written
-/// at once they would cost a status write per job just when a burst of submits makes the
-/// API server the limit. They go out with the next change the poller reports after that
-/// minute (a new reason, the job starting), or at the [`RECHECK`] at the latest.
-fn held_back(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> bool {
+/// How much longer the poller's report `job` waits for the job's next change, if it does:
+/// the job still waits in the phase its status says, in its first [`QUEUE_REPORT_HOLD`] in
+/// the queue. The acceptance was written as Queued, so the first polls say nothing new but
+/// the scheduler's words for the wait (its native state and reason, its estimate, the
+/// partition); written at once they would cost a status write per job just when a burst of
+/// submits makes the API server the limit. They go out with the next change the poller
+/// reports after that minute (a new reason, the job starting), when the hold ends for a
+/// job with a start estimate, or at the [`RECHECK`] at the latest.
+fn held_back(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> Option<Duration> {
     let phase = Phase::from(job.state);
-    status.phase == Some(phase)
-        && matches!(phase, Phase::Queued | Phase::Held)
-        && status
-            .submit_time
-            .as_ref()
-            .is_some_and(|at| now < SystemTime::from(at.0) + QUEUE_REPORT_HOLD)
+    if status.phase != Some(phase) || !matches!(phase, Phase::Queued | Phase::Held) {
+        return None;
+    }
+    let submitted = SystemTime::from(status.submit_time.as_ref()?.0);
+    (submitted + QUEUE_REPORT_HOLD)
+        .duration_since(now)
+        .ok()
+        .filter(|left| !left.is_zero())
 }
 
 /// The attempt ended as `job` reports: its status written, RetryPending when the policy
@@ -1522,11 +1537,26 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![
+                    Follow(id()),
+                    Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
+                ],
                 ..case(
-                    "the first polls of a job accepted as queued write nothing",
+                    "the first polls of a job accepted as queued write nothing; its estimate waits for the hold's end",
                     accepted(5),
                     observed(waiting(JobState::Queued, "Priority")),
+                )
+            },
+            Case {
+                effects: vec![Follow(id()), Requeue(RECHECK)],
+                ..case(
+                    "a waiting job without an estimate is written at its next change",
+                    accepted(5),
+                    observed({
+                        let mut job = waiting(JobState::Queued, "Priority");
+                        job.expected_start_at = None;
+                        job
+                    }),
                 )
             },
             Case {
@@ -2066,10 +2096,17 @@ mod tests {
         queued.expected_start_at = Some(clock.get() + Duration::from_secs(3600));
         queued.queue = Some("debug".into());
         let unchanged = status.clone();
-        walk(&spec, &mut status, Event::Observed(Some(&queued)), 5);
+        assert_eq!(
+            walk(&spec, &mut status, Event::Observed(Some(&queued)), 5),
+            [
+                Follow(JobId::from("7")),
+                Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(6))
+            ],
+            "the estimate is written when the first minute ends"
+        );
         assert_eq!(status, unchanged, "nothing written in the first minute");
         queued.reason = Some("Resources".into());
-        walk(&spec, &mut status, Event::Observed(Some(&queued)), 60);
+        walk(&spec, &mut status, Event::Observed(Some(&queued)), 54);
         assert_eq!(status.message.as_deref(), Some("Resources"));
         assert_eq!(
             (status.phase, status.start_time.as_ref()),

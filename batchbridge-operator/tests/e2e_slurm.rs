@@ -179,11 +179,13 @@ async fn output_failure_fix_and_rerun() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_partition_and_cluster_side_cancel() {
     let (bed, operator) = set_up("e2e-single", "ssh", "slurm").await;
+    // A wall time on every job: SLURM estimates a start only for jobs with a time limit.
     let sleeper = |seconds: u32| {
         json!({
             "clusterRef": {"name": "slurm"},
             "script": format!("sleep {seconds}\n"),
             "queue": "single",
+            "resources": {"wallTime": format!("{}s", seconds + 60)},
         })
     };
     create_job(&bed, "first", sleeper(6)).await;
@@ -210,6 +212,13 @@ async fn one_node_partition_and_cluster_side_cancel() {
     for name in ["first", "second"] {
         let done = status(&wait_for_phase(&bed, name, Phase::Succeeded).await);
         assert_eq!(done.queue.as_deref(), Some("single"));
+        // The run time of a finished job is fixed: start to finish, not start to now.
+        let run_time = done.run_time.clone().unwrap();
+        let seconds: u64 = run_time.trim_end_matches('s').parse().unwrap_or(0);
+        assert!((6..=9).contains(&seconds), "a 6 s job ran {run_time}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let later = status(&bed.jobs().get(name).await.unwrap());
+        assert_eq!(later.run_time, Some(run_time), "the run time stays put");
     }
 
     create_job(&bed, "long", sleeper(300)).await;
@@ -223,6 +232,22 @@ async fn one_node_partition_and_cluster_side_cancel() {
     assert_eq!(
         waiting.start_time, None,
         "a queued job has not started (the scheduler's estimate is no start time)"
+    );
+    // SLURM's estimate has a field of its own: about when the running job's wall time ends.
+    let estimated = status(
+        &wait_for(&bed, "waiting", "SLURM's start estimate", |s| {
+            s.expected_start_time.is_some()
+        })
+        .await,
+    );
+    assert_eq!(estimated.phase, Some(Phase::Queued));
+    assert_eq!(estimated.start_time, None);
+    let expected = estimated.expected_start_time.unwrap().0;
+    let started = long.start_time.clone().unwrap().0;
+    let ahead = expected.as_second() - started.as_second();
+    assert!(
+        (1..=400).contains(&ahead),
+        "expected start {expected} is not within the running job's 360 s wall time (started {started})"
     );
     let id = long.job_id.unwrap();
     slurm(&format!("scancel {id}")).await;
