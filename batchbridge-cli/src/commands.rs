@@ -493,7 +493,11 @@ impl Context {
                         .version()
                         .await
                         .map_err(|err| cluster.explain(err));
-                    let accounting = cluster.backend.capabilities().accounting;
+                    // Asked after the version: SLURM's probe learns it then, and what a
+                    // cluster that did not answer has is unknown.
+                    let accounting = version
+                        .is_ok()
+                        .then(|| cluster.backend.capabilities().accounting);
                     json!({
                         "name": name,
                         "scheduler": format!("{:?}", cluster.scheduler).to_lowercase(),
@@ -522,8 +526,10 @@ impl Context {
         }
         for check in &checks {
             let text = |field: &str| check[field].as_str().unwrap_or("").to_owned();
-            let state = if check["ok"].as_bool() == Some(true) {
-                console::style("ok").green().to_string()
+            let ok = check["ok"].as_bool() == Some(true);
+            // Padded before it is styled: escape codes have no width on a terminal.
+            let state = if ok {
+                console::style(format!("{:<6}", "ok")).green().to_string()
             } else {
                 console::style("FAILED").red().bold().to_string()
             };
@@ -532,14 +538,14 @@ impl Context {
                 Some(false) => "no accounting",
                 None => "",
             };
-            println!(
-                "{:<16} {} {:<9} {:<28} {} {accounting}",
+            let line = format!(
+                "{:<16} {state} {:<9} {:<28} {:<40} {accounting}",
                 text("name"),
-                state,
                 text("scheduler"),
                 text("target"),
                 text("version")
             );
+            println!("{}", line.trim_end());
             if let Some(error) = check["error"].as_str() {
                 println!("  error: {error}");
             }

@@ -313,6 +313,11 @@ fn clusters_reports_each_problem_with_what_to_do() {
         (Some(false), Some(69)),
         "{down}"
     );
+    assert_eq!(
+        down["accounting"],
+        Value::Null,
+        "unknown: it never answered"
+    );
     assert!(
         down["hint"]
             .as_str()

@@ -100,6 +100,13 @@ impl SlurmConfig {
     }
 }
 
+/// The version probe: sinfo's version line, then `$1` when sacct answers.
+const VERSION_SCRIPT: &str = "sinfo --version || exit
+timeout 10 sacct -X -n -j 1 -o JobID >/dev/null 2>&1 && echo \"$1\"
+exit 0";
+/// What the version probe prints when sacct answered.
+const ACCOUNTING_ANSWERS: &str = "accounting";
+
 /// What is known of the cluster's accounting (slurmdbd behind sacct).
 #[derive(Debug, Clone, Copy)]
 enum Accounting {
@@ -457,15 +464,28 @@ impl CliScheduler for Slurm {
 
     /// `sinfo --version` prints the version without asking slurmctld, so a controller that
     /// is down does not fail it; it proves the shell reaches the login node and finds
-    /// SLURM's tools there.
+    /// SLURM's tools there. Then one sacct of a single job id tells whether accounting
+    /// answers (many small clusters run without slurmdbd), bounded by `timeout` so a
+    /// slurmdbd that does not answer cannot make the cluster look unreachable.
     fn version_command(&self) -> Command {
-        Command::new("sinfo").arg("--version")
+        Command::sh(VERSION_SCRIPT, [ACCOUNTING_ANSWERS])
     }
 
     /// What sinfo printed, trimmed: `slurm 22.05.8`, or `slurm-wlm 22.05.8` from Debian's
-    /// packages.
+    /// packages. Whether sacct answered is remembered as the accounting
+    /// [`capabilities`](BatchBackend::capabilities) report.
     fn parse_version(&self, output: &Output) -> Result<String> {
-        parse::sinfo_version(&output.stdout_text())
+        let text = output.stdout_text();
+        let (version, accounting) = text.split_once('\n').unwrap_or((&text, ""));
+        let version = parse::sinfo_version(version)?;
+        self.set_accounting(if accounting.trim() == ACCOUNTING_ANSWERS {
+            Accounting::Available
+        } else {
+            Accounting::Unavailable {
+                since: Instant::now(),
+            }
+        });
+        Ok(version)
     }
 }
 
@@ -605,14 +625,22 @@ mod tests {
         shell
             .expect_run()
             .withf(|command| {
-                command.get_program() == "sinfo"
-                    && command.get_args() == ["--version"]
+                command.get_program() == "sh"
+                    && command.get_args()[1].starts_with("sinfo --version")
                     && command.get_timeout() == Duration::from_secs(7)
             })
             .times(1)
             .returning(|_| ok("slurm-wlm 22.05.8\n"));
         let slurm = SlurmBackend::new(Arc::new(shell), config).unwrap();
         assert_eq!(slurm.version().await.unwrap(), "slurm-wlm 22.05.8");
+        assert!(
+            !slurm.capabilities().accounting,
+            "sacct did not answer the probe"
+        );
+
+        let slurm = backend(vec![ok("slurm-wlm 22.05.8\naccounting\n")]);
+        assert_eq!(slurm.version().await.unwrap(), "slurm-wlm 22.05.8");
+        assert!(slurm.capabilities().accounting, "sacct answered the probe");
     }
 
     #[tokio::test]

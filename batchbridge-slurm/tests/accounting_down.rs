@@ -17,6 +17,13 @@ async fn with_accounting_down_the_exit_code_files_decide(cluster: SlurmCluster) 
     testbed_script(cluster.script(), &["stop-slurmdbd"]);
     let _restart = RunOnDrop::script(cluster.script(), &["start-slurmdbd"]);
     let slurm = common::backend(cluster);
+    // The version probe (`batchbridge clusters`, a BatchCluster's probe) says so at once.
+    let version = slurm.version().await.unwrap();
+    assert!(version.starts_with("slurm"), "{version}");
+    assert!(
+        !slurm.capabilities().accounting,
+        "the probe's sacct failed, so accounting is known down"
+    );
     let ok = slurm
         .submit(&common::spec("dbd-ok", "echo ok\n"))
         .await
