@@ -153,7 +153,7 @@ impl OutputFollower {
     ) -> Result<JobStatus> {
         let backend = tracker.backend().clone();
         let watch = tracker.watch(self.id.clone());
-        self.follow_watched(backend.as_ref(), watch, interval, |new, _| {
+        follow_watched(self, backend.as_ref(), watch, interval, |(new, _)| {
             on_output(new);
             std::future::ready(())
         })
@@ -171,67 +171,25 @@ impl OutputFollower {
         let backend = tracker.backend().clone();
         let watch = tracker.watch(self.id.clone());
         let task = tracker.runtime().spawn(async move {
-            let ended = self
-                .follow_watched(
-                    backend.as_ref(),
-                    watch,
-                    OUTPUT_POLL_INTERVAL,
-                    |new, resume_at| {
-                        let sender = sender.clone();
-                        async move {
-                            // A reader that is gone drops the stream, which stops this task.
-                            let _ = sender
-                                .send(Ok(OutputUpdate::Output { new, resume_at }))
-                                .await;
-                        }
-                    },
-                )
-                .await;
+            let ended = follow_watched(
+                &mut self,
+                backend.as_ref(),
+                watch,
+                OUTPUT_POLL_INTERVAL,
+                |(new, resume_at)| {
+                    let sender = sender.clone();
+                    async move {
+                        // A reader that is gone drops the stream, which stops this task.
+                        let _ = sender
+                            .send(Ok(OutputUpdate::Output { new, resume_at }))
+                            .await;
+                    }
+                },
+            )
+            .await;
             let _ = sender.send(ended.map(OutputUpdate::Ended)).await;
         });
         OutputStream { updates, task }
-    }
-
-    /// The loop of [`follow`](Self::follow) and [`stream`](Self::stream): reads while the
-    /// watched job runs, passing each new piece and the offsets after it to `pass_on`.
-    async fn follow_watched<F, Passed>(
-        &mut self,
-        backend: &dyn BatchBackend,
-        mut watch: Watch,
-        interval: Duration,
-        mut pass_on: F,
-    ) -> Result<JobStatus>
-    where
-        F: FnMut(NewOutput, (u64, u64)) -> Passed,
-        Passed: Future<Output = ()>,
-    {
-        let mut reading = false;
-        loop {
-            tokio::select! {
-                status = watch.next() => {
-                    let status = status?;
-                    if status.state.is_terminal() {
-                        loop {
-                            let new = self.poll(backend).await?;
-                            if new.is_empty() {
-                                return Ok(status);
-                            }
-                            pass_on(new, self.offsets()).await;
-                        }
-                    }
-                    reading = matches!(
-                        status.state,
-                        JobState::Running | JobState::Suspended | JobState::Unknown
-                    );
-                }
-                () = tokio::time::sleep(interval), if reading => match self.poll(backend).await {
-                    Ok(new) if !new.is_empty() => pass_on(new, self.offsets()).await,
-                    Ok(_) => {}
-                    Err(err) if err.is_temporary() => {}
-                    Err(err) => return Err(err),
-                },
-            }
-        }
     }
 
     fn request(&self, offset: u64) -> OutputRequest {
@@ -241,6 +199,215 @@ impl OutputFollower {
             None => request,
         }
     }
+}
+
+/// What [`follow_watched`] reads: one round while the job runs, the rest once it ended,
+/// each piece passed on as soon as it was read.
+trait Reading {
+    /// A piece of output, with what the caller needs to know of where it belongs.
+    type Piece;
+
+    /// One round of reads of a running job.
+    async fn round<Passed: Future<Output = ()>>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        pass_on: &mut impl FnMut(Self::Piece) -> Passed,
+    ) -> Result<()>;
+
+    /// Everything left of a job that ended.
+    async fn rest<Passed: Future<Output = ()>>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        pass_on: &mut impl FnMut(Self::Piece) -> Passed,
+    ) -> Result<()>;
+}
+
+impl Reading for OutputFollower {
+    /// The new bytes and the offsets `(stdout, stderr)` just past them.
+    type Piece = (NewOutput, (u64, u64));
+
+    async fn round<Passed: Future<Output = ()>>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        pass_on: &mut impl FnMut(Self::Piece) -> Passed,
+    ) -> Result<()> {
+        let new = self.poll(backend).await?;
+        if !new.is_empty() {
+            pass_on((new, self.offsets())).await;
+        }
+        Ok(())
+    }
+
+    async fn rest<Passed: Future<Output = ()>>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        pass_on: &mut impl FnMut(Self::Piece) -> Passed,
+    ) -> Result<()> {
+        loop {
+            let new = self.poll(backend).await?;
+            if new.is_empty() {
+                return Ok(());
+            }
+            pass_on((new, self.offsets())).await;
+        }
+    }
+}
+
+/// The loop of every follow: `reading`'s rounds every `interval` while the watched job
+/// runs (Running, Suspended, or Unknown), then the rest once it ended; returns the job's
+/// terminal status. A temporary failure of a round is retried at the next; any other
+/// failure, one while reading the rest, and a permanent failure of the tracker's polls
+/// are returned.
+async fn follow_watched<R, F, Passed>(
+    reading: &mut R,
+    backend: &dyn BatchBackend,
+    mut watch: Watch,
+    interval: Duration,
+    mut pass_on: F,
+) -> Result<JobStatus>
+where
+    R: Reading,
+    F: FnMut(R::Piece) -> Passed,
+    Passed: Future<Output = ()>,
+{
+    let mut running = false;
+    loop {
+        tokio::select! {
+            status = watch.next() => {
+                let status = status?;
+                if status.state.is_terminal() {
+                    reading.rest(backend, &mut pass_on).await?;
+                    return Ok(status);
+                }
+                running = matches!(
+                    status.state,
+                    JobState::Running | JobState::Suspended | JobState::Unknown
+                );
+            }
+            () = tokio::time::sleep(interval), if running => {
+                match reading.round(backend, &mut pass_on).await {
+                    Err(err) if !err.is_temporary() => return Err(err),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// How many tasks an [`ArrayOutputFollower`] reads per round, so that following an array
+/// of any size costs a bounded number of reads per interval.
+pub const TASK_READS_PER_ROUND: u32 = 4;
+
+/// Follows every task of an array job, passing on each task's output once, in order
+/// within the task, as it grows.
+///
+/// While the array runs, each round reads the next [`TASK_READS_PER_ROUND`] tasks in turn,
+/// so a task's new output arrives within `interval × tasks / TASK_READS_PER_ROUND`; a task
+/// that has not started reads as empty. Once the array ended, what is left of every task is
+/// read in task order.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use batchbridge_core::follow::ArrayOutputFollower;
+/// use batchbridge_core::{ArraySpec, BatchBackend, JobKey, JobSpec, LocalBackend, Tracker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend = Arc::new(LocalBackend::new(dir.path())?);
+/// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
+/// let mut spec = JobSpec::new(JobKey::new("tasks")?, "tasks", "echo task $BATCHBRIDGE_TASK_INDEX");
+/// spec.array = Some(ArraySpec::new(3));
+/// let id = backend.submit(&spec).await?;
+///
+/// let mut printed = vec![String::new(); 3];
+/// ArrayOutputFollower::new(id, 3)
+///     .follow(&tracker, Duration::from_millis(100), |task, new| {
+///         printed[task as usize].push_str(&String::from_utf8_lossy(&new.stdout));
+///     })
+///     .await?;
+/// assert_eq!(printed, ["task 0\n", "task 1\n", "task 2\n"]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ArrayOutputFollower {
+    id: JobId,
+    tasks: Vec<OutputFollower>,
+    /// The task the next round starts with.
+    next: usize,
+}
+
+impl ArrayOutputFollower {
+    /// Follows the `tasks` tasks of array job `id` from the first byte of each stream.
+    pub fn new(id: JobId, tasks: u32) -> Self {
+        Self {
+            id: id.clone(),
+            tasks: (0..tasks)
+                .map(|task| OutputFollower::new(id.clone()).for_task(task))
+                .collect(),
+            next: 0,
+        }
+    }
+
+    /// Passes each task's output on to `on_output(task, new)` as it grows, reading while
+    /// `tracker` sees the array running, until it sees it end; then reads what is left of
+    /// every task and returns the array's terminal status. Failures are handled as
+    /// [`OutputFollower::follow`] handles them.
+    pub async fn follow(
+        &mut self,
+        tracker: &Tracker,
+        interval: Duration,
+        mut on_output: impl FnMut(u32, NewOutput),
+    ) -> Result<JobStatus> {
+        let backend = tracker.backend().clone();
+        let watch = tracker.watch(self.id.clone());
+        follow_watched(self, backend.as_ref(), watch, interval, |(task, new)| {
+            on_output(task, new);
+            std::future::ready(())
+        })
+        .await
+    }
+}
+
+impl Reading for ArrayOutputFollower {
+    /// The task and its new bytes.
+    type Piece = (u32, NewOutput);
+
+    async fn round<Passed: Future<Output = ()>>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        pass_on: &mut impl FnMut(Self::Piece) -> Passed,
+    ) -> Result<()> {
+        let count = self.tasks.len();
+        for _ in 0..count.min(TASK_READS_PER_ROUND as usize) {
+            let task = self.next;
+            self.next = (task + 1) % count;
+            let new = self.tasks[task].poll(backend).await?;
+            if !new.is_empty() {
+                pass_on((task_number(task), new)).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn rest<Passed: Future<Output = ()>>(
+        &mut self,
+        backend: &dyn BatchBackend,
+        pass_on: &mut impl FnMut(Self::Piece) -> Passed,
+    ) -> Result<()> {
+        for (task, follower) in self.tasks.iter_mut().enumerate() {
+            follower
+                .rest(backend, &mut |(new, _)| pass_on((task_number(task), new)))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Task `index` of a follower's list, whose length came from a `u32`.
+fn task_number(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
 }
 
 /// One step of a job's output stream, from [`OutputStream::next`].

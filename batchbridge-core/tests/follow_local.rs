@@ -1,6 +1,7 @@
-//! `OutputFollower` and `Tracker::follow_output` on real jobs of the local backend: every
-//! byte of both streams passed on once and in order, however far one stream runs ahead of
-//! the other, and the rest read after the job ended.
+//! `OutputFollower`, `ArrayOutputFollower` and `Tracker::follow_output` on real jobs of the
+//! local backend: every byte of both streams passed on once and in order, however far one
+//! stream runs ahead of the other, every task of an array followed while it runs, and the
+//! rest read after the job ended.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -8,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchbridge_core::follow::{OutputFollower, OutputUpdate};
+use batchbridge_core::follow::{ArrayOutputFollower, OutputFollower, OutputUpdate};
 use batchbridge_core::{
-    BatchBackend, JobKey, JobSpec, JobState, LocalBackend, MAX_OUTPUT_CHUNK, Tracker,
+    ArraySpec, BatchBackend, JobKey, JobSpec, JobState, LocalBackend, MAX_OUTPUT_CHUNK, Tracker,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,4 +131,43 @@ async fn a_dropped_tracker_ends_its_output_streams() {
         JobState::Running
     );
     backend.cancel(&id).await.unwrap();
+}
+
+/// An array of 6 tasks, two running at a time, each printing a line every 200 ms for 2 s:
+/// every task's lines arrive whole and in order, in pieces from tasks running side by side
+/// (not one task after the other once the array ended), with stderr too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_of_an_array_is_followed_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::with_capacity(dir.path(), 2).unwrap());
+    let tracker = Tracker::new(backend.clone(), Duration::from_millis(200)).unwrap();
+    let script = "for i in 1 2 3 4 5 6 7 8 9 10; do echo \"task $BATCHBRIDGE_TASK_INDEX line $i\"; sleep 0.2; done; echo \"task $BATCHBRIDGE_TASK_INDEX done\" >&2";
+    let mut spec = JobSpec::new(JobKey::new("tasks").unwrap(), "tasks", script);
+    spec.array = Some(ArraySpec::new(6));
+    let id = backend.submit(&spec).await.unwrap();
+
+    let mut stdout = vec![String::new(); 6];
+    let mut stderr = vec![String::new(); 6];
+    let mut pieces = Vec::new();
+    let status = ArrayOutputFollower::new(id, 6)
+        .follow(&tracker, Duration::from_millis(100), |task, new| {
+            pieces.push(task);
+            stdout[task as usize].push_str(&String::from_utf8(new.stdout).unwrap());
+            stderr[task as usize].push_str(&String::from_utf8(new.stderr).unwrap());
+        })
+        .await
+        .unwrap();
+    assert_eq!(status.state, JobState::Succeeded);
+    for task in 0..6 {
+        let lines: String = (1..=10)
+            .map(|i| format!("task {task} line {i}\n"))
+            .collect();
+        assert_eq!(stdout[task], lines, "task {task}");
+        assert_eq!(stderr[task], format!("task {task} done\n"), "task {task}");
+    }
+    assert!(
+        pieces.windows(2).any(|pair| pair[1] < pair[0]),
+        "tasks followed side by side while they ran, not in task order at the end: {pieces:?}"
+    );
+    assert!(pieces.len() > 12, "each task in several pieces: {pieces:?}");
 }

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use batchbridge_core::follow::OutputFollower;
+use batchbridge_core::follow::{ArrayOutputFollower, NewOutput, OutputFollower};
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
-use batchbridge_core::{BatchBackend, JobId, JobOutput, OutputRequest, Tracker};
+use batchbridge_core::{JobId, JobOutput, OutputRequest, Tracker};
 use batchbridge_slurm::SubmitDefaults;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
@@ -480,8 +480,10 @@ const LOG_POD_READ: Duration = Duration::from_secs(1);
 /// prints the output as it grows (stdout and stderr in the order they were read, about
 /// once a second) until the job ends, then what is left, and returns; for one that ended
 /// it prints the whole stdout, then stderr. For an array job (`BATCHBRIDGE_TASKS` set) it
-/// waits until the array ended, then prints every task's in task order, each after a line
-/// `==> task N <==`.
+/// follows every task the same way,
+/// [`TASK_READS_PER_ROUND`](batchbridge_core::follow::TASK_READS_PER_ROUND) tasks a second in turn, and
+/// prints each piece after a line `==> task N <==` whenever the task changes, as `tail -f`
+/// does with several files; once the array ended, what is left of each task in task order.
 pub async fn fetch_output_to(
     vars: &impl Fn(&str) -> Option<String>,
     credentials: &std::path::Path,
@@ -546,50 +548,42 @@ pub async fn fetch_output_to(
                 .await?;
         }
         Some(count) => {
-            // Tasks print in task order, each whole, once the array ended.
-            tracker.wait(&id, Duration::MAX).await?;
-            for task in 0..count {
-                writeln!(out, "==> task {task} <==")?;
-                if stream(backend.as_ref(), &id, Some(task), out).await? != Some(b'\n') {
-                    // The next header starts a line of its own.
-                    writeln!(out)?;
-                }
-            }
+            let mut printing = None;
+            let mut last = None;
+            ArrayOutputFollower::new(id, count)
+                .follow(&tracker, LOG_POD_READ, |task, new| {
+                    let _ = print_task_output(out, task, &new, &mut printing, &mut last);
+                })
+                .await?;
         }
     }
     out.flush()?;
     Ok(())
 }
 
-/// Copies the stdout and then the stderr of the job (of its task `task`, for an array) to
-/// `out`, 1 MiB at a time; returns the last byte copied, if any.
-async fn stream(
-    backend: &dyn BatchBackend,
-    id: &JobId,
-    task: Option<u32>,
+/// Writes task `task`'s `new` output to `out` as `tail -f` writes several files: a line
+/// `==> task N <==` whenever the task differs from the one `printing`, on a line of its
+/// own (`last` is the last byte written).
+fn print_task_output(
     out: &mut impl Write,
-) -> batchbridge_core::Result<Option<u8>> {
-    const CHUNK: u64 = 1024 * 1024;
-    let mut last = None;
-    for stderr in [false, true] {
-        let mut offset = 0;
-        loop {
-            let request = OutputRequest::bytes(offset, CHUNK);
-            let request = match task {
-                Some(task) => request.for_task(task),
-                None => request,
-            };
-            let output = backend.fetch_output(id, &request).await?;
-            let chunk = if stderr { output.stderr } else { output.stdout };
-            out.write_all(&chunk.data)?;
-            last = chunk.data.last().copied().or(last);
-            offset += chunk.data.len() as u64;
-            if chunk.data.is_empty() || offset >= chunk.total_size {
-                break;
-            }
+    task: u32,
+    new: &NewOutput,
+    printing: &mut Option<u32>,
+    last: &mut Option<u8>,
+) -> std::io::Result<()> {
+    if *printing != Some(task) {
+        if last.is_some_and(|byte| byte != b'\n') {
+            writeln!(out)?;
         }
+        writeln!(out, "==> task {task} <==")?;
+        *printing = Some(task);
+        *last = Some(b'\n');
     }
-    Ok(last)
+    for bytes in [&new.stdout, &new.stderr] {
+        out.write_all(bytes)?;
+        *last = bytes.last().copied().or(*last);
+    }
+    out.flush()
 }
 
 #[cfg(test)]
@@ -600,6 +594,51 @@ mod tests {
 
     fn chunk(text: &str) -> OutputChunk {
         OutputChunk::new(text.as_bytes().to_vec(), 0, text.len() as u64)
+    }
+
+    #[test]
+    fn an_arrays_pieces_print_under_a_header_whenever_the_task_changes() {
+        let piece = |task: u32, stdout: &str, stderr: &str| {
+            (
+                task,
+                NewOutput {
+                    stdout: stdout.into(),
+                    stderr: stderr.into(),
+                },
+            )
+        };
+        let cases = [
+            (
+                "one task's pieces under one header",
+                vec![piece(0, "a\n", ""), piece(0, "b\n", "e\n")],
+                "==> task 0 <==\na\nb\ne\n",
+            ),
+            (
+                "tasks taking turns",
+                vec![
+                    piece(1, "x\n", ""),
+                    piece(0, "a\n", ""),
+                    piece(1, "y\n", ""),
+                ],
+                "==> task 1 <==\nx\n==> task 0 <==\na\n==> task 1 <==\ny\n",
+            ),
+            (
+                "a header after a piece without its line end starts a line of its own",
+                vec![
+                    piece(0, "partial", ""),
+                    piece(1, "", "err"),
+                    piece(0, " line\n", ""),
+                ],
+                "==> task 0 <==\npartial\n==> task 1 <==\nerr\n==> task 0 <==\n line\n",
+            ),
+        ];
+        for (name, pieces, expected) in cases {
+            let (mut out, mut printing, mut last) = (Vec::new(), None, None);
+            for (task, new) in &pieces {
+                print_task_output(&mut out, *task, new, &mut printing, &mut last).unwrap();
+            }
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "{name}");
+        }
     }
 
     #[test]

@@ -307,6 +307,14 @@ fn run_without_a_kubernetes_api_fails_readably() {
 
 /// The log pod for a job of the SLURM test bed, as the operator would create it.
 fn log_pod(job_id: &batchbridge_core::JobId) -> Pod {
+    log_pod_of(
+        job_id,
+        json!({"clusterRef": {"name": "slurm"}, "script": "true"}),
+    )
+}
+
+/// The log pod for a job of the SLURM test bed with BatchJob spec `spec`.
+fn log_pod_of(job_id: &batchbridge_core::JobId, spec: serde_json::Value) -> Pod {
     let ssh = login("ssh");
     let cluster: BatchClusterSpec = serde_json::from_value(json!({
         "scheduler": "slurm",
@@ -319,7 +327,7 @@ fn log_pod(job_id: &batchbridge_core::JobId) -> Pod {
         "apiVersion": "batchbridge.dev/v1alpha1",
         "kind": "BatchJob",
         "metadata": {"name": "image-runtime", "namespace": "research", "uid": "image-runtime-uid"},
-        "spec": {"clusterRef": {"name": "slurm"}, "script": "true"},
+        "spec": spec,
     }))
     .unwrap();
     output::log_pod(&job, &cluster, job_id, "ghcr.io/batchbridge/operator:test")
@@ -534,6 +542,101 @@ async fn fetch_output_in_the_image_follows_a_running_job() {
         ),
         "{stderr}"
     );
+    let ended = backend.status_of(&id).await.unwrap();
+    assert_eq!(ended.state, JobState::Succeeded, "{ended:?}");
+}
+
+/// The log pod of an array follows every task live: both tasks print a line, then wait for
+/// a file this test creates only once the pod printed both lines, each after its task's
+/// header; then each prints another and ends. Were tasks printed only once the array ended,
+/// or one task only after the other ended, the run would hang until its time limit.
+#[tokio::test]
+async fn fetch_output_in_the_image_follows_every_task_of_a_running_array() {
+    let facts = image_facts();
+    let backend =
+        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
+    let gate = tempfile::Builder::new()
+        .prefix("batchbridge-follow-gate-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gate_file = gate.path().join("open");
+    let script = format!(
+        "echo \"task $BATCHBRIDGE_TASK_INDEX before the gate\"\nwhile [ ! -e {} ]; do sleep 0.2; done\necho \"task $BATCHBRIDGE_TASK_INDEX after the gate\" >&2\n",
+        gate_file.display()
+    );
+    let mut spec = JobSpec::new(
+        unique_key("image-follow-array"),
+        "image-follow-array",
+        script,
+    );
+    spec.array = Some(batchbridge_core::ArraySpec::new(2));
+    let id = backend.submit(&spec).await.unwrap();
+
+    let pod = log_pod_of(
+        &id,
+        json!({"clusterRef": {"name": "slurm"}, "script": "true", "array": {"count": 2}}),
+    );
+    let PodRun {
+        args,
+        env,
+        volumes,
+        secrets: _secrets,
+    } = pod_run(&pod);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let work = tempfile::tempdir().unwrap();
+    let mut pod = in_image(&facts, work.path(), &volumes, &env, None, &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = pod.stdout.take().unwrap();
+    let printed = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let mut before = Vec::new();
+        while before.len() < 4 {
+            match lines.next() {
+                Some(line) => before.push(line.unwrap()),
+                None => break,
+            }
+        }
+        std::fs::write(&gate_file, "").unwrap();
+        let after: Vec<String> = lines.map(Result::unwrap).collect();
+        (before, after)
+    })
+    .await
+    .unwrap();
+    let status = pod.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(pod.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_ne!(status.code(), Some(124), "timed out: {stderr}");
+    assert!(status.success(), "fetch-output failed ({status}): {stderr}");
+    let (mut before, after) = printed;
+    // The tasks start in either order; each line follows its own task's header.
+    let task_first = |lines: &[String], task: u32| {
+        lines.windows(2).any(|pair| {
+            pair[0] == format!("==> task {task} <==")
+                && pair[1] == format!("task {task} before the gate")
+        })
+    };
+    assert!(
+        task_first(&before, 0) && task_first(&before, 1),
+        "both tasks' first lines, live, after their headers: {before:?} {stderr}"
+    );
+    before.extend(after.iter().cloned());
+    for task in [0, 1] {
+        let after_gate = format!("task {task} after the gate");
+        let at = before.iter().position(|line| *line == after_gate);
+        assert!(
+            at.is_some_and(|at| before[..at]
+                .iter()
+                .rev()
+                .find(|line| line.starts_with("==> task "))
+                == Some(&format!("==> task {task} <=="))),
+            "task {task}'s last line after its own header: {before:?}"
+        );
+    }
     let ended = backend.status_of(&id).await.unwrap();
     assert_eq!(ended.state, JobState::Succeeded, "{ended:?}");
 }

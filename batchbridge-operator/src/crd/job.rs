@@ -299,8 +299,9 @@ pub struct OutputPolicy {
     /// Whether to create a pod (NAME-log) that prints the output, so that "kubectl logs"
     /// shows it. It starts when the job starts running and prints the output as it grows
     /// (read about once a second), so "kubectl logs -f NAME-log" follows it live, then
-    /// ends shortly after the job. For an array job it prints every task's output once the
-    /// array ended, each after a line "==> task N <==".
+    /// ends shortly after the job. For an array job it follows every task, 4 tasks a second
+    /// in turn, printing each piece after a line "==> task N <==" whenever the task changes,
+    /// as "tail -f" does with several files.
     #[serde(default)]
     pub log_pod: bool,
 }
