@@ -188,7 +188,7 @@ impl Metrics {
         );
         registry.register(
             "reconciles_waiting",
-            "BatchJobs waiting to be reconciled, by lane: woken (their scheduler state changed or their action ended) or watched (new, or changed in Kubernetes)",
+            "BatchJobs waiting to be reconciled, by lane: woken (their scheduler state changed or their output was collected), acted (their submit or placement ended) or watched (new, or changed in Kubernetes)",
             metrics.reconciles_waiting.clone(),
         );
         registry.register(

@@ -116,6 +116,12 @@ async fn output_failure_fix_and_rerun() {
         .find(|c| c.type_ == "Reachable")
         .unwrap();
     assert_eq!(reachable.status, "True", "{reachable:?}");
+    let ready = cluster
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.status, "True", "{ready:?}");
     assert!(
         cluster
             .scheduler_version
@@ -129,6 +135,19 @@ async fn output_failure_fix_and_rerun() {
     assert_eq!(
         (fails.exit_code, fails.reason),
         (Some(3), Some(Reason::NonZeroExitCode))
+    );
+    // Final (no retry policy): what a user or a workflow engine waits for.
+    let waited = std::process::Command::new(&bed.facts.kubectl)
+        .arg("--kubeconfig")
+        .arg(&bed.facts.kubeconfig)
+        .args(["wait", "--for=condition=Failed", "--timeout=30s"])
+        .args(["-n", &bed.namespace, "batchjob/fails"])
+        .output()
+        .unwrap();
+    assert!(
+        waited.status.success(),
+        "kubectl wait --for=condition=Failed: {}",
+        String::from_utf8_lossy(&waited.stderr)
     );
     assert_eq!(
         slurm_state(fails.job_id.as_deref().unwrap()).await,
@@ -412,6 +431,24 @@ async fn a_missing_secret_is_reported() {
     );
     let reachable = wait_for_cluster(&bed, "impostor", "Reachable False").await;
     assert_eq!(reachable.reason, "HostKeyMismatch", "{reachable:?}");
+    // Ready, the summary condition kstatus, Argo CD and Flux read, says the same.
+    let impostor = bed
+        .clusters()
+        .get("impostor")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    let ready = impostor
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "HostKeyMismatch"),
+        "{ready:?}"
+    );
     // Nothing reached the cluster: the job stays editable, and goes at once when deleted.
     patch_spec(&bed, "careful", json!({"script": "echo edited\n"})).await;
     gone_at_once(&bed, "careful").await;

@@ -22,6 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use super::intake::Lane;
 use crate::crd::BatchJob;
 use crate::metrics::Metrics;
 
@@ -31,7 +32,10 @@ pub struct Actions {
     running: Arc<Mutex<HashMap<String, (ActionKind, AbortHandle)>>>,
     /// Each job as its last action's status write left it, until the cache has that write.
     written: Mutex<HashMap<String, Arc<BatchJob>>>,
-    wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    /// Where an ended output collection wakes its job ([`Lane::Woken`]).
+    woken: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+    /// Where an ended submit or placement wakes its job ([`Lane::Acted`]).
+    acted: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
     metrics: Arc<Metrics>,
 }
 
@@ -47,6 +51,16 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
+    /// The intake lane of the job it wakes: a collected output is the job's end, which a
+    /// user waits for ([`Lane::Woken`]); a submit's or placement's end waits its turn
+    /// ([`Lane::Acted`]).
+    pub fn lane(self) -> Lane {
+        match self {
+            Self::CollectOutput => Lane::Woken,
+            Self::Submit | Self::Place => Lane::Acted,
+        }
+    }
+
     /// The label value: `submit`, `collect_output` or `place`.
     pub fn label(self) -> &'static str {
         match self {
@@ -58,12 +72,18 @@ impl ActionKind {
 }
 
 impl Actions {
-    /// No action in progress; jobs are woken through `wake` when theirs is over.
-    pub fn new(wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>, metrics: Arc<Metrics>) -> Self {
+    /// No action in progress; jobs are woken through `woken` or `acted`, by the lane of
+    /// their action ([`ActionKind::lane`]), when theirs is over.
+    pub fn new(
+        woken: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+        acted: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             running: Arc::default(),
             written: Mutex::default(),
-            wake,
+            woken,
+            acted,
             metrics,
         }
     }
@@ -127,7 +147,10 @@ impl Actions {
         let uid = job.uid().unwrap_or_default();
         let reference = ObjectRef::from(job);
         let running = Arc::clone(&self.running);
-        let wake = self.wake.clone();
+        let wake = match kind.lane() {
+            Lane::Woken => self.woken.clone(),
+            Lane::Acted | Lane::Watched => self.acted.clone(),
+        };
         let metrics = Arc::clone(&self.metrics);
         // The lock is held until the task is registered, so that the task's own removal
         // cannot come first.
@@ -189,8 +212,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_job_is_busy_until_its_action_ends_then_woken() {
         let (wake, mut woken) = mpsc::unbounded_channel();
+        let (act, mut acted) = mpsc::unbounded_channel();
         let metrics = Arc::new(Metrics::new());
-        let actions = Actions::new(wake, Arc::clone(&metrics));
+        let actions = Actions::new(wake, act, Arc::clone(&metrics));
         let (finish, finished) = oneshot::channel::<()>();
         let a = job("a");
         actions.start(&a, ActionKind::Submit, async move {
@@ -213,8 +237,9 @@ mod tests {
             Some(r#"batchbridge_actions_in_progress{action="submit"} 1"#)
         );
         finish.send(()).expect("the action waits");
-        let reference = woken.recv().await.expect("the job is woken");
+        let reference = acted.recv().await.expect("the job is woken");
         assert_eq!(reference, ObjectRef::from(&a));
+        assert!(woken.try_recv().is_err(), "a submit's end is not a change");
         assert!(!actions.is_running(&a));
         assert_eq!(
             in_progress(&metrics).as_deref(),
@@ -225,7 +250,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_action_wakes_its_job_only_after_the_wait() {
         let (wake, mut woken) = mpsc::unbounded_channel();
-        let actions = Actions::new(wake, Arc::new(Metrics::new()));
+        let (act, _acted) = mpsc::unbounded_channel();
+        let actions = Actions::new(wake, act, Arc::new(Metrics::new()));
         let a = job("a");
         let started = tokio::time::Instant::now();
         actions.start(&a, ActionKind::CollectOutput, async {
@@ -240,7 +266,8 @@ mod tests {
     #[test]
     fn a_cache_older_than_an_actions_write_gets_the_written_job_until_it_has_it() {
         let (wake, _woken) = mpsc::unbounded_channel();
-        let actions = Actions::new(wake, Arc::new(Metrics::new()));
+        let (act, _acted) = mpsc::unbounded_channel();
+        let actions = Actions::new(wake, act, Arc::new(Metrics::new()));
         let at = |version: &str| {
             let mut job = job("a");
             job.metadata.resource_version = Some(version.into());
@@ -279,9 +306,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn aborted_actions_end_without_waking() {
-        let (wake, mut woken) = mpsc::unbounded_channel();
+        let (wake, _woken) = mpsc::unbounded_channel();
+        let (act, mut acted) = mpsc::unbounded_channel();
         let metrics = Arc::new(Metrics::new());
-        let actions = Actions::new(wake, Arc::clone(&metrics));
+        let actions = Actions::new(wake, act, Arc::clone(&metrics));
         let a = job("a");
         actions.start(&a, ActionKind::Submit, std::future::pending());
         actions.abort_all();
@@ -292,6 +320,6 @@ mod tests {
                 .contains(r#"batchbridge_actions_in_progress{action="submit"} 0"#)
         );
         drop(actions);
-        assert!(woken.recv().await.is_none(), "nothing woke the job");
+        assert!(acted.recv().await.is_none(), "nothing woke the job");
     }
 }

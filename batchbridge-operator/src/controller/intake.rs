@@ -1,14 +1,23 @@
-//! The order in which BatchJobs are reconciled: a job woken because something happened to
-//! it on its cluster goes before the jobs the watch brought.
+//! The order in which BatchJobs are reconciled: a job something happened to on its cluster
+//! goes first, then a job whose submit ended, then the jobs the watch brought.
 //!
 //! kube-runtime's controller takes its reconcile requests first in, first out. In a burst
 //! of thousands of new BatchJobs the API server sets the pace (about ten requests per new
 //! job), and a job the poller saw finish would wait behind every new job for its status:
-//! minutes, at 10,000 (docs/PERFORMANCE.md, finding 3). So the watch does not feed the
-//! controller directly. The intake keeps two lanes: a woken job is handed to the
-//! controller at once; a watched one only while fewer than [`WATCHED_AT_ONCE`] watched
-//! jobs are being reconciled, so that the controller never holds a backlog for a woken job
-//! to wait behind. Requeues the reconciler asks for go to the controller as before.
+//! minutes, at 10,000 (docs/PERFORMANCE.md, finding 3). So nothing feeds the controller
+//! directly. The intake keeps three lanes:
+//!
+//! - [`Lane::Woken`]: the poller saw the job change, or its output was collected. Handed to
+//!   the controller at once: these are what a user waits to see.
+//! - [`Lane::Acted`]: its submit or placement ended. A burst of new jobs brings one per job,
+//!   each a status write and an Event; handed over only while fewer than
+//!   [`ACTED_AT_ONCE`] are being reconciled, so that they wait here, not in the
+//!   controller ahead of a job that ended meanwhile (they did: a job that ended during 1000
+//!   submits waited up to 9 s for its status, docs/PERFORMANCE.md).
+//! - [`Lane::Watched`]: the watch brought a new job or a change to one; handed over only
+//!   while fewer than [`WATCHED_AT_ONCE`] are being reconciled.
+//!
+//! Requeues the reconciler asks for go to the controller as before.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -32,114 +41,145 @@ pub const RECONCILES_AT_ONCE: u16 = 64;
 /// them (at 10,000 jobs, with half, they queued for seconds).
 pub const WATCHED_AT_ONCE: usize = (RECONCILES_AT_ONCE / 4) as usize;
 
-/// A watched job handed over this long ago no longer counts as being reconciled. Every
-/// request handed to the controller comes back as a result, but a place lost to a result
-/// that did not (the controller merges and holds requests out of sight) would shrink the
-/// window for good.
+/// How many jobs whose submit or placement ended may be reconciled at once: another
+/// quarter of the workers, which the submits' own pace (a few at once per cluster) rarely
+/// fills; half of them stay free for woken jobs.
+pub const ACTED_AT_ONCE: usize = (RECONCILES_AT_ONCE / 4) as usize;
+
+/// A job handed over this long ago from a lane with a window no longer counts as being
+/// reconciled. Every request handed to the controller comes back as a result, but a place
+/// lost to a result that did not (the controller merges and holds requests out of sight)
+/// would shrink the window for good.
 const FORGOTTEN_AFTER: Duration = Duration::from_secs(60);
 
-/// Why a job is waiting to be reconciled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a job is waiting to be reconciled, most urgent first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Lane {
-    /// The poller saw its scheduler state change, or its action ended.
+    /// The poller saw its scheduler state change, or its output was collected.
     Woken,
+    /// Its submit or placement ended.
+    Acted,
     /// The watch brought a new job or a change to one (often the operator's own write).
     Watched,
 }
 
 impl Lane {
-    /// The `lane` label of `batchbridge_reconciles_waiting`: `woken` or `watched`.
+    /// Every lane, most urgent first.
+    pub const ALL: [Lane; 3] = [Lane::Woken, Lane::Acted, Lane::Watched];
+
+    /// The `lane` label of `batchbridge_reconciles_waiting`: `woken`, `acted` or `watched`.
     pub fn label(self) -> &'static str {
         match self {
             Self::Woken => "woken",
+            Self::Acted => "acted",
             Self::Watched => "watched",
         }
     }
-}
 
-/// The jobs waiting to be reconciled, in two lanes, each job at most once.
-#[derive(Debug, Default)]
-pub struct Intake {
-    woken: VecDeque<ObjectRef<BatchJob>>,
-    watched: VecDeque<ObjectRef<BatchJob>>,
-    /// Each waiting job's lane; a job moved to the woken lane leaves a stale entry in the
-    /// watched one, skipped when it comes up.
-    waiting: HashMap<ObjectRef<BatchJob>, Lane>,
-    /// The watched jobs handed over and not yet reconciled, with when they were.
-    reconciling: HashMap<ObjectRef<BatchJob>, Instant>,
-}
-
-impl Intake {
-    /// Adds `job` to `lane`, unless it already waits there or in the woken lane; a watched
-    /// job that is woken moves to the woken lane.
-    pub fn push(&mut self, job: ObjectRef<BatchJob>, lane: Lane) {
-        if matches!(
-            (self.waiting.get(&job), lane),
-            (Some(Lane::Woken), _) | (Some(Lane::Watched), Lane::Watched)
-        ) {
-            return;
-        }
-        self.waiting.insert(job.clone(), lane);
-        match lane {
-            Lane::Woken => self.woken.push_back(job),
-            Lane::Watched => self.watched.push_back(job),
+    /// How many of the lane's jobs may be reconciled at once; `None`: no limit.
+    fn window(self) -> Option<usize> {
+        match self {
+            Self::Woken => None,
+            Self::Acted => Some(ACTED_AT_ONCE),
+            Self::Watched => Some(WATCHED_AT_ONCE),
         }
     }
 
-    /// The next job to hand to the controller: the first woken one, or else the first
-    /// watched one if the window has room.
-    pub fn next(&mut self, now: Instant) -> Option<ObjectRef<BatchJob>> {
-        while let Some(job) = self.woken.pop_front() {
-            if self.waiting.get(&job) == Some(&Lane::Woken) {
-                self.waiting.remove(&job);
-                return Some(job);
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The jobs waiting to be reconciled, in three lanes, each job at most once.
+#[derive(Debug, Default)]
+pub struct Intake {
+    /// Per lane, the jobs in the order they came; a job moved to a more urgent lane leaves a
+    /// stale entry behind, skipped when it comes up.
+    lanes: [VecDeque<ObjectRef<BatchJob>>; 3],
+    /// Each waiting job's lane.
+    waiting: HashMap<ObjectRef<BatchJob>, Lane>,
+    /// How many jobs wait in each lane (stale entries left out).
+    counts: [usize; 3],
+    /// The jobs handed over from a lane with a window and not yet reconciled: their lane
+    /// and when they were.
+    reconciling: HashMap<ObjectRef<BatchJob>, (Lane, Instant)>,
+}
+
+impl Intake {
+    /// Adds `job` to `lane`, unless it already waits there or in a more urgent lane; a
+    /// waiting job pushed to a more urgent lane moves there.
+    pub fn push(&mut self, job: ObjectRef<BatchJob>, lane: Lane) {
+        if let Some(waits) = self.waiting.get(&job) {
+            if *waits <= lane {
+                return;
             }
+            self.counts[waits.index()] -= 1;
         }
+        self.waiting.insert(job.clone(), lane);
+        self.counts[lane.index()] += 1;
+        self.lanes[lane.index()].push_back(job);
+    }
+
+    /// The next job to hand to the controller: from the most urgent lane that has one and
+    /// whose window has room.
+    pub fn next(&mut self, now: Instant) -> Option<ObjectRef<BatchJob>> {
         self.reconciling
-            .retain(|_, since| now.duration_since(*since) < FORGOTTEN_AFTER);
-        while self.reconciling.len() < WATCHED_AT_ONCE {
-            let job = self.watched.pop_front()?;
-            if self.waiting.get(&job) == Some(&Lane::Watched) {
-                self.waiting.remove(&job);
-                self.reconciling.insert(job.clone(), now);
-                return Some(job);
+            .retain(|_, (_, since)| now.duration_since(*since) < FORGOTTEN_AFTER);
+        for lane in Lane::ALL {
+            if let Some(window) = lane.window() {
+                let busy = self
+                    .reconciling
+                    .values()
+                    .filter(|(l, _)| *l == lane)
+                    .count();
+                if busy >= window {
+                    continue;
+                }
+            }
+            while let Some(job) = self.lanes[lane.index()].pop_front() {
+                if self.waiting.get(&job) == Some(&lane) {
+                    self.waiting.remove(&job);
+                    self.counts[lane.index()] -= 1;
+                    if lane.window().is_some() {
+                        self.reconciling.insert(job.clone(), (lane, now));
+                    }
+                    return Some(job);
+                }
             }
         }
         None
     }
 
-    /// Records that a reconcile of `job` ended, making room in the window.
+    /// Records that a reconcile of `job` ended, making room in its lane's window.
     pub fn reconciled(&mut self, job: &ObjectRef<BatchJob>) {
         self.reconciling.remove(job);
     }
 
     /// How many jobs wait in `lane`.
     pub fn waiting(&self, lane: Lane) -> usize {
-        // The woken lane holds no stale entries: a woken job leaves it only when handed over.
-        match lane {
-            Lane::Woken => self.woken.len(),
-            Lane::Watched => self.waiting.len() - self.woken.len(),
-        }
+        self.counts[lane.index()]
     }
 }
 
 /// The reconcile requests for the controller: the jobs from `watch` (whose store it
-/// drives) and from `woken`, in the intake's order; `reconciled` brings the jobs whose
-/// reconcile ended (see [`reconciled_job`]). How many wait goes to `metrics`.
+/// drives), from `woken` (pollers, collected outputs) and from `acted` (ended submits and
+/// placements), in the intake's order; `reconciled` brings the jobs whose reconcile ended
+/// (see [`reconciled_job`]). How many wait goes to `metrics`.
 pub fn requests(
     watch: impl Stream<Item = Result<BatchJob, watcher::Error>> + Send + 'static,
     woken: mpsc::UnboundedReceiver<ObjectRef<BatchJob>>,
+    acted: mpsc::UnboundedReceiver<ObjectRef<BatchJob>>,
     reconciled: mpsc::UnboundedReceiver<ObjectRef<BatchJob>>,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = ObjectRef<BatchJob>> + Send + 'static {
-    let state = (Intake::default(), watch.boxed(), woken, reconciled);
+    let state = (Intake::default(), watch.boxed(), woken, acted, reconciled);
     futures::stream::unfold(state, move |mut state| {
         let metrics = Arc::clone(&metrics);
         async move {
-            let (intake, watch, woken, reconciled) = &mut state;
+            let (intake, watch, woken, acted, reconciled) = &mut state;
             loop {
                 let next = intake.next(Instant::now());
-                for lane in [Lane::Woken, Lane::Watched] {
+                for lane in Lane::ALL {
                     metrics.reconciles_waiting(lane.label(), intake.waiting(lane));
                 }
                 if let Some(job) = next {
@@ -149,6 +189,7 @@ pub fn requests(
                     biased;
                     Some(job) = reconciled.recv() => intake.reconciled(&job),
                     Some(job) = woken.recv() => intake.push(job, Lane::Woken),
+                    Some(job) = acted.recv() => intake.push(job, Lane::Acted),
                     event = watch.next() => match event {
                         Some(Ok(job)) => intake.push(ObjectRef::from(&job), Lane::Watched),
                         Some(Err(err)) => tracing::warn!(error = %err, "watching BatchJobs"),
@@ -193,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn woken_jobs_go_first_and_each_job_waits_once() {
+    fn the_most_urgent_lane_goes_first_and_each_job_waits_once() {
         let now = Instant::now();
         type Pushes<'a> = &'a [(&'a str, Lane)];
         // (pushes in order, what is handed over)
@@ -221,6 +262,16 @@ mod tests {
             (
                 &[("a", Lane::Woken), ("b", Lane::Woken), ("c", Lane::Watched)],
                 &["a", "b", "c"],
+            ),
+            (
+                &[("a", Lane::Watched), ("b", Lane::Acted), ("c", Lane::Woken)],
+                &["c", "b", "a"],
+            ),
+            (&[("a", Lane::Acted), ("a", Lane::Watched)], &["a"]),
+            (&[("a", Lane::Woken), ("a", Lane::Acted)], &["a"]),
+            (
+                &[("a", Lane::Acted), ("b", Lane::Acted), ("a", Lane::Woken)],
+                &["a", "b"],
             ),
         ];
         for (pushes, expected) in cases {
@@ -268,6 +319,36 @@ mod tests {
     }
 
     #[test]
+    fn acted_jobs_wait_for_room_in_their_own_window() {
+        let now = Instant::now();
+        let mut intake = Intake::default();
+        let acted: Vec<String> = (0..ACTED_AT_ONCE + 1).map(|i| format!("a{i}")).collect();
+        for name in &acted {
+            intake.push(job(name), Lane::Acted);
+        }
+        intake.push(job("new"), Lane::Watched);
+        // Both windows fill side by side; the acted lane's full window keeps its last job.
+        let handed = drain(&mut intake, now);
+        assert_eq!(handed[..ACTED_AT_ONCE], acted[..ACTED_AT_ONCE]);
+        assert_eq!(handed[ACTED_AT_ONCE..], ["new"]);
+        assert_eq!(
+            (intake.waiting(Lane::Acted), intake.waiting(Lane::Watched)),
+            (1, 0)
+        );
+        intake.push(job("ended"), Lane::Woken);
+        assert_eq!(
+            drain(&mut intake, now),
+            ["ended"],
+            "no window for woken jobs"
+        );
+        // A watched job's end makes no room in the acted window.
+        intake.reconciled(&job("new"));
+        assert_eq!(drain(&mut intake, now), Vec::<String>::new());
+        intake.reconciled(&job("a0"));
+        assert_eq!(drain(&mut intake, now), [acted[ACTED_AT_ONCE].clone()]);
+    }
+
+    #[test]
     fn a_place_whose_result_never_came_is_freed_in_time() {
         let start = Instant::now();
         let mut intake = Intake::default();
@@ -288,9 +369,16 @@ mod tests {
             watch.recv().await.map(|event| (event, watch))
         });
         let (wake, woken) = mpsc::unbounded_channel();
+        let (act, acted) = mpsc::unbounded_channel();
         let (ended, reconciled) = mpsc::unbounded_channel();
         let metrics = Arc::new(Metrics::new());
-        let mut requests = Box::pin(requests(watch, woken, reconciled, Arc::clone(&metrics)));
+        let mut requests = Box::pin(requests(
+            watch,
+            woken,
+            acted,
+            reconciled,
+            Arc::clone(&metrics),
+        ));
         for i in 0..=WATCHED_AT_ONCE {
             let job: BatchJob = serde_json::from_value(serde_json::json!({
                 "apiVersion": "batchbridge.dev/v1alpha1",
@@ -316,8 +404,10 @@ mod tests {
                 .encode()
                 .contains(r#"batchbridge_reconciles_waiting{lane="watched"} 1"#)
         );
+        act.send(job("accepted")).expect("the intake listens");
         wake.send(job("finished")).expect("the intake listens");
-        assert_eq!(next().await, "finished");
+        assert_eq!(next().await, "finished", "woken before acted");
+        assert_eq!(next().await, "accepted", "its own window has room");
         ended.send(job("w0")).expect("the intake listens");
         assert_eq!(next().await, format!("w{WATCHED_AT_ONCE}"));
         drop(watch_events);

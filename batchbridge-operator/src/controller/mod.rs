@@ -313,12 +313,13 @@ impl Operator {
             .graceful_shutdown_on(stop.clone());
         let store = cluster_controller.store();
         let (wake, woken) = mpsc::unbounded_channel();
+        let (act, acted) = mpsc::unbounded_channel();
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(self.instance.clone()),
         };
         let ctx = Arc::new(Context {
-            actions: Actions::new(wake.clone(), Arc::clone(&self.metrics)),
+            actions: Actions::new(wake.clone(), act, Arc::clone(&self.metrics)),
             clusters: Clusters::new(
                 self.client.clone(),
                 store.clone(),
@@ -358,6 +359,7 @@ impl Operator {
             .reconcile_on(intake::requests(
                 watched,
                 woken,
+                acted,
                 ended,
                 Arc::clone(&self.metrics),
             ))
