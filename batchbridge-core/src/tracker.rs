@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 use crate::backend::{BatchBackend, JobId, not_answered};
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::{EventSource, JobEvent};
-use crate::state::JobStatus;
+use crate::state::{JobState, JobStatus};
 
 mod merge;
 
@@ -715,8 +715,23 @@ impl Shared {
             let ids = if all {
                 state.jobs.keys().cloned().collect()
             } else {
-                due.into_iter()
-                    .filter(|id| state.jobs.contains_key(id))
+                // Without events, an early poll also asks about every job last seen
+                // running: the call is one batched query whatever it asks, and a job that
+                // ended meanwhile is seen now rather than at the next interval (during a
+                // burst of submits, polls every second). With events, their ends come
+                // pushed.
+                let running = |followed: &Followed| {
+                    !state.events.connected
+                        && followed
+                            .status
+                            .as_ref()
+                            .is_some_and(|status| status.state == JobState::Running)
+                };
+                state
+                    .jobs
+                    .iter()
+                    .filter(|(id, followed)| due.contains(*id) || running(followed))
+                    .map(|(id, _)| id.clone())
                     .collect()
             };
             (ids, state.event_changes)
@@ -1444,11 +1459,19 @@ mod tests {
     /// ids sorted).
     fn evented_tracker(
         source: &Arc<ScriptedSource>,
+        answer: impl FnMut(usize, &JobId) -> JobStatus + Send + 'static,
+    ) -> (Tracker, Asked) {
+        recording_tracker(Some(Arc::clone(source)), answer)
+    }
+
+    /// [`evented_tracker`], with `source` or without events.
+    fn recording_tracker(
+        source: Option<Arc<ScriptedSource>>,
         mut answer: impl FnMut(usize, &JobId) -> JobStatus + Send + 'static,
     ) -> (Tracker, Asked) {
         let asked = Asked::default();
         let record = Arc::clone(&asked);
-        let mut backend = mock(Some(Arc::clone(source)));
+        let mut backend = mock(source);
         backend.expect_status().returning(move |ids| {
             let mut asked = record.lock().unwrap();
             let call = asked.len();
@@ -1462,6 +1485,53 @@ mod tests {
         });
         let tracker = Tracker::new(Arc::new(backend), Duration::from_secs(3600)).unwrap();
         (tracker, asked)
+    }
+
+    /// Without events, a newly followed job's early poll also asks about the jobs last seen
+    /// running, so that one that ended meanwhile is seen then, not an interval later; a
+    /// queued job waits for the interval.
+    #[tokio::test(start_paused = true)]
+    async fn without_events_an_early_poll_also_asks_about_running_jobs() {
+        let (tracker, asked) = recording_tracker(None, |call, id| match (call, id.as_str()) {
+            (0, "1") => status(JobState::Running),
+            (0, _) => status(JobState::Queued),
+            (_, "3") => status(JobState::Queued),
+            _ => status(JobState::Succeeded),
+        });
+        let mut changes = tracker.changes();
+        tracker.follow(JobId::from("1"));
+        tracker.follow(JobId::from("2"));
+        for _ in 0..2 {
+            changes.recv_change().await.unwrap();
+        }
+        let started = tokio::time::Instant::now();
+        tracker.follow(JobId::from("3"));
+        let mut seen: Vec<(String, JobState)> = Vec::new();
+        for _ in 0..2 {
+            let change = changes.recv_change().await.unwrap();
+            seen.push((change.id.as_str().to_owned(), change.status.state));
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("1".to_owned(), JobState::Succeeded),
+                ("3".to_owned(), JobState::Queued)
+            ]
+        );
+        assert!(
+            started.elapsed() <= EARLY_POLL_GAP,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                vec![JobId::from("1"), JobId::from("2")],
+                vec![JobId::from("1"), JobId::from("3")]
+            ],
+            "the queued job 2 waits for the interval"
+        );
     }
 
     fn event(id: &str, kind: EventKind) -> JobEvent {
