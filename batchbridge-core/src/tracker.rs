@@ -82,8 +82,9 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 /// A job is followed from [`follow`](Self::follow) until [`forget`](Self::forget), and
 /// while a [`wait`](Self::wait) (or an output stream) for it runs; a job followed for the
 /// first time is polled at once (at most one such early poll per [`EARLY_POLL_GAP`],
-/// however many jobs arrive, each asking only about the jobs that wanted it), then with all
-/// the others once per interval. What each poll sees goes through the state machine's rules
+/// however many jobs arrive, each asking only about the jobs that wanted it, and, while no
+/// events come, about the jobs last seen running), then with all the others once per
+/// interval. What each poll sees goes through the state machine's rules
 /// ([`JobState::transition`](crate::JobState::transition)): a job seen in a terminal state
 /// stays there, and an observation that would take it out is ignored (and logged).
 ///
