@@ -473,7 +473,7 @@ impl CliScheduler for Slurm {
 
     /// What sinfo printed, trimmed: `slurm 22.05.8`, or `slurm-wlm 22.05.8` from Debian's
     /// packages. Whether sacct answered is remembered as the accounting
-    /// [`capabilities`](BatchBackend::capabilities) report.
+    /// [`capabilities`](batchbridge_core::BatchBackend::capabilities) report.
     fn parse_version(&self, output: &Output) -> Result<String> {
         let text = output.stdout_text();
         let (version, accounting) = text.split_once('\n').unwrap_or((&text, ""));
