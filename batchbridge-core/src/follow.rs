@@ -383,10 +383,9 @@ impl Reading for ArrayOutputFollower {
         for _ in 0..count.min(TASK_READS_PER_ROUND as usize) {
             let task = self.next;
             self.next = (task + 1) % count;
-            let new = self.tasks[task].poll(backend).await?;
-            if !new.is_empty() {
-                pass_on((task_number(task), new)).await;
-            }
+            self.tasks[task]
+                .round(backend, &mut |(new, _)| pass_on((task_number(task), new)))
+                .await?;
         }
         Ok(())
     }

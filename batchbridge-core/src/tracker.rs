@@ -716,13 +716,16 @@ impl Shared {
             let ids = if all {
                 state.jobs.keys().cloned().collect()
             } else {
-                // Without events, an early poll also asks about every job last seen
-                // running: the call is one batched query whatever it asks, and a job that
-                // ended meanwhile is seen now rather than at the next interval (during a
-                // burst of submits, polls every second). With events, their ends come
-                // pushed.
+                // Without events, an early poll that asks anything also asks about every
+                // job last seen running: the call is one batched query whatever it asks,
+                // and a job that ended meanwhile is seen now rather than at the next
+                // interval (during a burst of submits, polls every second). With events,
+                // their ends come pushed. An early poll with nothing due stays a no-op:
+                // while the connection is down it would only hold up the others.
+                let due_here = due.iter().any(|id| state.jobs.contains_key(id));
                 let running = |followed: &Followed| {
-                    !state.events.connected
+                    due_here
+                        && !state.events.connected
                         && followed
                             .status
                             .as_ref()

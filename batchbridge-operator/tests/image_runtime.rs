@@ -483,34 +483,46 @@ async fn fetch_output_in_the_image_prints_a_slurm_jobs_output() {
     );
 }
 
-/// The log pod started while its job runs prints the output live: the job prints a line,
-/// then waits for a file this test creates only once the pod printed that line, then
-/// prints another and ends. Were the output printed only at the end, the run would hang
-/// until its time limit. The pod returns by itself after the job ended, with everything.
-#[tokio::test]
-async fn fetch_output_in_the_image_follows_a_running_job() {
-    let facts = image_facts();
-    let backend =
-        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
-    let gate = tempfile::Builder::new()
-        .prefix("batchbridge-follow-gate-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let gate_file = gate.path().join("open");
-    let script = format!(
-        "echo before the gate\nwhile [ ! -e {} ]; do sleep 0.2; done\necho after the gate >&2\n",
-        gate_file.display()
-    );
-    let spec = JobSpec::new(unique_key("image-follow"), "image-follow", script);
-    let id = backend.submit(&spec).await.unwrap();
+/// A file the test creates to let a job go on: the job's script waits for it, so output the
+/// test reads before creating it was printed while the job ran.
+struct Gate {
+    _dir: tempfile::TempDir,
+    file: PathBuf,
+}
 
+impl Gate {
+    /// A gate in a directory the test bed's `batch` user can read.
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("batchbridge-follow-gate-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = dir.path().join("open");
+        Self { _dir: dir, file }
+    }
+
+    /// The script line that waits for the gate.
+    fn wait(&self) -> String {
+        format!("while [ ! -e {} ]; do sleep 0.2; done", self.file.display())
+    }
+}
+
+/// Runs `pod` in the image's root file system, reads `before` lines of what it prints,
+/// opens `gate`, then reads the rest; returns both and the pod's stderr once it succeeded
+/// by itself (a pod that printed only at the end would hang until its time limit).
+async fn follow_through_the_gate(
+    pod: &Pod,
+    before: usize,
+    gate: &Gate,
+) -> (Vec<String>, Vec<String>, String) {
+    let facts = image_facts();
     let PodRun {
         args,
         env,
         volumes,
         secrets: _secrets,
-    } = pod_run(&log_pod(&id));
+    } = pod_run(pod);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let work = tempfile::tempdir().unwrap();
     let mut pod = in_image(&facts, work.path(), &volumes, &env, None, &args)
@@ -519,10 +531,11 @@ async fn fetch_output_in_the_image_follows_a_running_job() {
         .spawn()
         .unwrap();
     let stdout = pod.stdout.take().unwrap();
-    let printed = tokio::task::spawn_blocking(move || {
+    let gate_file = gate.file.clone();
+    let (first, rest) = tokio::task::spawn_blocking(move || {
         use std::io::BufRead;
         let mut lines = std::io::BufReader::new(stdout).lines();
-        let first = lines.next().map(Result::unwrap);
+        let first: Vec<String> = lines.by_ref().take(before).map(Result::unwrap).collect();
         std::fs::write(&gate_file, "").unwrap();
         let rest: Vec<String> = lines.map(Result::unwrap).collect();
         (first, rest)
@@ -534,10 +547,29 @@ async fn fetch_output_in_the_image_follows_a_running_job() {
     std::io::Read::read_to_string(pod.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert_ne!(status.code(), Some(124), "timed out: {stderr}");
     assert!(status.success(), "fetch-output failed ({status}): {stderr}");
+    (first, rest, stderr)
+}
+
+/// The log pod started while its job runs prints the output live: the job prints a line,
+/// then waits for a gate this test opens only once the pod printed that line, then prints
+/// another and ends. The pod returns by itself after the job ended, with everything.
+#[tokio::test]
+async fn fetch_output_in_the_image_follows_a_running_job() {
+    let backend =
+        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
+    let gate = Gate::new();
+    let script = format!(
+        "echo before the gate\n{}\necho after the gate >&2\n",
+        gate.wait()
+    );
+    let spec = JobSpec::new(unique_key("image-follow"), "image-follow", script);
+    let id = backend.submit(&spec).await.unwrap();
+
+    let (before, after, stderr) = follow_through_the_gate(&log_pod(&id), 1, &gate).await;
     assert_eq!(
-        printed,
+        (before, after),
         (
-            Some("before the gate".to_owned()),
+            vec!["before the gate".to_owned()],
             vec!["after the gate".to_owned()]
         ),
         "{stderr}"
@@ -547,23 +579,17 @@ async fn fetch_output_in_the_image_follows_a_running_job() {
 }
 
 /// The log pod of an array follows every task live: both tasks print a line, then wait for
-/// a file this test creates only once the pod printed both lines, each after its task's
+/// a gate this test opens only once the pod printed both lines, each after its task's
 /// header; then each prints another and ends. Were tasks printed only once the array ended,
 /// or one task only after the other ended, the run would hang until its time limit.
 #[tokio::test]
 async fn fetch_output_in_the_image_follows_every_task_of_a_running_array() {
-    let facts = image_facts();
     let backend =
         SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
-    let gate = tempfile::Builder::new()
-        .prefix("batchbridge-follow-gate-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let gate_file = gate.path().join("open");
+    let gate = Gate::new();
     let script = format!(
-        "echo \"task $BATCHBRIDGE_TASK_INDEX before the gate\"\nwhile [ ! -e {} ]; do sleep 0.2; done\necho \"task $BATCHBRIDGE_TASK_INDEX after the gate\" >&2\n",
-        gate_file.display()
+        "echo \"task $BATCHBRIDGE_TASK_INDEX before the gate\"\n{}\necho \"task $BATCHBRIDGE_TASK_INDEX after the gate\" >&2\n",
+        gate.wait()
     );
     let mut spec = JobSpec::new(
         unique_key("image-follow-array"),
@@ -577,42 +603,7 @@ async fn fetch_output_in_the_image_follows_every_task_of_a_running_array() {
         &id,
         json!({"clusterRef": {"name": "slurm"}, "script": "true", "array": {"count": 2}}),
     );
-    let PodRun {
-        args,
-        env,
-        volumes,
-        secrets: _secrets,
-    } = pod_run(&pod);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let work = tempfile::tempdir().unwrap();
-    let mut pod = in_image(&facts, work.path(), &volumes, &env, None, &args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = pod.stdout.take().unwrap();
-    let printed = tokio::task::spawn_blocking(move || {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let mut before = Vec::new();
-        while before.len() < 4 {
-            match lines.next() {
-                Some(line) => before.push(line.unwrap()),
-                None => break,
-            }
-        }
-        std::fs::write(&gate_file, "").unwrap();
-        let after: Vec<String> = lines.map(Result::unwrap).collect();
-        (before, after)
-    })
-    .await
-    .unwrap();
-    let status = pod.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(pod.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert_ne!(status.code(), Some(124), "timed out: {stderr}");
-    assert!(status.success(), "fetch-output failed ({status}): {stderr}");
-    let (mut before, after) = printed;
+    let (mut before, after, stderr) = follow_through_the_gate(&pod, 4, &gate).await;
     // The tasks start in either order; each line follows its own task's header.
     let task_first = |lines: &[String], task: u32| {
         lines.windows(2).any(|pair| {
