@@ -716,27 +716,33 @@ impl Shared {
             let ids = if all {
                 state.jobs.keys().cloned().collect()
             } else {
+                let mut ids: Vec<JobId> = due
+                    .iter()
+                    .filter(|id| state.jobs.contains_key(*id))
+                    .cloned()
+                    .collect();
                 // Without events, an early poll that asks anything also asks about every
                 // job last seen running: the call is one batched query whatever it asks,
                 // and a job that ended meanwhile is seen now rather than at the next
                 // interval (during a burst of submits, polls every second). With events,
                 // their ends come pushed. An early poll with nothing due stays a no-op:
                 // while the connection is down it would only hold up the others.
-                let due_here = due.iter().any(|id| state.jobs.contains_key(id));
-                let running = |followed: &Followed| {
-                    due_here
-                        && !state.events.connected
-                        && followed
-                            .status
-                            .as_ref()
-                            .is_some_and(|status| status.state == JobState::Running)
-                };
-                state
-                    .jobs
-                    .iter()
-                    .filter(|(id, followed)| due.contains(*id) || running(followed))
-                    .map(|(id, _)| id.clone())
-                    .collect()
+                if !ids.is_empty() && !state.events.connected {
+                    ids.extend(
+                        state
+                            .jobs
+                            .iter()
+                            .filter(|(id, followed)| {
+                                !due.contains(*id)
+                                    && followed
+                                        .status
+                                        .as_ref()
+                                        .is_some_and(|status| status.state == JobState::Running)
+                            })
+                            .map(|(id, _)| id.clone()),
+                    );
+                }
+                ids
             };
             (ids, state.event_changes)
         };

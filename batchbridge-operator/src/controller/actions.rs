@@ -22,7 +22,6 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::intake::Lane;
 use crate::crd::BatchJob;
 use crate::metrics::Metrics;
 
@@ -32,9 +31,9 @@ pub struct Actions {
     running: Arc<Mutex<HashMap<String, (ActionKind, AbortHandle)>>>,
     /// Each job as its last action's status write left it, until the cache has that write.
     written: Mutex<HashMap<String, Arc<BatchJob>>>,
-    /// Where an ended output collection wakes its job ([`Lane::Woken`]).
+    /// Where an ended output collection wakes its job ([`Lane::Woken`](super::intake::Lane::Woken)).
     woken: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
-    /// Where an ended submit or placement wakes its job ([`Lane::Acted`]).
+    /// Where an ended submit or placement wakes its job ([`Lane::Acted`](super::intake::Lane::Acted)).
     acted: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
     metrics: Arc<Metrics>,
 }
@@ -51,16 +50,6 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
-    /// The intake lane of the job it wakes: a collected output is the job's end, which a
-    /// user waits for ([`Lane::Woken`]); a submit's or placement's end waits its turn
-    /// ([`Lane::Acted`]).
-    pub fn lane(self) -> Lane {
-        match self {
-            Self::CollectOutput => Lane::Woken,
-            Self::Submit | Self::Place => Lane::Acted,
-        }
-    }
-
     /// The label value: `submit`, `collect_output` or `place`.
     pub fn label(self) -> &'static str {
         match self {
@@ -72,8 +61,8 @@ impl ActionKind {
 }
 
 impl Actions {
-    /// No action in progress; jobs are woken through `woken` or `acted`, by the lane of
-    /// their action ([`ActionKind::lane`]), when theirs is over.
+    /// No action in progress; jobs are woken through `woken` (an output collected) or
+    /// `acted` (a submit or placement), when theirs is over.
     pub fn new(
         woken: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
         acted: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
@@ -147,9 +136,11 @@ impl Actions {
         let uid = job.uid().unwrap_or_default();
         let reference = ObjectRef::from(job);
         let running = Arc::clone(&self.running);
-        let wake = match kind.lane() {
-            Lane::Woken => self.woken.clone(),
-            Lane::Acted | Lane::Watched => self.acted.clone(),
+        // A collected output is the job's end, which a user waits for; a submit's or a
+        // placement's end waits its turn.
+        let wake = match kind {
+            ActionKind::CollectOutput => self.woken.clone(),
+            ActionKind::Submit | ActionKind::Place => self.acted.clone(),
         };
         let metrics = Arc::clone(&self.metrics);
         // The lock is held until the task is registered, so that the task's own removal
