@@ -25,12 +25,20 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio::sync::RwLock;
+
+/// The 22.05 cluster's one node. The one-node-partition test takes it whole for over a
+/// minute (a job holding the node, one waiting behind it for SLURM's start estimate), so
+/// it runs alone; a job of another test, queued ahead without a time limit, would both
+/// wait behind it and take the waiting job's estimate away. The other SLURM tests share it.
+static SLURM_NODE: RwLock<()> = RwLock::const_new(());
 
 /// Experiments 1 and 2: a job runs and its output can be read (status tail and the
 /// ConfigMap); a failing job shows Failed with its exit code; experiment 3: fixing its
 /// script runs it again to success; experiment 4: editing a succeeded job runs it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_failure_fix_and_rerun() {
+    let _node = SLURM_NODE.read().await;
     let (bed, operator) = set_up("e2e-runs", "ssh", "slurm").await;
     // The log pod must pass the Pod Security Standards' strictest profile.
     Api::<Namespace>::all(bed.client.clone())
@@ -197,6 +205,7 @@ async fn output_failure_fix_and_rerun() {
 /// SLURM's change (scancel) to the BatchJob's status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_partition_and_cluster_side_cancel() {
+    let _node = SLURM_NODE.write().await;
     let (bed, operator) = set_up("e2e-single", "ssh", "slurm").await;
     // A wall time on every job: SLURM estimates a start only for jobs with a time limit.
     let sleeper = |seconds: u32| {
@@ -287,6 +296,7 @@ async fn one_node_partition_and_cluster_side_cancel() {
 /// goes away. Its log pod was there while it ran, for `kubectl logs -f`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_running_job_cancels_it() {
+    let _node = SLURM_NODE.read().await;
     let (bed, operator) = set_up("e2e-delete", "ssh", "slurm").await;
     create_job(
         &bed,
@@ -361,6 +371,7 @@ async fn wait_for_cluster(
 /// runs) and deletable at once, as nothing reached a cluster (issue 21, case 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_secret_is_reported() {
+    let _node = SLURM_NODE.read().await;
     let (bed, operator) = set_up("e2e-secret", "ssh", "slurm").await;
     let login = login("ssh");
     create_cluster(&bed, "keyless", "slurm", &login, "not-yet").await;
@@ -513,6 +524,7 @@ async fn gone_at_once(bed: &Cluster, name: &str) {
 /// such a kill leaves (Submitted, attempt 1, no job id) while the operator is down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_between_submit_and_status_write_submits_once() {
+    let _node = SLURM_NODE.read().await;
     let (bed, operator) = set_up("e2e-restart", "ssh", "slurm").await;
     let job = create_job(
         &bed,
@@ -588,6 +600,7 @@ async fn an_htcondor_job_runs() {
 /// job id (issue 21, cases 2 and 5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_job_is_retried() {
+    let _node = SLURM_NODE.read().await;
     let (bed, operator) = set_up("e2e-retry", "ssh", "slurm").await;
     let created = create_job(&bed, "flaky", json!({
         "clusterRef": {"name": "slurm"},
@@ -815,6 +828,7 @@ fn component_of(scheduler: &str) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slurm_events_reach_the_batchjob_between_hourly_polls() {
+    let _node = SLURM_NODE.read().await;
     pushed_events_with_hourly_polls("e2e-pushed-slurm", "slurm", ssh_facts().key_shell()).await;
 }
 
