@@ -120,9 +120,10 @@ pub(crate) enum Command {
         /// Keep printing as the job writes, until it ends.
         #[arg(short, long)]
         follow: bool,
-        /// The task of an array job.
-        #[arg(long, default_value_t = 0)]
-        task: u32,
+        /// Only this task of an array job (default: every task, each under a
+        /// `==> task N <==` line).
+        #[arg(long)]
+        task: Option<u32>,
     },
     /// Cancel jobs (cancelling an ended job is not an error).
     Cancel {

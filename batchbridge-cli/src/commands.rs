@@ -1,11 +1,13 @@
 //! What each command does.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use batchbridge_core::follow::{NewOutput, OutputFollower};
+use batchbridge_core::follow::{ArrayOutputFollower, NewOutput, OutputFollower, TaskHeadings};
 use batchbridge_core::{
     ArraySpec, ByteSize, JobId, JobKey, JobSpec, JobState, JobStatus, OutputRequest, TaskCounts,
     Tracker,
@@ -29,12 +31,15 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
     let mut context = Context::new(&cli)?;
     match cli.command {
         Command::Submit { job, wait, follow } => {
-            let (cluster, entry, id) = context.submit(job).await?;
+            let submitted = context.submit(job).await?;
             if follow {
-                return context.follow_run(&cluster, &entry, &id, false).await;
+                return context.follow_run(&submitted, false).await;
             }
-            context.print_submitted(&entry);
+            context.print_submitted(&submitted.entry);
             if wait {
+                let Submitted {
+                    cluster, entry, id, ..
+                } = submitted;
                 let statuses = context
                     .wait(vec![(cluster, id, entry.reference())], None)
                     .await?;
@@ -48,10 +53,8 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
             job,
             cancel_on_interrupt,
         } => {
-            let (cluster, entry, id) = context.submit(job).await?;
-            context
-                .follow_run(&cluster, &entry, &id, cancel_on_interrupt)
-                .await
+            let submitted = context.submit(job).await?;
+            context.follow_run(&submitted, cancel_on_interrupt).await
         }
         Command::Status { jobs } => context.status(&jobs).await,
         Command::Wait { jobs, timeout } => {
@@ -79,6 +82,15 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
 
 /// A job named on the command line: its cluster, id and how to print it.
 type Resolved = (Cluster, JobId, String);
+
+/// A job this invocation submitted.
+struct Submitted {
+    cluster: Cluster,
+    entry: Entry,
+    id: JobId,
+    /// Its task count, when it is an array.
+    tasks: Option<u32>,
+}
 
 struct Context {
     clusters: Clusters,
@@ -172,7 +184,7 @@ impl Context {
             .collect()
     }
 
-    async fn submit(&mut self, job: JobArgs) -> CliResult<(Cluster, Entry, JobId)> {
+    async fn submit(&mut self, job: JobArgs) -> CliResult<Submitted> {
         let spec = job_spec(job)?;
         let cluster = self.cluster(&self.chosen_cluster())?;
         let id = cluster
@@ -195,7 +207,12 @@ impl Context {
                 ..err
             });
         }
-        Ok((cluster, entry, id))
+        Ok(Submitted {
+            cluster,
+            entry,
+            id,
+            tasks: spec.array.map(|array| array.count),
+        })
     }
 
     fn print_submitted(&self, entry: &Entry) {
@@ -211,15 +228,16 @@ impl Context {
         }
     }
 
-    /// Prints the job's output as it runs and returns its exit code; on Ctrl-C, cancels
-    /// it when asked to (or when the person at the terminal says so).
-    async fn follow_run(
-        &self,
-        cluster: &Cluster,
-        entry: &Entry,
-        id: &JobId,
-        cancel_on_interrupt: bool,
-    ) -> CliResult<u8> {
+    /// Prints the job's output as it runs (an array's tasks under `==> task N <==`
+    /// headings) and returns its exit code; on Ctrl-C, cancels it when asked to (or when
+    /// the person at the terminal says so).
+    async fn follow_run(&self, job: &Submitted, cancel_on_interrupt: bool) -> CliResult<u8> {
+        let Submitted {
+            cluster,
+            entry,
+            id,
+            tasks,
+        } = job;
         let tracker = tracker(cluster)?;
         let spinner = terminal::spinner(format!("{} Queued", entry.reference()));
         let mut changes = tracker.changes();
@@ -234,10 +252,25 @@ impl Context {
                 }
             }
         });
-        let mut follower = OutputFollower::new(id.clone());
-        let following = follower.follow(&tracker, poll_interval(cluster), |new| {
-            spinner.suspend(|| write_output(&new));
-        });
+        let (interval, output_shown) = (poll_interval(cluster), &spinner);
+        let following: Following<'_> = match *tasks {
+            None => Box::pin(async {
+                let mut follower = OutputFollower::new(id.clone());
+                follower
+                    .follow(&tracker, interval, |new| {
+                        output_shown.suspend(|| write_output(&new));
+                    })
+                    .await
+            }),
+            Some(count) => Box::pin(async move {
+                let mut headings = TaskHeadings::default();
+                ArrayOutputFollower::new(id.clone(), count)
+                    .follow(&tracker, interval, |task, new| {
+                        output_shown.suspend(|| write_task_output(&mut headings, task, &new));
+                    })
+                    .await
+            }),
+        };
         let outcome = tokio::select! {
             status = following => Some(status),
             _ = tokio::signal::ctrl_c() => None,
@@ -419,49 +452,90 @@ impl Context {
         }
     }
 
+    /// Prints a job's output: one task's when `task` names it, else the job's, or every
+    /// task's under `==> task N <==` headings when the job is an array.
     async fn logs(
         &mut self,
         reference: &str,
         tail: Option<u64>,
         follow: bool,
-        task: u32,
+        task: Option<u32>,
     ) -> CliResult<u8> {
         let entries = self.record.entries()?;
         let (cluster, id, _) = self.resolve(reference, &entries)?;
         let explain = |err| cluster.explain(err);
-        let mut follower = OutputFollower::new(id.clone()).for_task(task);
+        let array = match task {
+            Some(_) => None,
+            None => cluster.backend.status_of(&id).await.map_err(explain)?.tasks,
+        };
+        let tasks: Vec<u32> = match (array, task) {
+            (Some(counts), _) => (0..counts.total).collect(),
+            (None, task) => vec![task.unwrap_or(0)],
+        };
+        let mut headings = array.map(|_| TaskHeadings::default());
+        let mut print = |task: u32, new: &NewOutput| match &mut headings {
+            Some(headings) => write_task_output(headings, task, new),
+            None => write_output(new),
+        };
+        let mut followers: Vec<OutputFollower> = tasks
+            .iter()
+            .map(|&task| OutputFollower::new(id.clone()).for_task(task))
+            .collect();
         if let Some(bytes) = tail {
-            let output = cluster
-                .backend
-                .fetch_output(&id, &OutputRequest::tail(bytes).for_task(task))
-                .await
-                .map_err(explain)?;
-            write_output(&NewOutput {
-                stdout: output.stdout.data.clone(),
-                stderr: output.stderr.data.clone(),
-            });
-            let end =
-                |chunk: &batchbridge_core::OutputChunk| chunk.offset + chunk.data.len() as u64;
-            follower = follower.starting_at(end(&output.stdout), end(&output.stderr));
+            for (follower, &task) in followers.iter_mut().zip(&tasks) {
+                let output = cluster
+                    .backend
+                    .fetch_output(&id, &OutputRequest::tail(bytes).for_task(task))
+                    .await
+                    .map_err(explain)?;
+                let new = NewOutput {
+                    stdout: output.stdout.data.clone(),
+                    stderr: output.stderr.data.clone(),
+                };
+                if !new.is_empty() {
+                    print(task, &new);
+                }
+                let end =
+                    |chunk: &batchbridge_core::OutputChunk| chunk.offset + chunk.data.len() as u64;
+                *follower = follower
+                    .clone()
+                    .starting_at(end(&output.stdout), end(&output.stderr));
+            }
         }
         if follow {
             let tracker = tracker(&cluster)?;
-            let status = follower
-                .follow(&tracker, poll_interval(&cluster), |new| write_output(&new))
-                .await
-                .map_err(explain)?;
-            return Ok(job_exit_code(&status));
+            let interval = poll_interval(&cluster);
+            let status = match array {
+                None => {
+                    followers[0]
+                        .follow(&tracker, interval, |new| print(tasks[0], &new))
+                        .await
+                }
+                Some(counts) => {
+                    let mut array = ArrayOutputFollower::new(id.clone(), counts.total);
+                    for (follower, &task) in followers.iter().zip(&tasks) {
+                        let (stdout, stderr) = follower.offsets();
+                        array = array.starting_at(task, stdout, stderr);
+                    }
+                    array
+                        .follow(&tracker, interval, |task, new| print(task, &new))
+                        .await
+                }
+            };
+            return Ok(job_exit_code(&status.map_err(explain)?));
         }
         if tail.is_none() {
-            loop {
-                let new = follower
-                    .poll(cluster.backend.as_ref())
-                    .await
-                    .map_err(explain)?;
-                if new.is_empty() {
-                    break;
+            for (follower, &task) in followers.iter_mut().zip(&tasks) {
+                loop {
+                    let new = follower
+                        .poll(cluster.backend.as_ref())
+                        .await
+                        .map_err(explain)?;
+                    if new.is_empty() {
+                        break;
+                    }
+                    print(task, &new);
                 }
-                write_output(&new);
             }
         }
         Ok(Exit::Success as u8)
@@ -715,6 +789,16 @@ fn write_output(new: &NewOutput) {
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(&new.stderr).and_then(|()| stderr.flush());
 }
+
+/// Writes an array task's new output: stdout under `==> task N <==` headings, stderr
+/// apart; as with [`write_output`], a closed pipe drops the rest.
+fn write_task_output(headings: &mut TaskHeadings, task: u32, new: &NewOutput) {
+    let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
+    let _ = headings.write_split(&mut stdout, &mut stderr, task, new);
+}
+
+/// A job's output being followed to its end.
+type Following<'a> = Pin<Box<dyn Future<Output = batchbridge_core::Result<JobStatus>> + 'a>>;
 
 /// How often a cluster is asked: the local one is cheap, a remote one costs a round trip.
 fn poll_interval(cluster: &Cluster) -> Duration {

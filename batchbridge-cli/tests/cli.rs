@@ -5,6 +5,7 @@
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -171,7 +172,9 @@ fn run_prints_live_and_exits_with_the_jobs_code(user: &User, cluster: &str) {
     );
 }
 
-/// An array of 3 ends with 3 succeeded tasks in `status`, and `logs --task` reads each.
+/// An array of 3 ends with 3 succeeded tasks in `status`; `logs --task` reads one task,
+/// `logs` every task under its heading (also with `--tail` and `-f`, each byte once), and
+/// `run` of an array prints every task's output.
 fn an_arrays_tasks_are_counted(user: &User, cluster: &str) {
     let script = user.script("array.sh", "echo task $BATCHBRIDGE_TASK_INDEX\n");
     let job = user.submit(&["-c", cluster, "--array", "3", script.to_str().unwrap()]);
@@ -186,6 +189,50 @@ fn an_arrays_tasks_are_counted(user: &User, cluster: &str) {
     assert!(table.contains("3 tasks: 3 succeeded"), "{table}");
     let output = user.run(&["logs", "--task", "2", &job]);
     assert_eq!(stdout(&output), "task 2\n", "{}", stderr(&output));
+    let every = "==> task 0 <==\ntask 0\n==> task 1 <==\ntask 1\n==> task 2 <==\ntask 2\n";
+    for args in [
+        vec!["logs"],
+        vec!["logs", "--tail", "7"],
+        vec!["logs", "--tail", "7", "-f"],
+    ] {
+        let output = user.run(&[args.as_slice(), &[job.as_str()]].concat());
+        assert_eq!(stdout(&output), every, "{args:?}: {}", stderr(&output));
+    }
+    let output = user.run(&[
+        "-c",
+        cluster,
+        "run",
+        "--array",
+        "3",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let expected = (0..3).map(|task| (task, format!("task {task}\n")));
+    assert_eq!(
+        by_task(&stdout(&output)),
+        expected.collect(),
+        "{}",
+        stdout(&output)
+    );
+}
+
+/// The output of an array's tasks, told apart by their `==> task N <==` headings.
+fn by_task(output: &str) -> BTreeMap<u32, String> {
+    let mut tasks = BTreeMap::new();
+    let mut task = None;
+    for line in output.split_inclusive('\n') {
+        match line
+            .strip_prefix("==> task ")
+            .and_then(|rest| rest.strip_suffix(" <==\n"))
+        {
+            Some(number) => task = Some(number.parse().unwrap()),
+            None => tasks
+                .entry(task.expect("output before the first heading"))
+                .or_insert_with(String::new)
+                .push_str(line),
+        }
+    }
+    tasks
 }
 
 /// `logs -f` of a running job prints what comes after it started and ends with the job.
@@ -222,10 +269,10 @@ fn every_command_on(cluster: &str) {
     logs_follow_a_running_job(&user, cluster);
     cancel_ends_a_job(&user, cluster);
     let recorded = user.status(&[]);
-    assert_eq!(recorded.len(), 5, "every submitted job in the record");
+    assert_eq!(recorded.len(), 6, "every submitted job in the record");
     let output = user.run(&["forget", "--ended"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
-    assert_eq!(stdout(&output).lines().count(), 5, "{}", stdout(&output));
+    assert_eq!(stdout(&output).lines().count(), 6, "{}", stdout(&output));
     assert!(user.status(&[]).is_empty());
 }
 

@@ -21,6 +21,10 @@ use crate::error::Result;
 use crate::state::{JobState, JobStatus};
 use crate::tracker::{Tracker, Watch};
 
+mod headings;
+
+pub use headings::TaskHeadings;
+
 /// How often an [`OutputStream`] reads a running job's output: a line printed by the job
 /// reaches the stream about this long after it reached the job's output file (plus the
 /// time of one `fetch_output`).
@@ -348,6 +352,17 @@ impl ArrayOutputFollower {
                 .collect(),
             next: 0,
         }
+    }
+
+    /// Starts task `task` at these byte offsets of stdout and stderr instead of the first
+    /// byte, e.g. after showing the tail of its output; a task past the array's end is
+    /// left alone.
+    #[must_use]
+    pub fn starting_at(mut self, task: u32, stdout: u64, stderr: u64) -> Self {
+        if let Some(follower) = self.tasks.get_mut(task as usize) {
+            *follower = follower.clone().starting_at(stdout, stderr);
+        }
+        self
     }
 
     /// Passes each task's output on to `on_output(task, new)` as it grows, reading while

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use batchbridge_core::follow::{ArrayOutputFollower, NewOutput, OutputFollower};
+use batchbridge_core::follow::{ArrayOutputFollower, OutputFollower, TaskHeadings};
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{JobId, JobOutput, OutputRequest, Tracker};
 use batchbridge_slurm::SubmitDefaults;
@@ -548,42 +548,16 @@ pub async fn fetch_output_to(
                 .await?;
         }
         Some(count) => {
-            let mut printing = None;
-            let mut last = None;
+            let mut headings = TaskHeadings::default();
             ArrayOutputFollower::new(id, count)
                 .follow(&tracker, LOG_POD_READ, |task, new| {
-                    let _ = print_task_output(out, task, &new, &mut printing, &mut last);
+                    let _ = headings.write_merged(out, task, &new);
                 })
                 .await?;
         }
     }
     out.flush()?;
     Ok(())
-}
-
-/// Writes task `task`'s `new` output to `out` as `tail -f` writes several files: a line
-/// `==> task N <==` whenever the task differs from the one `printing`, on a line of its
-/// own (`last` is the last byte written).
-fn print_task_output(
-    out: &mut impl Write,
-    task: u32,
-    new: &NewOutput,
-    printing: &mut Option<u32>,
-    last: &mut Option<u8>,
-) -> std::io::Result<()> {
-    if *printing != Some(task) {
-        if last.is_some_and(|byte| byte != b'\n') {
-            writeln!(out)?;
-        }
-        writeln!(out, "==> task {task} <==")?;
-        *printing = Some(task);
-        *last = Some(b'\n');
-    }
-    for bytes in [&new.stdout, &new.stderr] {
-        out.write_all(bytes)?;
-        *last = bytes.last().copied().or(*last);
-    }
-    out.flush()
 }
 
 #[cfg(test)]
@@ -594,51 +568,6 @@ mod tests {
 
     fn chunk(text: &str) -> OutputChunk {
         OutputChunk::new(text.as_bytes().to_vec(), 0, text.len() as u64)
-    }
-
-    #[test]
-    fn an_arrays_pieces_print_under_a_header_whenever_the_task_changes() {
-        let piece = |task: u32, stdout: &str, stderr: &str| {
-            (
-                task,
-                NewOutput {
-                    stdout: stdout.into(),
-                    stderr: stderr.into(),
-                },
-            )
-        };
-        let cases = [
-            (
-                "one task's pieces under one header",
-                vec![piece(0, "a\n", ""), piece(0, "b\n", "e\n")],
-                "==> task 0 <==\na\nb\ne\n",
-            ),
-            (
-                "tasks taking turns",
-                vec![
-                    piece(1, "x\n", ""),
-                    piece(0, "a\n", ""),
-                    piece(1, "y\n", ""),
-                ],
-                "==> task 1 <==\nx\n==> task 0 <==\na\n==> task 1 <==\ny\n",
-            ),
-            (
-                "a header after a piece without its line end starts a line of its own",
-                vec![
-                    piece(0, "partial", ""),
-                    piece(1, "", "err"),
-                    piece(0, " line\n", ""),
-                ],
-                "==> task 0 <==\npartial\n==> task 1 <==\nerr\n==> task 0 <==\n line\n",
-            ),
-        ];
-        for (name, pieces, expected) in cases {
-            let (mut out, mut printing, mut last) = (Vec::new(), None, None);
-            for (task, new) in &pieces {
-                print_task_output(&mut out, *task, new, &mut printing, &mut last).unwrap();
-            }
-            assert_eq!(String::from_utf8(out).unwrap(), expected, "{name}");
-        }
     }
 
     #[test]
