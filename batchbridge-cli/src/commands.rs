@@ -790,8 +790,8 @@ fn write_output(new: &NewOutput) {
     let _ = stderr.write_all(&new.stderr).and_then(|()| stderr.flush());
 }
 
-/// Writes an array task's new output: stdout under `==> task N <==` headings, stderr
-/// apart; as with [`write_output`], a closed pipe drops the rest.
+/// Writes an array task's new output, stdout and stderr each under `==> task N <==`
+/// headings of its own; as with [`write_output`], a closed pipe drops the rest.
 fn write_task_output(headings: &mut TaskHeadings, task: u32, new: &NewOutput) {
     let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
     let _ = headings.write_split(&mut stdout, &mut stderr, task, new);

@@ -176,7 +176,10 @@ fn run_prints_live_and_exits_with_the_jobs_code(user: &User, cluster: &str) {
 /// `logs` every task under its heading (also with `--tail` and `-f`, each byte once), and
 /// `run` of an array prints every task's output.
 fn an_arrays_tasks_are_counted(user: &User, cluster: &str) {
-    let script = user.script("array.sh", "echo task $BATCHBRIDGE_TASK_INDEX\n");
+    let script = user.script(
+        "array.sh",
+        "echo task $BATCHBRIDGE_TASK_INDEX\necho warn $BATCHBRIDGE_TASK_INDEX >&2\n",
+    );
     let job = user.submit(&["-c", cluster, "--array", "3", script.to_str().unwrap()]);
     let row = user.wait_state(&job, "Succeeded");
     let tasks = &row["status"]["tasks"];
@@ -197,6 +200,11 @@ fn an_arrays_tasks_are_counted(user: &User, cluster: &str) {
     ] {
         let output = user.run(&[args.as_slice(), &[job.as_str()]].concat());
         assert_eq!(stdout(&output), every, "{args:?}: {}", stderr(&output));
+        assert_eq!(
+            stderr(&output),
+            every.replace("\ntask ", "\nwarn "),
+            "{args:?}"
+        );
     }
     let output = user.run(&[
         "-c",
@@ -207,13 +215,14 @@ fn an_arrays_tasks_are_counted(user: &User, cluster: &str) {
         script.to_str().unwrap(),
     ]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
-    let expected = (0..3).map(|task| (task, format!("task {task}\n")));
-    assert_eq!(
-        by_task(&stdout(&output)),
-        expected.collect(),
-        "{}",
-        stdout(&output)
-    );
+    let streams = [
+        ("stdout", stdout(&output), "task"),
+        ("stderr", stderr(&output), "warn"),
+    ];
+    for (stream, text, word) in streams {
+        let expected = (0..3).map(|task| (task, format!("{word} {task}\n")));
+        assert_eq!(by_task(&text), expected.collect(), "{stream}: {text}");
+    }
 }
 
 /// The output of an array's tasks, told apart by their `==> task N <==` headings.

@@ -6,9 +6,10 @@ use std::io::{self, Write};
 use super::NewOutput;
 
 /// Writes pieces of several tasks' output one after another, with a line `==> task N <==`
-/// whenever the task changes, on a line of its own, so that a reader of one stream (a
-/// log, a terminal) knows whose lines follow. Pieces keep their bytes: a task's line
-/// split over two pieces is whole again once the task's next piece comes.
+/// whenever the task changes, on a line of its own, so that a reader of the stream (a
+/// log, a terminal, a file stdout went to) knows whose lines follow. Pieces keep their
+/// bytes: a task's line split over two pieces is whole again once the task's next piece
+/// comes.
 ///
 /// ```
 /// use batchbridge_core::follow::{NewOutput, TaskHeadings};
@@ -26,9 +27,16 @@ use super::NewOutput;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct TaskHeadings {
-    /// The task whose output was written last.
+    /// Where stdout goes, and both streams when they are merged.
+    out: Headed,
+    /// Where stderr goes when it is kept apart.
+    err: Headed,
+}
+
+/// One stream's headings: whose output it showed last, and its last byte.
+#[derive(Debug, Clone, Default)]
+struct Headed {
     printing: Option<u32>,
-    /// The last byte written where the headings go.
     last: Option<u8>,
 }
 
@@ -41,16 +49,12 @@ impl TaskHeadings {
         task: u32,
         new: &NewOutput,
     ) -> io::Result<()> {
-        self.head(out, task)?;
-        for bytes in [&new.stdout, &new.stderr] {
-            out.write_all(bytes)?;
-            self.wrote(bytes);
-        }
-        out.flush()
+        self.out.write(out, task, &[&new.stdout, &new.stderr])
     }
 
-    /// Writes task `task`'s stdout to `out` after a heading when the task changed, and its
-    /// stderr to `err`. For a terminal's two streams: the headings go with stdout.
+    /// Writes task `task`'s stdout to `out` and its stderr to `err`, each with headings of
+    /// its own, so that either read alone (stdout redirected to a file, stderr on the
+    /// terminal) says whose lines follow. For a terminal's two streams.
     pub fn write_split(
         &mut self,
         out: &mut impl Write,
@@ -58,29 +62,31 @@ impl TaskHeadings {
         task: u32,
         new: &NewOutput,
     ) -> io::Result<()> {
-        self.head(out, task)?;
-        out.write_all(&new.stdout)?;
-        self.wrote(&new.stdout);
-        out.flush()?;
-        err.write_all(&new.stderr)?;
-        err.flush()
+        self.out.write(out, task, &[&new.stdout])?;
+        self.err.write(err, task, &[&new.stderr])
     }
+}
 
-    fn head(&mut self, out: &mut impl Write, task: u32) -> io::Result<()> {
-        if self.printing == Some(task) {
+impl Headed {
+    /// Writes `pieces` of task `task`, after its heading when the task changed; nothing,
+    /// not even a heading, when they are empty.
+    fn write(&mut self, out: &mut impl Write, task: u32, pieces: &[&Vec<u8>]) -> io::Result<()> {
+        if pieces.iter().all(|bytes| bytes.is_empty()) {
             return Ok(());
         }
-        if self.last.is_some_and(|byte| byte != b'\n') {
-            writeln!(out)?;
+        if self.printing != Some(task) {
+            if self.last.is_some_and(|byte| byte != b'\n') {
+                writeln!(out)?;
+            }
+            writeln!(out, "==> task {task} <==")?;
+            self.printing = Some(task);
+            self.last = Some(b'\n');
         }
-        writeln!(out, "==> task {task} <==")?;
-        self.printing = Some(task);
-        self.last = Some(b'\n');
-        Ok(())
-    }
-
-    fn wrote(&mut self, bytes: &[u8]) {
-        self.last = bytes.last().copied().or(self.last);
+        for bytes in pieces {
+            out.write_all(bytes)?;
+            self.last = bytes.last().copied().or(self.last);
+        }
+        out.flush()
     }
 }
 
@@ -124,7 +130,7 @@ mod tests {
                 ],
                 "==> task 0 <==\npartial\n==> task 1 <==\nerr\n==> task 0 <==\n line\n",
             ),
-            ("nothing written, no heading", vec![], ""),
+            ("nothing written, no heading", vec![piece(2, "", "")], ""),
         ];
         for (name, pieces, expected) in cases {
             let (mut headings, mut out) = (TaskHeadings::default(), Vec::new());
@@ -136,22 +142,32 @@ mod tests {
     }
 
     #[test]
-    fn split_pieces_keep_stderr_apart_and_head_stdout() {
+    fn split_pieces_head_each_stream_on_its_own() {
         let cases = [
             (
-                "stdout under headings, stderr on its own",
+                "each stream under its own headings",
                 vec![piece(0, "a\n", "e0\n"), piece(1, "b\n", "e1\n")],
-                ("==> task 0 <==\na\n==> task 1 <==\nb\n", "e0\ne1\n"),
+                (
+                    "==> task 0 <==\na\n==> task 1 <==\nb\n",
+                    "==> task 0 <==\ne0\n==> task 1 <==\ne1\n",
+                ),
             ),
             (
-                "a task with only stderr still gets its heading",
-                vec![piece(0, "a\n", ""), piece(1, "", "oops\n")],
-                ("==> task 0 <==\na\n==> task 1 <==\n", "oops\n"),
+                "a task with only stderr gives stdout no empty heading",
+                vec![
+                    piece(0, "a\n", ""),
+                    piece(1, "", "oops\n"),
+                    piece(0, "c\n", ""),
+                ],
+                ("==> task 0 <==\na\nc\n", "==> task 1 <==\noops\n"),
             ),
             (
-                "only stdout's line ends count for the heading's line",
-                vec![piece(0, "half", "whole\n"), piece(1, "b\n", "")],
-                ("==> task 0 <==\nhalf\n==> task 1 <==\nb\n", "whole\n"),
+                "each stream's own line ends count for its headings",
+                vec![piece(0, "half", "whole\n"), piece(1, "b\n", "x\n")],
+                (
+                    "==> task 0 <==\nhalf\n==> task 1 <==\nb\n",
+                    "==> task 0 <==\nwhole\n==> task 1 <==\nx\n",
+                ),
             ),
         ];
         for (name, pieces, (stdout, stderr)) in cases {
