@@ -17,6 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchJob};
 
@@ -36,8 +37,8 @@ pub struct Poller {
     tracker: Tracker,
     /// The BatchJob each followed job belongs to, for the wake-ups.
     jobs: Arc<Mutex<HashMap<JobId, ObjectRef<BatchJob>>>>,
-    /// Why the last poll or probe failed; `None` once one succeeds.
-    failure: Arc<Mutex<Option<Arc<Error>>>>,
+    /// Why the last poll or probe failed, and when; `None` once one succeeds.
+    failure: Arc<Mutex<Option<(Arc<Error>, Instant)>>>,
     /// Turns the tracker's changes into wake-ups.
     waker: JoinHandle<()>,
 }
@@ -65,7 +66,7 @@ impl Poller {
             .events(events)
             .on_poll(move |poll| {
                 duration.observe(poll.duration.as_secs_f64());
-                *lock(&recorded) = poll.failure.cloned();
+                *lock(&recorded) = poll.failure.map(|err| (Arc::clone(err), Instant::now()));
                 let failed = poll.failure.is_some();
                 if last_poll_failed.swap(failed, Ordering::Relaxed) != failed {
                     if let Some(health) = &health {
@@ -124,12 +125,20 @@ impl Poller {
 
     /// Why the last poll or probe of the cluster failed, unless one succeeded since.
     pub fn failure(&self) -> Option<Arc<Error>> {
-        lock(&self.failure).clone()
+        lock(&self.failure).as_ref().map(|(err, _)| Arc::clone(err))
+    }
+
+    /// Why the last poll or probe failed, if it did no longer than `age` ago.
+    pub fn failure_within(&self, age: Duration) -> Option<Arc<Error>> {
+        lock(&self.failure)
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() <= age)
+            .map(|(err, _)| Arc::clone(err))
     }
 
     /// Records what a probe outside the poller found.
     pub fn record(&self, outcome: std::result::Result<(), Error>) {
-        *lock(&self.failure) = outcome.err().map(Arc::new);
+        *lock(&self.failure) = outcome.err().map(|err| (Arc::new(err), Instant::now()));
     }
 
     /// How many status calls the poller has made.
@@ -222,6 +231,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert!(matches!(poller.failure(), Some(err) if err.kind() == ErrorKind::Unreachable));
+        assert!(poller.failure_within(Duration::from_secs(2)).is_some());
         let mut told = vec![woken.try_recv().ok(), woken.try_recv().ok()];
         told.sort_by_key(|j| j.as_ref().map(|j| j.name.clone()));
         assert_eq!(
@@ -244,6 +254,11 @@ mod tests {
         poller.forget(&JobId::from("2"));
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(poller.polls(), 3, "nothing followed, nothing asked");
+        assert!(poller.failure().is_some(), "no poll since told otherwise");
+        assert!(
+            poller.failure_within(Duration::from_secs(2)).is_none(),
+            "a failure 30 s old does not stand for a probe"
+        );
         assert_eq!(poller.observation(&JobId::from("1")), None);
     }
 

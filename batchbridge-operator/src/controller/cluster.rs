@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use kube::runtime::controller::Action as Requeue;
 
 use super::{Context, ReconcileError, apply_status, event_type, publish};
-use crate::cluster::connection_problem;
+use crate::cluster::{Connection, connection_problem};
 use crate::crd::BatchCluster;
 use crate::decision::ClusterProblem;
 use crate::reason::{ConditionType, Reason};
@@ -17,6 +17,10 @@ use crate::status::{condition, set_condition, time};
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// How often an unreachable one is.
 pub const UNREACHABLE_PROBE_INTERVAL: Duration = Duration::from_secs(15);
+/// How recent a poll's failure to reach the cluster must be to stand for a probe: the
+/// poll that wakes this reconciler has just made the connect attempts (with their backoff)
+/// that a probe would make again.
+pub const POLLED_FAILURE_AGE: Duration = Duration::from_secs(2);
 
 /// Reconciles one BatchCluster.
 pub async fn reconcile(
@@ -27,22 +31,15 @@ pub async fn reconcile(
     let mut status = cluster.status.clone().unwrap_or_default();
     let probed = match ctx.clusters.refresh(&cluster).await {
         Ok(connection) => {
-            let version = connection.backend.version().await;
             status.active_jobs =
                 Some(u32::try_from(connection.poller.followed()).unwrap_or(u32::MAX));
-            match version {
-                Ok(version) => {
-                    connection.poller.record(Ok(()));
-                    Ok(version)
-                }
-                Err(err) => {
-                    let problem = connection_problem(&err).unwrap_or_else(|| ClusterProblem {
-                        reason: Reason::SchedulerNotAnswering,
-                        message: err.to_string(),
-                    });
-                    connection.poller.record(Err(err));
-                    Err(problem)
-                }
+            let polled = connection
+                .poller
+                .failure_within(POLLED_FAILURE_AGE)
+                .and_then(|err| connection_problem(&err));
+            match polled {
+                Some(problem) => Err(problem),
+                None => probe(&connection).await,
             }
         }
         Err(problem) => Err(problem),
@@ -88,4 +85,23 @@ pub async fn reconcile(
         .await;
     }
     Ok(Requeue::requeue(requeue))
+}
+
+/// Asks the scheduler for its version, and records the answer as the jobs' view of the
+/// cluster.
+async fn probe(connection: &Connection) -> Result<String, ClusterProblem> {
+    match connection.backend.version().await {
+        Ok(version) => {
+            connection.poller.record(Ok(()));
+            Ok(version)
+        }
+        Err(err) => {
+            let problem = connection_problem(&err).unwrap_or_else(|| ClusterProblem {
+                reason: Reason::SchedulerNotAnswering,
+                message: err.to_string(),
+            });
+            connection.poller.record(Err(err));
+            Err(problem)
+        }
+    }
 }
