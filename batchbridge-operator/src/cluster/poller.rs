@@ -32,13 +32,28 @@ pub struct HealthReport {
     pub wake: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
 }
 
+/// Why a poll or probe failed, and when that was seen.
+struct Failure {
+    error: Arc<Error>,
+    at: Instant,
+}
+
+impl Failure {
+    fn now(error: Arc<Error>) -> Self {
+        Self {
+            error,
+            at: Instant::now(),
+        }
+    }
+}
+
 /// Follows the active jobs of one cluster. Dropping it stops the polling.
 pub struct Poller {
     tracker: Tracker,
     /// The BatchJob each followed job belongs to, for the wake-ups.
     jobs: Arc<Mutex<HashMap<JobId, ObjectRef<BatchJob>>>>,
-    /// Why the last poll or probe failed, and when; `None` once one succeeds.
-    failure: Arc<Mutex<Option<(Arc<Error>, Instant)>>>,
+    /// The last poll's or probe's failure; `None` once one succeeds.
+    failure: Arc<Mutex<Option<Failure>>>,
     /// Turns the tracker's changes into wake-ups.
     waker: JoinHandle<()>,
 }
@@ -66,7 +81,7 @@ impl Poller {
             .events(events)
             .on_poll(move |poll| {
                 duration.observe(poll.duration.as_secs_f64());
-                *lock(&recorded) = poll.failure.map(|err| (Arc::clone(err), Instant::now()));
+                *lock(&recorded) = poll.failure.cloned().map(Failure::now);
                 let failed = poll.failure.is_some();
                 if last_poll_failed.swap(failed, Ordering::Relaxed) != failed {
                     if let Some(health) = &health {
@@ -125,20 +140,20 @@ impl Poller {
 
     /// Why the last poll or probe of the cluster failed, unless one succeeded since.
     pub fn failure(&self) -> Option<Arc<Error>> {
-        lock(&self.failure).as_ref().map(|(err, _)| Arc::clone(err))
+        lock(&self.failure).as_ref().map(|f| Arc::clone(&f.error))
     }
 
     /// Why the last poll or probe failed, if it did no longer than `age` ago.
     pub fn failure_within(&self, age: Duration) -> Option<Arc<Error>> {
         lock(&self.failure)
             .as_ref()
-            .filter(|(_, at)| at.elapsed() <= age)
-            .map(|(err, _)| Arc::clone(err))
+            .filter(|f| f.at.elapsed() <= age)
+            .map(|f| Arc::clone(&f.error))
     }
 
     /// Records what a probe outside the poller found.
     pub fn record(&self, outcome: std::result::Result<(), Error>) {
-        *lock(&self.failure) = outcome.err().map(|err| (Arc::new(err), Instant::now()));
+        *lock(&self.failure) = outcome.err().map(|err| Failure::now(Arc::new(err)));
     }
 
     /// How many status calls the poller has made.
