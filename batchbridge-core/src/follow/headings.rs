@@ -104,13 +104,15 @@ mod tests {
         )
     }
 
+    /// Each case in both modes: merged into one stream, and kept apart.
     #[test]
-    fn merged_pieces_print_under_a_heading_whenever_the_task_changes() {
+    fn pieces_print_under_a_heading_whenever_the_task_changes() {
         let cases = [
             (
                 "one task's pieces under one heading",
                 vec![piece(0, "a\n", ""), piece(0, "b\n", "e\n")],
                 "==> task 0 <==\na\nb\ne\n",
+                ("==> task 0 <==\na\nb\n", "==> task 0 <==\ne\n"),
             ),
             (
                 "tasks taking turns",
@@ -120,6 +122,10 @@ mod tests {
                     piece(1, "y\n", ""),
                 ],
                 "==> task 1 <==\nx\n==> task 0 <==\na\n==> task 1 <==\ny\n",
+                (
+                    "==> task 1 <==\nx\n==> task 0 <==\na\n==> task 1 <==\ny\n",
+                    "",
+                ),
             ),
             (
                 "a heading after a piece without its line end starts a line of its own",
@@ -129,28 +135,7 @@ mod tests {
                     piece(0, " line\n", ""),
                 ],
                 "==> task 0 <==\npartial\n==> task 1 <==\nerr\n==> task 0 <==\n line\n",
-            ),
-            ("nothing written, no heading", vec![piece(2, "", "")], ""),
-        ];
-        for (name, pieces, expected) in cases {
-            let (mut headings, mut out) = (TaskHeadings::default(), Vec::new());
-            for (task, new) in &pieces {
-                headings.write_merged(&mut out, *task, new).unwrap();
-            }
-            assert_eq!(String::from_utf8(out).unwrap(), expected, "{name}");
-        }
-    }
-
-    #[test]
-    fn split_pieces_head_each_stream_on_its_own() {
-        let cases = [
-            (
-                "each stream under its own headings",
-                vec![piece(0, "a\n", "e0\n"), piece(1, "b\n", "e1\n")],
-                (
-                    "==> task 0 <==\na\n==> task 1 <==\nb\n",
-                    "==> task 0 <==\ne0\n==> task 1 <==\ne1\n",
-                ),
+                ("==> task 0 <==\npartial line\n", "==> task 1 <==\nerr"),
             ),
             (
                 "a task with only stderr gives stdout no empty heading",
@@ -159,27 +144,39 @@ mod tests {
                     piece(1, "", "oops\n"),
                     piece(0, "c\n", ""),
                 ],
+                "==> task 0 <==\na\n==> task 1 <==\noops\n==> task 0 <==\nc\n",
                 ("==> task 0 <==\na\nc\n", "==> task 1 <==\noops\n"),
             ),
             (
                 "each stream's own line ends count for its headings",
                 vec![piece(0, "half", "whole\n"), piece(1, "b\n", "x\n")],
+                "==> task 0 <==\nhalfwhole\n==> task 1 <==\nb\nx\n",
                 (
                     "==> task 0 <==\nhalf\n==> task 1 <==\nb\n",
                     "==> task 0 <==\nwhole\n==> task 1 <==\nx\n",
                 ),
             ),
+            (
+                "nothing written, no heading",
+                vec![piece(2, "", "")],
+                "",
+                ("", ""),
+            ),
         ];
-        for (name, pieces, (stdout, stderr)) in cases {
-            let mut headings = TaskHeadings::default();
-            let (mut out, mut err) = (Vec::new(), Vec::new());
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        for (name, pieces, merged, (stdout, stderr)) in cases {
+            let (mut one, mut two) = (TaskHeadings::default(), TaskHeadings::default());
+            let (mut log, mut out, mut err) = (Vec::new(), Vec::new(), Vec::new());
             for (task, new) in &pieces {
-                headings
-                    .write_split(&mut out, &mut err, *task, new)
-                    .unwrap();
+                one.write_merged(&mut log, *task, new).unwrap();
+                two.write_split(&mut out, &mut err, *task, new).unwrap();
             }
-            assert_eq!(String::from_utf8(out).unwrap(), stdout, "{name}");
-            assert_eq!(String::from_utf8(err).unwrap(), stderr, "{name}");
+            assert_eq!(text(log), merged, "{name}: merged");
+            assert_eq!(
+                (text(out), text(err)),
+                (stdout.into(), stderr.into()),
+                "{name}: apart"
+            );
         }
     }
 }
