@@ -31,5 +31,12 @@ job_event "$dir" "$job" "$task" started
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &
 wait "$!"
 rc=$?
+# A cancel's SIGTERM reaches the task and this wrapper at once. When the task's end is
+# reaped first, the wrapper's own signal may still be on its way: wait a moment for it
+# (the trap records `signal 15`), rather than record the task's 128+15 as an exit code.
+if [ "$rc" -gt 128 ]; then
+    sleep 1 &
+    wait "$!"
+fi
 record exit "$rc"
 exit "$rc"
