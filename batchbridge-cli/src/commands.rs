@@ -1,16 +1,12 @@
 //! What each command does.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use batchbridge_core::follow::{ArrayOutputFollower, NewOutput, OutputFollower, TaskHeadings};
 use batchbridge_core::{
-    ArraySpec, ByteSize, JobId, JobKey, JobSpec, JobState, JobStatus, OutputRequest, TaskCounts,
-    Tracker,
+    ArraySpec, ByteSize, JobId, JobKey, JobSpec, JobState, JobStatus, TaskCounts, Tracker,
 };
 use clap::CommandFactory;
 use serde_json::json;
@@ -18,6 +14,7 @@ use serde_json::json;
 use crate::cli::{Cli, Command, Format, JobArgs};
 use crate::config::{Cluster, Clusters, Scheduler};
 use crate::exit::{CliError, CliResult, Exit, job_exit_code};
+use crate::output::PrintedOutput;
 use crate::record::{Entry, Record};
 use crate::terminal;
 
@@ -252,25 +249,11 @@ impl Context {
                 }
             }
         });
-        let (interval, output_shown) = (poll_interval(cluster), &spinner);
-        let following: Following<'_> = match *tasks {
-            None => Box::pin(async {
-                let mut follower = OutputFollower::new(id.clone());
-                follower
-                    .follow(&tracker, interval, |new| {
-                        output_shown.suspend(|| write_output(&new));
-                    })
-                    .await
-            }),
-            Some(count) => Box::pin(async move {
-                let mut headings = TaskHeadings::default();
-                ArrayOutputFollower::new(id.clone(), count)
-                    .follow(&tracker, interval, |task, new| {
-                        output_shown.suspend(|| write_task_output(&mut headings, task, &new));
-                    })
-                    .await
-            }),
-        };
+        let following = PrintedOutput::new(id.clone(), *tasks, 0).follow(
+            &tracker,
+            poll_interval(cluster),
+            |print| spinner.suspend(print),
+        );
         let outcome = tokio::select! {
             status = following => Some(status),
             _ = tokio::signal::ctrl_c() => None,
@@ -466,77 +449,29 @@ impl Context {
         let explain = |err| cluster.explain(err);
         let array = match task {
             Some(_) => None,
-            None => cluster.backend.status_of(&id).await.map_err(explain)?.tasks,
+            None => cluster
+                .backend
+                .status_of(&id)
+                .await
+                .map_err(explain)?
+                .tasks
+                .map(|counts| counts.total),
         };
-        let tasks: Vec<u32> = match (array, task) {
-            (Some(counts), _) => (0..counts.total).collect(),
-            (None, task) => vec![task.unwrap_or(0)],
-        };
-        let mut headings = array.map(|_| TaskHeadings::default());
-        let mut print = |task: u32, new: &NewOutput| match &mut headings {
-            Some(headings) => write_task_output(headings, task, new),
-            None => write_output(new),
-        };
-        let mut followers: Vec<OutputFollower> = tasks
-            .iter()
-            .map(|&task| OutputFollower::new(id.clone()).for_task(task))
-            .collect();
+        let mut output = PrintedOutput::new(id.clone(), array, task.unwrap_or(0));
+        let backend = cluster.backend.as_ref();
         if let Some(bytes) = tail {
-            for (follower, &task) in followers.iter_mut().zip(&tasks) {
-                let output = cluster
-                    .backend
-                    .fetch_output(&id, &OutputRequest::tail(bytes).for_task(task))
-                    .await
-                    .map_err(explain)?;
-                let new = NewOutput {
-                    stdout: output.stdout.data.clone(),
-                    stderr: output.stderr.data.clone(),
-                };
-                if !new.is_empty() {
-                    print(task, &new);
-                }
-                let end =
-                    |chunk: &batchbridge_core::OutputChunk| chunk.offset + chunk.data.len() as u64;
-                *follower = follower
-                    .clone()
-                    .starting_at(end(&output.stdout), end(&output.stderr));
-            }
+            output.tail(backend, bytes).await.map_err(explain)?;
         }
         if follow {
             let tracker = tracker(&cluster)?;
-            let interval = poll_interval(&cluster);
-            let status = match array {
-                None => {
-                    followers[0]
-                        .follow(&tracker, interval, |new| print(tasks[0], &new))
-                        .await
-                }
-                Some(counts) => {
-                    let mut array = ArrayOutputFollower::new(id.clone(), counts.total);
-                    for (follower, &task) in followers.iter().zip(&tasks) {
-                        let (stdout, stderr) = follower.offsets();
-                        array = array.starting_at(task, stdout, stderr);
-                    }
-                    array
-                        .follow(&tracker, interval, |task, new| print(task, &new))
-                        .await
-                }
-            };
-            return Ok(job_exit_code(&status.map_err(explain)?));
+            let status = output
+                .follow(&tracker, poll_interval(&cluster), |print| print())
+                .await
+                .map_err(explain)?;
+            return Ok(job_exit_code(&status));
         }
         if tail.is_none() {
-            for (follower, &task) in followers.iter_mut().zip(&tasks) {
-                loop {
-                    let new = follower
-                        .poll(cluster.backend.as_ref())
-                        .await
-                        .map_err(explain)?;
-                    if new.is_empty() {
-                        break;
-                    }
-                    print(task, &new);
-                }
-            }
+            output.written(backend).await.map_err(explain)?;
         }
         Ok(Exit::Success as u8)
     }
@@ -781,24 +716,6 @@ fn describe_end(status: &JobStatus) -> String {
     }
     text
 }
-
-fn write_output(new: &NewOutput) {
-    // A closed pipe (`| head`) is no error of the job's: what is left is dropped.
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(&new.stdout).and_then(|()| stdout.flush());
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(&new.stderr).and_then(|()| stderr.flush());
-}
-
-/// Writes an array task's new output, stdout and stderr each under `==> task N <==`
-/// headings of its own; as with [`write_output`], a closed pipe drops the rest.
-fn write_task_output(headings: &mut TaskHeadings, task: u32, new: &NewOutput) {
-    let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
-    let _ = headings.write_split(&mut stdout, &mut stderr, task, new);
-}
-
-/// A job's output being followed to its end.
-type Following<'a> = Pin<Box<dyn Future<Output = batchbridge_core::Result<JobStatus>> + 'a>>;
 
 /// How often a cluster is asked: the local one is cheap, a remote one costs a round trip.
 fn poll_interval(cluster: &Cluster) -> Duration {

@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod config;
 mod exit;
+mod output;
 mod record;
 mod terminal;
 
