@@ -148,6 +148,36 @@ async fn a_wrong_password_is_an_authentication_error() {
     );
 }
 
+/// A site locks an account after a few refused logins: refused credentials are not tried
+/// again until the wait is over, and the error says so.
+#[tokio::test]
+async fn refused_credentials_are_not_tried_again_until_the_wait_is_over() {
+    let f = ssh_facts();
+    let mut config = f.config(
+        SshAuth::Password(Password::new("not-the-password")),
+        HostKeys::File(f.known_hosts.clone()),
+    );
+    config.refused_login_backoff = Duration::from_secs(3);
+    let shell = SshShell::new(config).unwrap();
+
+    let first = whoami(&shell).await.unwrap_err();
+    assert_eq!(first.kind(), ErrorKind::AuthenticationFailed, "{first}");
+    assert!(first.message().contains("refused once: no new login for 3s"), "{first}");
+    // Within the wait nothing reaches sshd: the count stays at one.
+    let again = whoami(&shell).await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::AuthenticationFailed, "{again}");
+    assert!(again.message().contains("refused once: no new login for"), "{again}");
+    assert!(!again.is_temporary(), "{again}");
+
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    // After it, one new login, refused again: the next wait is twice as long.
+    let later = whoami(&shell).await.unwrap_err();
+    assert!(
+        later.message().contains("refused 2 times in a row: no new login for 6s"),
+        "{later}"
+    );
+}
+
 #[tokio::test]
 async fn a_closed_port_is_unreachable_and_temporary() {
     let f = ssh_facts();

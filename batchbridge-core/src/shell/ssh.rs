@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use backon::{ExponentialBuilder, Retryable};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use openssh::Session;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -124,6 +124,16 @@ pub struct SshConfig {
     pub max_sessions: usize,
     /// Attempts to (re-)establish the connection before a command gives up.
     pub connect_attempts: usize,
+    /// How long the shell waits after the server refused its credentials before it tries
+    /// to log in again; each further refusal in a row doubles the wait, up to
+    /// [`refused_login_backoff_max`](Self::refused_login_backoff_max). Meanwhile every
+    /// command fails at once with the refusal, saying when the next attempt may be made.
+    /// Sites lock an account after a few refused logins, so a wrong password or key must
+    /// not be tried again every few minutes; a new shell (a changed credential) starts
+    /// afresh. 5 minutes by default.
+    pub refused_login_backoff: Duration,
+    /// The longest wait between refused logins; 6 hours by default.
+    pub refused_login_backoff_max: Duration,
     /// The `ssh` client binary.
     pub ssh_program: PathBuf,
     /// An ssh_config file to read; none is read when absent, so the behaviour does not
@@ -154,6 +164,8 @@ impl SshConfig {
             connect_timeout: Duration::from_secs(15),
             max_sessions: 8,
             connect_attempts: 3,
+            refused_login_backoff: Duration::from_secs(5 * 60),
+            refused_login_backoff_max: Duration::from_secs(6 * 3600),
             ssh_program: PathBuf::from("ssh"),
             ssh_config_file: None,
             runtime_dir: None,
@@ -196,9 +208,42 @@ pub struct SshShell {
     /// entries and, while a master authenticates, its credential; removed with the shell.
     dir: tempfile::TempDir,
     connection: Mutex<Option<Connection>>,
+    /// The refusals of this shell's credentials in a row, while they last; only touched
+    /// under the `connection` lock.
+    refusal: std::sync::Mutex<Option<Refusal>>,
     /// Shared with the streams, which hold a session for as long as they run.
     sessions: Arc<Semaphore>,
     connections_opened: AtomicU64,
+}
+
+/// Refused credentials: no login is tried again before `until`.
+struct Refusal {
+    error: Error,
+    count: u32,
+    until: Instant,
+    /// The waits after the next refusals.
+    waits: backon::ExponentialBackoff,
+}
+
+impl Refusal {
+    /// The refusal as every command sees it until `until`.
+    fn error(&self, now: Instant) -> Error {
+        // Whole seconds, rounded up: a wait is never shown shorter than it is.
+        let left = self.until.saturating_duration_since(now);
+        let wait = Duration::from_secs(left.as_secs() + u64::from(left.subsec_nanos() > 0));
+        let times = match self.count {
+            1 => "once".to_owned(),
+            n => format!("{n} times in a row"),
+        };
+        Error::new(
+            self.error.kind(),
+            format!(
+                "{}; refused {times}: no new login for {} (a changed credential is tried at once)",
+                self.error.message(),
+                humantime::format_duration(wait)
+            ),
+        )
+    }
 }
 
 struct Connection {
@@ -265,6 +310,7 @@ impl SshShell {
             config,
             dir,
             connection: Mutex::new(None),
+            refusal: std::sync::Mutex::new(None),
             connections_opened: AtomicU64::new(0),
         })
     }
@@ -294,18 +340,71 @@ impl SshShell {
             tracing::warn!(target = %self.target, "SSH master connection ended; reconnecting");
             *slot = None;
         }
+        if let Some(err) = self.refused() {
+            return Err(err);
+        }
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(250))
             .with_max_delay(Duration::from_secs(5))
             .with_max_times(self.config.connect_attempts.saturating_sub(1));
-        let conn = (|| self.open())
+        let opened = (|| self.open())
             .retry(backoff)
             .when(Error::is_temporary)
             .notify(|err, delay| tracing::warn!(target = %self.target, %err, ?delay, "SSH connect failed; retrying"))
-            .await?;
+            .await;
+        let conn = match opened {
+            Ok(conn) => {
+                *lock(&self.refusal) = None;
+                conn
+            }
+            Err(err) if err.kind() == ErrorKind::AuthenticationFailed => {
+                return Err(self.record_refusal(err));
+            }
+            Err(err) => return Err(err),
+        };
         let handle = (conn.session.clone(), conn.generation);
         *slot = Some(conn);
         Ok(handle)
+    }
+
+    /// The last refusal of the credentials, while no new login may be tried.
+    fn refused(&self) -> Option<Error> {
+        let now = Instant::now();
+        let refusal = lock(&self.refusal);
+        refusal
+            .as_ref()
+            .filter(|refusal| now < refusal.until)
+            .map(|refusal| refusal.error(now))
+    }
+
+    /// Records a refusal of the credentials; returns it as the caller sees it.
+    fn record_refusal(&self, error: Error) -> Error {
+        let now = Instant::now();
+        let mut refusal = lock(&self.refusal);
+        let (count, mut waits) = match refusal.take() {
+            Some(previous) => (previous.count + 1, previous.waits),
+            None => (
+                1,
+                ExponentialBuilder::default()
+                    .with_min_delay(self.config.refused_login_backoff)
+                    .with_max_delay(self.config.refused_login_backoff_max)
+                    .without_max_times()
+                    .build(),
+            ),
+        };
+        let wait = waits
+            .next()
+            .unwrap_or(self.config.refused_login_backoff_max);
+        let next = Refusal {
+            error,
+            count,
+            until: now + wait,
+            waits,
+        };
+        let shown = next.error(now);
+        tracing::warn!(target = %self.target, refusals = count, ?wait, "SSH credentials refused; not logging in again before the wait is over");
+        *refusal = Some(next);
+        shown
     }
 
     async fn invalidate(&self, generation: u64) {
@@ -710,6 +809,11 @@ fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
 }
 
 /// Turns the master's log into an error a user can act on.
+/// Locks `mutex`; a panic elsewhere while it was held leaves nothing half-done here.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> Error {
     let detail = log
         .lines()
