@@ -15,7 +15,9 @@ pub enum ErrorKind {
     InvalidInput,
     /// The backend cannot do what was asked (e.g. containers on a backend without a runtime).
     Unsupported,
-    /// The scheduler refused the request (an unknown partition, a quota, a malformed option).
+    /// The scheduler refused the request (an unknown partition, a submit limit, a drained
+    /// partition, a malformed option); [`Error::refusal`] says which kind of refusal it is,
+    /// when the backend could tell, and whether it is temporary follows from that.
     Rejected,
     /// No job with that id exists.
     NotFound,
@@ -92,6 +94,59 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// Why a scheduler refused a submit ([`ErrorKind::Rejected`]), in one vocabulary for every
+/// backend: each backend reads it out of its scheduler's own words, so that code above the
+/// backends (retry policies, the operator's reasons) never matches a scheduler's message.
+///
+/// ```
+/// use batchbridge_core::{Error, ErrorKind, Refusal};
+///
+/// let err = Error::new(ErrorKind::Rejected, "QOSMaxSubmitJobPerUserLimit")
+///     .with_refusal(Refusal::SubmitLimit);
+/// assert!(err.is_temporary());
+/// assert_eq!(err.refusal(), Some(Refusal::SubmitLimit));
+/// assert_eq!(Refusal::SubmitLimit.as_str(), "SubmitLimit");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// A limit on how many jobs a user, account or QOS may have in the scheduler was
+    /// reached (SLURM QOS and association submit limits, PBS `max_queued`): the same submit
+    /// passes once some of those jobs end.
+    SubmitLimit,
+    /// The partition or queue takes no jobs now (drained, down, disabled, stopped): the
+    /// same submit passes once an administrator opens it again.
+    QueueClosed,
+    /// The request is wrong for this cluster (an unknown partition, queue, account or QOS,
+    /// an option the scheduler does not accept): the same submit fails again.
+    InvalidRequest,
+}
+
+impl Refusal {
+    /// Every kind, in declaration order.
+    pub const ALL: &[Self] = &[Self::SubmitLimit, Self::QueueClosed, Self::InvalidRequest];
+
+    /// Whether the same submit can pass later without a change to the request.
+    pub const fn is_temporary(self) -> bool {
+        matches!(self, Self::SubmitLimit | Self::QueueClosed)
+    }
+
+    /// The stable name, for programs and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::SubmitLimit => "SubmitLimit",
+            Self::QueueClosed => "QueueClosed",
+            Self::InvalidRequest => "InvalidRequest",
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A batchbridge error: a [`ErrorKind`], a message for humans, an optional source, and
 /// whether retrying the same call can help.
 ///
@@ -112,6 +167,7 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     temporary: bool,
+    refusal: Option<Refusal>,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
@@ -123,6 +179,7 @@ impl Error {
             kind,
             message: message.into(),
             temporary: kind.is_temporary_by_default(),
+            refusal: None,
             source: None,
         }
     }
@@ -148,6 +205,20 @@ impl Error {
     pub fn permanent(mut self) -> Self {
         self.temporary = false;
         self
+    }
+
+    /// Says which kind of refusal this is, and makes the error temporary or permanent as
+    /// that kind is.
+    pub fn with_refusal(mut self, refusal: Refusal) -> Self {
+        self.refusal = Some(refusal);
+        self.temporary = refusal.is_temporary();
+        self
+    }
+
+    /// The kind of refusal, for a [`Rejected`](ErrorKind::Rejected) error whose backend
+    /// could tell.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refusal
     }
 
     /// What kind of failure this is.
@@ -249,6 +320,23 @@ mod tests {
         let kept = cut.split('…').next().unwrap();
         assert_eq!(kept.len(), MAX_QUOTED - 1, "{}", kept.len());
         assert!(cut.ends_with(&format!("({} more bytes)", accented.len() - kept.len())));
+    }
+
+    #[test]
+    fn refusals_set_the_temporary_flag_and_have_stable_names() {
+        let cases = [
+            (Refusal::SubmitLimit, true, "SubmitLimit"),
+            (Refusal::QueueClosed, true, "QueueClosed"),
+            (Refusal::InvalidRequest, false, "InvalidRequest"),
+        ];
+        assert_eq!(cases.len(), Refusal::ALL.len());
+        for (refusal, temporary, name) in cases {
+            let err = Error::new(ErrorKind::Rejected, "x").with_refusal(refusal);
+            assert_eq!(err.is_temporary(), temporary, "{refusal:?}");
+            assert_eq!(err.refusal(), Some(refusal));
+            assert_eq!(refusal.to_string(), name);
+        }
+        assert_eq!(Error::new(ErrorKind::Rejected, "x").refusal(), None);
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub use backend::{
 };
 pub use bytesize::{self, ByteSize};
 pub use cause::{CancelledBy, FailureCause};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Refusal, Result};
 pub use local::LocalBackend;
 pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,

@@ -16,10 +16,10 @@ use batchbridge_core::remote::{
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
-    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Result,
+    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Refusal, Result,
 };
 
-use crate::parse::{QstatJob, Sighting, parse_qstat, pbs_version};
+use crate::parse::{QstatJob, Sighting, parse_qstat, pbs_version, qsub_refusal};
 use crate::script::{SubmitDefaults, job_script, qsub_options};
 use crate::state::{SUBSTATE_DELETED, job_status};
 
@@ -307,6 +307,10 @@ impl CliScheduler for Pbs {
             files: vec![("job.sh", job_script(spec, dir)?)],
             command,
         })
+    }
+
+    fn refusal(&self, refusal: &Output) -> Option<Refusal> {
+        qsub_refusal(&refusal.stderr_text())
     }
 
     fn rejection_context(&self, spec: &JobSpec, _refusal: &Output) -> String {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use batchbridge_core::{Error, ErrorKind, Result};
+use batchbridge_core::{Error, ErrorKind, Refusal, Result};
 use serde::Deserialize;
 
 /// The environment variable in every job's `Variable_List` (`qsub -v`) holding its
@@ -231,4 +231,63 @@ pub fn pbs_version(text: &str) -> Result<String> {
                 ),
             )
         })
+}
+
+/// What kind of refusal qsub's message is, in PBS's words (its stderr): a per-user, group
+/// or project job limit (`max_queued`, `max_queued_res`) or the older `max_user_queuable`,
+/// a queue that is not enabled, or a queue that does not exist. `None` for any other
+/// message.
+///
+/// ```
+/// use batchbridge_core::Refusal;
+/// use batchbridge_pbs::parse::qsub_refusal;
+///
+/// assert_eq!(qsub_refusal("qsub: Queue is not enabled\n"), Some(Refusal::QueueClosed));
+/// ```
+pub fn qsub_refusal(stderr: &str) -> Option<Refusal> {
+    const WORDS: &[(&str, Refusal)] = &[
+        ("per-user limit", Refusal::SubmitLimit),
+        ("per-group limit", Refusal::SubmitLimit),
+        ("per-project limit", Refusal::SubmitLimit),
+        (
+            "Maximum number of jobs already in queue",
+            Refusal::SubmitLimit,
+        ),
+        ("Queue is not enabled", Refusal::QueueClosed),
+        ("Unknown queue", Refusal::InvalidRequest),
+    ];
+    WORDS
+        .iter()
+        .find(|(words, _)| stderr.contains(words))
+        .map(|(_, refusal)| *refusal)
+}
+
+#[cfg(test)]
+mod tests {
+    /// qsub's refusals as the test bed's OpenPBS 23.06 printed them, each provoked for
+    /// real: a queue with `max_queued = [u:PBS_GENERIC=1]` holding one job, a queue with
+    /// `enabled = False`, a queue that does not exist.
+    #[test]
+    fn qsub_refusals_by_kind() {
+        use batchbridge_core::Refusal::*;
+        let cases = [
+            (
+                include_str!("testdata/qsub-max-queued.txt"),
+                Some(SubmitLimit),
+            ),
+            (
+                include_str!("testdata/qsub-queue-disabled.txt"),
+                Some(QueueClosed),
+            ),
+            (
+                include_str!("testdata/qsub-unknown-queue.txt"),
+                Some(InvalidRequest),
+            ),
+            ("qsub: Bad UID for job execution\n", None),
+            ("", None),
+        ];
+        for (said, refusal) in cases {
+            assert_eq!(super::qsub_refusal(said), refusal, "{said}");
+        }
+    }
 }

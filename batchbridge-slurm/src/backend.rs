@@ -13,10 +13,14 @@ use batchbridge_core::remote::{
 };
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::spec::truncate_for_message;
-use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
+use batchbridge_core::{
+    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Refusal, Result,
+};
 
 use crate::estimate::{estimate_command, parse_test_only};
-use crate::parse::{self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue};
+use crate::parse::{
+    self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue, sbatch_refusal,
+};
 use crate::script::{SubmitDefaults, batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
 
@@ -313,6 +317,10 @@ impl CliScheduler for Slurm {
             files: vec![("job.sh", batch_script(spec, dir)?)],
             command,
         })
+    }
+
+    fn refusal(&self, refusal: &Output) -> Option<Refusal> {
+        sbatch_refusal(&refusal.stderr_text())
     }
 
     fn rejection_context(&self, spec: &JobSpec, refusal: &Output) -> String {

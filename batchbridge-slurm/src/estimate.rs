@@ -8,26 +8,22 @@
 //! sbatch: Job 17014 to start at 1795455578 using 2 processors on nodes vm in partition debug
 //! ```
 //!
-//! A start not after the login node's clock is [`EstimatedStart::Now`]; a start a year or
-//! more ahead is SLURM assuming that running jobs without a time limit never end, which is
-//! no estimate: [`EstimatedStart::Later`].
-
-use std::time::Duration;
+//! A start not after the login node's clock is [`EstimatedStart::Now`]; a start half a year
+//! or more ahead is SLURM planning running jobs without a time limit to end a year after
+//! they started, which is no estimate: [`EstimatedStart::Later`] (the status path reads
+//! squeue's start of a waiting job by the same rule).
 
 use batchbridge_core::error::excerpt;
 use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
 use batchbridge_core::shell::Command;
 use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 
-use crate::parse::parse_time;
+use crate::parse::{is_no_estimate, parse_time};
 use crate::script::{SubmitDefaults, batch_script, sbatch_options};
 
 const ESTIMATE: &str = include_str!("sh/estimate.sh");
 /// What sbatch --test-only says before the start time.
 const TO_START_AT: &str = " to start at ";
-/// How far ahead SLURM puts the end of a job without a time limit (and so the start of
-/// one waiting behind it): a start this far ahead is no estimate.
-const NO_TIME_LIMIT_HORIZON: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The most bytes of sbatch's answer kept: one line, plus room for warnings.
 const OUTPUT_LIMIT: usize = 64 * 1024;
 
@@ -92,7 +88,7 @@ pub fn parse_test_only(stderr: &str, stdout: &str) -> Result<StartEstimate> {
             EstimatedStart::Now,
             format!("would start now using {processors} processors"),
         )
-    } else if start >= now + NO_TIME_LIMIT_HORIZON {
+    } else if is_no_estimate(start, Some(now)) {
         (
             EstimatedStart::Later,
             "would wait for running jobs without a time limit".to_owned(),
@@ -115,7 +111,7 @@ pub fn parse_test_only(stderr: &str, stdout: &str) -> Result<StartEstimate> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
 

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use batchbridge_core::{Error, ErrorKind, JobState, JobStatus, Result};
+use batchbridge_core::{Error, ErrorKind, JobState, JobStatus, Refusal, Result};
 
 use crate::state::status_from;
 
@@ -12,6 +12,12 @@ use crate::state::status_from;
 pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e|%P";
 /// The `sacct -o` fields [`parse_sacct`] reads.
 pub const SACCT_FIELDS: &str = "JobID,State,Reason,ExitCode,Submit,Start,End,Partition";
+/// How far ahead a start is no estimate. SLURM plans a running job without a time limit to
+/// end a year after it started, so a job waiting behind one "starts" up to a year ahead
+/// (that job's start + 365 days: a fresh one puts it at about the waiting job's submit + 1
+/// year). No site's queue waits half a year, so a start further ahead than this is that
+/// placeholder, never an estimate.
+pub(crate) const NO_ESTIMATE_HORIZON: Duration = Duration::from_secs(180 * 24 * 3600);
 /// Array expansions larger than this are cut: no real array is this big, and hostile output
 /// must not make us allocate without bound.
 const MAX_TASKS_PER_ROW: usize = 1_000_000;
@@ -92,7 +98,9 @@ fn row(job_id: &str, mut status: JobStatus, times: [&str; 3], partition: &str) -
     let [submitted, start, ended] = times.map(parse_time);
     status.submitted_at = submitted;
     match status.state {
-        JobState::Queued | JobState::Held => status.expected_start_at = start,
+        JobState::Queued | JobState::Held => {
+            status.expected_start_at = start.filter(|start| !is_no_estimate(*start, submitted));
+        }
         JobState::Cancelled if status.reason.is_some() => {}
         _ => status.started_at = start,
     }
@@ -102,6 +110,13 @@ fn row(job_id: &str, mut status: JobStatus, times: [&str; 3], partition: &str) -
         status.queue = Some(partition.to_owned());
     }
     Some(Row { job, tasks, status })
+}
+
+/// Whether `start`, a start SLURM expects, is its placeholder for "behind a job without a
+/// time limit" rather than an estimate: at least [`NO_ESTIMATE_HORIZON`] after `reference`
+/// (the job's submit; the clock for `sbatch --test-only`).
+pub(crate) fn is_no_estimate(start: SystemTime, reference: Option<SystemTime>) -> bool {
+    reference.is_some_and(|reference| start >= reference + NO_ESTIMATE_HORIZON)
 }
 
 /// Reads `squeue -h -r -t all -o` [`SQUEUE_FORMAT`] output. Lines that do not parse are
@@ -222,10 +237,120 @@ pub fn sinfo_version(text: &str) -> Result<String> {
     Ok(version.to_owned())
 }
 
+/// What kind of refusal sbatch's message is, in SLURM's words (its stderr): a submit limit
+/// of a QOS or an association (the reason word sbatch prints before the generic
+/// "Job violates accounting/QOS policy", which size and time limits share), a partition
+/// that is drained or inactive, or a request naming what the cluster does not have.
+/// `None` for any other message.
+///
+/// ```
+/// use batchbridge_core::Refusal;
+/// use batchbridge_slurm::parse::sbatch_refusal;
+///
+/// let said = "sbatch: error: Batch job submission failed: Required partition not available (inactive or drain)\n";
+/// assert_eq!(sbatch_refusal(said), Some(Refusal::QueueClosed));
+/// ```
+pub fn sbatch_refusal(stderr: &str) -> Option<Refusal> {
+    const WORDS: &[(&str, Refusal)] = &[
+        ("QOSMaxSubmitJobPerUserLimit", Refusal::SubmitLimit),
+        ("QOSMaxSubmitJobPerAccountLimit", Refusal::SubmitLimit),
+        ("QOSGrpSubmitJobsLimit", Refusal::SubmitLimit),
+        ("AssocMaxSubmitJobLimit", Refusal::SubmitLimit),
+        ("AssocGrpSubmitJobsLimit", Refusal::SubmitLimit),
+        ("Required partition not available", Refusal::QueueClosed),
+        ("Invalid partition name specified", Refusal::InvalidRequest),
+        (
+            "Invalid account or account/partition combination",
+            Refusal::InvalidRequest,
+        ),
+        ("Invalid qos specification", Refusal::InvalidRequest),
+        (
+            "Requested node configuration is not available",
+            Refusal::InvalidRequest,
+        ),
+    ];
+    WORDS
+        .iter()
+        .find(|(words, _)| stderr.contains(words))
+        .map(|(_, refusal)| *refusal)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use batchbridge_core::JobState::*;
+
+    /// sbatch's refusals as the test bed's clusters printed them (22.05 and 24.11), each
+    /// provoked for real: a QOS with MaxSubmitJobsPerUser=1 and an association with
+    /// MaxSubmitJobs=1 holding one job, a drained and an inactive partition, an unknown
+    /// account and partition.
+    #[test]
+    fn sbatch_refusals_by_kind() {
+        use Refusal::*;
+        let cases = [
+            (
+                include_str!("testdata/sbatch-22.05-qos-max-submit-per-user.txt"),
+                Some(SubmitLimit),
+            ),
+            (
+                include_str!("testdata/sbatch-24.11-qos-max-submit-per-user.txt"),
+                Some(SubmitLimit),
+            ),
+            (
+                include_str!("testdata/sbatch-22.05-assoc-max-submit.txt"),
+                Some(SubmitLimit),
+            ),
+            (
+                include_str!("testdata/sbatch-24.11-assoc-max-submit.txt"),
+                Some(SubmitLimit),
+            ),
+            (
+                include_str!("testdata/sbatch-22.05-partition-drained.txt"),
+                Some(QueueClosed),
+            ),
+            (
+                include_str!("testdata/sbatch-24.11-partition-drained.txt"),
+                Some(QueueClosed),
+            ),
+            (
+                include_str!("testdata/sbatch-22.05-partition-inactive.txt"),
+                Some(QueueClosed),
+            ),
+            (
+                include_str!("testdata/sbatch-24.11-partition-inactive.txt"),
+                Some(QueueClosed),
+            ),
+            (
+                include_str!("testdata/sbatch-22.05-invalid-account.txt"),
+                Some(InvalidRequest),
+            ),
+            (
+                include_str!("testdata/sbatch-24.11-invalid-account.txt"),
+                Some(InvalidRequest),
+            ),
+            (
+                include_str!("testdata/sbatch-22.05-invalid-partition.txt"),
+                Some(InvalidRequest),
+            ),
+            (
+                include_str!("testdata/sbatch-24.11-invalid-partition.txt"),
+                Some(InvalidRequest),
+            ),
+            // A size or time limit of a QOS: the generic line alone says nothing of when.
+            (
+                "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)\n",
+                None,
+            ),
+            (
+                "sbatch: error: Batch job submission failed: Invalid job array specification\n",
+                None,
+            ),
+            ("", None),
+        ];
+        for (said, refusal) in cases {
+            assert_eq!(sbatch_refusal(said), refusal, "{said}");
+        }
+    }
 
     #[test]
     fn job_ids() {
@@ -399,6 +524,46 @@ mod tests {
                 .iter()
                 .all(|r| r.status.started_at.is_none() && r.status.expected_start_at.is_none())
         );
+    }
+
+    /// SLURM's placeholder start of a job waiting behind one without a time limit (that
+    /// job's start + 365 days) is no estimate; a start within half a year of the submit is.
+    /// The first row is squeue on the test bed's 24.11 cluster, 48 s after a 16-CPU job
+    /// without a time limit filled the node and a 1-minute job queued behind it.
+    #[test]
+    fn a_start_a_year_ahead_is_no_estimate() {
+        let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
+        let cases = [
+            (
+                "6|PENDING|Resources|1795654457|1827190455|1827190515|debug",
+                None,
+            ),
+            // Behind a job without a limit that had run for 100 days: 265 days ahead.
+            (
+                "7|PENDING|Resources|1795654457|1818550455|1818550515|debug",
+                None,
+            ),
+            // One that had run for 200 days: 165 days ahead is taken for an estimate.
+            (
+                "7|PENDING|Resources|1795654457|1809910457|1809910517|debug",
+                at(1_809_910_457),
+            ),
+            // Waiting behind a month-long job: a real estimate.
+            (
+                "8|PENDING|Priority|1795654457|1798246457|1798246517|debug",
+                at(1_798_246_457),
+            ),
+            // A start with no submit to measure it from is kept.
+            (
+                "9|PENDING|Priority|N/A|1827190455|1827190515|debug",
+                at(1_827_190_455),
+            ),
+        ];
+        for (line, expected) in cases {
+            let row = &parse_squeue(&format!("{line}\n"))[0];
+            assert_eq!(row.status.expected_start_at, expected, "{line}");
+            assert_eq!(row.status.started_at, None, "{line}");
+        }
     }
 
     /// The partition the scheduler used, from squeue's `%P` and sacct's `Partition`; a

@@ -7,14 +7,28 @@
 #[macro_use]
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use batchbridge_core::shell::Command;
 use batchbridge_core::{BatchBackend, CancelledBy, FailureCause, JobState};
-use batchbridge_testbed::SlurmCluster;
+use batchbridge_testbed::{SlurmCluster, stdout_of};
 
-on_both_clusters!(a_job_waits_for_resources_then_runs);
+on_both_clusters!(
+    a_job_waits_for_resources_then_runs,
+    behind_a_job_without_a_time_limit_there_is_no_start_estimate,
+);
+
+/// One test at a time fills a cluster's node: the tests of one binary run at once.
+fn node_of(cluster: SlurmCluster) -> &'static tokio::sync::Mutex<()> {
+    static NODES: [tokio::sync::Mutex<()>; 2] = [
+        tokio::sync::Mutex::const_new(()),
+        tokio::sync::Mutex::const_new(()),
+    ];
+    &NODES[usize::from(cluster == SlurmCluster::Slurm2411)]
+}
 
 async fn a_job_waits_for_resources_then_runs(cluster: SlurmCluster) {
+    let _node = node_of(cluster).lock().await;
     let slurm = common::backend(cluster);
     let mut blocker = common::spec("whole-node", "sleep 600\n");
     blocker.resources.cpus = Some(cluster.cpus());
@@ -69,4 +83,70 @@ async fn a_job_waits_for_resources_then_runs(cluster: SlurmCluster) {
         Some(FailureCause::Cancelled(CancelledBy::Request)),
         "batchbridge cancelled it: {blocker_status:?}"
     );
+}
+
+/// SLURM plans a job without a time limit to end a year after it started, so a job queued
+/// behind one gets a "start" about a year ahead (squeue's %S, once the backfill scheduler
+/// has run): no estimate, and the status says none (issue 27).
+async fn behind_a_job_without_a_time_limit_there_is_no_start_estimate(cluster: SlurmCluster) {
+    let _node = node_of(cluster).lock().await;
+    let slurm = common::backend(cluster);
+    let shell = cluster.shell();
+    let mut blocker = common::spec("unlimited-whole-node", "sleep 600\n");
+    blocker.resources.cpus = Some(cluster.cpus());
+    let blocker = slurm.submit(&blocker).await.unwrap();
+    let _cancel = CancelOnDrop(cluster, blocker.clone());
+    common::wait_for(&slurm, &blocker, "the node full", |s| {
+        s.state == JobState::Running
+    })
+    .await;
+    // Backfill plans only jobs with a time limit.
+    let mut waiting = common::spec("behind-unlimited", "true\n");
+    waiting.resources.wall_time = Some(Duration::from_secs(60));
+    let waiting = slurm.submit(&waiting).await.unwrap();
+    let _cancel_waiting = CancelOnDrop(cluster, waiting.clone());
+
+    // What SLURM itself says, until backfill has planned the job.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (submitted, start) = loop {
+        let fields = stdout_of(
+            &shell,
+            Command::new("env").args([
+                "SLURM_TIME_FORMAT=%s",
+                "squeue",
+                "-h",
+                "-j",
+                waiting.as_str(),
+                "-o",
+                "%V %S",
+            ]),
+        )
+        .await;
+        let times: Vec<u64> = fields
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        if let [submitted, start] = times[..] {
+            break (submitted, start);
+        }
+        assert!(Instant::now() < deadline, "no start in squeue: {fields:?}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    assert!(
+        start > submitted + 300 * 24 * 3600,
+        "SLURM's start {start} is its placeholder, about a year after the submit {submitted}"
+    );
+    let status = slurm.status_of(&waiting).await.unwrap();
+    assert_eq!(status.state, JobState::Queued, "{status:?}");
+    assert_eq!(status.expected_start_at, None, "no estimate: {status:?}");
+    assert_eq!(status.started_at, None, "{status:?}");
+}
+
+/// Cancels the job when dropped, so that a failed test does not leave the node full.
+struct CancelOnDrop(SlurmCluster, batchbridge_core::JobId);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.as_root("scancel").arg(self.1.as_str()).status();
+    }
 }

@@ -3,7 +3,7 @@
 # scheduler, mom) built from source, and an sshd for the user `batch`, all in a Debian
 # bookworm root filesystem run inside a network namespace this script makes.
 #
-# usage: pbs.sh up|down|status|stop-server|start-server
+# usage: pbs.sh up|down|status|stop-server|start-server|qmgr COMMAND
 #
 #   up      build the root filesystem once (cached under $TESTBED_DIR/pbs/rootfs and reused
 #           by every later `up`, like kube's binaries): debootstrap, the Debian packages
@@ -20,6 +20,8 @@
 #   status  print whether it is up; exit 0 if up, 1 if not.
 #   stop-server, start-server   stop (qterm: running jobs go on) or start pbs_server alone,
 #           for the fault tests: qsub and qstat fail while it is down.
+#   qmgr COMMAND   run one qmgr command as root, for the tests that change a queue (the
+#           refusal tests close their own queue and open it again).
 #
 # Why a root filesystem and namespaces. PBS refuses loopback addresses ("Could not find any
 # usable IP address"), and test traffic may only go to loopback or to test hosts in network
@@ -112,7 +114,31 @@ server_answers() {
 
 pbs_ok() {
     [[ -s "$FACTS" && -e "/run/netns/$NETNS" ]] && mountpoint -q "$UTS_HANDLE" &&
-        key_auth_ok && server_answers
+        key_auth_ok && server_answers && queues_ok
+}
+
+# The refusal tests' queues (batchbridge-pbs/tests/refusals.rs), used by no other test so
+# that theirs never see a queue closed or a limit reached: `closable`, which they disable
+# and enable again, and `onejob`, where a user may have one job (max_queued).
+REFUSAL_QUEUES=(closable onejob)
+
+queues_ok() {
+    local queue
+    for queue in "${REFUSAL_QUEUES[@]}"; do
+        in_pbs /opt/pbs/bin/qstat -Q "$queue" >/dev/null 2>&1 || return 1
+    done
+}
+
+ensure_queues() {
+    local queue
+    for queue in "${REFUSAL_QUEUES[@]}"; do
+        in_pbs /opt/pbs/bin/qstat -Q "$queue" >/dev/null 2>&1 ||
+            qmgr "create queue $queue queue_type = execution"
+        # Enabled again in case a test was killed before it could.
+        qmgr "set queue $queue enabled = True"
+        qmgr "set queue $queue started = True"
+    done
+    qmgr 'set queue onejob max_queued = "[u:PBS_GENERIC=1]"'
 }
 
 # The processes whose root directory is the root filesystem: daemons, sshd, jobs.
@@ -348,6 +374,7 @@ start_daemons() {
     WAIT_FOR_SLEEP=0.5 wait_for 120 "node $PBS_HOST to be free" node_free ||
         die "node $PBS_HOST is not free (logs: $ROOTFS$PBS_HOME/mom_logs)"
     qmgr 'set server scheduling = True'
+    ensure_queues
 }
 
 # job_finished ID : true once qstat -x says job ID finished.
@@ -455,6 +482,7 @@ cmd_start_server() {
 server_gone() { ! server_answers && ! in_pbs pgrep -x pbs_server >/dev/null; }
 
 case "${1:-}" in
+qmgr) in_pbs /opt/pbs/bin/qmgr -c "${2:?usage: pbs.sh qmgr COMMAND}" ;;
 stop-server) cmd_stop_server ;;
 start-server) cmd_start_server ;;
 *) component_main "$@" ;;

@@ -37,6 +37,12 @@ ACCOUNT=batchbridge
 BATCH_USER="batch"
 PARTITIONS=(debug single)
 DEFAULT_PARTITION=debug
+# What the refusal tests (batchbridge-slurm/tests/refusals.rs) change, used by no other
+# test so that theirs never see it: a partition they drain and restore, a QOS and an
+# account (association) that let the user have one job at a time.
+DRAINABLE_PARTITION=drainable
+LIMIT_QOS=onejob
+LIMIT_ACCOUNT=onejob
 NODE_CPUS=16
 # Declared, not measured (SlurmdParameters=config_overrides): 16 CPUs x
 # DefMemPerCPU=1024 fit exactly, so CPUs are the limit (16 one-CPU jobs at once)
@@ -146,6 +152,16 @@ accounting_ok() {
     [[ "$users" == *"$BATCH_USER"* ]]
 }
 
+# limits_ok : the refusal tests' QOS and account are there with their limit of one job.
+limits_ok() {
+    local limit qos
+    limit="$(timeout 10 sacctmgr -n -P show assoc where cluster="$CLUSTER" \
+        account="$LIMIT_ACCOUNT" user="$BATCH_USER" format=MaxSubmit 2>/dev/null)" || return 1
+    qos="$(timeout 10 sacctmgr -n -P show qos "$LIMIT_QOS" format=MaxSubmitPU 2>/dev/null)" ||
+        return 1
+    [[ "$limit" == 1 && "$qos" == 1 ]]
+}
+
 # cluster_ok : every daemon answers. slurmctld keeps a node idle for minutes
 # after its slurmd died, so slurmd's port is checked directly.
 cluster_ok() {
@@ -203,11 +219,15 @@ AccountingStoragePort=$DBD_PORT
 AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+# QOS and association limits (MaxSubmitJobs) are enforced only with this; it also
+# refuses an account the user has no association with.
+AccountingStorageEnforce=limits
 
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 # Every job in 'single' gets the whole node, so its jobs run one at a time.
 PartitionName=single Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
+PartitionName=$DRAINABLE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
 EOF
 }
 
@@ -421,6 +441,36 @@ ensure_accounts() {
     fi
 }
 
+# ensure_limits : the refusal tests' QOS (MaxSubmitJobsPerUser=1, allowed to the user) and
+# the user's association with their account (MaxSubmitJobs=1); their partition back up, in
+# case a test was killed before it could restore it.
+ensure_limits() {
+    if [[ -z "$(sacctmgr -n -P show qos "$LIMIT_QOS" format=Name)" ]]; then
+        log "slurm: adding QOS $LIMIT_QOS"
+        sacctmgr -i add qos "$LIMIT_QOS" >&2 || die "sacctmgr add qos failed"
+    fi
+    sacctmgr -i modify qos "$LIMIT_QOS" set MaxSubmitJobsPerUser=1 >/dev/null ||
+        die "sacctmgr modify qos failed"
+    sacctmgr -i modify user "$BATCH_USER" where cluster="$CLUSTER" set QOS+="$LIMIT_QOS" \
+        >/dev/null || die "sacctmgr modify user (QOS) failed"
+    if [[ -z "$(sacctmgr -n -P show account "$LIMIT_ACCOUNT" format=Account)" ]]; then
+        log "slurm: adding account $LIMIT_ACCOUNT"
+        sacctmgr -i add account "$LIMIT_ACCOUNT" Cluster="$CLUSTER" \
+            Description="batchbridge refusal tests" Organization=batchbridge >&2 ||
+            die "sacctmgr add account failed"
+    fi
+    if [[ -z "$(sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$LIMIT_ACCOUNT" \
+        user="$BATCH_USER" format=User)" ]]; then
+        sacctmgr -i add user "$BATCH_USER" Account="$LIMIT_ACCOUNT" Cluster="$CLUSTER" >&2 ||
+            die "sacctmgr add user failed"
+    fi
+    sacctmgr -i modify user "$BATCH_USER" where cluster="$CLUSTER" account="$LIMIT_ACCOUNT" \
+        set MaxSubmitJobs=1 >/dev/null || die "sacctmgr modify user (MaxSubmitJobs) failed"
+    scontrol update PartitionName="$DRAINABLE_PARTITION" State=UP >&2 ||
+        die "scontrol update partition failed"
+    limits_ok || die "the refusal tests' limits are not in place"
+}
+
 # ssh_fact KEY : a value from the sshd component's facts.json.
 ssh_fact() {
     sed -n "s/.*\"$1\":\"\{0,1\}\([^\",}]*\).*/\1/p" "$SSH_FACTS"
@@ -490,7 +540,7 @@ require_root() {
 # Commands
 
 fast_path_ok() {
-    [[ -s "$FACTS" ]] && configs_current && cluster_ok
+    [[ -s "$FACTS" ]] && configs_current && cluster_ok && limits_ok
 }
 
 cmd_up() {
@@ -524,6 +574,7 @@ cmd_up() {
     ensure_slurmctld
     ensure_slurmd
     ensure_accounts
+    ensure_limits
     prove_job_via_ssh
     write_facts
     log "slurm: up (cluster $CLUSTER, node $NODE, partitions ${PARTITIONS[*]}) in ${SECONDS}s, facts: $FACTS"

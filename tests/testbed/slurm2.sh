@@ -40,6 +40,12 @@ CLUSTER=batchbridge2
 ACCOUNT=batchbridge
 PARTITIONS=(debug single)
 DEFAULT_PARTITION=debug
+# What the refusal tests (batchbridge-slurm/tests/refusals.rs) change, used by no other
+# test so that theirs never see it: a partition they drain and restore, a QOS and an
+# account (association) that let the user have one job at a time.
+DRAINABLE_PARTITION=drainable
+LIMIT_QOS=onejob
+LIMIT_ACCOUNT=onejob
 NODE_CPUS=16
 # As in slurm.sh: declared, not measured; 16 CPUs x DefMemPerCPU=1024 fit exactly.
 NODE_MEMORY_MB=16384
@@ -144,6 +150,16 @@ accounting_ok() {
     users="$(timeout 10 chroot "$ROOTFS" sacctmgr -n -P show assoc where cluster="$CLUSTER" \
         account="$ACCOUNT" user="$BATCH_USER" format=User 2>/dev/null)" || return 1
     [[ "$users" == *"$BATCH_USER"* ]]
+}
+
+# limits_ok : the refusal tests' QOS and account are there with their limit of one job.
+limits_ok() {
+    local limit qos
+    limit="$(timeout 10 chroot "$ROOTFS" sacctmgr -n -P show assoc where cluster="$CLUSTER" \
+        account="$LIMIT_ACCOUNT" user="$BATCH_USER" format=MaxSubmit 2>/dev/null)" || return 1
+    qos="$(timeout 10 chroot "$ROOTFS" sacctmgr -n -P show qos "$LIMIT_QOS" format=MaxSubmitPU 2>/dev/null)" ||
+        return 1
+    [[ "$limit" == 1 && "$qos" == 1 ]]
 }
 
 cluster_ok() {
@@ -256,6 +272,9 @@ AccountingStoragePort=$DBD_PORT
 AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+# QOS and association limits (MaxSubmitJobs) are enforced only with this; it also
+# refuses an account the user has no association with.
+AccountingStorageEnforce=limits
 
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB State=UNKNOWN
 # Since 23.02 sbatch refuses a job no node of the partition could ever hold (22.05 queued
@@ -264,6 +283,7 @@ NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB Sta
 NodeName=$BIG_NODE NodeAddr=127.0.0.1 Port=$BIG_NODE_PORT CPUs=$BIG_NODE_CPUS RealMemory=$((BIG_NODE_CPUS * 1024)) State=DOWN Reason="never started"
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=single Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
+PartitionName=$DRAINABLE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
 EOF
 }
 
@@ -433,6 +453,36 @@ ensure_accounts() {
     fi
 }
 
+# ensure_limits : the refusal tests' QOS (MaxSubmitJobsPerUser=1, allowed to the user) and
+# the user's association with their account (MaxSubmitJobs=1); their partition back up, in
+# case a test was killed before it could restore it.
+ensure_limits() {
+    if [[ -z "$(in_root sacctmgr -n -P show qos "$LIMIT_QOS" format=Name)" ]]; then
+        log "slurm2: adding QOS $LIMIT_QOS"
+        in_root sacctmgr -i add qos "$LIMIT_QOS" >&2 || die "sacctmgr add qos failed"
+    fi
+    in_root sacctmgr -i modify qos "$LIMIT_QOS" set MaxSubmitJobsPerUser=1 >/dev/null ||
+        die "sacctmgr modify qos failed"
+    in_root sacctmgr -i modify user "$BATCH_USER" where cluster="$CLUSTER" set QOS+="$LIMIT_QOS" \
+        >/dev/null || die "sacctmgr modify user (QOS) failed"
+    if [[ -z "$(in_root sacctmgr -n -P show account "$LIMIT_ACCOUNT" format=Account)" ]]; then
+        log "slurm2: adding account $LIMIT_ACCOUNT"
+        in_root sacctmgr -i add account "$LIMIT_ACCOUNT" Cluster="$CLUSTER" \
+            Description="batchbridge refusal tests" Organization=batchbridge >&2 ||
+            die "sacctmgr add account failed"
+    fi
+    if [[ -z "$(in_root sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$LIMIT_ACCOUNT" \
+        user="$BATCH_USER" format=User)" ]]; then
+        in_root sacctmgr -i add user "$BATCH_USER" Account="$LIMIT_ACCOUNT" Cluster="$CLUSTER" >&2 ||
+            die "sacctmgr add user failed"
+    fi
+    in_root sacctmgr -i modify user "$BATCH_USER" where cluster="$CLUSTER" account="$LIMIT_ACCOUNT" \
+        set MaxSubmitJobs=1 >/dev/null || die "sacctmgr modify user (MaxSubmitJobs) failed"
+    in_root scontrol update PartitionName="$DRAINABLE_PARTITION" State=UP >&2 ||
+        die "scontrol update partition failed"
+    limits_ok || die "the refusal tests' limits are not in place"
+}
+
 ensure_sshd() {
     port_open "$SSH_PORT" && return 0
     log "slurm2: starting sshd on $SSH_HOST:$SSH_PORT"
@@ -485,7 +535,7 @@ take_lock() {
 }
 
 fast_path_ok() {
-    [[ -s "$FACTS" && -e "$READY_MARK" ]] && configs_current && cluster_ok
+    [[ -s "$FACTS" && -e "$READY_MARK" ]] && configs_current && cluster_ok && limits_ok
 }
 
 cmd_up() {
@@ -519,6 +569,7 @@ cmd_up() {
     ensure_slurmctld
     ensure_slurmd
     ensure_accounts
+    ensure_limits
     ensure_sshd
     prove_job_via_ssh
     write_facts

@@ -12,7 +12,7 @@ use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, jo
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
 };
-use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::error::{Error, ErrorKind, Refusal, Result, excerpt};
 use crate::estimate::{StartEstimate, cannot_estimate, refused_by_submit};
 use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
@@ -205,6 +205,16 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
         String::new()
     }
 
+    /// The kind of a refused submit, from what the scheduler said (`refusal` failed, and
+    /// not because the scheduler did not answer); `None` when its words are not known,
+    /// which leaves the refusal permanent. The scheduler's vocabulary stays here, in its
+    /// backend: a submit limit or a closed queue makes the refusal temporary, so callers
+    /// retry instead of failing the job.
+    fn refusal(&self, refusal: &Output) -> Option<Refusal> {
+        let _ = refusal;
+        None
+    }
+
     /// The job the scheduler itself holds with `key` (whose directory is `dir`): how a key
     /// whose submit was cut off before its id was recorded finds its job.
     async fn find(&self, jobs: &JobDirs, key: &JobKey, dir: &str) -> Result<Option<JobId>>;
@@ -366,14 +376,19 @@ impl<S: CliScheduler> RemoteBackend<S> {
     }
 
     /// The error for a submit `S` refused: temporary when the scheduler did not answer,
-    /// else [`Rejected`](ErrorKind::Rejected) with what it said.
+    /// else [`Rejected`](ErrorKind::Rejected) with what it said and, when `S` knows its
+    /// words, the kind of refusal (which decides whether it is temporary).
     fn refused(&self, spec: &JobSpec, program: &str, refusal: &Output) -> Error {
         let failure = self.scheduler.failure(program, refusal);
         if failure.is_temporary() {
             return failure;
         }
         let context = self.scheduler.rejection_context(spec, refusal);
-        super::rejected(&spec.key, S::SCHEDULER, &context, refusal)
+        let rejected = super::rejected(&spec.key, S::SCHEDULER, &context, refusal);
+        match self.scheduler.refusal(refusal) {
+            Some(kind) => rejected.with_refusal(kind),
+            None => rejected,
+        }
     }
 }
 

@@ -684,9 +684,9 @@ pub(crate) static CASES: &[Case] = &[
     },
     Case {
         field: "account (SLURM default)",
-        input: "`$(touch${IFS}CANARY)` (one sbatch argument; the test bed does not enforce accounts)",
+        input: "`$(touch${IFS}CANARY)` (one sbatch argument, which SLURM refuses as an unknown account)",
         build: |c| account(c, c.payload("$(touch${IFS}CANARY)")),
-        expect: Succeeds,
+        expect: Refused(Rejected, "Invalid account"),
         except: NOT_SLURM,
     },
     Case {
