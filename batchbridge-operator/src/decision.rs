@@ -37,6 +37,10 @@ pub const ACTION_RETRY: Duration = Duration::from_secs(5);
 /// How long after its acceptance a job waiting in the queue keeps the status its acceptance
 /// wrote, unless its phase changes ([`step`] holds the scheduler's words for the wait back).
 pub const QUEUE_REPORT_HOLD: Duration = Duration::from_secs(60);
+/// How long an attempt the scheduler refused for now (a submit limit, a closed queue) waits
+/// before the same key is submitted again: a limit frees as jobs end and a drain ends at an
+/// administrator's hand, neither within seconds.
+pub const SUBMIT_AGAIN: Duration = Duration::from_secs(30);
 /// How long, by default, after a BatchJob's deletion the operator keeps trying to cancel its
 /// job and remove its files (a cluster unreachable, a job still ending) before it lets the
 /// resource go with a Warning Event: `kubectl delete` never hangs on a broken cluster.
@@ -239,6 +243,14 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// Refused for now (a submit limit reached, a queue closed): the same request passes
+    /// later. `reason` says which.
+    Deferred {
+        /// The kind of refusal, as a reason.
+        reason: Reason,
+        /// What the scheduler said.
+        message: String,
+    },
     /// Sorts `err`.
     ///
     /// ```
@@ -256,6 +268,14 @@ impl Failure {
         let problem = Reason::of_connection(err.kind()).map(|reason| ClusterProblem {
             reason,
             message: err.to_string(),
+        if err.is_temporary()
+            && let Some(reason) = err.refusal().and_then(Reason::of_refusal)
+        {
+            return Self::Deferred {
+                reason,
+                message: err.to_string(),
+            };
+        }
         });
         match (err.kind(), problem) {
             (
@@ -724,6 +744,21 @@ fn submitted(
                 );
             }
             effects.push(Effect::Requeue(action_retry(problem.as_ref())));
+        SubmitOutcome::Failed(Failure::Deferred { reason, message }) => {
+            // The status still says Submitted without an id, now with the scheduler's
+            // reason: the same key is submitted again until the scheduler takes it.
+            next.reason = Some(*reason);
+            next.message = Some(message.clone());
+            set_condition(
+                &mut next.conditions,
+                ConditionType::Submitted,
+                false,
+                *reason,
+                message,
+                now,
+            );
+            effects.push(Effect::Requeue(SUBMIT_AGAIN));
+        }
         }
         SubmitOutcome::Failed(Failure::Refused(message)) => {
             next.phase = Some(Phase::Failed);
@@ -792,7 +827,9 @@ fn collected(
             );
             return;
         }
-        CollectOutcome::Failed(Failure::Interrupted { problem: None, .. }) => {
+        CollectOutcome::Failed(
+            Failure::Interrupted { problem: None, .. } | Failure::Deferred { .. },
+        ) => {
             effects.push(Effect::Requeue(ACTION_RETRY));
             return;
         }
@@ -1180,7 +1217,7 @@ fn retryable(status: &BatchJobStatus, policy: &RetryPolicy) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::{FailureCause, JobState};
+    use batchbridge_core::{FailureCause, JobState, Refusal};
 
     use super::*;
 
@@ -1561,6 +1598,18 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Queued, 1, 0)),
+            Case {
+                writes: Some((Phase::Submitted, 1, 0)),
+                effects: vec![Requeue(SUBMIT_AGAIN)],
+                ..case(
+                    "a submit refused for now is submitted again later",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    submit_failed(Failure::Deferred {
+                        reason: Reason::SubmitLimit,
+                        message: "QOSMaxSubmitJobPerUserLimit".into(),
+                    }),
+                )
+            },
                 effects: vec![Follow(id()), Requeue(RECHECK)],
                 ..case(
                     "a waiting job's report is written after its first minute in the queue",
@@ -2766,6 +2815,33 @@ mod tests {
             );
             assert_eq!(
                 removal.is_nothing(),
+    /// A submit limit or a closed queue shows as the status's reason and the Submitted
+    /// condition's, with the scheduler's words; the job neither fails nor counts an attempt.
+    #[test]
+    fn a_submit_refused_for_now_says_why() {
+        let refused = case(
+            "refused for now",
+            with(at(Phase::Submitted), |s| s.job_id = None),
+            submit_failed(Failure::Deferred {
+                reason: Reason::QueueClosed,
+                message: "Required partition not available (inactive or drain)".into(),
+            }),
+        );
+        let status = run(&refused).status.unwrap();
+        assert_eq!(status.phase, Some(Phase::Submitted));
+        assert_eq!(status.reason, Some(Reason::QueueClosed));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Required partition not available (inactive or drain)")
+        );
+        let submitted = condition(&status.conditions, ConditionType::Submitted).unwrap();
+        assert_eq!(submitted.reason, Reason::QueueClosed.as_str());
+        assert_eq!(
+            holds(&status.conditions, ConditionType::Submitted),
+            Some(false)
+        );
+    }
+
                 removal.cancel == Cancel::Nothing && remove_files == 0
             );
         }
@@ -2781,6 +2857,21 @@ mod tests {
             (REMOVAL_DEADLINE * 10, true),
         ] {
             assert_eq!(
+        let sort = |err: &Error| match Failure::of(err) {
+            Failure::NotReached(_) => "NotReached",
+            Failure::Interrupted {
+                problem: Some(_), ..
+            } => "Interrupted, cluster",
+            Failure::Interrupted { problem: None, .. } => "Interrupted",
+            Failure::Refused(_) => "Refused",
+            Failure::Deferred { .. } => "Deferred",
+        };
+        let refused = |refusal| Error::new(Rejected, "what happened").with_refusal(refusal);
+        assert_eq!(sort(&refused(Refusal::SubmitLimit)), "Deferred");
+        assert_eq!(sort(&refused(Refusal::QueueClosed)), "Deferred");
+        assert_eq!(sort(&refused(Refusal::InvalidRequest)), "Refused");
+        // A caller that overrode the flag has the last word.
+        assert_eq!(sort(&refused(Refusal::SubmitLimit).permanent()), "Refused");
                 removal_abandoned(deleted, deleted + after, REMOVAL_DEADLINE),
                 abandoned,
                 "{after:?}"
@@ -2789,6 +2880,7 @@ mod tests {
         // A clock behind the deletion time does not abandon anything.
         assert!(!removal_abandoned(
             deleted,
+                Failure::Deferred { .. } => "Deferred",
             deleted - Duration::from_secs(5),
             REMOVAL_DEADLINE
         ));

@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use batchbridge_core::{ErrorKind, FailureCause, JobStatus};
+use batchbridge_core::{ErrorKind, FailureCause, JobStatus, Refusal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +85,14 @@ words! {
         NotStarted,
         /// The scheduler or the backend refused the job; never retried.
         SubmitRejected,
+        /// The scheduler refused the attempt for now: a limit on the jobs a user, account
+        /// or QOS may have in it was reached. It is submitted again until the scheduler
+        /// takes it; the message carries the scheduler's words.
+        SubmitLimit,
+        /// The scheduler refused the attempt for now: its partition or queue is closed
+        /// (drained, inactive, disabled). It is submitted again until the queue opens; the
+        /// message carries the scheduler's words.
+        QueueClosed,
         /// A failed attempt waits for its retry.
         RetryPending,
         /// The job has not finished.
@@ -205,6 +213,24 @@ impl Reason {
     /// ```
     /// use batchbridge_core::ErrorKind;
     /// use batchbridge_operator::reason::Reason;
+    /// The reason of an attempt the scheduler refused for now, by the kind of refusal its
+    /// backend read; `None` for a refusal for good (the job fails, SubmitRejected).
+    ///
+    /// ```
+    /// use batchbridge_core::Refusal;
+    /// use batchbridge_operator::reason::Reason;
+    ///
+    /// assert_eq!(Reason::of_refusal(Refusal::SubmitLimit), Some(Reason::SubmitLimit));
+    /// assert_eq!(Reason::of_refusal(Refusal::InvalidRequest), None);
+    /// ```
+    pub const fn of_refusal(refusal: Refusal) -> Option<Self> {
+        match refusal {
+            Refusal::SubmitLimit => Some(Self::SubmitLimit),
+            Refusal::QueueClosed => Some(Self::QueueClosed),
+            _ => None,
+        }
+    }
+
     ///
     /// assert_eq!(Reason::of_connection(ErrorKind::HostKeyMismatch), Some(Reason::HostKeyMismatch));
     /// assert_eq!(Reason::of_connection(ErrorKind::Rejected), None);
@@ -342,6 +368,21 @@ mod tests {
             (Unreachable, Some(Reason::Unreachable)),
             (HostKeyMismatch, Some(Reason::HostKeyMismatch)),
             (AuthenticationFailed, Some(Reason::AuthenticationFailed)),
+    #[test]
+    fn temporary_refusals_have_reasons_of_their_own() {
+        for refusal in Refusal::ALL {
+            let reason = Reason::of_refusal(*refusal);
+            assert_eq!(reason.is_some(), refusal.is_temporary(), "{refusal:?}");
+            if let Some(reason) = reason {
+                assert_eq!(
+                    reason.as_str(),
+                    refusal.as_str(),
+                    "one name for one meaning"
+                );
+            }
+        }
+    }
+
             (ConnectionLost, Some(Reason::ConnectionLost)),
             (Timeout, Some(Reason::CommandTimedOut)),
             (Rejected, None),
