@@ -17,6 +17,7 @@
 //! ```
 
 use std::fmt::Debug;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -47,12 +48,36 @@ pub struct JobEvent {
     pub task: u32,
     /// What happened.
     pub kind: EventKind,
+    /// When it happened, by the cluster's clock, when the source records it; otherwise the
+    /// tracker takes the time the event arrived.
+    pub at: Option<SystemTime>,
 }
 
 impl JobEvent {
-    /// An event of `kind` for task `task` of job `id`.
+    /// An event of `kind` for task `task` of job `id`, its time unknown.
     pub fn new(id: JobId, task: u32, kind: EventKind) -> Self {
-        Self { id, task, kind }
+        Self {
+            id,
+            task,
+            kind,
+            at: None,
+        }
+    }
+
+    /// The event, happened at `at`.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use batchbridge_core::JobId;
+    /// use batchbridge_core::events::{EventKind, JobEvent};
+    ///
+    /// let ended = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_120_000);
+    /// let event = JobEvent::new(JobId::from("42"), 0, EventKind::Exited(0)).at(ended);
+    /// assert_eq!(event.at, Some(ended));
+    /// ```
+    pub fn at(mut self, at: SystemTime) -> Self {
+        self.at = Some(at);
+        self
     }
 }
 

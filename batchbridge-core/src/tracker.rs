@@ -793,7 +793,7 @@ impl Shared {
             &mut job.events,
             event.task,
             &event.kind,
-            SystemTime::now(),
+            event.at.unwrap_or_else(SystemTime::now),
         );
         match merged {
             Merge::Observe(next) => {
@@ -864,7 +864,6 @@ impl State {
         asked_after: u64,
     ) -> Vec<Event> {
         let mut changes = Vec::new();
-        let now = SystemTime::now();
         for id in ids {
             // A job forgotten while the call was in flight stays forgotten.
             let Some(job) = self.jobs.get_mut(id) else {
@@ -879,7 +878,7 @@ impl State {
             let ended = job
                 .status
                 .as_ref()
-                .and_then(|status| ended_by_events(id, status, &job.events, now));
+                .and_then(|status| ended_by_events(id, status, &job.events));
             if let Some(ended) = ended {
                 changes.extend(job.observe(backend, id, ended, Seen::Event));
             }
@@ -1546,6 +1545,30 @@ mod tests {
 
     fn event(id: &str, kind: EventKind) -> JobEvent {
         JobEvent::new(JobId::from(id), 0, kind)
+    }
+
+    /// Events heard late (a follower restarted after an outage replays them) date the job
+    /// by the times they carry, not by when they arrived: a 20 s job reads as 20 s.
+    #[tokio::test(start_paused = true)]
+    async fn late_events_date_the_job_by_their_own_times() {
+        let source = Arc::new(ScriptedSource::default());
+        let (tracker, _) = evented_tracker(&source, |_, _| status(JobState::Queued));
+        let mut changes = tracker.changes();
+        let id = JobId::from("1");
+        tracker.follow(id.clone());
+        changes.recv_change().await.unwrap();
+        let started = SystemTime::now() - Duration::from_secs(50);
+        let ended = started + Duration::from_secs(20);
+        let live = source.live().await;
+        live.send(event("1", EventKind::Started).at(started))
+            .await
+            .unwrap();
+        live.send(event("1", EventKind::Exited(0)).at(ended))
+            .await
+            .unwrap();
+        let done = tracker.wait(&id, Duration::from_secs(1)).await.unwrap();
+        assert_eq!(done.state, JobState::Succeeded);
+        assert_eq!((done.started_at, done.ended_at), (Some(started), Some(ended)));
     }
 
     /// Started and ended by events alone, after one poll: Running, then Succeeded or Failed

@@ -10,6 +10,10 @@
 //! WORK/events/ID.TASK.signal.N     signal N ended it (a cancel, a time limit)
 //! ```
 //!
+//! Each name ends in `.tSECONDS` (the Unix time, by the cluster's clock; a name without it,
+//! from an older wrapper, is read too), so that an event heard late, after a follower's
+//! restart or an outage, still stamps the job with when it started or ended.
+//!
 //! The follower ([`WrapperEvents::open`]) is one POSIX sh loop on the cluster, run through
 //! [`Shell::stream`] on the connection the backend already holds: every [`EVENT_TICK`] it
 //! lists the events directory once (no file is opened or read, no scheduler asked) and
@@ -21,7 +25,7 @@
 //! same user and can create any file there.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -35,8 +39,9 @@ use crate::shell::{Command, Shell};
 /// A POSIX shell function, `job_event JOB_DIR ID TASK WHAT [N]`, that job wrappers define
 /// (`@JOB_EVENT@` in a template, filled in by [`render_script`](super::render_script)) and
 /// call when a task starts (`started`) and ends (`exit N`, `signal N`). It creates the
-/// empty file `ID.TASK.WHAT[.N]` in `WORK/events/` (JOB_DIR is `WORK/jobs/KEY`), without
-/// starting a process, and never fails the job.
+/// empty file `ID.TASK.WHAT[.N].tSECONDS` in `WORK/events/` (JOB_DIR is `WORK/jobs/KEY`),
+/// with the Unix time it happened (no process started under bash, one `date` under other
+/// shells), and never fails the job.
 ///
 /// ```
 /// use batchbridge_core::remote::JOB_EVENT;
@@ -53,7 +58,8 @@ use crate::shell::{Command, Shell};
 ///     .map(|entry| entry.unwrap().file_name().into_string().unwrap())
 ///     .collect();
 /// names.sort();
-/// assert_eq!(names, ["42.0.exit.3", "42.0.started"]);
+/// // Each name ends with when it happened: `.tSECONDS`.
+/// assert!(names[0].starts_with("42.0.exit.3.t") && names[1].starts_with("42.0.started.t"));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub const JOB_EVENT: &str = include_str!("job_event.sh");
@@ -93,6 +99,11 @@ const HEARTBEAT: &str = ".";
 /// assert_eq!(parse_event("4242.0.signal.15").unwrap().kind, EventKind::Signalled(15));
 /// assert_eq!(parse_event("4242.0.started").unwrap().kind, EventKind::Started);
 /// assert_eq!(parse_event("4242.0.exit.256"), None);
+/// // Wrappers running in bash record when it happened, by the cluster's clock.
+/// let late = parse_event("4242.0.exit.0.t1764120000").unwrap();
+/// assert_eq!(late.kind, EventKind::Exited(0));
+/// assert_eq!(late.at, Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_764_120_000)));
+/// assert_eq!(parse_event("4242.0.exit.0.t"), None);
 /// assert_eq!(parse_event("../4242.0.started"), None);
 /// ```
 pub fn parse_event(name: &str) -> Option<JobEvent> {
@@ -102,13 +113,27 @@ pub fn parse_event(name: &str) -> Option<JobEvent> {
     let mut parts = name.split('.');
     let id = canonical_number(parts.next()?)?;
     let task = canonical_number(parts.next()?)?.parse().ok()?;
-    let kind = match (parts.next()?, parts.next(), parts.next()) {
-        ("started", None, None) => EventKind::Started,
-        ("exit", Some(code), None) => EventKind::Exited(number_within(code, 0, 255)?),
-        ("signal", Some(signal), None) => EventKind::Signalled(number_within(signal, 1, 64)?),
+    // At most 4 parts are left: the name is short, and anything longer is no event.
+    let mut rest: Vec<&str> = parts.take(4).collect();
+    let at = match rest.last().and_then(|last| last.strip_prefix('t')) {
+        Some(seconds) => {
+            let seconds: u64 = canonical_number(seconds)?.parse().ok()?;
+            rest.pop();
+            Some(UNIX_EPOCH + Duration::from_secs(seconds))
+        }
+        None => None,
+    };
+    let kind = match rest.as_slice() {
+        ["started"] => EventKind::Started,
+        ["exit", code] => EventKind::Exited(number_within(code, 0, 255)?),
+        ["signal", signal] => EventKind::Signalled(number_within(signal, 1, 64)?),
         _ => return None,
     };
-    Some(JobEvent::new(JobId::from(id), task, kind))
+    let event = JobEvent::new(JobId::from(id), task, kind);
+    Some(match at {
+        Some(at) => event.at(at),
+        None => event,
+    })
 }
 
 /// `text` if it is a [`job_number`] written the one way a shell prints a number: no

@@ -35,8 +35,8 @@ done | prefix=$events/ awk $line_by_line -v beat="$beat" '
 BEGIN { prefix = ENVIRON["prefix"]; boundary = 1 }
 boundary && $0 == "/" {
     # Starts before ends, when one listing finds both of a task.
-    for (name in fresh) if (name ~ /started$/) print name
-    for (name in fresh) if (name !~ /started$/) print name
+    for (name in fresh) if (name ~ /\.started(\.t[0-9]+)?$/) print name
+    for (name in fresh) if (name !~ /\.started(\.t[0-9]+)?$/) print name
     delete fresh
     delete printed
     for (name in listed) printed[name] = 1
@@ -50,7 +50,7 @@ boundary && $0 == "/" {
     boundary = $0 ~ /\/$/
     if (!whole || !boundary || index($0, prefix) != 1) next
     name = substr($0, length(prefix) + 1, length($0) - length(prefix) - 1)
-    if (length(name) > 64 || name !~ /^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(started|(exit|signal)\.(0|[1-9][0-9]*))$/) next
+    if (length(name) > 64 || name !~ /^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(started|(exit|signal)\.(0|[1-9][0-9]*))(\.t(0|[1-9][0-9]*))?$/) next
     listed[name] = 1
     if (!(name in printed)) fresh[name] = 1
 }'

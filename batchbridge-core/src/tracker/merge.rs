@@ -35,8 +35,8 @@ const LAST_PLAIN_EXIT_CODE: i32 = 128;
 pub(super) struct TaskEvents {
     /// The kinds of event seen, per task, one bit each ([`kind_bit`]).
     seen: BTreeMap<u32, u8>,
-    /// The exit code of each task that an event ended unambiguously.
-    exited: BTreeMap<u32, i32>,
+    /// The exit code of each task that an event ended unambiguously, and when it ended.
+    exited: BTreeMap<u32, (i32, SystemTime)>,
 }
 
 impl TaskEvents {
@@ -67,14 +67,14 @@ pub(super) enum Merge {
 
 /// What event `kind` of task `task` of job `id` means, given the job's current status
 /// (`None` before its first poll) and what earlier events told of its tasks (updated here).
-/// `now` stands in for the times the event does not carry (start, end).
+/// `at` is when it happened: the time the event carries, else when it arrived.
 pub(super) fn merge(
     id: &JobId,
     current: Option<&JobStatus>,
     known: &mut TaskEvents,
     task: u32,
     kind: &EventKind,
-    now: SystemTime,
+    at: SystemTime,
 ) -> Merge {
     let total = match current {
         None => MAX_ARRAY_TASKS,
@@ -91,7 +91,7 @@ pub(super) fn merge(
     if let EventKind::Exited(code) = kind
         && is_plain_exit(*code)
     {
-        known.exited.insert(task, *code);
+        known.exited.insert(task, (*code, at));
     }
     let Some(current) = current else {
         return Merge::Ignore;
@@ -102,8 +102,8 @@ pub(super) fn merge(
     let array = current.tasks.is_some();
     match kind {
         EventKind::Started if current.state == JobState::Running => Merge::Ignore,
-        EventKind::Started => Merge::Observe(Box::new(running(current, now))),
-        EventKind::Exited(code) if is_plain_exit(*code) => ended_by_events(id, current, known, now)
+        EventKind::Started => Merge::Observe(Box::new(running(current, at))),
+        EventKind::Exited(code) if is_plain_exit(*code) => ended_by_events(id, current, known)
             .map_or(Merge::Ignore, |ended| Merge::Observe(Box::new(ended))),
         // No shell exits with a negative code: garbage, ignored.
         EventKind::Exited(..0) => Merge::Ignore,
@@ -127,19 +127,21 @@ pub(super) fn merge(
 }
 
 /// The job's end, once events told how every one of its tasks exited; `None` while a task's
-/// end is unknown, or when the job already ended.
+/// end is unknown, or when the job already ended. It ended when its last task did, as the
+/// events tell: an event heard late must not stretch the job's run time.
 pub(super) fn ended_by_events(
     id: &JobId,
     current: &JobStatus,
     known: &TaskEvents,
-    now: SystemTime,
 ) -> Option<JobStatus> {
     if current.state.is_terminal() {
         return None;
     }
-    let tasks: Vec<JobStatus> = (0..task_total(current))
-        .map(|task| known.exited.get(&task).map(|code| task_end(*code)))
+    let ends: Vec<(i32, SystemTime)> = (0..task_total(current))
+        .map(|task| known.exited.get(&task).copied())
         .collect::<Option<_>>()?;
+    let last_end = ends.iter().map(|(_, at)| *at).max()?;
+    let tasks: Vec<JobStatus> = ends.iter().map(|(code, _)| task_end(*code)).collect();
     let mut ended = if current.tasks.is_some() {
         let tasks: Vec<Option<&JobStatus>> = tasks.iter().map(Some).collect();
         JobStatus::of_array(id.as_str(), "job events", &tasks)
@@ -150,7 +152,7 @@ pub(super) fn ended_by_events(
     ended.queue.clone_from(&current.queue);
     ended.submitted_at = current.submitted_at;
     ended.started_at = current.started_at;
-    ended.ended_at = Some(now);
+    ended.ended_at = Some(last_end);
     Some(ended)
 }
 
@@ -182,9 +184,9 @@ fn from_event(current: &JobStatus, state: JobState) -> JobStatus {
     status
 }
 
-fn running(current: &JobStatus, now: SystemTime) -> JobStatus {
+fn running(current: &JobStatus, at: SystemTime) -> JobStatus {
     let mut status = from_event(current, JobState::Running);
-    status.started_at = status.started_at.or(Some(now));
+    status.started_at = status.started_at.or(Some(at));
     status.expected_start_at = None;
     status
 }
@@ -547,17 +549,17 @@ mod tests {
             merge(&id, None, &mut known, 0, &kind, at(150));
         }
         let single = polled(JobState::Running);
-        let ended = ended_by_events(&id, &single, &known, at(200)).unwrap();
+        let ended = ended_by_events(&id, &single, &known).unwrap();
         assert_eq!(
             (ended.state, ended.exit_code),
             (JobState::Succeeded, Some(0))
         );
         assert_eq!(
-            ended_by_events(&id, &array(JobState::Running, 2), &known, at(200)),
+            ended_by_events(&id, &array(JobState::Running, 2), &known),
             None
         );
         assert_eq!(
-            ended_by_events(&id, &polled(JobState::Failed), &known, at(200)),
+            ended_by_events(&id, &polled(JobState::Failed), &known),
             None,
             "already over"
         );

@@ -2,7 +2,7 @@
 //! real scheduler: a job's start and end, a failure, an array's tasks, a cancel, a killed
 //! follower, and a follower that asks no scheduler anything.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::stdout_of;
 
@@ -53,6 +53,8 @@ pub async fn open(backend: &dyn BatchBackend) -> EventStream {
 /// Exited(3), each once; `spec` makes a spec from a name and a script.
 pub async fn start_and_end(backend: &dyn BatchBackend, spec: impl Fn(&str, &str) -> JobSpec) {
     let mut stream = open(backend).await;
+    // Whole seconds, by the cluster's clock (the test bed's clusters run on this machine).
+    let before = SystemTime::now() - Duration::from_secs(1);
     let ok = backend
         .submit(&spec("events-ok", "echo hi\n"))
         .await
@@ -80,6 +82,12 @@ pub async fn start_and_end(backend: &dyn BatchBackend, spec: impl Fn(&str, &str)
         [(0, EventKind::Started), (0, EventKind::Exited(3))],
         "job {failed}"
     );
+    // Each carries when it happened, so that one heard late still dates the job rightly.
+    let after = SystemTime::now();
+    for event in events.iter().filter(|e| e.id == ok || e.id == failed) {
+        let at = event.at.unwrap_or_else(|| panic!("{event:?} carries no time"));
+        assert!(before <= at && at <= after, "{event:?}: not between {before:?} and {after:?}");
+    }
 }
 
 /// An array of three tasks, task 1 failing, pushes each task's start and end under the id
