@@ -187,3 +187,34 @@ async fn removing_another_users_job_is_permission_denied() {
     assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
     assert!(err.message().contains("other"), "{err}");
 }
+
+/// Two processes (two backends, each with its own connection and submit locks) submitting
+/// one key at once get the one job's id, as on SLURM; the one that found the key claimed
+/// waited for the other's submit instead of answering SubmitOutcomeUnknown (issue 27).
+#[tokio::test]
+async fn concurrent_submits_of_one_key_from_two_backends_return_the_one_job() {
+    let spec = spec("two-backends", "echo once\n");
+    let backends: Vec<_> = (0..4).map(|_| backend()).collect();
+    // Connected first, so that the submits reach the login node together.
+    for warm in &backends {
+        warm.find(&common::spec("warm-up", "true\n").key).await.unwrap();
+    }
+    let (a, b, c, d) = tokio::join!(
+        backends[0].submit(&spec),
+        backends[1].submit(&spec),
+        backends[2].submit(&spec),
+        backends[3].submit(&spec),
+    );
+    let ids: Vec<_> = [a, b, c, d]
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|err| panic!("{:?} {err}", err.kind())))
+        .collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let status = wait_for(&backends[0], &ids[0], "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let output = backends[0]
+        .fetch_output(&ids[0], &OutputRequest::tail(100))
+        .await
+        .unwrap();
+    assert_eq!(output.stdout.text(), "once\n");
+}

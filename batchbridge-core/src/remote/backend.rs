@@ -375,6 +375,28 @@ impl<S: CliScheduler> RemoteBackend<S> {
         environment_file(spec)
     }
 
+    /// The job of a key another submit claimed: in flight in another process (another
+    /// backend, another program), its scheduler may not list the job until its submit
+    /// command returns (condor_submit takes longer than sbatch), so the key's recorded id
+    /// and the scheduler are asked until that submit could have ended
+    /// ([`CLAIM_WAIT`], at most the command time limit). A claim still without a job then
+    /// was cut off: [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown).
+    async fn claimed(&self, key: &JobKey, dir: &str) -> Result<JobId> {
+        let deadline = tokio::time::Instant::now() + CLAIM_WAIT.min(self.jobs.timeout());
+        loop {
+            if let Some(id) = self.jobs.recorded_id(key).await? {
+                return Ok(JobId::from(id));
+            }
+            if let Some(id) = self.scheduler.find(&self.jobs, key, dir).await? {
+                return Ok(id);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(claimed_without_job(key, S::SCHEDULER, dir));
+            }
+            tokio::time::sleep(CLAIM_POLL).await;
+        }
+    }
+
     /// The error for a submit `S` refused: temporary when the scheduler did not answer,
     /// else [`Rejected`](ErrorKind::Rejected) with what it said and, when `S` knows its
     /// words, the kind of refusal (which decides whether it is temporary).
@@ -414,11 +436,7 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         let _in_flight = self.submits.lock(&spec.key).await;
         match self.jobs.submit(spec, &files, rendered.command).await? {
             Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => self
-                .scheduler
-                .find(&self.jobs, &spec.key, &dir)
-                .await?
-                .ok_or_else(|| claimed_without_job(&spec.key, S::SCHEDULER, &dir)),
+            Submitted::Claimed => self.claimed(&spec.key, &dir).await,
             Submitted::Refused(output) => Err(self.refused(spec, &program, &output)),
         }
     }
@@ -518,6 +536,11 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         self.scheduler.parse_version(&output)
     }
 }
+
+/// How long a submit that found its key claimed by another waits for that submit's job.
+const CLAIM_WAIT: Duration = Duration::from_secs(20);
+/// How often it looks meanwhile.
+const CLAIM_POLL: Duration = Duration::from_millis(250);
 
 /// The error for [`Submitted::Claimed`] when the scheduler holds no job with the key
 /// either: a submit is in flight or was cut off; temporary, since trying again soon answers.
