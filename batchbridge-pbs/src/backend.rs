@@ -192,6 +192,15 @@ fn resolve(number: &str, sighting: Option<&Sighting>, files: Option<&JobFiles>) 
     let from_files = |task: u32| files.and_then(|f| f.task_status(task));
     let tasks = files.map_or(1, |f| f.tasks);
     let Some(job) = sighting.and_then(|s| s.job.as_ref()) else {
+        // Says where the answer came from, as SLURM's backend does.
+        let from_files = |task: u32| {
+            from_files(task).map(|mut status| {
+                status.reason.get_or_insert_with(|| {
+                    "from the exit-code file: PBS no longer knows the job".to_owned()
+                });
+                status
+            })
+        };
         if tasks > 1 {
             let statuses: Vec<Option<JobStatus>> = (0..tasks).map(from_files).collect();
             let refs: Vec<Option<&JobStatus>> = statuses.iter().map(Option::as_ref).collect();

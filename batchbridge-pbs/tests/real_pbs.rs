@@ -137,6 +137,12 @@ async fn a_job_purged_from_the_history_is_decided_by_its_exit_code_file() {
         (JobState::Failed, Some(5)),
         "{after:?}"
     );
+    // Says where the answer came from, as SLURM's does (issue 27).
+    assert_eq!(
+        after.reason.as_deref(),
+        Some("from the exit-code file: PBS no longer knows the job"),
+        "{after:?}"
+    );
 }
 
 #[tokio::test]
