@@ -19,6 +19,10 @@ pub const MAX_KEY_LEN: usize = 64;
 pub const MAX_NAME_LEN: usize = 128;
 /// Longest accepted working directory or container image, in bytes: Linux's `PATH_MAX`.
 pub const MAX_PATH_LEN: usize = 4096;
+/// Largest accepted script, in bytes: 4 MiB, SLURM's own default limit (`max_script_size`).
+/// A backend holds a script whole in memory and sends it over SSH; a larger one is a data
+/// file in disguise, which belongs in the job's working directory.
+pub const MAX_SCRIPT_LEN: usize = 4 << 20;
 /// Longest accepted environment variable as the process environment holds it
 /// (`NAME=VALUE`), in bytes: Linux refuses to start a program with a longer one
 /// (`MAX_ARG_STRLEN`, 128 KiB with its terminating NUL).
@@ -140,7 +144,7 @@ pub struct JobSpec {
     /// A short name shown by the scheduler: letters, digits, `.`, `_`, `-`, starting with a
     /// letter or digit.
     pub name: String,
-    /// The job's script, run by bash, verbatim.
+    /// The job's script, run by bash, verbatim; at most [`MAX_SCRIPT_LEN`] bytes.
     pub script: String,
     /// What the job needs.
     #[serde(default)]
@@ -496,6 +500,13 @@ impl JobSpec {
             !self.script.contains('\0'),
             "script: must not contain NUL bytes".into(),
         );
+        check(
+            self.script.len() <= MAX_SCRIPT_LEN,
+            format!(
+                "script: {} bytes, more than the {MAX_SCRIPT_LEN} a script may have (keep data in files beside it)",
+                self.script.len()
+            ),
+        );
         let r = &self.resources;
         check_range(&mut check, "resources.cpus", r.cpus, 1, MAX_CPUS);
         check_range(&mut check, "resources.nodes", r.nodes, 1, MAX_NODES);
@@ -785,6 +796,16 @@ mod tests {
                 "NUL in script",
                 |s| s.script = "echo \0".into(),
                 Some("NUL"),
+            ),
+            (
+                "script at the limit",
+                |s| s.script = "#".repeat(MAX_SCRIPT_LEN),
+                None,
+            ),
+            (
+                "script over the limit",
+                |s| s.script = "#".repeat(MAX_SCRIPT_LEN + 1),
+                Some("script: 4194305 bytes, more than the 4194304"),
             ),
             (
                 "hostile script is fine",
