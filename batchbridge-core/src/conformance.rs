@@ -20,7 +20,9 @@
 //! is readable; a failing job reports its exit code and the cause
 //! [`ExitCode`](FailureCause::ExitCode); a queued and a running job can be cancelled, with
 //! the cause [`Cancelled`](FailureCause::Cancelled) (where nothing can hold a job back, a
-//! resource request is refused instead of queued); cancelling a
+//! resource request is refused instead of queued); a cancelled job whose script ignores
+//! SIGTERM leaves no process behind; a job whose environment sets a `PATH` without `/bin`
+//! still runs its script; cancelling a
 //! finished or unknown job is Ok; submitting one key twice, one after the other or four
 //! times at once, yields one job; `find` by key; `status` of 50 jobs in one call; an
 //! unknown id is Unknown (its output NotFound); a malformed id is InvalidInput for cancel
@@ -71,6 +73,12 @@ pub struct Config {
     pub malformed_id: JobId,
     /// Applied to every spec the suite submits (a partition, an account…).
     pub customize: fn(&mut JobSpec),
+    /// How long after a cancel the processes of a job that ignores SIGTERM may live on:
+    /// the scheduler's grace before its SIGKILL (SLURM's `KillWait`, 30 s unless the site
+    /// sets it; PBS's `kill_delay`; HTCondor's `MachineMaxVacateTime`, 10 minutes unless
+    /// the pool sets it), plus a margin.
+    /// [`cancelled_job_that_traps_sigterm_leaves_no_process`] waits this long at most.
+    pub kill_grace: Duration,
 }
 
 impl Default for Config {
@@ -82,6 +90,7 @@ impl Default for Config {
             unknown_id: JobId::from("999999999"),
             malformed_id: JobId::from("../1; not a job"),
             customize: |_| {},
+            kill_grace: Duration::from_secs(45),
         }
     }
 }
@@ -273,6 +282,146 @@ pub async fn cancel_running_job<B: BatchBackend + ?Sized>(
     backend.cancel(&id).await?;
     let status = wait_terminal(backend, &id, config).await?;
     assert_cancelled(&status);
+    Ok(())
+}
+
+/// The script of [`cancelled_job_that_traps_sigterm_leaves_no_process`]: it ignores
+/// SIGTERM, starts `sleep 281` (which inherits that) and prints its host and the sleep's pid.
+const TRAPPED_SCRIPT: &str = "trap '' TERM\nsleep 281 &\necho \"$HOSTNAME $!\"\nwait\n";
+
+/// A cancelled job whose script ignores SIGTERM (`trap '' TERM`; to the job wrapper, a
+/// script that saves its work on SIGTERM and goes on is the same) leaves no process behind: its `sleep 281`
+/// (which inherits the ignored signal) is gone within [`Config::kill_grace`] of the end of
+/// the cancel, as it is under the scheduler alone, which sends SIGKILL once its grace has
+/// passed. A job wrapper that records the cancel and exits at once lets the script outlive
+/// the job (re-parented to PID 1, out of reach of a scheduler that tracks processes by
+/// their parents), while the status says Cancelled.
+///
+/// Whether the `sleep` still runs is asked by a second job on the same backend, which
+/// looks for its pid in `/proc` of its host for up to [`Config::kill_grace`]. That needs
+/// the second job on the first one's host: on a cluster of several nodes, pin one with
+/// [`Config::customize`]. When it ran elsewhere the check fails and says so, rather than
+/// pass without having looked.
+pub async fn cancelled_job_that_traps_sigterm_leaves_no_process<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let trapped = spec(config, "trapped_cancel", TRAPPED_SCRIPT);
+    let id = backend.submit(&trapped).await?;
+    wait_for(backend, &id, config, "Running", |s| {
+        s.state == JobState::Running
+    })
+    .await?;
+    let line = wait_line(backend, &id, config).await?;
+    let (host, pid) = line
+        .split_once(' ')
+        .filter(|(_, pid)| pid.parse::<u32>().is_ok())
+        .unwrap_or_else(|| panic!("job {id} printed {line:?}, not `HOST PID`"));
+    backend.cancel(&id).await?;
+    let status = wait_terminal(backend, &id, config).await?;
+    assert_cancelled(&status);
+
+    let grace = config.kill_grace.as_secs().max(1);
+    // Builtins only, but for `sleep`, and a pid checked against the command line, so that a
+    // pid reused by another process (or a zombie, whose command line is empty) reads as gone.
+    let probe = format!(
+        "pid={pid}\n\
+         while {{ IFS= read -r -d '' name && IFS= read -r -d '' arg; }} 2>/dev/null </proc/$pid/cmdline &&\n\
+         \x20   [ \"${{name##*/}} $arg\" = 'sleep 281' ]; do\n\
+         \x20   if [ \"$SECONDS\" -ge {grace} ]; then echo \"$HOSTNAME alive\"; exit 0; fi\n\
+         \x20   sleep 1\n\
+         done\n\
+         echo \"$HOSTNAME gone after $SECONDS s\"\n"
+    );
+    let (probe_id, probe_status) =
+        run_to_end(backend, &spec(config, "trapped_probe", &probe), config).await?;
+    assert_eq!(
+        probe_status.state,
+        JobState::Succeeded,
+        "the job looking for the process failed: {probe_status:?}"
+    );
+    let seen = backend
+        .fetch_output(&probe_id, &OutputRequest::tail(4096))
+        .await?
+        .stdout
+        .text()
+        .into_owned();
+    let (probe_host, verdict) = seen.trim_end().split_once(' ').unwrap_or_default();
+    assert_eq!(
+        probe_host, host,
+        "the job looking for process {pid} of job {id} ran on another host, where it cannot \
+         see it: pin both to one node with Config::customize"
+    );
+    eprintln!(
+        "cancelled_job_that_traps_sigterm_leaves_no_process: the sleep of cancelled job {id} \
+         on {host}: {verdict}"
+    );
+    assert!(
+        verdict.starts_with("gone"),
+        "job {id} was cancelled ({status:?}), yet its `sleep 281` (pid {pid} on {host}) \
+         still ran {grace} s later: the scheduler never got to kill it"
+    );
+    Ok(())
+}
+
+/// Waits until running job `id` printed a first whole line, and returns it.
+async fn wait_line<B: BatchBackend + ?Sized>(
+    backend: &B,
+    id: &JobId,
+    config: &Config,
+) -> Result<String> {
+    let deadline = Instant::now() + config.timeout;
+    loop {
+        let stdout = backend
+            .fetch_output(id, &OutputRequest::tail(4096))
+            .await?
+            .stdout
+            .text()
+            .into_owned();
+        if let Some((line, _)) = stdout.split_once('\n') {
+            return Ok(line.to_owned());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {id} printed no line within {:?} of running",
+            config.timeout
+        );
+        tokio::time::sleep(config.poll_interval).await;
+    }
+}
+
+/// A `PATH` of the job's environment that holds no shell and no tools.
+pub const PATH_WITHOUT_BIN: &str = "/nonexistent/batchbridge-bin";
+
+/// A job whose environment sets a `PATH` without `/bin` ([`PATH_WITHOUT_BIN`]: a tenant's
+/// own tools only) still runs its script, with that `PATH`: the wrapper finds the shell
+/// that runs the script before the job's environment applies, instead of failing every
+/// such job with exit 127 before its script started.
+pub async fn path_without_bin_still_runs_the_script<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let mut spec = spec(
+        config,
+        "path_without_bin",
+        "echo \"PATH=$PATH\"\ncommand -v cat || echo 'no cat'\n",
+    );
+    spec.environment
+        .insert("PATH".into(), PATH_WITHOUT_BIN.into());
+    let (id, status) = run_to_end(backend, &spec, config).await?;
+    let output = backend
+        .fetch_output(&id, &OutputRequest::tail(4096))
+        .await?;
+    assert_eq!(
+        (status.state, status.exit_code),
+        (JobState::Succeeded, Some(0)),
+        "{status:?}; stderr: {:?}",
+        output.stderr.text()
+    );
+    assert_eq!(
+        output.stdout.text(),
+        format!("PATH={PATH_WITHOUT_BIN}\nno cat\n")
+    );
     Ok(())
 }
 
@@ -1095,6 +1244,8 @@ macro_rules! conformance_tests {
             failing_job_reports_exit_code,
             cancel_queued_job,
             cancel_running_job,
+            cancelled_job_that_traps_sigterm_leaves_no_process,
+            path_without_bin_still_runs_the_script,
             cancel_is_idempotent,
             same_key_yields_one_job,
             concurrent_submits_of_one_key_yield_one_job,

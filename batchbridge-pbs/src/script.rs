@@ -207,7 +207,8 @@ fn check_passthrough(option: &str) -> Result<Vec<String>> {
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "in-a-box", "python -V");
 /// spec.container = Some(Container::new("docker://python:3.12").with_runtime(ContainerRuntime::Apptainer));
 /// let script = job_script(&spec, "/home/me/jobs/k")?;
-/// assert!(script.contains("exec apptainer exec --bind \"$4\" docker://python:3.12 bash \"$1\""));
+/// assert!(script.contains("runner=$(command -v apptainer)"));
+/// assert!(script.contains("exec \"$5\" exec --bind \"$4\" docker://python:3.12 bash \"$1\""));
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn job_script(spec: &JobSpec, dir: &str) -> Result<String> {

@@ -165,7 +165,8 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "in-a-box", "python -V");
 /// spec.container = Some(Container::new("docker://python:3.12").with_runtime(ContainerRuntime::Apptainer));
 /// let script = batch_script(&spec, "/home/me/jobs/k")?;
-/// assert!(script.contains("exec apptainer exec --bind \"$4\" docker://python:3.12 bash \"$1\""));
+/// assert!(script.contains("runner=$(command -v apptainer)"));
+/// assert!(script.contains("exec \"$5\" exec --bind \"$4\" docker://python:3.12 bash \"$1\""));
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
@@ -411,7 +412,8 @@ mod tests {
             "enter_working_dir \"$workdir\" \"$dir/task-$task.reason\" || exit {}",
             batchbridge_core::remote::NOT_STARTED_EXIT_CODE
         )));
-        assert!(script.contains("exec bash \"$1\""));
+        assert!(script.contains("runner=$(command -v bash)"), "{script}");
+        assert!(script.contains("exec \"$5\" \"$1\""), "{script}");
         assert!(script.contains(">\"$dir/task-$task.stdout\" 2>\"$dir/task-$task.stderr\""));
         assert!(script.contains("record exit \"$rc\""));
         assert!(

@@ -178,6 +178,9 @@ NEGOTIATOR_MIN_INTERVAL = 1
 NEGOTIATOR_CYCLE_DELAY = 1
 # Evaluate periodic_remove (batchbridge's wall-time limit) every 5 s instead of 60.
 PERIODIC_EXPR_INTERVAL = 5
+# A removed job that ignores SIGTERM gets SIGKILL 5 s later instead of 10 minutes, like
+# SLURM's KillWait=5 in slurm.sh: the conformance suite waits for it to end.
+MachineMaxVacateTime = 5
 EOF
 }
 

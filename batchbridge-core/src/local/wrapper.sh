@@ -51,14 +51,21 @@ run_task() {
         # The script must not inherit the slot locks, or a daemon it leaves behind would
         # keep the slots taken after the job ended.
         for fd in "${held[@]}"; do exec {fd}>&-; done
+        enter_working_dir "$workdir" "$dir/reason" 2>"$dir/stderr" || exit @NOT_STARTED@
+        # Found before env.sh applies the job's PATH, which need not hold it.
+        runner=$(command -v bash) || {
+            why="the script never ran: no bash in PATH $PATH"
+            printf '%s\n' "$why" >"$dir/reason"
+            printf 'batchbridge: %s\n' "$why" >"$dir/stderr"
+            exit @NOT_STARTED@
+        }
         # Positional parameters, not variables: env.sh may set any variable name.
-        set -- "$job/script.sh" "$dir" "$index"
-        enter_working_dir "$workdir" "$2/reason" 2>"$2/stderr" || exit @NOT_STARTED@
+        set -- "$job/script.sh" "$dir" "$index" "$runner"
         # What sourcing the environment says (a read-only variable, say) is the task's
         # stderr too, so that a job failing with @NOT_STARTED@ shows why.
         . "$job/env.sh" 2>"$2/stderr" || exit @NOT_STARTED@
         export BATCHBRIDGE_TASK_INDEX="$3"
-        exec bash "$1" <"/dev/null" >"$2/stdout" 2>>"$2/stderr"
+        exec "$4" "$1" <"/dev/null" >"$2/stdout" 2>>"$2/stderr"
     )
     rc=$?
     printf '%s\n' "$rc" >"$dir/exit_code.tmp" && mv "$dir/exit_code.tmp" "$dir/exit_code"

@@ -7,12 +7,14 @@ use crate::spec::{ContainerRuntime, JobSpec};
 /// `template`, a job wrapper written with placeholders, ready for `spec` whose job directory
 /// is `dir`: the shared placeholders of [`render_script`] filled in, then, in one pass,
 /// `@KEY@` (the key), `@DIR@` (`dir`) and `@WORKDIR@` (the spec's working directory, else
-/// `dir`), both shell-quoted, and `@RUNNER@`, which goes before `bash "$1"` where the
-/// wrapper runs the script: nothing, or `apptainer exec --bind "$4" IMAGE ` (or
-/// `singularity`) for a spec with a container, the wrapper keeping the job directory in
-/// `$4`. One pass: a value is never searched for placeholders, so a working directory or
-/// work directory that names one (a tenant's `/scratch/@RUNNER@`) stays verbatim instead
-/// of pulling generated shell text into its quotes.
+/// `dir`), both shell-quoted, `@RUNNER@`, the program that runs the script (`bash`, or
+/// `apptainer` or `singularity` for a spec with a container), and `@RUNNER_ARGS@`, what
+/// goes between that program and the script's path: nothing, or `exec --bind "$4" IMAGE
+/// bash `, the wrapper keeping the job directory in `$4`. The wrapper finds `@RUNNER@` in
+/// its own `PATH` before it applies the job's environment, whose `PATH` need not hold it,
+/// and runs it by that path. One pass: a value is never searched for placeholders, so a
+/// working directory or work directory that names one (a tenant's `/scratch/@RUNNER@`)
+/// stays verbatim instead of pulling generated shell text into its quotes.
 ///
 /// A container runtime other than Apptainer or Singularity is Unsupported; `backend` names
 /// the backend in that error.
@@ -21,7 +23,8 @@ use crate::spec::{ContainerRuntime, JobSpec};
 /// use batchbridge_core::remote::job_wrapper;
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
 ///
-/// let template = "# job @KEY@\ndir=@DIR@\nworkdir=@WORKDIR@\nexec @RUNNER@bash \"$1\"\n";
+/// let template = "# job @KEY@\ndir=@DIR@\nworkdir=@WORKDIR@\n\
+///                 runner=$(command -v @RUNNER@)\nexec \"$runner\" @RUNNER_ARGS@\"$1\"\n";
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "in-a-box", "python -V");
 /// spec.working_dir = Some("/scratch/it's here".into());
 /// spec.container = Some(Container::new("docker://python:3.12").with_runtime(ContainerRuntime::Apptainer));
@@ -29,13 +32,14 @@ use crate::spec::{ContainerRuntime, JobSpec};
 /// assert_eq!(
 ///     wrapper,
 ///     "# job k\ndir=/home/me/jobs/k\nworkdir=\"/scratch/it's here\"\n\
-///      exec apptainer exec --bind \"$4\" docker://python:3.12 bash \"$1\"\n"
+///      runner=$(command -v apptainer)\n\
+///      exec \"$runner\" exec --bind \"$4\" docker://python:3.12 bash \"$1\"\n"
 /// );
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn job_wrapper(template: &str, spec: &JobSpec, dir: &str, backend: &str) -> Result<String> {
-    let runner = match &spec.container {
-        None => String::new(),
+    let (runner, runner_args) = match &spec.container {
+        None => ("bash", String::new()),
         Some(container) => {
             let program = match container.runtime {
                 ContainerRuntime::Apptainer => "apptainer",
@@ -52,9 +56,12 @@ pub fn job_wrapper(template: &str, spec: &JobSpec, dir: &str, backend: &str) -> 
                     ));
                 }
             };
-            format!(
-                "{program} exec --bind \"$4\" {} ",
-                quote(&container.image, "container.image")?
+            (
+                program,
+                format!(
+                    "exec --bind \"$4\" {} bash ",
+                    quote(&container.image, "container.image")?
+                ),
             )
         }
     };
@@ -65,7 +72,8 @@ pub fn job_wrapper(template: &str, spec: &JobSpec, dir: &str, backend: &str) -> 
             ("@KEY@", spec.key.as_str()),
             ("@DIR@", &quote(dir, "the job directory")?),
             ("@WORKDIR@", &quote(working_dir, "workingDir")?),
-            ("@RUNNER@", &runner),
+            ("@RUNNER@", runner),
+            ("@RUNNER_ARGS@", &runner_args),
         ],
     ))
 }
@@ -105,7 +113,8 @@ mod tests {
 
     const TEMPLATE: &str = "dir=@DIR@\nworkdir=@WORKDIR@\n\
                             enter_working_dir \"$workdir\" r || exit @NOT_STARTED@\n\
-                            exec @RUNNER@bash \"$1\"\n";
+                            runner=$(command -v @RUNNER@)\n\
+                            exec \"$runner\" @RUNNER_ARGS@\"$1\"\n";
 
     fn spec() -> JobSpec {
         JobSpec::new(JobKey::new("key-1").unwrap(), "name", "echo hi")
@@ -143,10 +152,21 @@ mod tests {
         assert_eq!(line("workdir="), ["workdir=/scratch/@RUNNER@ @KEY@"]);
         assert_eq!(line("dir="), [format!("dir={dir}")]);
         assert!(
-            wrapper.contains("apptainer exec --bind \"$4\" '$(touch /tmp/canary)' bash"),
+            wrapper.contains("exec \"$runner\" exec --bind \"$4\" '$(touch /tmp/canary)' bash"),
             "{wrapper}"
         );
         assert!(wrapper.contains("|| exit 70\n"), "{wrapper}");
+    }
+
+    /// The job's environment may set a PATH without the shell: the wrapper looks it up
+    /// by name before that applies and runs it by the path found.
+    #[test]
+    fn without_a_container_bash_runs_the_script_by_the_path_found() {
+        let wrapper = job_wrapper(TEMPLATE, &spec(), "/w", "slurm").unwrap();
+        assert!(
+            wrapper.ends_with("runner=$(command -v bash)\nexec \"$runner\" \"$1\"\n"),
+            "{wrapper}"
+        );
     }
 
     #[test]
@@ -160,7 +180,8 @@ mod tests {
             let wrapper = job_wrapper(TEMPLATE, &spec, "/w", "pbs").unwrap();
             assert!(
                 wrapper.contains(&format!(
-                    "exec {program} exec --bind \"$4\" '/images/my tool.sif' bash \"$1\""
+                    "runner=$(command -v {program})\n\
+                     exec \"$runner\" exec --bind \"$4\" '/images/my tool.sif' bash \"$1\""
                 )),
                 "{wrapper}"
             );

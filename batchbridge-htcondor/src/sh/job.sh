@@ -12,8 +12,17 @@ dir=$3
 [ -r "$dir/script.sh" ] || dir=$PWD
 @ENTER_WORKING_DIR@
 enter_working_dir "$4" "$dir/task-$1.reason" || exit @NOT_STARTED@
+# Found before env.sh applies the job's PATH, which need not hold it.
+bash=$(command -v bash) || {
+    why="the script never ran: no bash in PATH $PATH"
+    printf '%s\n' "$why" >"$dir/task-$1.reason"
+    printf 'batchbridge: %s\n' "$why" >&2
+    exit @NOT_STARTED@
+}
 # Positional parameters, not variables: env.sh may set any variable name.
-set -- "$dir/script.sh" "$1" "$2"
+set -- "$dir/script.sh" "$1" "$2" "$bash"
 . "$dir/env.sh" || exit @NOT_STARTED@
 export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
-exec bash "$1"
+# HTCondor sends a removed job's SIGTERM to this process, the script once exec'd, and
+# SIGKILL to every process it started once the vacate time has passed.
+exec "$4" "$1"

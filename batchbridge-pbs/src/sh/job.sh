@@ -15,22 +15,39 @@ record() {
     printf '%s %s\n' "$1" "$2" >"$dir/task-$task.exit.tmp" && mv -f "$dir/task-$task.exit.tmp" "$dir/task-$task.exit"
     job_event "$dir" "$job" "$task" "$1" "$2"
 }
-# qdel and an exceeded limit end a job with SIGTERM (SIGKILL after the kill delay). The
-# wrapper records it, then dies of the same signal, so PBS's Exit_status reads 256+15.
-trap 'record signal 15; trap - TERM; kill -TERM $$' TERM
+# The script's pid for the trap to pass a SIGTERM on to; emptied once it ended, as its pid
+# may then be another process's.
+running=
+# qdel and an exceeded limit end a job with SIGTERM to its processes, and SIGKILL once the
+# kill delay has passed. The wrapper records the cancel first, as that SIGKILL may come
+# before the script ends, then waits for the script, whose handler may still be saving its
+# work, and dies of the same signal, so PBS's Exit_status reads 256+15. It passes the
+# signal on to the script's first process (in case it reached the wrapper alone), not to
+# the rest: a second SIGTERM would stop what the script's handler started. A second
+# cancel changes nothing.
+trap 'trap "" TERM; record signal 15; [ -n "$running" ] && kill -TERM "$running" 2>/dev/null; wait; trap - TERM; kill -TERM $$' TERM
 @ENTER_WORKING_DIR@
 job_event "$dir" "$job" "$task" started
 (
-    # Positional parameters, not variables: env.sh may set any variable name.
-    set -- "$dir/script.sh" "$task" "$job" "$dir"
     # qsub has no working directory option: PBS starts jobs in the home directory.
     enter_working_dir "$workdir" "$dir/task-$task.reason" || exit @NOT_STARTED@
+    # Found before env.sh applies the job's PATH, which need not hold it.
+    runner=$(command -v @RUNNER@) || {
+        why="the script never ran: no @RUNNER@ in PATH $PATH"
+        printf '%s\n' "$why" >"$dir/task-$task.reason"
+        printf 'batchbridge: %s\n' "$why" >&2
+        exit @NOT_STARTED@
+    }
+    # Positional parameters, not variables: env.sh may set any variable name.
+    set -- "$dir/script.sh" "$task" "$job" "$dir" "$runner"
     . "$dir/env.sh" || exit @NOT_STARTED@
     export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
-    exec @RUNNER@bash "$1"
+    exec "$5" @RUNNER_ARGS@"$1"
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &
-wait "$!"
+running=$!
+wait "$running"
 rc=$?
+running=
 # A cancel's SIGTERM reaches the task and this wrapper at once. When the task's end is
 # reaped first, the wrapper's own signal may still be on its way: wait a moment for it
 # (the trap records `signal 15`), rather than record the task's 128+15 as an exit code.

@@ -14,22 +14,41 @@ record() {
     printf '%s %s\n' "$1" "$2" >"$dir/task-$task.exit.tmp" && mv -f "$dir/task-$task.exit.tmp" "$dir/task-$task.exit"
     job_event "$dir" "$job" "$task" "$1" "$2"
 }
-# SLURM ends a cancelled or timed-out job with SIGTERM to every process of it.
-trap 'record signal 15; exit 143' TERM
+# The script's pid for the trap to pass a SIGTERM on to; emptied once it ended, as its pid
+# may then be another process's.
+running=
+# SLURM ends a cancelled or timed-out job with SIGTERM to every process of it, and SIGKILL
+# once KillWait has passed. The wrapper records the cancel first, as that SIGKILL may come
+# before the script ends, then waits for the script: its handler may still be saving its
+# work, and a process whose parent exited escapes a SLURM that tracks processes by their
+# parents (proctrack/linuxproc) and outlives the job. It passes the signal on to the
+# script for a SIGTERM sent to the batch shell alone (`scancel --batch --signal=TERM`); to its first
+# process only, as SLURM signalled every other, and a second SIGTERM would stop what the
+# script's handler started. A second cancel changes nothing.
+trap 'trap "" TERM; record signal 15; [ -n "$running" ] && kill -TERM "$running" 2>/dev/null; wait; exit 143' TERM
 @ENTER_WORKING_DIR@
 job_event "$dir" "$job" "$task" started
 (
-    # Positional parameters, not variables: env.sh may set any variable name.
-    set -- "$dir/script.sh" "$task" "$job" "$dir"
     # sbatch's --chdir is the job directory: slurmd would run the job in /tmp when the
     # working directory is missing; entering it here fails the job instead, saying why.
     enter_working_dir "$workdir" "$dir/task-$task.reason" || exit @NOT_STARTED@
+    # Found before env.sh applies the job's PATH, which need not hold it.
+    runner=$(command -v @RUNNER@) || {
+        why="the script never ran: no @RUNNER@ in PATH $PATH"
+        printf '%s\n' "$why" >"$dir/task-$task.reason"
+        printf 'batchbridge: %s\n' "$why" >&2
+        exit @NOT_STARTED@
+    }
+    # Positional parameters, not variables: env.sh may set any variable name.
+    set -- "$dir/script.sh" "$task" "$job" "$dir" "$runner"
     . "$dir/env.sh" || exit @NOT_STARTED@
     export BATCHBRIDGE_TASK_INDEX="$2" BATCHBRIDGE_JOB_ID="$3"
-    exec @RUNNER@bash "$1"
+    exec "$5" @RUNNER_ARGS@"$1"
 ) </dev/null >"$dir/task-$task.stdout" 2>"$dir/task-$task.stderr" &
-wait "$!"
+running=$!
+wait "$running"
 rc=$?
+running=
 # A cancel's SIGTERM reaches the task and this wrapper at once. When the task's end is
 # reaped first, the wrapper's own signal may still be on its way: wait a moment for it
 # (the trap records `signal 15`), rather than record the task's 128+15 as an exit code.

@@ -17,8 +17,30 @@ record() {
     job_event "$dir" "$job_id" 0 "$1" "$2"
 }
 script=
-# cancel.sh sends SIGTERM to the pid in wrapper.pid. (dash's kill takes no `--`.)
-trap '[ -n "$script" ] && kill -TERM "-$script" 2>/dev/null; record signal 15; exit 143' TERM
+# cancel.sh sends SIGTERM to the pid in wrapper.pid, and at sends nothing else: the wrapper
+# passes it on to the script's process group and, where a scheduler would, sends SIGKILL to
+# what is left of the group once a grace of 10 s has passed (or once the script's first
+# process ended), so that a script ignoring SIGTERM cannot outlive its job while one that
+# saves its work on SIGTERM has the time to. The cancel is recorded first: the wrapper
+# itself may be killed meanwhile. A second cancel changes nothing. (dash's kill takes no
+# `--`.)
+stop() {
+    trap '' TERM
+    record signal 15
+    if [ -n "$script" ]; then
+        kill -TERM "-$script" 2>/dev/null
+        (
+            for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 1; done
+            kill -KILL "-$script" 2>/dev/null
+        ) </dev/null >/dev/null 2>&1 &
+        killer=$!
+        wait "$script"
+        kill -KILL "-$script" 2>/dev/null
+        kill -KILL "$killer" 2>/dev/null
+    fi
+    exit 143
+}
+trap stop TERM
 echo "$$" >"$dir/wrapper.pid"
 # A cancel that came just as atd started the job: the script never runs.
 [ -e "$dir/cancel-requested" ] && { record signal 15; exit 143; }
@@ -38,13 +60,22 @@ enter_working_dir "$workdir" "$dir/task-0.reason" 2>"$dir/task-0.stderr" || {
     record exit @NOT_STARTED@
     exit @NOT_STARTED@
 }
+# Found before env.sh applies the job's PATH, which need not hold it.
+bash=$(command -v bash) || {
+    why="the script never ran: no bash in PATH $PATH"
+    printf '%s\n' "$why" >"$dir/task-0.reason"
+    printf 'batchbridge: %s\n' "$why" >"$dir/task-0.stderr"
+    record exit @NOT_STARTED@
+    exit @NOT_STARTED@
+}
 # Positional parameters, not variables: env.sh may set any variable name.
 setsid sh -c '. "$2/env.sh" || exit @NOT_STARTED@
 export BATCHBRIDGE_TASK_INDEX=0 BATCHBRIDGE_JOB_ID="$3"
-exec bash "$1"' sh "$dir/script.sh" "$dir" "$job_id" \
+exec "$4" "$1"' sh "$dir/script.sh" "$dir" "$job_id" "$bash" \
     </dev/null >"$dir/task-0.stdout" 2>"$dir/task-0.stderr" &
 script=$!
 wait "$script"
 rc=$?
+script=
 record exit "$rc"
 exit "$rc"
