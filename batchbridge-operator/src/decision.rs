@@ -219,6 +219,9 @@ pub enum CollectOutcome {
         summary: String,
         /// The objects not written because their name belongs to another object.
         refused: Vec<String>,
+        /// The objects the API server did not take (with its answer's code): reported, never
+        /// retried by fetching the output again, so the job's end is written regardless.
+        unwritten: Vec<String>,
     },
     /// Fetching it failed; [`Failure`] says whether to try again.
     Failed(Failure),
@@ -240,9 +243,6 @@ pub enum Failure {
     },
     /// Refused for good: the same request would fail again.
     Refused(String),
-}
-
-impl Failure {
     /// Refused for now (a submit limit reached, a queue closed): the same request passes
     /// later. `reason` says which.
     Deferred {
@@ -251,6 +251,9 @@ impl Failure {
         /// What the scheduler said.
         message: String,
     },
+}
+
+impl Failure {
     /// Sorts `err`.
     ///
     /// ```
@@ -265,9 +268,6 @@ impl Failure {
     /// assert!(matches!(Failure::of(&rejected), Failure::Refused(_)));
     /// ```
     pub fn of(err: &Error) -> Self {
-        let problem = Reason::of_connection(err.kind()).map(|reason| ClusterProblem {
-            reason,
-            message: err.to_string(),
         if err.is_temporary()
             && let Some(reason) = err.refusal().and_then(Reason::of_refusal)
         {
@@ -276,6 +276,9 @@ impl Failure {
                 message: err.to_string(),
             };
         }
+        let problem = Reason::of_connection(err.kind()).map(|reason| ClusterProblem {
+            reason,
+            message: err.to_string(),
         });
         match (err.kind(), problem) {
             (
@@ -519,13 +522,10 @@ fn observe(
                 if let Some(job) = observation {
                     match held_back(next, job, now) {
                         Some(hold_left) => {
-                            // A scheduler's start estimate, unlike its words for the wait, is
-                            // what a user waits to read: written when the hold ends, not at
-                            // the next change, which may be the job's start.
-                            if job.expected_start_at.is_some() && next.expected_start_time.is_none()
-                            {
-                                recheck = hold_left;
-                            }
+                            // Written when the hold ends, not at the next change, which may
+                            // be minutes away: until then the status only says which job the
+                            // attempt is, and a user waits to read why it waits.
+                            recheck = hold_left;
                         }
                         None => {
                             let started = next.phase != Some(Phase::Running);
@@ -559,9 +559,8 @@ fn observe(
 /// the queue. The acceptance was written as Queued, so the first polls say nothing new but
 /// the scheduler's words for the wait (its native state and reason, its estimate, the
 /// partition); written at once they would cost a status write per job just when a burst of
-/// submits makes the API server the limit. They go out with the next change the poller
-/// reports after that minute (a new reason, the job starting), when the hold ends for a
-/// job with a start estimate, or at the [`RECHECK`] at the latest.
+/// submits makes the API server the limit. They go out when that minute ends, or with an
+/// earlier change of phase (the job starting).
 fn held_back(status: &BatchJobStatus, job: &JobStatus, now: SystemTime) -> Option<Duration> {
     let phase = Phase::from(job.state);
     if status.phase != Some(phase) || !matches!(phase, Phase::Queued | Phase::Held) {
@@ -744,6 +743,7 @@ fn submitted(
                 );
             }
             effects.push(Effect::Requeue(action_retry(problem.as_ref())));
+        }
         SubmitOutcome::Failed(Failure::Deferred { reason, message }) => {
             // The status still says Submitted without an id, now with the scheduler's
             // reason: the same key is submitted again until the scheduler takes it.
@@ -758,7 +758,6 @@ fn submitted(
                 now,
             );
             effects.push(Effect::Requeue(SUBMIT_AGAIN));
-        }
         }
         SubmitOutcome::Failed(Failure::Refused(message)) => {
             next.phase = Some(Phase::Failed);
@@ -791,19 +790,30 @@ fn collected(
             task_outputs_omitted,
             summary,
             refused,
+            unwritten,
         } => {
             next.output_tail.clone_from(tail);
             next.task_outputs.clone_from(task_outputs);
             next.task_outputs_omitted = *task_outputs_omitted;
-            if refused.is_empty() {
-                (true, Reason::Collected, summary.clone())
-            } else {
-                let message = format!(
-                    "{summary}; not written, as the name belongs to another object: {} (rename \
-                     the BatchJob or that object)",
+            let mut message = summary.clone();
+            if !refused.is_empty() {
+                message.push_str(&format!(
+                    "; not written, as the name belongs to another object: {} (rename the \
+                     BatchJob or that object)",
                     refused.join(", ")
-                );
-                (false, Reason::OutputNameTaken, message)
+                ));
+            }
+            if !unwritten.is_empty() {
+                message.push_str(&format!(
+                    "; not written, as the API server did not take it: {} (a quota or policy \
+                     of the namespace may refuse it; edit the job to run it again)",
+                    unwritten.join(", ")
+                ));
+            }
+            match (refused.is_empty(), unwritten.is_empty()) {
+                (true, true) => (true, Reason::Collected, message),
+                (false, _) => (false, Reason::OutputNameTaken, message),
+                (true, false) => (false, Reason::OutputNotWritten, message),
             }
         }
         CollectOutcome::Failed(Failure::Refused(message)) => {
@@ -1404,6 +1414,7 @@ mod tests {
                 task_outputs_omitted: None,
                 summary: "0 bytes".into(),
                 refused: Vec::new(),
+                unwritten: Vec::new(),
             },
             observation: Some(Box::leak(Box::new(job))),
         }
@@ -1440,6 +1451,45 @@ mod tests {
             c.observed_generation = Some(GENERATION);
         }
         step(&spec, &status, &case.event, now())
+    }
+
+    /// An output the API server would not take ends the collection like any other: the
+    /// job's end is written with the reason, and the next reconcile collects nothing again.
+    #[test]
+    fn an_unwritten_output_is_reported_once_and_never_fetched_again() {
+        let spec = spec();
+        let event = Event::CollectDone {
+            outcome: CollectOutcome::Collected {
+                tail: Some("hello\n".into()),
+                task_outputs: Vec::new(),
+                task_outputs_omitted: None,
+                summary: "6 bytes of stdout, 0 of stderr".into(),
+                refused: Vec::new(),
+                unwritten: vec!["Pod x-log (the API server answered 403 Forbidden)".into()],
+            },
+            observation: Some(Box::leak(Box::new(job(JobState::Succeeded)))),
+        };
+        let written = step(&spec, &at(Phase::Running), &event, now())
+            .status
+            .expect("the end is written");
+        let output = condition(&written.conditions, ConditionType::OutputCollected)
+            .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()));
+        assert_eq!(
+            output,
+            Some((
+                "False",
+                "OutputNotWritten",
+                "6 bytes of stdout, 0 of stderr; not written, as the API server did not take it: \
+                 Pod x-log (the API server answered 403 Forbidden) (a quota or policy of the \
+                 namespace may refuse it; edit the job to run it again)"
+            ))
+        );
+        assert_eq!(
+            (written.phase, written.output_tail.as_deref()),
+            (Some(Phase::Succeeded), Some("hello\n"))
+        );
+        let again = step(&spec, &written, &observed(job(JobState::Succeeded)), now());
+        assert_eq!(again.effects, [Effect::Forget(id())], "no collection again");
     }
 
     #[test]
@@ -1549,6 +1599,18 @@ mod tests {
                 )
             },
             Case {
+                writes: Some((Phase::Submitted, 1, 0)),
+                effects: vec![Requeue(SUBMIT_AGAIN)],
+                ..case(
+                    "a submit refused for now is submitted again later",
+                    with(at(Phase::Submitted), |s| s.job_id = None),
+                    submit_failed(Failure::Deferred {
+                        reason: Reason::SubmitLimit,
+                        message: "QOSMaxSubmitJobPerUserLimit".into(),
+                    }),
+                )
+            },
+            Case {
                 writes: Some((Phase::Failed, 1, 0)),
                 ..case(
                     "a refused submit fails for good",
@@ -1579,15 +1641,18 @@ mod tests {
                     Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
                 ],
                 ..case(
-                    "the first polls of a job accepted as queued write nothing; its estimate waits for the hold's end",
+                    "the first polls of a job accepted as queued write nothing; the scheduler's words wait for the hold's end",
                     accepted(5),
                     observed(waiting(JobState::Queued, "Priority")),
                 )
             },
             Case {
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![
+                    Follow(id()),
+                    Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
+                ],
                 ..case(
-                    "a waiting job without an estimate is written at its next change",
+                    "a waiting job without an estimate is written when the hold ends too",
                     accepted(5),
                     observed({
                         let mut job = waiting(JobState::Queued, "Priority");
@@ -1598,18 +1663,6 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Queued, 1, 0)),
-            Case {
-                writes: Some((Phase::Submitted, 1, 0)),
-                effects: vec![Requeue(SUBMIT_AGAIN)],
-                ..case(
-                    "a submit refused for now is submitted again later",
-                    with(at(Phase::Submitted), |s| s.job_id = None),
-                    submit_failed(Failure::Deferred {
-                        reason: Reason::SubmitLimit,
-                        message: "QOSMaxSubmitJobPerUserLimit".into(),
-                    }),
-                )
-            },
                 effects: vec![Follow(id()), Requeue(RECHECK)],
                 ..case(
                     "a waiting job's report is written after its first minute in the queue",
@@ -1720,8 +1773,30 @@ mod tests {
                             task_outputs_omitted: None,
                             summary: "6 bytes".into(),
                             refused: Vec::new(),
+                            unwritten: Vec::new(),
                         },
                         observation: None,
+                    },
+                )
+            },
+            Case {
+                writes: Some((Phase::Succeeded, 1, 0)),
+                effects: vec![Forget(id())],
+                ..case(
+                    "an output whose ConfigMap the API server refused still ends the job, for good",
+                    at(Phase::Running),
+                    Event::CollectDone {
+                        outcome: CollectOutcome::Collected {
+                            tail: Some("hello\n".into()),
+                            task_outputs: Vec::new(),
+                            task_outputs_omitted: None,
+                            summary: "6 bytes".into(),
+                            refused: Vec::new(),
+                            unwritten: vec![
+                                "ConfigMap x-output (the API server answered 422 Invalid)".into(),
+                            ],
+                        },
+                        observation: Some(Box::leak(Box::new(job(JobState::Succeeded)))),
                     },
                 )
             },
@@ -2193,6 +2268,7 @@ mod tests {
             task_outputs_omitted: None,
             summary: "5 bytes".into(),
             refused: vec![],
+            unwritten: vec![],
         };
         let collected = |output: &CollectOutcome, ended: &'static JobStatus| Event::CollectDone {
             outcome: output.clone(),
@@ -2282,6 +2358,7 @@ mod tests {
             task_outputs_omitted: None,
             summary: "0 bytes".into(),
             refused: vec![],
+            unwritten: vec![],
         };
         let effects = walk(&spec, &mut status, collected(&quiet, done), 1);
         assert_eq!(effects, [Forget(JobId::from("9"))]);
@@ -2738,6 +2815,33 @@ mod tests {
         }
     }
 
+    /// A submit limit or a closed queue shows as the status's reason and the Submitted
+    /// condition's, with the scheduler's words; the job neither fails nor counts an attempt.
+    #[test]
+    fn a_submit_refused_for_now_says_why() {
+        let refused = case(
+            "refused for now",
+            with(at(Phase::Submitted), |s| s.job_id = None),
+            submit_failed(Failure::Deferred {
+                reason: Reason::QueueClosed,
+                message: "Required partition not available (inactive or drain)".into(),
+            }),
+        );
+        let status = run(&refused).status.unwrap();
+        assert_eq!(status.phase, Some(Phase::Submitted));
+        assert_eq!(status.reason, Some(Reason::QueueClosed));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Required partition not available (inactive or drain)")
+        );
+        let submitted = condition(&status.conditions, ConditionType::Submitted).unwrap();
+        assert_eq!(submitted.reason, Reason::QueueClosed.as_str());
+        assert_eq!(
+            holds(&status.conditions, ConditionType::Submitted),
+            Some(false)
+        );
+    }
+
     #[test]
     fn failures_are_sorted_by_what_they_mean_for_the_job() {
         use ErrorKind::*;
@@ -2753,6 +2857,21 @@ mod tests {
             (InvalidInput, "Refused"),
             (CommandFailed, "Refused"),
         ];
+        let sort = |err: &Error| match Failure::of(err) {
+            Failure::NotReached(_) => "NotReached",
+            Failure::Interrupted {
+                problem: Some(_), ..
+            } => "Interrupted, cluster",
+            Failure::Interrupted { problem: None, .. } => "Interrupted",
+            Failure::Refused(_) => "Refused",
+            Failure::Deferred { .. } => "Deferred",
+        };
+        let refused = |refusal| Error::new(Rejected, "what happened").with_refusal(refusal);
+        assert_eq!(sort(&refused(Refusal::SubmitLimit)), "Deferred");
+        assert_eq!(sort(&refused(Refusal::QueueClosed)), "Deferred");
+        assert_eq!(sort(&refused(Refusal::InvalidRequest)), "Refused");
+        // A caller that overrode the flag has the last word.
+        assert_eq!(sort(&refused(Refusal::SubmitLimit).permanent()), "Refused");
         for (kind, expected) in cases {
             let sorted = match Failure::of(&Error::new(kind, "what happened")) {
                 Failure::NotReached(_) => "NotReached",
@@ -2761,6 +2880,7 @@ mod tests {
                 } => "Interrupted, cluster",
                 Failure::Interrupted { problem: None, .. } => "Interrupted",
                 Failure::Refused(_) => "Refused",
+                Failure::Deferred { .. } => "Deferred",
             };
             assert_eq!(sorted, expected, "{kind:?}");
         }
@@ -2815,33 +2935,6 @@ mod tests {
             );
             assert_eq!(
                 removal.is_nothing(),
-    /// A submit limit or a closed queue shows as the status's reason and the Submitted
-    /// condition's, with the scheduler's words; the job neither fails nor counts an attempt.
-    #[test]
-    fn a_submit_refused_for_now_says_why() {
-        let refused = case(
-            "refused for now",
-            with(at(Phase::Submitted), |s| s.job_id = None),
-            submit_failed(Failure::Deferred {
-                reason: Reason::QueueClosed,
-                message: "Required partition not available (inactive or drain)".into(),
-            }),
-        );
-        let status = run(&refused).status.unwrap();
-        assert_eq!(status.phase, Some(Phase::Submitted));
-        assert_eq!(status.reason, Some(Reason::QueueClosed));
-        assert_eq!(
-            status.message.as_deref(),
-            Some("Required partition not available (inactive or drain)")
-        );
-        let submitted = condition(&status.conditions, ConditionType::Submitted).unwrap();
-        assert_eq!(submitted.reason, Reason::QueueClosed.as_str());
-        assert_eq!(
-            holds(&status.conditions, ConditionType::Submitted),
-            Some(false)
-        );
-    }
-
                 removal.cancel == Cancel::Nothing && remove_files == 0
             );
         }
@@ -2857,21 +2950,6 @@ mod tests {
             (REMOVAL_DEADLINE * 10, true),
         ] {
             assert_eq!(
-        let sort = |err: &Error| match Failure::of(err) {
-            Failure::NotReached(_) => "NotReached",
-            Failure::Interrupted {
-                problem: Some(_), ..
-            } => "Interrupted, cluster",
-            Failure::Interrupted { problem: None, .. } => "Interrupted",
-            Failure::Refused(_) => "Refused",
-            Failure::Deferred { .. } => "Deferred",
-        };
-        let refused = |refusal| Error::new(Rejected, "what happened").with_refusal(refusal);
-        assert_eq!(sort(&refused(Refusal::SubmitLimit)), "Deferred");
-        assert_eq!(sort(&refused(Refusal::QueueClosed)), "Deferred");
-        assert_eq!(sort(&refused(Refusal::InvalidRequest)), "Refused");
-        // A caller that overrode the flag has the last word.
-        assert_eq!(sort(&refused(Refusal::SubmitLimit).permanent()), "Refused");
                 removal_abandoned(deleted, deleted + after, REMOVAL_DEADLINE),
                 abandoned,
                 "{after:?}"
@@ -2880,7 +2958,6 @@ mod tests {
         // A clock behind the deletion time does not abandon anything.
         assert!(!removal_abandoned(
             deleted,
-                Failure::Deferred { .. } => "Deferred",
             deleted - Duration::from_secs(5),
             REMOVAL_DEADLINE
         ));

@@ -17,8 +17,10 @@ use batchbridge_slurm::SubmitDefaults;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, Container, EmptyDirVolumeSource, EnvVar, Pod, PodSecurityContext,
-    PodSpec, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    PodSpec, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume,
+    VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use crate::cluster::credentials::{BASIC_AUTH_TYPE, PASSWORD, SSH_PRIVATE_KEY};
 use crate::cluster::{Connection, OUTPUT_FETCHES_AT_ONCE, ssh_backend};
 use crate::controller::{Context, FIELD_MANAGER, ReconcileError};
+use crate::crd::names::{JOB_UID_LABEL, derived_name};
 use crate::crd::{BatchClusterSpec, BatchJob, OutputPolicy, Scheduler, TaskOutput};
 
 /// The most output a ConfigMap keeps, per stream: two of these stay under the 1 MiB
@@ -45,6 +48,15 @@ const IMAGE_GROUP: i64 = 65532;
 
 /// Where the log pod mounts the cluster's Secret.
 const SECRET_MOUNT: &str = "/var/run/batchbridge/credentials";
+/// What the log pod asks for and may use: one ssh client and a process that copies its
+/// output, about 10 MiB and no CPU to speak of. A namespace with a ResourceQuota on CPU or
+/// memory refuses pods that name none.
+const LOG_POD_REQUESTS: [(&str, &str); 2] = [("cpu", "10m"), ("memory", "32Mi")];
+const LOG_POD_LIMITS: [(&str, &str); 2] = [("cpu", "200m"), ("memory", "128Mi")];
+/// How many times a write of the output ConfigMap or log pod is tried when the API server
+/// fails in passing (5xx, 429, no answer), 1 s apart and doubling; then the output is
+/// reported not written rather than fetched and written again.
+const WRITE_TRIES: u32 = 3;
 
 /// What was collected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +74,9 @@ pub struct Collected {
     /// name exists and belongs to something else (`ConfigMap NAME`, `Pod NAME`): the
     /// operator never overwrites or deletes what its job does not own.
     pub refused: Vec<String>,
+    /// The objects the policy asked for that the API server did not take, each with its
+    /// answer's code (`ConfigMap NAME (422 Invalid)`); the details are in the operator's log.
+    pub unwritten: Vec<String>,
 }
 
 /// How much of which tasks' output a collection keeps, from the output policy and the
@@ -134,12 +149,15 @@ impl Plan {
 /// it as `job`'s output policy says, within the caps: [`CONFIG_MAP_CAP`] per stream in the
 /// ConfigMap, shared by at most 100 tasks of an array; for an array, at most 32 tails in
 /// status that share `tailBytes`, at least 64 bytes each.
+///
+/// Only fetching fails the collection: an object the API server does not take is reported
+/// in [`Collected::unwritten`], so the job's end is written whatever becomes of its objects.
 pub async fn collect(
     ctx: &Context,
     job: &BatchJob,
     connection: &Connection,
     id: &JobId,
-) -> Result<Collected, ReconcileError> {
+) -> batchbridge_core::Result<Collected> {
     let policy = &job.spec.output_policy;
     let plan = Plan::new(policy, job.spec.array.map(|array| array.count));
     // In task order; the connection's slots bound how many run at once.
@@ -147,21 +165,73 @@ pub async fn collect(
         .map(|task| async move { connection.fetch_output(id, &plan.request(task)).await })
         .buffered(OUTPUT_FETCHES_AT_ONCE)
         .try_collect()
-        .await
-        .map_err(ReconcileError::Backend)?;
+        .await?;
     let namespace = job.namespace().unwrap_or_default();
-    let mut refused = Vec::new();
+    let (mut refused, mut unwritten) = (Vec::new(), Vec::new());
+    let mut sort = |object: String, written: kube::Result<bool>| match written {
+        Ok(true) => {}
+        Ok(false) => refused.push(object),
+        Err(err) => {
+            tracing::warn!(job = %job.name_any(), %object, error = %err, "cannot write the output");
+            unwritten.push(format!("{object} ({})", answer(&err)));
+        }
+    };
     if policy.config_map {
         let map = config_map(job, &plan, &outputs);
         let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace);
-        if !write_config_map(&api, job, &map).await? {
-            refused.push(format!("ConfigMap {}", map.name_any()));
+        let written = tried(|| write_config_map(&api, job, &map)).await;
+        sort(format!("ConfigMap {}", map.name_any()), written);
+    }
+    if policy.log_pod {
+        let pod = log_pod(job, &connection.spec, id, &ctx.image);
+        let api = Api::<Pod>::namespaced(ctx.client.clone(), &namespace);
+        let written = tried(|| replace_pod(&api, job, &pod)).await;
+        sort(format!("Pod {}", pod.name_any()), written);
+    }
+    let mut collected = kept(&plan, &outputs, refused);
+    collected.unwritten = unwritten;
+    Ok(collected)
+}
+
+/// `write` until it succeeds, fails for good, or has been tried [`WRITE_TRIES`] times.
+async fn tried<F, Fut>(mut write: F) -> kube::Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = kube::Result<bool>>,
+{
+    let mut pause = Duration::from_secs(1);
+    let mut tries = 1;
+    loop {
+        match write().await {
+            Err(err) if passing(&err) && tries < WRITE_TRIES => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                tries += 1;
+            }
+            written => return written,
         }
     }
-    if policy.log_pod && !show(ctx, job, connection, id).await? {
-        refused.push(format!("Pod {}", log_pod_name(job)));
+}
+
+/// Whether the API server may take the same write a moment later.
+fn passing(err: &kube::Error) -> bool {
+    match err {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        _ => true,
     }
-    Ok(kept(&plan, &outputs, refused))
+}
+
+/// The API server's answer in a few words for a tenant's condition: its code and reason,
+/// never its message, which may name the operator's service account.
+fn answer(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => {
+            format!("the API server answered {} {}", status.code, status.reason)
+                .trim_end()
+                .to_owned()
+        }
+        _ => "the API server could not be reached".to_owned(),
+    }
 }
 
 /// Starts the log pod that prints job `id`'s output (following it while the job runs),
@@ -175,7 +245,9 @@ pub async fn show(
 ) -> Result<bool, ReconcileError> {
     let pod = log_pod(job, &connection.spec, id, &ctx.image);
     let api = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    replace_pod(&api, job, &pod).await
+    replace_pod(&api, job, &pod)
+        .await
+        .map_err(ReconcileError::Kube)
 }
 
 /// What `collect` reports of `outputs` (task `i`'s at `i`, as `plan` fetched them).
@@ -198,6 +270,7 @@ fn kept(plan: &Plan, outputs: &[JobOutput], refused: Vec<String>) -> Collected {
             task_outputs_omitted: None,
             summary: sizes,
             refused,
+            unwritten: Vec::new(),
         };
     };
     let fetched = u32::try_from(outputs.len()).unwrap_or(u32::MAX);
@@ -224,6 +297,7 @@ fn kept(plan: &Plan, outputs: &[JobOutput], refused: Vec<String>) -> Collected {
             .then(|| count - plan.status_tasks),
         summary,
         refused,
+        unwritten: Vec::new(),
     }
 }
 
@@ -252,7 +326,7 @@ async fn write_config_map(
     api: &Api<ConfigMap>,
     job: &BatchJob,
     map: &ConfigMap,
-) -> Result<bool, ReconcileError> {
+) -> kube::Result<bool> {
     let name = map.name_any();
     let create = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -261,9 +335,9 @@ async fn write_config_map(
     match api.create(&create, map).await {
         Ok(_) => return Ok(true),
         Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(err) => return Err(ReconcileError::Kube(err)),
+        Err(err) => return Err(err),
     }
-    let existing = api.get(&name).await.map_err(ReconcileError::Kube)?;
+    let existing = api.get(&name).await?;
     if !owned_by(&existing.metadata, job) {
         return Ok(false);
     }
@@ -272,17 +346,16 @@ async fn write_config_map(
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(map),
     )
-    .await
-    .map_err(ReconcileError::Kube)?;
+    .await?;
     Ok(true)
 }
 
 /// Creates `pod`, replacing one of the same name that `job` owns (made for an earlier
 /// attempt: a pod's spec cannot change). False, with nothing changed, when the name belongs
 /// to another pod.
-async fn replace_pod(api: &Api<Pod>, job: &BatchJob, pod: &Pod) -> Result<bool, ReconcileError> {
+async fn replace_pod(api: &Api<Pod>, job: &BatchJob, pod: &Pod) -> kube::Result<bool> {
     let name = pod.name_any();
-    if let Some(existing) = api.get_opt(&name).await.map_err(ReconcileError::Kube)? {
+    if let Some(existing) = api.get_opt(&name).await? {
         if !owned_by(&existing.metadata, job) {
             return Ok(false);
         }
@@ -296,13 +369,9 @@ async fn replace_pod(api: &Api<Pod>, job: &BatchJob, pod: &Pod) -> Result<bool, 
         if job_id(&existing) == job_id(pod) {
             return Ok(true);
         }
-        api.delete(&name, &DeleteParams::background())
-            .await
-            .map_err(ReconcileError::Kube)?;
+        api.delete(&name, &DeleteParams::background()).await?;
     }
-    api.create(&PostParams::default(), pod)
-        .await
-        .map_err(ReconcileError::Kube)?;
+    api.create(&PostParams::default(), pod).await?;
     Ok(true)
 }
 
@@ -322,9 +391,10 @@ fn last_bytes(mut text: String, max: usize) -> String {
     text.split_off(start)
 }
 
-/// The name of the ConfigMap holding `job`'s output.
+/// The name of the ConfigMap holding `job`'s output: `NAME-output`, shortened with a hash
+/// when that would be longer than a name may be ([`derived_name`]).
 pub fn config_map_name(job: &BatchJob) -> String {
-    format!("{}-output", job.name_any())
+    derived_name(&job.name_any(), "output")
 }
 
 /// The ConfigMap holding the output, owned by the job so it goes when the job goes: keys
@@ -352,9 +422,10 @@ fn config_map(job: &BatchJob, plan: &Plan, outputs: &[JobOutput]) -> ConfigMap {
     }
 }
 
-/// The name of the pod that prints `job`'s output.
+/// The name of the pod that prints `job`'s output: `NAME-log`, shortened with a hash when
+/// that would be longer than a name may be ([`derived_name`]).
 pub fn log_pod_name(job: &BatchJob) -> String {
-    format!("{}-log", job.name_any())
+    derived_name(&job.name_any(), "log")
 }
 
 /// A pod that runs `image` in fetch-output mode to print job `id`'s output, owned by the
@@ -439,6 +510,11 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
                     }),
                     ..SecurityContext::default()
                 }),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&LOG_POD_REQUESTS)),
+                    limits: Some(quantities(&LOG_POD_LIMITS)),
+                    ..ResourceRequirements::default()
+                }),
                 ..Container::default()
             }],
             volumes: Some(volumes),
@@ -446,6 +522,13 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
         }),
         ..Pod::default()
     }
+}
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), Quantity((*value).to_owned())))
+        .collect()
 }
 
 fn env_var(name: &str, value: &str) -> EnvVar {
@@ -461,10 +544,9 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
         name: Some(name),
         namespace: job.namespace(),
         owner_references: job.controller_owner_ref(&()).map(|owner| vec![owner]),
-        labels: Some(BTreeMap::from([(
-            "batchbridge.dev/job".to_owned(),
-            job.name_any(),
-        )])),
+        labels: job
+            .uid()
+            .map(|uid| BTreeMap::from([(JOB_UID_LABEL.to_owned(), uid)])),
         ..ObjectMeta::default()
     }
 }

@@ -145,6 +145,9 @@ words! {
         OutputNameTaken,
         /// The output could not be read.
         OutputUnavailable,
+        /// The output was read, but its ConfigMap or log pod could not be written (the API
+        /// server refused it, or kept failing); the tail is in status.
+        OutputNotWritten,
         /// No source could tell what became of the job, or why it failed. A word this
         /// version does not know (written by an older operator) reads as this one.
         #[serde(other)]
@@ -206,13 +209,6 @@ impl Reason {
         }
     }
 
-    /// The reason of a cluster that cannot be used because a command failed with `kind`,
-    /// if that kind means the cluster rather than one job (not reached, host key or login
-    /// refused, connection broken or hung).
-    ///
-    /// ```
-    /// use batchbridge_core::ErrorKind;
-    /// use batchbridge_operator::reason::Reason;
     /// The reason of an attempt the scheduler refused for now, by the kind of refusal its
     /// backend read; `None` for a refusal for good (the job fails, SubmitRejected).
     ///
@@ -231,6 +227,13 @@ impl Reason {
         }
     }
 
+    /// The reason of a cluster that cannot be used because a command failed with `kind`,
+    /// if that kind means the cluster rather than one job (not reached, host key or login
+    /// refused, connection broken or hung).
+    ///
+    /// ```
+    /// use batchbridge_core::ErrorKind;
+    /// use batchbridge_operator::reason::Reason;
     ///
     /// assert_eq!(Reason::of_connection(ErrorKind::HostKeyMismatch), Some(Reason::HostKeyMismatch));
     /// assert_eq!(Reason::of_connection(ErrorKind::Rejected), None);
@@ -362,13 +365,6 @@ mod tests {
     }
 
     #[test]
-    fn only_connection_errors_are_cluster_problems() {
-        use ErrorKind::*;
-        let cases = [
-            (Unreachable, Some(Reason::Unreachable)),
-            (HostKeyMismatch, Some(Reason::HostKeyMismatch)),
-            (AuthenticationFailed, Some(Reason::AuthenticationFailed)),
-    #[test]
     fn temporary_refusals_have_reasons_of_their_own() {
         for refusal in Refusal::ALL {
             let reason = Reason::of_refusal(*refusal);
@@ -383,6 +379,13 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_connection_errors_are_cluster_problems() {
+        use ErrorKind::*;
+        let cases = [
+            (Unreachable, Some(Reason::Unreachable)),
+            (HostKeyMismatch, Some(Reason::HostKeyMismatch)),
+            (AuthenticationFailed, Some(Reason::AuthenticationFailed)),
             (ConnectionLost, Some(Reason::ConnectionLost)),
             (Timeout, Some(Reason::CommandTimedOut)),
             (Rejected, None),

@@ -22,8 +22,8 @@ use batchbridge_core::shell::{Command, Shell};
 use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
 use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::{htcondor_shell, login, ssh_facts};
-use common::Cluster;
 use common::operator::*;
+use common::{Cluster, api_error};
 use kube::api::{DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 
@@ -589,5 +589,257 @@ async fn hostile_batch_jobs_are_refused_clearly_or_run_verbatim() {
     assert!(
         !controls.is_empty(),
         "the positive control's file was not found: the canary search is blind"
+    );
+}
+
+/// A BatchCluster spec reaching the test bed's SLURM, with `change` applied to it.
+fn cluster_spec(change: impl FnOnce(&mut Value)) -> Value {
+    let login = login("ssh");
+    let mut spec = json!({
+        "scheduler": "slurm",
+        "ssh": {"host": login.host, "port": login.port, "user": login.user},
+        "secretRef": {"name": "cluster-key"},
+        "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
+    });
+    change(&mut spec);
+    spec
+}
+
+/// The path and long-name cases: a name that would be a request path, a query or an ssh
+/// option is refused by the CRD, naming the field; a BatchJob whose name is too long for a
+/// label value (100 characters) or for `NAME-output` (250), and one with a short name,
+/// reach Succeeded with their ConfigMap and log pod, in a namespace whose ResourceQuota
+/// refuses pods that set no requests and limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_names_are_refused_and_long_names_finish() {
+    use batchbridge_operator::crd::BatchCluster;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota};
+    use kube::api::{Api, Patch, PatchParams};
+
+    let started = Instant::now();
+    let (bed, operator) = set_up("hostile-names", "ssh", "slurm").await;
+    let mut failures = Vec::new();
+
+    // (object, field, value, spec): each must be refused with a message naming the field.
+    let clusters: Vec<(&str, &str, Value)> = vec![
+        (
+            "spec.secretRef.name",
+            "../../acc-t2/secrets/t2-secret",
+            cluster_spec(|s| s["secretRef"]["name"] = json!("../../acc-t2/secrets/t2-secret")),
+        ),
+        (
+            "spec.secretRef.name",
+            "login?x=1#frag",
+            cluster_spec(|s| s["secretRef"]["name"] = json!("login?x=1#frag")),
+        ),
+        (
+            "spec.ssh.host",
+            "-oProxyCommand=touch /tmp/x",
+            cluster_spec(|s| s["ssh"]["host"] = json!("-oProxyCommand=touch /tmp/x")),
+        ),
+        (
+            "spec.ssh.host",
+            "login -oX",
+            cluster_spec(|s| s["ssh"]["host"] = json!("login -oX")),
+        ),
+        (
+            "spec.ssh.user",
+            "-oProxyCommand=touch /tmp/x",
+            cluster_spec(|s| s["ssh"]["user"] = json!("-oProxyCommand=touch /tmp/x")),
+        ),
+        (
+            "spec.ssh.user",
+            "alice bob",
+            cluster_spec(|s| s["ssh"]["user"] = json!("alice bob")),
+        ),
+    ];
+    let jobs: Vec<(&str, &str, Value)> = vec![
+        (
+            "spec.clusterRef.name",
+            "../slurm",
+            json!({"clusterRef": {"name": "../slurm"}, "script": "true"}),
+        ),
+        (
+            "spec.clusterRef.name",
+            "slurm?x=1#frag",
+            json!({"clusterRef": {"name": "slurm?x=1#frag"}, "script": "true"}),
+        ),
+        (
+            "spec.placement.clusters[0]",
+            "../slurm",
+            json!({"placement": {"clusters": ["../slurm"]}, "script": "true"}),
+        ),
+    ];
+    let create = |kind: &'static str, index: usize, spec: Value| {
+        let bed = &bed;
+        async move {
+            let object: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "batchbridge.dev/v1alpha1",
+                "kind": kind,
+                "metadata": {"name": format!("bad-{index}")},
+                "spec": spec,
+            }))
+            .unwrap();
+            let api = match kind {
+                "BatchCluster" => bed.dynamic::<BatchCluster>(),
+                _ => bed.dynamic::<BatchJob>(),
+            };
+            api.create(&PostParams::default(), &object).await
+        }
+    };
+    let tried = clusters
+        .into_iter()
+        .map(|case| ("BatchCluster", case))
+        .chain(jobs.into_iter().map(|case| ("BatchJob", case)));
+    for (index, (kind, (field, value, spec))) in tried.enumerate() {
+        let outcome = match create(kind, index, spec).await {
+            Err(kube::Error::Api(status)) if status.code == 422 => status.message,
+            Err(other) => format!("failed otherwise: {other}"),
+            Ok(_) => "accepted".to_owned(),
+        };
+        let refused = outcome.contains(field) && outcome.contains("should match");
+        println!("{kind} {field} {value:?}: {}", outcome.replace('\n', " "));
+        if !refused {
+            failures.push(format!(
+                "{kind} {field} {value:?} was not refused: {outcome}"
+            ));
+        }
+    }
+
+    // A quota on CPU and memory: the API server refuses pods that name no requests and
+    // limits. No quota controller runs in the test bed, so its status is written here.
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "compute"},
+        "spec": {"hard": {"requests.cpu": "2", "requests.memory": "2Gi", "limits.cpu": "4", "limits.memory": "4Gi"}},
+    }))
+    .unwrap();
+    let quotas = Api::<ResourceQuota>::namespaced(bed.client.clone(), &bed.namespace);
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    let used = json!({"status": {
+        "hard": {"requests.cpu": "2", "requests.memory": "2Gi", "limits.cpu": "4", "limits.memory": "4Gi"},
+        "used": {"requests.cpu": "0", "requests.memory": "0", "limits.cpu": "0", "limits.memory": "0"},
+    }});
+    quotas
+        .patch_status("compute", &PatchParams::default(), &Patch::Merge(&used))
+        .await
+        .unwrap();
+    // The control: the quota refuses a pod that names no requests and limits.
+    let bare: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bare"},
+        "spec": {"containers": [{"name": "c", "image": "batchbridge-operator:test"}]},
+    }))
+    .unwrap();
+    let pods = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace);
+    let refusal = api_error(pods.create(&PostParams::default(), &bare).await, 403);
+    assert!(refusal.contains("must specify"), "{refusal}");
+
+    // Short (the quota alone); too long for a label value; too long for NAME-output (and
+    // NAME-log) as well.
+    let names = [
+        "short".to_owned(),
+        format!("label-{}", "x".repeat(94)),
+        format!("name-{}", "y".repeat(245)),
+    ];
+    for name in &names {
+        create_job(
+            &bed,
+            name,
+            json!({
+                "clusterRef": {"name": "slurm"},
+                "script": "echo long\n",
+                "outputPolicy": {"configMap": true, "logPod": true},
+            }),
+        )
+        .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let maps = Api::<ConfigMap>::namespaced(bed.client.clone(), &bed.namespace);
+    for name in &names {
+        let finished = loop {
+            let job = bed.jobs().get(name).await.unwrap();
+            let s = status(&job);
+            let output = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "OutputCollected")
+                .cloned();
+            if s.phase == Some(Phase::Succeeded)
+                && let Some(output) = output
+            {
+                break Some((job, output));
+            }
+            if Instant::now() > deadline {
+                failures.push(format!(
+                    "BatchJob of {} characters never finished: phase {:?}, message {:?}",
+                    name.len(),
+                    s.phase,
+                    s.message
+                ));
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let Some((job, output)) = finished else {
+            continue;
+        };
+        println!(
+            "BatchJob of {} characters: Succeeded; OutputCollected {} {}: {}",
+            name.len(),
+            output.status,
+            output.reason,
+            output.message
+        );
+        if output.status != "True" {
+            failures.push(format!(
+                "BatchJob of {} characters: OutputCollected {} {}",
+                name.len(),
+                output.status,
+                output.message
+            ));
+        }
+        let uid = job.metadata.uid.clone().unwrap();
+        let selector = format!("batchbridge.dev/job-uid={uid}");
+        let owned_maps = maps
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap();
+        let owned_pods = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap();
+        let map = owned_maps.items.first();
+        let stdout = map
+            .and_then(|m| m.data.as_ref())
+            .and_then(|d| d.get("stdout"))
+            .cloned();
+        let pod = owned_pods.items.first();
+        let limits = pod
+            .and_then(|p| p.spec.as_ref())
+            .and_then(|s| s.containers[0].resources.as_ref())
+            .and_then(|r| r.limits.clone())
+            .unwrap_or_default();
+        println!(
+            "  ConfigMap {:?} (stdout {stdout:?}), Pod {:?} (limits {:?})",
+            map.map(|m| m.metadata.name.clone().unwrap_or_default()),
+            pod.map(|p| p.metadata.name.clone().unwrap_or_default()),
+            limits.keys().collect::<Vec<_>>()
+        );
+        if stdout.as_deref() != Some("long\n") || pod.is_none() {
+            failures.push(format!(
+                "BatchJob of {} characters: ConfigMap stdout {stdout:?}, log pod found: {}",
+                name.len(),
+                pod.is_some()
+            ));
+        }
+    }
+
+    println!("hostile names checked in {:.1?}", started.elapsed());
+    operator.stop().await;
+    bed.clean_up().await;
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
     );
 }

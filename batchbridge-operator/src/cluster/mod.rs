@@ -274,13 +274,28 @@ impl Clusters {
     pub async fn refresh(&self, cluster: &BatchCluster) -> Result<Arc<Connection>, ClusterProblem> {
         let namespace = cluster.namespace().unwrap_or_default();
         let key = ObjectRef::from(cluster);
+        // Before any request: a name the CRD now refuses may be a path or a query.
+        crate::crd::names::check_cluster(&cluster.spec).map_err(|message| ClusterProblem {
+            reason: Reason::SpecInvalid,
+            message,
+        })?;
         let secret = match &cluster.spec.secret_ref {
             Some(reference) => Api::<Secret>::namespaced(self.client.clone(), &namespace)
                 .get_opt(&reference.name)
                 .await
-                .map_err(|err| ClusterProblem {
-                    reason: Reason::SecretUnreadable,
-                    message: format!("cannot read Secret {:?}: {err}", reference.name),
+                .map_err(|err| {
+                    // The answer may name the operator's service account: the log's, not
+                    // the tenant's.
+                    tracing::warn!(cluster = %key, secret = %reference.name, error = %err, "cannot read the Secret");
+                    ClusterProblem {
+                        reason: Reason::SecretUnreadable,
+                        message: format!(
+                            "the operator could not read Secret {:?} of this namespace (it \
+                             is tried again; if this persists, ask the cluster's \
+                             administrator, who can see why in the operator's log)",
+                            reference.name
+                        ),
+                    }
                 })?,
             None => None,
         };

@@ -22,10 +22,11 @@ use kube::runtime::reflector::ObjectRef;
 use super::actions::ActionKind;
 use super::{Context, ReconcileError, apply_status, event_type, publish};
 use crate::cluster::{Connection, connection_problem};
+use crate::crd::names::check_job;
 use crate::crd::{BatchJob, BatchJobStatus, MoveOutcome, Phase, PlacementStatus};
 use crate::decision::{
-    ACTION_RETRY, CLUSTER_RECHECK, Cancel, CollectOutcome, Effect, Event, Failure, Purpose,
-    Removal, Spec, Step, SubmitOutcome, Target, attempt_key, removal_abandoned, step,
+    ACTION_RETRY, CLUSTER_RECHECK, Cancel, ClusterProblem, CollectOutcome, Effect, Event, Failure,
+    Purpose, Removal, Spec, Step, SubmitOutcome, Target, attempt_key, removal_abandoned, step,
 };
 use crate::output;
 use crate::reason::{ConditionType, Reason};
@@ -97,20 +98,25 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
     let job = ctx.actions.newer_than_cache(&job).unwrap_or(job);
     let namespace = job.namespace().unwrap_or_default();
     let status = job.status.clone().unwrap_or_default();
-    let connection = match cluster_of(&job, &status) {
-        Some(cluster) => Some(ctx.clusters.get(&namespace, cluster).await),
-        None => None,
+    // A name the CRD now refuses, in a job stored before it did, is never looked up.
+    let invalid = check_job(&job.spec).err().map(|message| ClusterProblem {
+        reason: Reason::SpecInvalid,
+        message,
+    });
+    let connection = match (&invalid, cluster_of(&job, &status)) {
+        (None, Some(cluster)) => Some(ctx.clusters.get(&namespace, cluster).await),
+        _ => None,
     };
     // A cluster whose polls or probes fail is not ready, for the jobs it runs as for new
     // ones; the poller wakes its jobs when that begins and ends.
-    let problem = match &connection {
+    let problem = invalid.or_else(|| match &connection {
         Some(Ok(connection)) => connection
             .poller
             .failure()
             .and_then(|err| connection_problem(&err)),
         Some(Err(problem)) => Some(problem.clone()),
         None => None,
-    };
+    });
     let connection = connection.and_then(Result::ok);
     let observation = match (&connection, &status.job_id) {
         (Some(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
@@ -326,12 +332,9 @@ async fn collect(
             task_outputs_omitted: collected.task_outputs_omitted,
             summary: collected.summary,
             refused: collected.refused,
+            unwritten: collected.unwritten,
         },
-        Err(ReconcileError::Backend(err)) => CollectOutcome::Failed(Failure::of(&err)),
-        Err(error) => {
-            tracing::warn!(job = %ObjectRef::from(&**job), %error, "output collection failed");
-            return Some(retry_after(&error));
-        }
+        Err(err) => CollectOutcome::Failed(Failure::of(&err)),
     };
     // The poller still follows the job: its report of the end is written with the output.
     let observation = connection.poller.observation(id);

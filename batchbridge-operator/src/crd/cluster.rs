@@ -13,6 +13,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
+use super::names::{DNS_SUBDOMAIN, HOST, USER};
 
 /// The desired state of a BatchCluster: which scheduler, where it is, and the credentials
 /// and defaults to use with it.
@@ -219,15 +220,18 @@ impl JsonSchema for Scheduler {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SshEndpoint {
-    /// The host name or address of the login node.
-    #[schemars(length(min = 1, max = 253))]
+    /// The host name or address of the login node: a DNS name (letters, digits and '-' in
+    /// dot-separated parts, each starting and ending with a letter or digit), an IPv4
+    /// address, or an IPv6 address without brackets; never starting with '-'.
+    #[schemars(length(min = 1, max = 253), regex(pattern = HOST))]
     pub host: String,
     /// The SSH server's TCP port, 1 to 65535.
     #[serde(default = "default_ssh_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
-    /// The (regular, unprivileged) user to log in as; jobs run as this user.
-    #[schemars(length(min = 1))]
+    /// The (regular, unprivileged) user to log in as; jobs run as this user. At most 64
+    /// letters, digits, '.', '_' and '-', not starting with '-'.
+    #[schemars(length(min = 1, max = 64), regex(pattern = USER))]
     pub user: String,
 }
 
@@ -238,8 +242,9 @@ fn default_ssh_port() -> u16 {
 /// A Secret in the same namespace as the resource that refers to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretReference {
-    /// The Secret's name.
-    #[schemars(length(min = 1, max = 253))]
+    /// The Secret's name, in this namespace: a DNS subdomain (at most 253 lowercase
+    /// letters, digits, '-' and '.').
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     pub name: String,
 }
 

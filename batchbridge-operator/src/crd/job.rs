@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
+use super::names::DNS_SUBDOMAIN;
 use super::placement::{Move, Placement, PlacementStatus};
 // `Reason` alone is kube's CEL validation reason, which the derives bring into scope.
 use crate::reason::Reason as StatusReason;
@@ -139,8 +140,9 @@ impl BatchJobSpec {
 /// A BatchCluster in the same namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterReference {
-    /// The BatchCluster's name.
-    #[schemars(length(min = 1, max = 253))]
+    /// The BatchCluster's name, in this namespace: a DNS subdomain (at most 253 lowercase
+    /// letters, digits, '-' and '.').
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     pub name: String,
 }
 

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
+use super::names::DNS_LABEL;
 
 /// The most candidates a job may name, or a selector may bring: each one is asked for an
 /// estimate before the job is placed.
@@ -30,10 +31,11 @@ pub struct Placement {
     /// the Ordered policy, in order of preference.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     // Patterns and lengths rather than CEL: the API server bounds a CRD's CEL cost, and
-    // these cost nothing.
+    // these cost nothing. DNS labels, not subdomains: a candidate's name goes into the
+    // action of its Placed Event, which the API server caps at 128 characters.
     #[schemars(
         length(min = 1, max = 16),
-        inner(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")),
+        inner(length(min = 1, max = 63), regex(pattern = DNS_LABEL)),
         extend("x-kubernetes-list-type" = "set")
     )]
     pub clusters: Vec<String>,
