@@ -437,10 +437,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_queue_then_history() {
-        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok("42\n")]);
+        // The key's recorded id (none yet), condor_q, condor_history.
+        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok(""), ok("42\n")]);
         assert_eq!(condor.submit(&spec()).await.unwrap(), JobId::from("42"));
 
-        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok("")]);
+        // condor_submit had not returned at the first look: the second finds its record.
+        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok(""), ok(""), ok("42\n")]);
+        assert_eq!(condor.submit(&spec()).await.unwrap(), JobId::from("42"));
+
+        // A claim cut off: nothing anywhere until the wait ends, with the command time
+        // limit (here at once).
+        let (shell, _) = scripted_shell("/home/u/w", vec![ok("claimed\n"), ok(""), ok(""), ok("")]);
+        let config = HtcondorConfig::default().with_command_timeout(Duration::from_millis(1));
+        let condor = HtcondorBackend::new(shell, config).unwrap();
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
         assert!(err.is_temporary());

@@ -541,18 +541,27 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_squeue() {
+        // The key's recorded id (none yet), then squeue.
         let slurm = backend(vec![
             ok("claimed\n"),
+            ok(""),
             ok("41|RUNNING|node1|other\n42|PENDING||key-1\n"),
         ]);
         assert_eq!(slurm.submit(&spec()).await.unwrap(), JobId::from("42"));
 
-        // SLURM 24.11 keeps a submission it refused as a FAILED job without nodes.
-        let slurm = backend(vec![
-            ok("claimed\n"),
-            ok("41|RUNNING|node1|other\n43|FAILED||key-1\n"),
-            ok("43|FAILED|None assigned|key-1\n"),
-        ]);
+        // SLURM 24.11 keeps a submission it refused as a FAILED job without nodes. The
+        // wait for the other submit ends with the command time limit (here at once).
+        let (shell, _) = scripted_shell(
+            "/w",
+            vec![
+                ok("claimed\n"),
+                ok(""),
+                ok("41|RUNNING|node1|other\n43|FAILED||key-1\n"),
+                ok("43|FAILED|None assigned|key-1\n"),
+            ],
+        );
+        let config = SlurmConfig::default().with_command_timeout(Duration::from_millis(1));
+        let slurm = SlurmBackend::new(shell, config).unwrap();
         let err = slurm.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{err}");
         assert!(err.is_temporary());

@@ -390,7 +390,7 @@ impl<S: CliScheduler> RemoteBackend<S> {
             if let Some(id) = self.scheduler.find(&self.jobs, key, dir).await? {
                 return Ok(id);
             }
-            if tokio::time::Instant::now() >= deadline {
+            if tokio::time::Instant::now() + CLAIM_POLL > deadline {
                 return Err(claimed_without_job(key, S::SCHEDULER, dir));
             }
             tokio::time::sleep(CLAIM_POLL).await;
