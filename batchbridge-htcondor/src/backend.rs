@@ -138,6 +138,39 @@ impl Htcondor {
     /// Adds to each proc that exited [`NOT_STARTED_EXIT_CODE`] why its script never ran,
     /// from its job directory's `task-PROC.reason`: one remote command, and only when such a
     /// proc is among `ads`.
+    /// Says why idle container jobs find no slot when the pool has none that runs
+    /// containers: HTCondor's own reason is only "no match found", which such a job keeps
+    /// for ever. One `condor_status` per status cycle, and only while such a job waits
+    /// after a negotiation; a collector that does not answer leaves HTCondor's words.
+    async fn explain_container_waits(&self, jobs: &JobDirs, ads: &mut [ProcAd]) {
+        let unmatched = |ad: &ProcAd| {
+            ad.job_status == 1
+                && ad.want_container == Some(true)
+                && ad.last_rej_match_reason.is_some()
+        };
+        if !ads.iter().any(unmatched) {
+            return;
+        }
+        let command = Command::new("condor_status")
+            .args(["-constraint", "HasContainer =?= true", "-af", "Name"])
+            .output_limit(4096);
+        match jobs.run(command).await {
+            Ok(output) if output.success() && output.stdout_text().trim().is_empty() => {}
+            _ => return,
+        }
+        for ad in ads.iter_mut().filter(|ad| unmatched(ad)) {
+            let said = ad
+                .last_rej_match_reason
+                .as_deref()
+                .unwrap_or_default()
+                .trim();
+            ad.last_rej_match_reason = Some(format!(
+                "{said}: no slot in the pool runs containers (none has HasContainer), which \
+                 a container job needs"
+            ));
+        }
+    }
+
     async fn add_not_started_reasons(&self, jobs: &JobDirs, ads: &mut [ProcAd]) -> Result<()> {
         let mut procs: Vec<String> = ads
             .iter()
@@ -245,7 +278,8 @@ impl CliScheduler for Htcondor {
     }
 
     async fn status(&self, jobs: &JobDirs, clusters: &[&str]) -> Result<Vec<JobStatus>> {
-        let queue = self.ads(jobs, "condor_q", clusters).await?;
+        let mut queue = self.ads(jobs, "condor_q", clusters).await?;
+        self.explain_container_waits(jobs, &mut queue).await;
         let mut in_queue: HashMap<String, Vec<&ProcAd>> = HashMap::new();
         for ad in &queue {
             in_queue

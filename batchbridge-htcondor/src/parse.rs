@@ -8,7 +8,8 @@ use serde::Deserialize;
 /// The job attributes a status cycle asks for; nothing else crosses the wire.
 pub const ATTRIBUTES: &str = "ClusterId,ProcId,JobStatus,ExitCode,ExitBySignal,ExitSignal,\
                               HoldReason,HoldReasonCode,RemoveReason,LastRejMatchReason,QDate,\
-                              JobStartDate,CompletionDate,EnteredCurrentStatus,BatchBridgeTasks";
+                              JobStartDate,CompletionDate,EnteredCurrentStatus,BatchBridgeTasks,\
+                              WantContainer";
 
 /// One proc's job ad, with the attributes of [`ATTRIBUTES`]; those the ad lacks are `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -31,6 +32,7 @@ pub struct ProcAd {
     pub completion_date: Option<i64>,
     pub entered_current_status: Option<i64>,
     pub batch_bridge_tasks: Option<u32>,
+    pub want_container: Option<bool>,
     /// Not an attribute: why the proc's script never ran, from its job directory (see
     /// [`parse_not_started`]).
     #[serde(skip)]

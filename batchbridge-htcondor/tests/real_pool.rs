@@ -197,7 +197,9 @@ async fn concurrent_submits_of_one_key_from_two_backends_return_the_one_job() {
     let backends: Vec<_> = (0..4).map(|_| backend()).collect();
     // Connected first, so that the submits reach the login node together.
     for warm in &backends {
-        warm.find(&common::spec("warm-up", "true\n").key).await.unwrap();
+        warm.find(&common::spec("warm-up", "true\n").key)
+            .await
+            .unwrap();
     }
     let (a, b, c, d) = tokio::join!(
         backends[0].submit(&spec),
@@ -217,4 +219,28 @@ async fn concurrent_submits_of_one_key_from_two_backends_return_the_one_job() {
         .await
         .unwrap();
     assert_eq!(output.stdout.text(), "once\n");
+}
+
+/// A container job on a pool whose slots have no container runtime (the test bed's: no
+/// Apptainer, no Docker) waits with a reason saying so, not HTCondor's bare "no match
+/// found" (issue 27).
+#[tokio::test]
+async fn a_container_job_without_a_container_slot_says_why_it_waits() {
+    let condor = backend();
+    let mut spec = spec("container-nowhere", "true\n");
+    spec.container = Some(batchbridge_core::Container::new("/images/nowhere.sif"));
+    let id = condor.submit(&spec).await.unwrap();
+    let waiting = wait_for(&condor, &id, "the negotiator's answer", |s| {
+        s.reason
+            .as_deref()
+            .is_some_and(|r| r != "not matched to a slot yet")
+    })
+    .await;
+    condor.cancel(&id).await.unwrap();
+    assert_eq!(waiting.state, JobState::Queued, "{waiting:?}");
+    let reason = waiting.reason.unwrap_or_default();
+    assert!(
+        reason.contains("no slot") && reason.contains("container"),
+        "{reason}"
+    );
 }
