@@ -299,7 +299,8 @@ impl JobStatus {
     /// The status of array job `id` from its tasks' statuses, in task order (`None` for a
     /// task no source knows): the state from the [`TaskCounts`], Held when every waiting task
     /// is held, the native words of the tasks joined, the reason and cause of the first task
-    /// in the array's state, the first queue named, the earliest submit, start and expected
+    /// in the array's state (for a failed array, its first failed task named in the reason,
+    /// with that task's exit code and signal), the first queue named, the earliest submit, start and expected
     /// start (the latter only while no task started) and, once over, the latest end. When tasks are
     /// missing and none of the known ones is active, the array is Unknown: its missing tasks
     /// could have ended either way. `scheduler` names who forgot them, for the reason.
@@ -314,8 +315,12 @@ impl JobStatus {
     /// assert_eq!(array.native_state, "Completed,Held");
     ///
     /// let failed = JobStatus::new(JobState::Failed, "Completed").with_cause(FailureCause::ExitCode(1));
-    /// let array = JobStatus::of_array("8", "HTCondor", &[Some(&done), Some(&failed)]);
+    /// let failed = failed.with_exit_code(1);
+    /// let array = JobStatus::of_array("8", "HTCondor", &[Some(&done), Some(&failed), Some(&done)]);
     /// assert_eq!((array.state, array.cause), (JobState::Failed, Some(FailureCause::ExitCode(1))));
+    /// // A failed array names its first failed task, with its exit code.
+    /// assert_eq!(array.reason.as_deref(), Some("task 1 (1 of 3 tasks failed)"));
+    /// assert_eq!(array.exit_code, Some(1));
     ///
     /// let forgotten = JobStatus::of_array("7", "HTCondor", &[Some(&done), None]);
     /// assert_eq!(forgotten.state, JobState::Unknown);
@@ -357,6 +362,25 @@ impl JobStatus {
             .iter()
             .find(|s| s.state == state && s.cause.is_some())
             .and_then(|s| s.cause.clone());
+        // A failed array names its first failed task, with that task's exit code, signal
+        // and cause: the one a user looks at first.
+        let first_failed = tasks.iter().enumerate().find_map(|(index, s)| {
+            s.filter(|s| s.state == JobState::Failed)
+                .map(|s| (index, s))
+        });
+        if let (JobState::Failed, Some((index, task))) = (state, first_failed) {
+            let why = task
+                .reason
+                .as_deref()
+                .map_or_else(String::new, |reason| format!(": {reason}"));
+            status.reason = Some(format!(
+                "task {index}{why} ({} of {} tasks failed)",
+                counts.failed, counts.total
+            ));
+            status.exit_code = task.exit_code;
+            status.signal = task.signal;
+            status.cause.clone_from(&task.cause);
+        }
         status.queue = known.iter().find_map(|s| s.queue.clone());
         status.submitted_at = known.iter().filter_map(|s| s.submitted_at).min();
         status.started_at = known.iter().filter_map(|s| s.started_at).min();

@@ -317,8 +317,12 @@ mod tests {
         let (reason, message) = explain(&array);
         assert_eq!(
             (reason, message.as_deref()),
-            (Reason::NonZeroExitCode, Some("exited with code 1"))
+            (
+                Reason::NonZeroExitCode,
+                Some("exited with code 1: task 1 (1 of 2 tasks failed)")
+            )
         );
+        assert_eq!(array.exit_code, Some(1), "the exit code column shows it");
         assert_eq!(
             crate::crd::RetryReason::from(reason),
             crate::crd::RetryReason::NonZeroExitCode
