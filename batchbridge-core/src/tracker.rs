@@ -1568,7 +1568,10 @@ mod tests {
             .unwrap();
         let done = tracker.wait(&id, Duration::from_secs(1)).await.unwrap();
         assert_eq!(done.state, JobState::Succeeded);
-        assert_eq!((done.started_at, done.ended_at), (Some(started), Some(ended)));
+        assert_eq!(
+            (done.started_at, done.ended_at),
+            (Some(started), Some(ended))
+        );
     }
 
     /// Started and ended by events alone, after one poll: Running, then Succeeded or Failed

@@ -162,18 +162,28 @@ async fn refused_credentials_are_not_tried_again_until_the_wait_is_over() {
 
     let first = whoami(&shell).await.unwrap_err();
     assert_eq!(first.kind(), ErrorKind::AuthenticationFailed, "{first}");
-    assert!(first.message().contains("refused once: no new login for 3s"), "{first}");
+    assert!(
+        first
+            .message()
+            .contains("refused once: no new login for 3s"),
+        "{first}"
+    );
     // Within the wait nothing reaches sshd: the count stays at one.
     let again = whoami(&shell).await.unwrap_err();
     assert_eq!(again.kind(), ErrorKind::AuthenticationFailed, "{again}");
-    assert!(again.message().contains("refused once: no new login for"), "{again}");
+    assert!(
+        again.message().contains("refused once: no new login for"),
+        "{again}"
+    );
     assert!(!again.is_temporary(), "{again}");
 
     tokio::time::sleep(Duration::from_millis(3500)).await;
     // After it, one new login, refused again: the next wait is twice as long.
     let later = whoami(&shell).await.unwrap_err();
     assert!(
-        later.message().contains("refused 2 times in a row: no new login for 6s"),
+        later
+            .message()
+            .contains("refused 2 times in a row: no new login for 6s"),
         "{later}"
     );
 }

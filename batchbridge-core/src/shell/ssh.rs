@@ -808,12 +808,14 @@ fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
     Ok(())
 }
 
-/// Turns the master's log into an error a user can act on.
 /// Locks `mutex`; a panic elsewhere while it was held leaves nothing half-done here.
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Turns the master's log into an error a user can act on.
 fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> Error {
     let detail = log
         .lines()

@@ -85,8 +85,13 @@ pub async fn start_and_end(backend: &dyn BatchBackend, spec: impl Fn(&str, &str)
     // Each carries when it happened, so that one heard late still dates the job rightly.
     let after = SystemTime::now();
     for event in events.iter().filter(|e| e.id == ok || e.id == failed) {
-        let at = event.at.unwrap_or_else(|| panic!("{event:?} carries no time"));
-        assert!(before <= at && at <= after, "{event:?}: not between {before:?} and {after:?}");
+        let at = event
+            .at
+            .unwrap_or_else(|| panic!("{event:?} carries no time"));
+        assert!(
+            before <= at && at <= after,
+            "{event:?}: not between {before:?} and {after:?}"
+        );
     }
 }
 
