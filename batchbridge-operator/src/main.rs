@@ -8,7 +8,10 @@
 //! `XDG_RUNTIME_DIR` (where the SSH connections keep their private directories; the
 //! system's temporary directory when unset), `RUST_LOG` (log filter, default `info`),
 //! `LOG_FORMAT=json` for structured logs, `METRICS_ADDR` (where `/metrics`, `/healthz` and
-//! `/readyz` are served, default `0.0.0.0:8080`), and for leader election `LEASE_NAMESPACE`
+//! `/readyz` are served, default `0.0.0.0:8080`), `ALLOWED_SSH_TARGETS` (the login nodes
+//! BatchClusters may connect to, comma-separated `HOST[:PORTS]`, see
+//! [`SshTargets`](batchbridge_operator::cluster::targets::SshTargets); any when unset or
+//! blank), and for leader election `LEASE_NAMESPACE`
 //! (turns it on: the namespace of the Lease, the operator's own), `LEASE_NAME` (default
 //! `batchbridge-operator`) and `POD_NAME` (this replica's identity).
 //!
@@ -18,6 +21,7 @@
 
 use std::process::ExitCode;
 
+use batchbridge_operator::cluster::targets::SshTargets;
 use batchbridge_operator::leader::LeaderElection;
 use batchbridge_operator::{Operator, output};
 use tracing_subscriber::EnvFilter;
@@ -76,6 +80,23 @@ async fn run() -> ExitCode {
         }
         Ok(other) => {
             tracing::error!("ENABLE_LOCAL_SCHEDULER={other:?}: use true or false");
+            return ExitCode::from(2);
+        }
+    }
+    match std::env::var("ALLOWED_SSH_TARGETS")
+        .unwrap_or_default()
+        .parse::<SshTargets>()
+    {
+        Ok(targets) if targets.allows_any() => tracing::warn!(
+            "ALLOWED_SSH_TARGETS is unset: BatchClusters may make the operator connect to any \
+             host and port (SECURITY.md recommends naming the sites' login nodes)"
+        ),
+        Ok(targets) => {
+            tracing::info!(%targets, "BatchClusters may connect only to the allowed SSH targets");
+            operator = operator.ssh_targets(targets);
+        }
+        Err(err) => {
+            tracing::error!("ALLOWED_SSH_TARGETS: {err}");
             return ExitCode::from(2);
         }
     }

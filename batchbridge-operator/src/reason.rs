@@ -123,6 +123,10 @@ words! {
         SecretUnreadable,
         /// The BatchCluster's spec cannot make a connection.
         SpecInvalid,
+        /// The BatchCluster's `ssh.host` and `ssh.port` are not on the operator's list of
+        /// login nodes it may connect to (its installer's `allowedSshTargets`); nothing
+        /// was tried.
+        HostNotAllowed,
         /// The scheduler names a backend this operator has not registered.
         UnknownScheduler,
         /// `scheduler: local`, which the operator's installer has not turned on.

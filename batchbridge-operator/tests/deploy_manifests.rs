@@ -848,6 +848,107 @@ fn the_installer_turns_the_local_scheduler_on() {
     roles.operator_role();
 }
 
+/// An installer limits where BatchClusters may make the operator connect: the Helm value
+/// `allowedSshTargets` reaches the operator as ALLOWED_SSH_TARGETS (which the operator
+/// reads back as the same list), and `networkPolicy.enabled` adds an egress NetworkPolicy
+/// the API server accepts, allowing DNS, the API and the login nodes' networks only.
+#[test]
+fn the_installer_limits_where_the_operator_connects() {
+    let tools = Tools::new();
+    let helm_ns = unique("deploy-helm-egress");
+    let _namespaces = tools.namespaces(&[&helm_ns]);
+    let env_of = |yaml: &str| -> Option<String> {
+        let objects = Manifests::parse(yaml);
+        let deployment = objects.only("Deployment");
+        deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|var| var["name"] == "ALLOWED_SSH_TARGETS")
+            .map(|var| var["value"].as_str().unwrap().to_owned())
+    };
+
+    let yaml = tools.template(&chart(), &helm_ns, &[]);
+    assert_eq!(env_of(&yaml), None, "any target by default");
+    assert!(Manifests::parse(&yaml).of_kind("NetworkPolicy").is_empty());
+
+    let yaml = tools.template(
+        &chart(),
+        &helm_ns,
+        &[
+            "allowedSshTargets={login.hpc.example.org:22,*.lab.example.org,10.20.0.0/16:22-2222}",
+            "networkPolicy.enabled=true",
+            "networkPolicy.apiServer.cidrs={10.96.0.1/32}",
+            "networkPolicy.ssh[0].cidr=10.20.0.0/16",
+            "networkPolicy.ssh[0].ports={22,2222}",
+        ],
+    );
+    let targets = env_of(&yaml).unwrap();
+    let parsed: batchbridge_operator::cluster::targets::SshTargets = targets.parse().unwrap();
+    assert_eq!(
+        parsed.to_string(),
+        "login.hpc.example.org:22, *.lab.example.org, [10.20.0.0/16]:22-2222"
+    );
+    let objects = Manifests::parse(&yaml);
+    let policy = objects.only("NetworkPolicy");
+    assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Egress"]));
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    let allowed: Vec<(String, Vec<i64>)> = egress
+        .iter()
+        .filter_map(|rule| {
+            let cidr = rule["to"][0]["ipBlock"]["cidr"].as_str()?.to_owned();
+            let ports = rule["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["port"].as_i64().unwrap())
+                .collect();
+            Some((cidr, ports))
+        })
+        .collect();
+    assert_eq!(
+        allowed,
+        [
+            ("10.96.0.1/32".to_owned(), vec![6443]),
+            ("10.20.0.0/16".to_owned(), vec![22, 2222]),
+        ]
+    );
+    let pod_labels = &objects.only("Deployment")["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(
+            &pod_labels[key], value,
+            "the policy selects the operator's pods"
+        );
+    }
+    let image = default_image();
+    check(
+        &tools,
+        &yaml,
+        &Expect {
+            operator_namespace: &helm_ns,
+            watch_namespace: None,
+            image: &image,
+            local_scheduler: false,
+        },
+    );
+
+    // Without the API server's address the operator could not work: refused at install.
+    let refused = tools.helm_fails(&[
+        "template",
+        RELEASE,
+        chart().to_str().unwrap(),
+        "--set",
+        "networkPolicy.enabled=true",
+    ]);
+    assert!(
+        refused.contains("networkPolicy.apiServer.cidrs"),
+        "{refused}"
+    );
+}
+
 /// Copies deploy/crds, deploy/rbac and deploy/kustomize into a temporary deploy/, where a
 /// test edits them as the kustomization files tell a user to.
 fn kustomize_copy() -> tempfile::TempDir {

@@ -13,13 +13,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
 use batchbridge_operator::crd::{BatchCluster, BatchJob, BatchJobStatus, Phase};
-use batchbridge_testbed::{helm_facts, login, ssh_facts};
+use batchbridge_testbed::{helm_facts, kube_facts, login, ssh_facts};
 use common::operator::{create_cluster, create_secret, status, wait_for, wait_for_phase};
 use common::process::{OperatorProcess, write_operator_kubeconfig};
 use common::{Cluster, api_error, client_of, eventually};
@@ -723,6 +723,82 @@ async fn a_local_job_gets_none_of_the_operators_environment() {
         "HOME is the job's directory: {home}"
     );
     eprintln!("a local job's environment: {vars:?}");
+    bed.clean_up().await;
+}
+
+/// With the installer's allowlist (Helm value allowedSshTargets), a tenant's BatchCluster
+/// can make the operator connect only to the login nodes it names: one naming the API
+/// server, a closed port, or another spelling of an allowed host is refused before any
+/// connection, all with the same message, so the condition scans nothing; the allowed login
+/// node still runs jobs.
+#[tokio::test]
+async fn the_operator_connects_only_to_the_allowed_login_nodes() {
+    let bed = Cluster::new("tenant-allow").await;
+    let dir = private_dir();
+    let ssh = login("ssh");
+    let allowed = format!("{}:{}", ssh.host, ssh.port);
+    let env = chart_env(&[&format!(
+        "allowedSshTargets={{{allowed},login.hpc.example.org:22}}"
+    )]);
+    assert!(env.contains(&(
+        "ALLOWED_SSH_TARGETS".into(),
+        format!("{allowed},login.hpc.example.org:22")
+    )));
+    write_operator_kubeconfig(&bed, dir.path()).await;
+    let _operator = operator("operator-allow", &bed, dir.path(), &env).await;
+    create_secret(&bed, "cluster-key", &ssh).await;
+    create_cluster(&bed, "allowed", "slurm", &ssh, "cluster-key").await;
+    let tenant = bed.tenant_client().await;
+    let clusters = Api::<BatchCluster>::namespaced(tenant.clone(), &bed.namespace);
+    let api_server = kube_facts()
+        .server
+        .trim_start_matches("https://")
+        .to_owned();
+    let (api_host, api_port) = api_server.rsplit_once(':').unwrap();
+    let mut messages = BTreeSet::new();
+    for (name, host, port) in [
+        ("api-server", api_host, api_port.parse::<u16>().unwrap()),
+        ("closed-port", "127.0.0.1", 1),
+        ("other-port", ssh.host.as_str(), 22),
+        ("other-spelling", "127.1", ssh.port),
+        ("metadata", "169.254.169.254", 80),
+    ] {
+        untyped::<BatchCluster>(&tenant, &bed.namespace)
+            .create(
+                &PostParams::default(),
+                &object::<BatchCluster>(
+                    name,
+                    json!({
+                        "scheduler": "slurm",
+                        "ssh": {"host": host, "port": port, "user": "batch"},
+                        "secretRef": {"name": "cluster-key"},
+                        "knownHosts": std::fs::read_to_string(&ssh.known_hosts).unwrap(),
+                    }),
+                ),
+            )
+            .await
+            .unwrap();
+        messages.insert(unreachable_because(&clusters, name, "HostNotAllowed").await);
+    }
+    assert_eq!(
+        messages.len(),
+        1,
+        "one message for every refused target: {messages:#?}"
+    );
+    let message = messages.pop_first().unwrap();
+    assert!(message.contains("allowedSshTargets"), "{message}");
+
+    untyped::<BatchJob>(&tenant, &bed.namespace)
+        .create(
+            &PostParams::default(),
+            &object::<BatchJob>(
+                "on-allowed",
+                json!({"clusterRef": {"name": "allowed"}, "script": "echo allowed\n"}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for_phase(&bed, "on-allowed", Phase::Succeeded).await;
     bed.clean_up().await;
 }
 

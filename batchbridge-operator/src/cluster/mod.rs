@@ -4,6 +4,7 @@
 
 pub mod credentials;
 pub mod poller;
+pub mod targets;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::Reason;
 use poller::{HealthReport, Poller};
+use targets::SshTargets;
 
 /// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
 /// spec has `ssh`, the SSH configuration made from its Secret.
@@ -60,11 +62,24 @@ pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
 
-/// What a connection was built from: when either part changes, it is rebuilt.
+/// What a connection was built from: when any part changes, it is rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Fingerprint {
+    /// Tells a re-created BatchCluster of the same name from the deleted one: its
+    /// generation starts at 1 again.
+    uid: Option<String>,
     generation: Option<i64>,
     secret_version: Option<String>,
+}
+
+impl Fingerprint {
+    /// Whether a connection built from this fingerprint and `spec` still stands for
+    /// `cluster` as the cache shows it now (the Secret is looked at only on a refresh).
+    fn stands_for(&self, spec: &BatchClusterSpec, cluster: &BatchCluster) -> bool {
+        self.uid == cluster.metadata.uid
+            && self.generation == cluster.metadata.generation
+            && *spec == cluster.spec
+    }
 }
 
 impl Connection {
@@ -156,11 +171,23 @@ pub fn connection_problem(err: &Error) -> Option<ClusterProblem> {
 
 enum Entry {
     Connected(Arc<Connection>),
-    /// A problem found at `at`; looked at again after [`CLUSTER_RECHECK`].
+    /// A problem found at `at` with the cluster as `fingerprint` and `spec` describe it;
+    /// looked at again after [`CLUSTER_RECHECK`], or at once when the cluster changed.
     Failed {
         problem: ClusterProblem,
         at: Instant,
+        fingerprint: Fingerprint,
+        spec: Box<BatchClusterSpec>,
     },
+}
+
+impl Entry {
+    fn fingerprint(&self) -> &Fingerprint {
+        match self {
+            Self::Connected(connection) => &connection.fingerprint,
+            Self::Failed { fingerprint, .. } => fingerprint,
+        }
+    }
 }
 
 /// The connections of one operator, keyed by BatchCluster.
@@ -171,6 +198,7 @@ pub struct Clusters {
     probe: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
     custom: HashMap<String, BackendFactory>,
     local_root: Option<PathBuf>,
+    targets: SshTargets,
     metrics: Arc<Metrics>,
     entries: Mutex<HashMap<ObjectRef<BatchCluster>, Entry>>,
 }
@@ -187,8 +215,10 @@ impl std::fmt::Debug for Clusters {
 impl Clusters {
     /// Connections for the BatchClusters in `store`; pollers wake BatchJobs through `wake`,
     /// and their BatchCluster through `probe` when polls begin or stop failing; `local`
-    /// clusters keep their jobs under `local_root`, and are refused when it is `None`; polls,
-    /// commands and SSH connections are counted in `metrics`.
+    /// clusters keep their jobs under `local_root`, and are refused when it is `None`; SSH
+    /// connections go only to `targets`; polls, commands and SSH connections are counted in
+    /// `metrics`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: Client,
         store: Store<BatchCluster>,
@@ -196,6 +226,7 @@ impl Clusters {
         probe: mpsc::UnboundedSender<ObjectRef<BatchCluster>>,
         custom: HashMap<String, BackendFactory>,
         local_root: Option<PathBuf>,
+        targets: SshTargets,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -205,6 +236,7 @@ impl Clusters {
             probe,
             custom,
             local_root,
+            targets,
             metrics,
             entries: Mutex::new(HashMap::new()),
         }
@@ -229,20 +261,57 @@ impl Clusters {
             let entries = self.entries.lock().await;
             match entries.get(&key) {
                 Some(Entry::Connected(connection))
-                    if connection.fingerprint.generation == cluster.metadata.generation =>
+                    if connection
+                        .fingerprint
+                        .stands_for(&connection.spec, &cluster) =>
                 {
                     return match connection.problem() {
                         Some(problem) => Err(problem),
                         None => Ok(Arc::clone(connection)),
                     };
                 }
-                Some(Entry::Failed { problem, at }) if at.elapsed() < CLUSTER_RECHECK => {
+                Some(Entry::Failed {
+                    problem,
+                    at,
+                    fingerprint,
+                    spec,
+                }) if at.elapsed() < CLUSTER_RECHECK && fingerprint.stands_for(spec, &cluster) => {
                     return Err(problem.clone());
                 }
                 _ => {}
             }
         }
         self.refresh(&cluster).await
+    }
+
+    /// Drops the connection to `cluster`, deleted: its SSH master, poller and events
+    /// follower stop at once (jobs in the middle of a command on it finish that command).
+    pub async fn forget(&self, cluster: &BatchCluster) {
+        let key = ObjectRef::from(cluster);
+        let mut entries = self.entries.lock().await;
+        // A BatchCluster re-created under the same name since keeps its new connection.
+        if entries
+            .get(&key)
+            .is_some_and(|entry| entry.fingerprint().uid == cluster.metadata.uid)
+        {
+            entries.remove(&key);
+            tracing::info!(cluster = %key, "BatchCluster deleted: disconnected");
+        }
+    }
+
+    /// Drops the connections of the BatchClusters the cache no longer has, or has as
+    /// another object of the same name: those deleted while the watch was down.
+    pub async fn forget_missing(&self) {
+        self.entries.lock().await.retain(|key, entry| {
+            let kept = self
+                .store
+                .get(key)
+                .is_some_and(|cluster| entry.fingerprint().uid == cluster.metadata.uid);
+            if !kept {
+                tracing::info!(cluster = %key, "BatchCluster gone: disconnected");
+            }
+            kept
+        });
     }
 
     /// The names of a placed job's candidates in `namespace`: spec.placement.clusters as
@@ -300,6 +369,7 @@ impl Clusters {
             None => None,
         };
         let fingerprint = Fingerprint {
+            uid: cluster.metadata.uid.clone(),
             generation: cluster.metadata.generation,
             secret_version: secret
                 .as_ref()
@@ -308,10 +378,14 @@ impl Clusters {
         let mut entries = self.entries.lock().await;
         if let Some(Entry::Connected(connection)) = entries.get(&key)
             && connection.fingerprint == fingerprint
+            && connection.spec == cluster.spec
         {
             return Ok(Arc::clone(connection));
         }
-        match self.connect(&namespace, cluster, secret.as_ref(), fingerprint) {
+        // The old connection (its SSH master, poller and events follower) goes before the
+        // new one is built, not when the last job holding it lets go.
+        entries.remove(&key);
+        match self.connect(&namespace, cluster, secret.as_ref(), fingerprint.clone()) {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 tracing::info!(cluster = %key, scheduler = %cluster.spec.scheduler, "connected");
@@ -325,6 +399,8 @@ impl Clusters {
                     Entry::Failed {
                         problem: problem.clone(),
                         at: Instant::now(),
+                        fingerprint,
+                        spec: Box::new(cluster.spec.clone()),
                     },
                 );
                 Err(problem)
@@ -340,6 +416,19 @@ impl Clusters {
         fingerprint: Fingerprint,
     ) -> Result<Connection, ClusterProblem> {
         let spec = &cluster.spec;
+        if let Some(ssh) = &spec.ssh
+            && !self.targets.allows(&ssh.host, ssh.port)
+        {
+            // Decided before any connection: the message must say nothing about the
+            // target that a connection attempt would have found.
+            return Err(ClusterProblem {
+                reason: Reason::HostNotAllowed,
+                message: "ssh.host and ssh.port are not among the login nodes this operator \
+                          may connect to: its administrator's list (Helm value \
+                          allowedSshTargets) must name them"
+                    .into(),
+            });
+        }
         let labels = ClusterLabels {
             namespace: namespace.to_owned(),
             cluster: cluster.name_any(),

@@ -29,6 +29,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::cluster::targets::SshTargets;
 use crate::cluster::{BackendFactory, Clusters};
 use crate::crd::{BatchCluster, BatchJob};
 use crate::decision::ClusterProblem;
@@ -117,6 +118,7 @@ pub struct Operator {
     namespace: Option<String>,
     custom: HashMap<String, BackendFactory>,
     local_root: Option<PathBuf>,
+    targets: SshTargets,
     image: String,
     instance: String,
     metrics: Arc<Metrics>,
@@ -137,6 +139,7 @@ impl Operator {
             namespace: None,
             custom: HashMap::new(),
             local_root: None,
+            targets: SshTargets::any(),
             image: format!("ghcr.io/batchbridge/operator:{}", env!("CARGO_PKG_VERSION")),
             instance: std::env::var("POD_NAME").unwrap_or_else(|_| "batchbridge-operator".into()),
             metrics: Arc::new(Metrics::new()),
@@ -172,6 +175,25 @@ impl Operator {
     /// wait, `ClusterReady=False`, without running.
     pub fn local_scheduler(mut self, dir: impl Into<PathBuf>) -> Self {
         self.local_root = Some(dir.into());
+        self
+    }
+
+    /// Lets BatchClusters connect only to the login nodes `targets` allows; any, by
+    /// default. A BatchCluster naming another is `Reachable=False` with reason
+    /// `HostNotAllowed`, and no connection is tried (SECURITY.md).
+    ///
+    /// ```
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use batchbridge_operator::Operator;
+    ///
+    /// let client = kube::Client::try_default().await?;
+    /// let operator = Operator::new(client)
+    ///     .ssh_targets("*.hpc.example.org:22, 10.20.0.0/16:22".parse()?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ssh_targets(mut self, targets: SshTargets) -> Self {
+        self.targets = targets;
         self
     }
 
@@ -303,9 +325,26 @@ impl Operator {
         // instead of every minute. Only a new generation (a spec change) or a first sight
         // triggers one; the cache still gets every change.
         let (cluster_reader, cluster_writer) = kube::runtime::reflector::store();
+        // A deleted BatchCluster's connection goes at once, not when a job next looks the
+        // cluster up: its SSH master would otherwise keep logging in, and a re-created
+        // BatchCluster of the same name could be served by it.
+        let (gone, gone_seen) = mpsc::unbounded_channel();
         let cluster_changes = watcher(clusters, watcher::Config::default())
             .default_backoff()
             .reflect(cluster_writer)
+            .inspect(move |event| {
+                let seen = match event {
+                    Ok(watcher::Event::Delete(cluster)) => {
+                        Some(Gone::Deleted(Box::new(cluster.clone())))
+                    }
+                    Ok(watcher::Event::InitDone) => Some(Gone::Relisted),
+                    _ => None,
+                };
+                if let Some(seen) = seen {
+                    // The receiver is gone only when the controllers stop.
+                    let _ = gone.send(seen);
+                }
+            })
             .applied_objects()
             .predicate_filter(predicates::generation, PredicateConfig::default());
         let cluster_controller = Controller::for_stream(cluster_changes, cluster_reader)
@@ -327,6 +366,7 @@ impl Operator {
                 probe,
                 self.custom.clone(),
                 self.local_root.clone(),
+                self.targets.clone(),
                 Arc::clone(&self.metrics),
             ),
             recorder: Recorder::new(self.client.clone(), reporter),
@@ -337,6 +377,7 @@ impl Operator {
             placer: Placer::default(),
             placing: Semaphore::new(PLACEMENTS_AT_ONCE),
         });
+        let forgetting = forget_gone_clusters(gone_seen, Arc::clone(&ctx));
         let clusters = cluster_controller
             .run(cluster::reconcile, requeue_cluster, Arc::clone(&ctx))
             .for_each(|result| async move {
@@ -393,9 +434,28 @@ impl Operator {
             };
             tokio::join!(running, ready);
         };
-        tokio::join!(clusters, jobs);
+        tokio::join!(clusters, jobs, forgetting);
         stopping.actions.abort_all();
         self.metrics.count_jobs_in(None);
+    }
+}
+
+/// What the BatchCluster watch saw go.
+enum Gone {
+    /// This BatchCluster was deleted.
+    Deleted(Box<BatchCluster>),
+    /// The watch listed every BatchCluster anew: those deleted while it was down are
+    /// missing from the cache.
+    Relisted,
+}
+
+/// Drops the connections of the BatchClusters `gone` reports, until the watch ends.
+async fn forget_gone_clusters(mut gone: mpsc::UnboundedReceiver<Gone>, ctx: Arc<Context>) {
+    while let Some(seen) = gone.recv().await {
+        match seen {
+            Gone::Deleted(cluster) => ctx.clusters.forget(&cluster).await,
+            Gone::Relisted => ctx.clusters.forget_missing().await,
+        }
     }
 }
 
