@@ -659,6 +659,7 @@ fn start_attempt(
 ) {
     let mut conditions = std::mem::take(&mut next.conditions);
     conditions.retain(|c| c.type_ == ConditionType::ClusterReady.as_str());
+    let clusters_used = with_cluster_used(std::mem::take(&mut next.clusters_used), cluster);
     *next = BatchJobStatus {
         phase: Some(Phase::Submitted),
         reason: Some(Reason::Submitting),
@@ -670,6 +671,7 @@ fn start_attempt(
         cluster: Some(cluster.to_owned()),
         placement: next.placement.take(),
         moves: std::mem::take(&mut next.moves),
+        clusters_used,
         ..BatchJobStatus::default()
     };
     mark_cluster_ready(next, now);
@@ -683,6 +685,24 @@ fn start_attempt(
     );
     set_finished(next, now);
     effects.push(Effect::Submit { attempt });
+}
+
+/// The most clusters a status remembers attempts on ([`BatchJobStatus::clusters_used`]):
+/// a job re-run on more clusters than this leaves the files of the earliest behind on
+/// deletion, rather than grow its status without bound.
+pub const MAX_CLUSTERS_USED: usize = 32;
+
+/// `used` with `cluster` in it, in name order, at most [`MAX_CLUSTERS_USED`] (the newest
+/// kept).
+fn with_cluster_used(mut used: Vec<String>, cluster: &str) -> Vec<String> {
+    if let Err(at) = used.binary_search_by(|name| name.as_str().cmp(cluster)) {
+        used.insert(at, cluster.to_owned());
+        if used.len() > MAX_CLUSTERS_USED {
+            // Which older one goes matters little; the one just added must stay.
+            used.remove(usize::from(at == 0));
+        }
+    }
+    used
 }
 
 fn submitted(
@@ -1227,6 +1247,24 @@ fn retryable(status: &BatchJobStatus, policy: &RetryPolicy) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn clusters_used_are_remembered_once_each_in_name_order_and_bounded() {
+        let mut used = Vec::new();
+        for cluster in ["slurm", "htcondor", "slurm", "pbs"] {
+            used = super::with_cluster_used(used, cluster);
+        }
+        assert_eq!(used, ["htcondor", "pbs", "slurm"]);
+        let mut used: Vec<String> = (0..super::MAX_CLUSTERS_USED)
+            .map(|n| format!("c{n:02}"))
+            .collect();
+        used = super::with_cluster_used(used, "a-first");
+        assert_eq!(used.len(), super::MAX_CLUSTERS_USED);
+        assert_eq!(used[0], "a-first", "the newest is kept");
+        used = super::with_cluster_used(used, "z-last");
+        assert_eq!(used.len(), super::MAX_CLUSTERS_USED);
+        assert_eq!(used.last().map(String::as_str), Some("z-last"));
+    }
+
     use batchbridge_core::{FailureCause, JobState, Refusal};
 
     use super::*;

@@ -12,6 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant, SystemTime};
 
+use batchbridge_core::shell::Shell;
 use batchbridge_operator::Operator;
 use batchbridge_operator::crd::Phase;
 use common::Cluster;
@@ -246,6 +247,58 @@ async fn an_unreachable_cluster_holds_a_deletion_back_only_until_the_deadline() 
         work = work_dir()
     ))
     .await;
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A job re-run on another cluster (its clusterRef changed from HTCondor to SLURM after it
+/// ran) has attempts' files on both: deleting it removes them from both, and the Event
+/// counts both clusters. Before status.clustersUsed, HTCondor's were left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_job_removes_its_files_from_every_cluster_it_ran_on() {
+    let (bed, operator) = set_up("files-clusters", "ssh", "slurm").await;
+    let pool = batchbridge_testbed::login("htcondor");
+    create_secret(&bed, "pool-key", &pool).await;
+    create_cluster(&bed, "htcondor", "htcondor", &pool, "pool-key").await;
+    create_job(
+        &bed,
+        "rerun",
+        json!({"clusterRef": {"name": "htcondor"}, "script": "echo first\n"}),
+    )
+    .await;
+    let (key, _) = finished(&bed, "rerun").await;
+    let pool_work = batchbridge_htcondor::HtcondorConfig::default().work_dir;
+    let on_pool = || async {
+        let shell = batchbridge_testbed::htcondor_shell();
+        let found = shell
+            .run(&batchbridge_core::shell::Command::sh(
+                "test -d \"$1/jobs/$2\" && echo dir; true",
+                [pool_work.as_str(), key.as_str()],
+            ))
+            .await
+            .unwrap();
+        found.stdout_text().contains("dir")
+    };
+    assert!(on_pool().await, "attempt 1's files on the pool");
+
+    patch_spec(&bed, "rerun", json!({"clusterRef": {"name": "slurm"}})).await;
+    let rerun = wait_for(&bed, "rerun", "attempt 2 on SLURM", |s| {
+        s.attempts == 2 && s.phase == Some(Phase::Succeeded) && s.output_tail.is_some()
+    })
+    .await;
+    let used = status(&rerun).clusters_used;
+    assert_eq!(used, ["htcondor", "slurm"]);
+
+    delete_and_wait(&bed, "rerun").await;
+    assert!(!on_pool().await, "attempt 1's files left on the pool");
+    let events = events_of(&bed, "rerun").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, message)| reason == "FilesRemoved"
+                && message.contains("from 2 cluster(s)")),
+        "{events:?}"
+    );
     operator.stop().await;
     bed.clean_up().await;
 }

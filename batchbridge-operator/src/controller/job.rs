@@ -542,8 +542,8 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
     Ok(Requeue::await_change())
 }
 
-/// Cancels what may run, then removes every attempt's files: each step is idempotent, so a
-/// pass that failed half-way is simply repeated.
+/// Cancels what may run, then removes every attempt's files from every cluster an attempt
+/// used: each step is idempotent, so a pass that failed half-way is simply repeated.
 async fn remove_from_cluster(
     job: &BatchJob,
     ctx: &Context,
@@ -551,54 +551,60 @@ async fn remove_from_cluster(
 ) -> Result<(), ReconcileError> {
     let namespace = job.namespace().unwrap_or_default();
     let status = job.status.clone().unwrap_or_default();
-    let Some(cluster) = cluster_of(job, &status) else {
-        // A placed job not yet placed has nothing on any cluster.
-        return Ok(());
-    };
-    let connection = match ctx.clusters.get(&namespace, cluster).await {
-        Ok(connection) => connection,
-        Err(problem) if problem.reason == Reason::BatchClusterNotFound => {
-            // With its cluster gone there is nothing to cancel or clean up through;
-            // holding the resource back would only keep it forever.
-            publish(
-                ctx,
-                job,
-                EventType::Warning,
-                "CancelSkipped",
-                &format!("{}; nothing was cancelled or removed", problem.message),
-                "Reconcile",
-            )
-            .await;
-            return Ok(());
-        }
-        Err(problem) => return Err(ReconcileError::Cluster(problem)),
-    };
     let uid = job.uid().unwrap_or_default();
     let key = |attempt| JobKey::new(attempt_key(&uid, attempt)).map_err(ReconcileError::Backend);
-    let id = match &removal.cancel {
-        Cancel::Job(id) => Some(id.clone()),
-        Cancel::ByKey { attempt } => connection
-            .backend
-            .find(&key(*attempt)?)
-            .await
-            .map_err(ReconcileError::Backend)?,
-        Cancel::Nothing => None,
-    };
-    if let Some(id) = id {
-        cancel(ctx, job, &connection, &id).await?;
+    // A placed job not yet placed runs nowhere.
+    if let Some(cluster) = cluster_of(job, &status)
+        && removal.cancel != Cancel::Nothing
+    {
+        match ctx.clusters.get(&namespace, cluster).await {
+            Ok(connection) => {
+                let id = match &removal.cancel {
+                    Cancel::Job(id) => Some(id.clone()),
+                    Cancel::ByKey { attempt } => connection
+                        .backend
+                        .find(&key(*attempt)?)
+                        .await
+                        .map_err(ReconcileError::Backend)?,
+                    Cancel::Nothing => None,
+                };
+                if let Some(id) = id {
+                    cancel(ctx, job, &connection, &id).await?;
+                }
+            }
+            Err(problem) if problem.reason == Reason::BatchClusterNotFound => {
+                // With its cluster gone there is nothing to cancel through; holding the
+                // resource back would only keep it forever.
+                publish(
+                    ctx,
+                    job,
+                    EventType::Warning,
+                    "CancelSkipped",
+                    &format!("{}; nothing was cancelled there", problem.message),
+                    "Reconcile",
+                )
+                .await;
+            }
+            Err(problem) => return Err(ReconcileError::Cluster(problem)),
+        }
     }
     let attempts = removal.remove_files;
-    let mut clusters = u32::from(remove_files(job, &connection, attempts, &key).await?);
-    // A job that moved left the files of the attempts it withdrew on the clusters it left;
-    // a cluster since deleted has nothing to remove them through.
-    let left: BTreeSet<&str> = status
-        .moves
+    if attempts == 0 {
+        return Ok(());
+    }
+    // Every cluster an attempt used: retries and re-runs after a clusterRef change, the
+    // clusters a move left (statuses written before clustersUsed name those in moves),
+    // and the current one. A cluster since deleted has nothing to remove them through.
+    let used: BTreeSet<&str> = status
+        .clusters_used
         .iter()
-        .map(|m| m.from.as_str())
-        .filter(|from| *from != cluster)
+        .map(String::as_str)
+        .chain(status.moves.iter().map(|m| m.from.as_str()))
+        .chain(cluster_of(job, &status))
         .collect();
-    for from in left {
-        match ctx.clusters.get(&namespace, from).await {
+    let mut clusters = 0_u32;
+    for cluster in used {
+        match ctx.clusters.get(&namespace, cluster).await {
             Ok(connection) => {
                 clusters += u32::from(remove_files(job, &connection, attempts, &key).await?);
             }
@@ -606,7 +612,7 @@ async fn remove_from_cluster(
             Err(problem) => return Err(ReconcileError::Cluster(problem)),
         }
     }
-    if attempts > 0 && clusters > 0 {
+    if clusters > 0 {
         tracing::info!(job = %ObjectRef::from(job), attempts, clusters, "job files removed on deletion");
         publish(
             ctx,

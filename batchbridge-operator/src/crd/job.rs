@@ -354,6 +354,12 @@ pub struct BatchJobStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 3))]
     pub moves: Vec<Move>,
+    /// Every BatchCluster an attempt of this job was submitted to (retries, re-runs after a
+    /// clusterRef change, moves), in name order: deleting the BatchJob removes the
+    /// attempts' files from each of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub clusters_used: Vec<String>,
     /// The scheduler's own word for the job's state, as its tools print it; shown, never
     /// interpreted (phase and reason are what the operator understood).
     #[serde(default, skip_serializing_if = "Option::is_none")]
