@@ -2,6 +2,7 @@
 //! one poller per BatchCluster, built from the BatchCluster and its Secret and rebuilt when
 //! either changes.
 
+pub mod budget;
 pub mod credentials;
 pub mod poller;
 pub mod targets;
@@ -28,6 +29,7 @@ use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Placement, Scheduler}
 use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::Reason;
+use budget::{BudgetedShell, ConnectBudget};
 use poller::{HealthReport, Poller};
 use targets::SshTargets;
 
@@ -201,6 +203,8 @@ pub struct Clusters {
     targets: SshTargets,
     metrics: Arc<Metrics>,
     entries: Mutex<HashMap<ObjectRef<BatchCluster>, Entry>>,
+    /// The SSH connections each namespace's BatchClusters may still open.
+    budgets: std::sync::Mutex<HashMap<String, Arc<ConnectBudget>>>,
 }
 
 impl std::fmt::Debug for Clusters {
@@ -239,6 +243,7 @@ impl Clusters {
             targets,
             metrics,
             entries: Mutex::new(HashMap::new()),
+            budgets: std::sync::Mutex::default(),
         }
     }
 
@@ -408,6 +413,15 @@ impl Clusters {
         }
     }
 
+    /// The connection budget `namespace`'s BatchClusters share.
+    fn connect_budget(&self, namespace: &str) -> Arc<ConnectBudget> {
+        let mut budgets = self
+            .budgets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(budgets.entry(namespace.to_owned()).or_default())
+    }
+
     fn connect(
         &self,
         namespace: &str,
@@ -440,7 +454,12 @@ impl Clusters {
         let ssh = |secret| -> Result<Arc<dyn Shell>, ClusterProblem> {
             let config = credentials::ssh_config(namespace, spec, secret)?;
             let shell = SshShell::new(config).map(Arc::new).map_err(invalid)?;
-            Ok(Arc::new(self.metrics.metered(shell, labels.clone())))
+            let metered = Arc::new(self.metrics.metered(Arc::clone(&shell), labels.clone()));
+            Ok(Arc::new(BudgetedShell::new(
+                metered,
+                shell,
+                self.connect_budget(namespace),
+            )))
         };
         let backend: Arc<dyn BatchBackend> = match &spec.scheduler {
             Scheduler::Local => {
