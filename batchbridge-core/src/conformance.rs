@@ -31,7 +31,9 @@
 //! verbatim; an array of 3 tasks with one failing, whose cause is that task's exit code; a
 //! working directory that does not exist fails the job, saying so, with the cause
 //! [`NotStarted`](FailureCause::NotStarted); an invalid spec is refused and leaves nothing behind; the
-//! version is one printable line; cleanup refuses an active job and removes an ended one.
+//! version is one printable line; cleanup refuses an active job and removes an ended one;
+//! an id keeps naming its job after the scheduler's numbering restarts (provoked only with
+//! [`Config::restart_numbering`]).
 //! Through a [`Tracker`]: for a backend with pushed events, a run, a success, a failure and
 //! a cancel reach the tracker without its interval's polls (a backend without events
 //! passes that check only because it has none, and the check says so); and the tracker's
@@ -79,7 +81,16 @@ pub struct Config {
     /// the pool sets it), plus a margin.
     /// [`cancelled_job_that_traps_sigterm_leaves_no_process`] waits this long at most.
     pub kill_grace: Duration,
+    /// Makes the scheduler start its job numbering again (restarts a task-spooler server,
+    /// for instance), for a backend whose scheduler's numbers repeat;
+    /// [`a_reused_id_never_shows_the_old_job`] calls it. `None` (the default) for a
+    /// scheduler that never repeats a number, which that check then cannot provoke.
+    pub restart_numbering: Option<RestartNumbering>,
 }
+
+/// What [`Config::restart_numbering`] runs: an async step, given the suite's backend's name.
+pub type RestartNumbering =
+    fn(&str) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
 
 impl Default for Config {
     fn default() -> Self {
@@ -91,6 +102,7 @@ impl Default for Config {
             malformed_id: JobId::from("../1; not a job"),
             customize: |_| {},
             kill_grace: Duration::from_secs(45),
+            restart_numbering: None,
         }
     }
 }
@@ -536,6 +548,60 @@ fn assert_cancelled(status: &JobStatus) {
         matches!(status.cause, Some(FailureCause::Cancelled(_))),
         "a cancelled job's cause is Cancelled: {status:?}"
     );
+}
+
+/// A job's id keeps naming that job after the scheduler's numbering starts again
+/// ([`Config::restart_numbering`]): a job submitted afterwards gets another id, or its
+/// submit is refused because the number is taken, and the old id still shows the old job's
+/// end and output, never the new job's.
+///
+/// **Without `restart_numbering` this check provokes nothing**: it says so on stderr and
+/// checks only that two jobs got two ids. `RemoteBackend` refuses a number already linked
+/// to another key whatever the scheduler (core's unit test
+/// `an_id_given_again_never_takes_over_the_old_job` shows it with a scheduler that always
+/// answers 7); what only this check with a hook shows is that the backend's own status
+/// and output do not ask the scheduler about the new job under the old number.
+pub async fn a_reused_id_never_shows_the_old_job<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let old = spec(config, "reused_old", "echo old\n");
+    let (old_id, before) = run_to_end(backend, &old, config).await?;
+    assert_eq!(before.state, JobState::Succeeded, "{before:?}");
+    match config.restart_numbering {
+        Some(restart) => restart(backend.name()).await?,
+        None => eprintln!(
+            "a_reused_id_never_shows_the_old_job: no Config::restart_numbering for the {} \
+             backend; its scheduler is taken never to repeat a number, and nothing provokes it",
+            backend.name()
+        ),
+    }
+    let new = spec(config, "reused_new", "echo new\nexit 3\n");
+    match backend.submit(&new).await {
+        Ok(new_id) => {
+            assert_ne!(
+                new_id, old_id,
+                "job {} got the id of job {}",
+                new.key, old.key
+            );
+            wait_terminal(backend, &new_id, config).await?;
+        }
+        Err(err) if err.kind() == ErrorKind::UnexpectedOutput && !err.is_temporary() => {
+            eprintln!("a_reused_id_never_shows_the_old_job: the new job was refused: {err}");
+        }
+        Err(err) => return Err(err),
+    }
+    let after = status_of(backend, &old_id).await?;
+    assert_eq!(
+        (after.state, after.exit_code),
+        (JobState::Succeeded, Some(0)),
+        "job {old_id} shows another job's status once its number was given again: {after:?}"
+    );
+    let output = backend
+        .fetch_output(&old_id, &OutputRequest::tail(100))
+        .await?;
+    assert_eq!(output.stdout.text(), "old\n", "job {old_id}'s output");
+    Ok(())
 }
 
 /// Cancelling a finished job, or an unknown one, is Ok and changes nothing.
@@ -1262,6 +1328,7 @@ macro_rules! conformance_tests {
             version_is_reported,
             cleanup_removes_only_ended_jobs,
             withdraw_takes_only_a_job_that_has_not_started,
+            a_reused_id_never_shows_the_old_job,
         );
         $crate::conformance_tests!(@tracked $make, $config;
             pushed_changes_arrive_for_run_succeed_fail_cancel,

@@ -48,9 +48,40 @@ pub struct SubmitCommand {
 /// rest of [`BatchBackend`] is [`RemoteBackend`]'s: validation, the idempotent submit,
 /// `find`, output, cleanup and the exit-code files.
 ///
-/// Job ids are job numbers ([`job_number`](super::job_number)): a malformed id never reaches
-/// a command line. Every command runs through the [`JobDirs`] given, within the configured
-/// time limit.
+/// Every command runs through the [`JobDirs`] given, within the configured time limit.
+///
+/// # Job ids
+///
+/// What the skeleton assumes of the id the submit command prints:
+///
+/// - It is a job number ([`job_number`](super::job_number)): digits only, at most 20, so
+///   that a malformed id never reaches a command line or a path. Any id a caller passes
+///   that is not one is refused or Unknown without a command.
+/// - It is unique forever within the work directory, not only among the scheduler's live
+///   jobs: `WORK/ids/ID` links the number to its key's directory, the wrapper's events are
+///   `WORK/events/ID.*`, and callers (the tracker, the operator's status) keep an id for
+///   as long as they keep the job. A submit that gets a number already linked to another
+///   key's job fails ([`SUBMIT_ID_TAKEN_EXIT_CODE`](super::SUBMIT_ID_TAKEN_EXIT_CODE)) and
+///   leaves the old job's link, status and output alone; a number whose old job was
+///   cleaned up is free again.
+///
+/// SLURM, PBS, HTCondor and at never repeat a number (at keeps its sequence on disk). A
+/// scheduler whose numbering restarts (task-spooler restarts at 0 with its server) makes
+/// its ids unique itself, within 20 digits: its submit command prints the server's start
+/// time and its number as one (`1732600000` and `42` as `17326000000000000042`: ten digits
+/// of epoch, ten of number), and its `status`, `cancel_command` and `find` take the number
+/// apart again (the first ten digits, the last ten) and ask whether the server's start
+/// time still matches, answering Unknown (the job is gone with its server) when it does not.
+///
+/// ```
+/// use batchbridge_core::remote::job_number;
+///
+/// let (epoch, number) = (1_732_600_000_u64, 42_u64);
+/// let id = format!("{epoch}{number:010}");
+/// assert_eq!(job_number(&id), Some("17326000000000000042"));
+/// let (started, number) = id.split_at(10);
+/// assert_eq!((started, number.parse::<u64>().unwrap()), ("1732600000", 42));
+/// ```
 ///
 /// A whole backend for a scheduler whose `qsub`-like tool prints the new job's number and
 /// whose `qstat`-like tool lists running jobs, one a line (here plain processes run with
@@ -675,6 +706,116 @@ mod tests {
             err.message(),
             "the forgetful backend cannot estimate when job k would start"
         );
+    }
+
+    /// A scheduler whose numbering restarts at every submit: it runs the job to its end
+    /// at once and always answers 7.
+    #[derive(Debug)]
+    struct Repeats;
+
+    #[async_trait]
+    impl CliScheduler for Repeats {
+        type Config = String;
+        const NAME: &'static str = "repeats";
+        const SCHEDULER: &'static str = "Repeats";
+        const JOB_ID: &'static str = "a repeats job id";
+        const UNREACHABLE: &'static [&'static str] = &[];
+
+        fn configure(work_dir: String) -> Result<(Self, WorkSettings)> {
+            let command_timeout = Duration::from_secs(10);
+            Ok((
+                Self,
+                WorkSettings {
+                    work_dir,
+                    command_timeout,
+                },
+            ))
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::NONE
+        }
+
+        fn render_submit(&self, _: &JobSpec, dir: &str) -> Result<SubmitCommand> {
+            let run = "cd \"$1\" && sh script.sh >task-0.stdout 2>task-0.stderr; \
+                       echo \"exit $?\" >task-0.exit; echo 7";
+            Ok(SubmitCommand {
+                files: Vec::new(),
+                command: ["sh", "-c", run, "sh", dir].map(str::to_owned).to_vec(),
+            })
+        }
+
+        async fn find(&self, _: &JobDirs, _: &JobKey, _: &str) -> Result<Option<JobId>> {
+            Ok(None)
+        }
+
+        async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>> {
+            let files = jobs.job_files(numbers).await?;
+            Ok(numbers
+                .iter()
+                .map(|n| match files.get(*n).and_then(|f| f.task_status(0)) {
+                    Some(status) => status,
+                    None => JobStatus::unknown(format!("job {n}")),
+                })
+                .collect())
+        }
+
+        fn cancel_command(&self, _: &str, number: &str) -> Command {
+            Command::new("true").arg(number)
+        }
+
+        fn cancelled(&self, _: &str, _: &Output) -> Result<()> {
+            Ok(())
+        }
+
+        fn version_command(&self) -> Command {
+            Command::new("true")
+        }
+
+        fn parse_version(&self, output: &Output) -> Result<String> {
+            Ok(output.stdout_text())
+        }
+    }
+
+    /// The skeleton's half of "a reused native id never shows an old job's status or
+    /// output": a number the scheduler gives again is refused while another key's job holds
+    /// it, and that job keeps its status and output. (The scheduler's half, a status by
+    /// number that asks about the new job, only unique ids avoid.)
+    #[tokio::test]
+    async fn an_id_given_again_never_takes_over_the_old_job() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().to_str().unwrap().to_owned();
+        let shell = Arc::new(crate::shell::LocalShell);
+        let backend = RemoteBackend::<Repeats>::new(shell, work).unwrap();
+        let old = JobSpec::new(JobKey::new("old").unwrap(), "n", "echo old");
+        let new = JobSpec::new(JobKey::new("new").unwrap(), "n", "echo new; exit 3");
+        let id = backend.submit(&old).await.unwrap();
+        assert_eq!(id, JobId::from("7"));
+
+        for _ in 0..2 {
+            let err = backend.submit(&new).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{err}");
+            assert!(!err.is_temporary());
+            for words in [
+                "gave job new the id 7, which job old already holds",
+                "never repeat",
+            ] {
+                assert!(err.message().contains(words), "{words:?} in {err}");
+            }
+        }
+        let status = backend.status_of(&id).await.unwrap();
+        assert_eq!(status.exit_code, Some(0), "{status:?}");
+        let output = backend.fetch_output(&id, &OutputRequest::tail(100)).await;
+        assert_eq!(output.unwrap().stdout.data, b"old\n");
+        assert_eq!(backend.find(&old.key).await.unwrap(), Some(id.clone()));
+        assert_eq!(backend.find(&new.key).await.unwrap(), None);
+
+        // Once the old job is cleaned up, its number is free for another key.
+        backend.cleanup(&old.key).await.unwrap();
+        let again = JobSpec::new(JobKey::new("again").unwrap(), "n", "echo again");
+        assert_eq!(backend.submit(&again).await.unwrap(), id);
+        let output = backend.fetch_output(&id, &OutputRequest::tail(100)).await;
+        assert_eq!(output.unwrap().stdout.data, b"again\n");
     }
 
     #[test]

@@ -133,6 +133,11 @@ pub const SUBMIT_NO_ID_EXIT_CODE: i32 = 72;
 /// file could not be written, the script arrived cut short); the key is free again.
 /// `@SUBMIT_NOT_SENT@` in a script.
 pub const SUBMIT_NOT_SENT_EXIT_CODE: i32 = 73;
+/// The exit code of the submit script when the scheduler gave the new job an id that
+/// `WORK/ids/` already links to another key's job (its numbering restarted): the link is
+/// left as it is, so the old job keeps its status, output and events. `ID OTHER_KEY` on
+/// stderr. `@SUBMIT_ID_TAKEN@` in a script.
+pub const SUBMIT_ID_TAKEN_EXIT_CODE: i32 = 74;
 /// The exit code of the output script for a job number the work directory has no job for.
 /// `@NO_SUCH_JOB@` in a script.
 pub const NO_SUCH_JOB_EXIT_CODE: i32 = 3;
@@ -141,11 +146,12 @@ pub const NO_SUCH_JOB_EXIT_CODE: i32 = 3;
 pub const NO_SUCH_TASK_EXIT_CODE: i32 = 4;
 
 /// Every exit code the remote scripts and Rust share, by the placeholder a script writes.
-const EXIT_CODES: [(&str, i32); 6] = [
+const EXIT_CODES: [(&str, i32); 7] = [
     ("@NOT_STARTED@", NOT_STARTED_EXIT_CODE),
     ("@SUBMIT_REFUSED@", SUBMIT_REFUSED_EXIT_CODE),
     ("@SUBMIT_NO_ID@", SUBMIT_NO_ID_EXIT_CODE),
     ("@SUBMIT_NOT_SENT@", SUBMIT_NOT_SENT_EXIT_CODE),
+    ("@SUBMIT_ID_TAKEN@", SUBMIT_ID_TAKEN_EXIT_CODE),
     ("@NO_SUCH_JOB@", NO_SUCH_JOB_EXIT_CODE),
     ("@NO_SUCH_TASK@", NO_SUCH_TASK_EXIT_CODE),
 ];
@@ -434,6 +440,7 @@ async fn submit(
     match output.exit_code {
         Some(0) => {}
         Some(SUBMIT_REFUSED_EXIT_CODE) => return Ok(Submitted::Refused(output)),
+        Some(SUBMIT_ID_TAKEN_EXIT_CODE) => return Err(id_taken(&spec.key, &output)),
         _ => {
             return Err(Error::new(
                 ErrorKind::CommandFailed,
@@ -457,6 +464,25 @@ async fn submit(
             format!("submitting job {} printed {reply:?}", spec.key),
         )),
     }
+}
+
+/// The error for a submit whose scheduler gave an id that another key's job holds: ids
+/// must never repeat within a work directory ([`CliScheduler`]'s "Job ids"). Permanent:
+/// the key's job is not recorded, and submitting the key again says the same.
+fn id_taken(key: &JobKey, output: &Output) -> Error {
+    let text = output.stderr_text();
+    let (id, other) = text.trim().split_once(' ').unwrap_or(("?", "?"));
+    Error::new(
+        ErrorKind::UnexpectedOutput,
+        format!(
+            "the scheduler gave job {key} the id {}, which job {} already holds in this work \
+             directory: job ids must never repeat (a scheduler whose numbering restarts needs \
+             ids that carry their epoch); the new job was submitted but is not recorded for \
+             {key}: cancel it with the scheduler's own tools",
+            excerpt(id),
+            excerpt(other)
+        ),
+    )
 }
 
 /// Refuses a submit command too long for a remote shell with a message that names the
@@ -1099,6 +1125,7 @@ mod tests {
             SUBMIT_REFUSED_EXIT_CODE,
             SUBMIT_NO_ID_EXIT_CODE,
             SUBMIT_NOT_SENT_EXIT_CODE,
+            SUBMIT_ID_TAKEN_EXIT_CODE,
         ] {
             assert!(submit.contains(&code), "{code}");
         }

@@ -4,7 +4,9 @@
 # the id it printed (its leading digits). Prints `submitted ID`, `existing ID` (the key
 # already has a job) or `claimed` (a submit of the key is in flight or was cut off). Exits
 # @SUBMIT_REFUSED@ with the scheduler's message when it refuses the job, @SUBMIT_NO_ID@ when it
-# printed no id, and @SUBMIT_NOT_SENT@ (the key released) when it stopped before asking it.
+# printed no id, @SUBMIT_NOT_SENT@ (the key released) when it stopped before asking it, and
+# @SUBMIT_ID_TAKEN@ with `ID OTHER_KEY` on stderr when the scheduler gave an id that links to
+# another key's job (then, and on every later submit of the key, which keeps its directory).
 # Those placeholders are batchbridge_core::remote's exit codes, filled in by render_script.
 # Builtins besides mkdir, cat, wc, chmod and ln: forks are what a submit costs on a busy login
 # node.
@@ -21,6 +23,9 @@ if ! mkdir "$dir" 2>/dev/null; then
     if [ -s "$dir/job_id" ]; then
         read -r id <"$dir/job_id"
         printf 'existing %s\n' "$id"
+    elif [ -s "$dir/id_taken" ]; then
+        cat "$dir/id_taken" >&2
+        exit @SUBMIT_ID_TAKEN@
     else
         echo claimed
     fi
@@ -49,6 +54,18 @@ if [ -f "$dir/job.sh" ]; then chmod u+x "$dir/job.sh" || fail "cannot chmod $dir
 reply=$("$@") || { rm -rf "$dir"; exit @SUBMIT_REFUSED@; }
 id=${reply%%[!0-9]*}
 [ -n "$id" ] || { printf 'the scheduler printed no job id: %s\n' "$reply" >&2; exit @SUBMIT_NO_ID@; }
-ln -sfn "../jobs/$key" "$work/ids/$id"
+# An id links to one job forever: a scheduler that gave it again (its numbering restarted)
+# must not turn the old job's status, output and events into the new one's. A link whose job
+# directory is gone (removed by hand) is no job's any more.
+link=$work/ids/$id
+if ! ln -sn "../jobs/$key" "$link" 2>/dev/null && ! [ "$link" -ef "$dir" ]; then
+    if [ -d "$link" ]; then
+        other=$(cd -P "$link" && pwd) || other=?
+        printf '%s %s\n' "$id" "${other##*/}" >"$dir/id_taken"
+        cat "$dir/id_taken" >&2
+        exit @SUBMIT_ID_TAKEN@
+    fi
+    ln -sfn "../jobs/$key" "$link"
+fi
 printf '%s\n' "$id" >"$dir/job_id"
 printf 'submitted %s\n' "$id"
