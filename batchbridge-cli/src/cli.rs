@@ -163,8 +163,8 @@ pub(crate) struct JobArgs {
     /// CPUs per task.
     #[arg(long)]
     pub(crate) cpus: Option<u32>,
-    /// Memory per task, e.g. 512MiB, 4GiB.
-    #[arg(long)]
+    /// Memory per task, as sbatch reads it: 4000 (MiB), 512M, 4G, 4GB or 4GiB (all binary).
+    #[arg(long, value_name = "SIZE")]
     pub(crate) mem: Option<String>,
     /// Wall-time limit, e.g. 90s, 30m, 2h.
     #[arg(long, value_parser = humantime::parse_duration)]

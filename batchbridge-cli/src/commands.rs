@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use batchbridge_core::{
-    ArraySpec, ByteSize, JobId, JobKey, JobSpec, JobState, JobStatus, TaskCounts, Tracker,
+    ArraySpec, JobId, JobKey, JobSpec, JobState, JobStatus, TaskCounts, Tracker,
 };
 use clap::CommandFactory;
 use serde_json::json;
@@ -791,10 +791,10 @@ fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
     spec.resources.gpus = job.gpus;
     spec.resources.wall_time = job.time;
     if let Some(mem) = job.mem {
-        spec.resources.memory =
-            Some(mem.parse::<ByteSize>().map_err(|err| {
-                CliError::usage(format!("--mem {mem:?}: {err} (e.g. 512MiB, 4GiB)"))
-            })?);
+        spec.resources.memory = Some(
+            batchbridge_core::spec::parse_size(&mem)
+                .map_err(|err| CliError::usage(format!("--mem: {}", err.message())))?,
+        );
     }
     if let Some(array) = job.array {
         spec.array = Some(parse_array(&array)?);

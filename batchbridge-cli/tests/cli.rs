@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use batchbridge_testbed::{login, ssh_facts};
+use batchbridge_testbed::{SlurmCluster, login, ssh_facts};
 use serde_json::Value;
 
 /// A user of the tool: a home directory with a config naming the test bed's clusters.
@@ -484,6 +484,44 @@ fn wrong_commands_and_configs_have_their_own_exit_codes() {
     );
     let completions = user.run(&["completions", "bash"]);
     assert!(stdout(&completions).contains("_batchbridge()"));
+}
+
+/// `--mem` as sbatch reads it: SLURM receives 4000 MiB for `4000`, 4096 for `4G`; what
+/// could mean two sizes (a bare byte count) is refused, naming both.
+#[test]
+fn mem_is_what_sbatch_would_ask_for() {
+    let user = User::new();
+    let script = user.script("mem.sh", "true\n");
+    let script = script.to_str().unwrap();
+    for (mem, asked) in [
+        ("4000", "4000M"),
+        ("4G", "4G"),
+        ("1G", "1G"),
+        ("100M", "100M"),
+        ("4096M", "4G"),
+        ("2GiB", "2G"),
+        ("4gb", "4G"),
+    ] {
+        let job = user.submit(&["-c", "slurm", "--mem", mem, script]);
+        let id = job.split_once(':').unwrap().1;
+        let shown = SlurmCluster::Slurm2205
+            .as_root("scontrol")
+            .args(["show", "job", id])
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(
+            shown.contains(&format!("MinMemoryNode={asked} ")),
+            "--mem {mem}: {shown}"
+        );
+    }
+    let output = user.run(&["-c", "slurm", "submit", "--mem", "4000000000", script]);
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).contains("ambiguous") && stderr(&output).contains("bytes (3815 MiB)"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// Values a shell would interpret, in every flag and config value: refused before anything

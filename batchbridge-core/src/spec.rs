@@ -200,15 +200,19 @@ pub struct Resources {
     /// CPU cores per task: 1 to [`MAX_CPUS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u32>,
-    /// Memory per task, e.g. `"4 GiB"` in serialized form: 1 byte to [`MAX_MEMORY`].
+    /// Memory per task: 1 byte to [`MAX_MEMORY`]. Serialized as `"4 GiB"`; read as
+    /// [`parse_size`] reads it, as sbatch would (`"4G"`, `"4GB"` and `"4096M"` are 4 GiB, a
+    /// bare `"4000"` is 4000 MiB), or a JSON number of bytes. In code,
+    /// use [`parse_size`] or [`ByteSize::gib`] rather than `"4G".parse::<ByteSize>()`,
+    /// which reads `G` as 10⁹.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "exact_byte_size"
     )]
     pub memory: Option<ByteSize>,
-    /// Local scratch disk per task, e.g. `"20 GiB"` in serialized form: 1 byte to
-    /// [`MAX_DISK`].
+    /// Local scratch disk per task: 1 byte to [`MAX_DISK`]. Serialized as `"20 GiB"`, read
+    /// as [`Resources::memory`] is.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -679,6 +683,88 @@ pub fn truncate_for_message(s: &str) -> &str {
     }
 }
 
+/// Reads a memory or disk size as `sbatch --mem` and `qsub -l mem=` read it, into bytes.
+///
+/// `ByteSize`'s own parser reads `4G` as 4 × 10⁹ bytes (3815 MiB) and a bare `4000` as
+/// 4000 bytes, where sbatch reads 4096 MiB and 4000 MiB: a job asking for what it needs
+/// would get less, and be killed on a cluster that enforces memory. Here, as sbatch (and,
+/// for the units, qsub) reads it, seen on SLURM 22.05 and OpenPBS 23.06:
+///
+/// | Text | Means |
+/// |------|-------|
+/// | `4000`, `1.5` (no unit) | MiB: 4000 MiB, 1.5 MiB |
+/// | `512K`, `100M`, `4G`, `1T` | binary: 512 KiB, 100 MiB, 4 GiB, 1 TiB |
+/// | `4GB`, `4gb`, `100mb` | binary too, as sbatch and qsub read them: 4 GiB, 100 MiB |
+/// | `4GiB`, `4 GiB`, `1500MiB` | binary, explicitly |
+/// | `4096B` | bytes |
+///
+/// Units are read in either case. A bare number above 1 TiB as MiB is refused: qsub reads a
+/// bare number as bytes, and `4000000000` is far likelier 3815 MiB than 3.7 PiB; the
+/// message gives both meanings. A fraction of a byte is dropped; backends round up to
+/// their scheduler's unit (whole MiB on SLURM and PBS).
+///
+/// ```
+/// use batchbridge_core::{ByteSize, ErrorKind, spec::parse_size};
+///
+/// assert_eq!(parse_size("4000")?, ByteSize::mib(4000));
+/// assert_eq!(parse_size("4G")?, ByteSize::gib(4));
+/// assert_eq!(parse_size("4gb")?, ByteSize::gib(4));
+/// let err = parse_size("4000000000").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+/// assert!(err.message().contains("3815 MiB"), "{err}");
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn parse_size(text: &str) -> Result<ByteSize> {
+    let shown = truncate_for_message(text);
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let unit = unit.trim_start();
+    let is = |names: [&str; 3]| names.iter().any(|name| unit.eq_ignore_ascii_case(name));
+    // bytesize does the arithmetic (fractions, overflow); what is decided here is which of
+    // its units a scheduler's letters stand for.
+    let meant = if unit.is_empty() {
+        "MiB"
+    } else if is(["B", "B", "B"]) {
+        "B"
+    } else if is(["K", "KB", "KiB"]) {
+        "KiB"
+    } else if is(["M", "MB", "MiB"]) {
+        "MiB"
+    } else if is(["G", "GB", "GiB"]) {
+        "GiB"
+    } else if is(["T", "TB", "TiB"]) {
+        "TiB"
+    } else {
+        return Err(Error::invalid_input(format!(
+            "size {shown:?}: unknown unit {:?}; write a number of MiB, or one with K, M, G or \
+             T (binary, as sbatch reads them), e.g. 4000, 4G, 4GiB",
+            truncate_for_message(unit)
+        )));
+    };
+    if number.is_empty() || number.matches('.').count() > 1 {
+        return Err(Error::invalid_input(format!(
+            "size {shown:?}: expected a number and a unit, e.g. 4000 (MiB), 4G, 4GiB"
+        )));
+    }
+    let read = |unit: &str| {
+        format!("{number} {unit}")
+            .parse::<ByteSize>()
+            .map_err(|err| Error::invalid_input(format!("size {shown:?}: {err}")))
+    };
+    let size = read(meant)?;
+    if unit.is_empty() && size > ByteSize::tib(1) {
+        return Err(Error::invalid_input(format!(
+            "size {shown:?} is ambiguous: sbatch reads a bare number as MiB (over 1 TiB \
+             here), qsub as bytes ({} MiB); write {number}M or {number}B",
+            read("B")?.as_u64().div_ceil(1 << 20),
+        )));
+    }
+    Ok(size)
+}
+
 /// Serializes a byte size in the largest binary unit that represents it exactly, because
 /// `bytesize`'s own human-readable form rounds (1500 MiB would come back as 1.5 GiB).
 mod exact_byte_size {
@@ -695,10 +781,24 @@ mod exact_byte_size {
         }
     }
 
+    /// A string as [`super::parse_size`] reads it (`"4G"` is 4 GiB, `"4000"` 4000 MiB); a
+    /// number, which has no unit, as bytes.
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         de: D,
     ) -> Result<Option<ByteSize>, D::Error> {
-        Option::<ByteSize>::deserialize(de)
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Size {
+            Bytes(u64),
+            Text(String),
+        }
+        match Option::<Size>::deserialize(de)? {
+            None => Ok(None),
+            Some(Size::Bytes(bytes)) => Ok(Some(ByteSize::b(bytes))),
+            Some(Size::Text(text)) => super::parse_size(&text)
+                .map(Some)
+                .map_err(|err| serde::de::Error::custom(err.message())),
+        }
     }
 
     pub(super) fn format_exact(bytes: u64) -> String {
@@ -1147,6 +1247,83 @@ mod tests {
     }
 
     #[test]
+    fn sizes_read_as_sbatch_reads_them() {
+        const MIB: u64 = 1 << 20;
+        let cases: &[(&str, Option<u64>)] = &[
+            ("4000", Some(4000 * MIB)),
+            ("1", Some(MIB)),
+            ("1.5", Some(3 * MIB / 2)),
+            ("512K", Some(512 << 10)),
+            ("512k", Some(512 << 10)),
+            ("100M", Some(100 * MIB)),
+            ("4096M", Some(4096 * MIB)),
+            ("4G", Some(4 << 30)),
+            ("4g", Some(4 << 30)),
+            ("1.5G", Some(1536 * MIB)),
+            ("1T", Some(1 << 40)),
+            ("4GiB", Some(4 << 30)),
+            ("4gib", Some(4 << 30)),
+            ("4 GiB", Some(4 << 30)),
+            (" 4G ", Some(4 << 30)),
+            ("1500 MiB", Some(1500 * MIB)),
+            ("4GB", Some(4 << 30)),
+            ("4gb", Some(4 << 30)),
+            ("4Gb", Some(4 << 30)),
+            ("100mb", Some(100 * MIB)),
+            ("1536 B", Some(1536)),
+            ("1048576", Some(1 << 40)),
+            ("1048577", None),
+            ("4000000000", None),
+            ("4 gigabytes", None),
+            ("4Gi", None),
+            ("", None),
+            ("G", None),
+            ("4X", None),
+            ("4 GiBs", None),
+            ("1.2.3G", None),
+            ("-4G", None),
+            ("4e9", None),
+        ];
+        for (text, bytes) in cases {
+            assert_eq!(
+                parse_size(text).ok().map(|size| size.as_u64()),
+                *bytes,
+                "{text:?}"
+            );
+        }
+        let err = parse_size("4000000000").unwrap_err().to_string();
+        assert!(
+            err.contains("MiB (over 1 TiB here)") && err.contains("bytes (3815 MiB)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn json_sizes_read_as_sbatch_reads_them() {
+        let memory = |value: serde_json::Value| {
+            let json = serde_json::json!({"key": "k", "name": "n", "script": "true",
+                "resources": {"memory": value}});
+            serde_json::from_value::<JobSpec>(json)
+                .map(|spec| spec.resources.memory.map(|m| m.as_u64()))
+                .map_err(|err| err.to_string())
+        };
+        assert_eq!(memory("4G".into()), Ok(Some(4 << 30)));
+        assert_eq!(memory("4096M".into()), Ok(Some(4 << 30)));
+        assert_eq!(memory("4000".into()), Ok(Some(4000 << 20)));
+        assert_eq!(memory(4096.into()), Ok(Some(4096)), "a number counts bytes");
+        assert_eq!(
+            memory("4GB".into()),
+            Ok(Some(4 << 30)),
+            "as sbatch and qsub"
+        );
+        assert!(
+            memory("4000000000".into())
+                .unwrap_err()
+                .contains("ambiguous")
+        );
+    }
+
+    #[test]
     fn sizes_serialize_exactly() {
         let cases: [(u64, &str); 7] = [
             (1, "1 B"),
@@ -1160,7 +1337,7 @@ mod tests {
         for (bytes, text) in cases {
             assert_eq!(exact_byte_size::format_exact(bytes), text);
             assert_eq!(
-                text.parse::<ByteSize>().unwrap().as_u64(),
+                parse_size(text).unwrap().as_u64(),
                 bytes,
                 "{text} parses back"
             );
