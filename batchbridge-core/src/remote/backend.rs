@@ -50,6 +50,20 @@ pub struct SubmitCommand {
 ///
 /// Every command runs through the [`JobDirs`] given, within the configured time limit.
 ///
+/// # Who calls what, when
+///
+/// [`RemoteBackend`] is the only caller; each method's doc says what it must return in
+/// every case. In short: `configure` once, in [`RemoteBackend::new`], then `events` once;
+/// every submit (and [`estimate_start`](Self::estimate_start)) runs `check` and
+/// `render_submit`, and after a refusal `failure`, `refusal` and `rejection_context`; `find`
+/// when a key has no recorded id (a submit cut off, another process's submit in flight,
+/// [`BatchBackend::find`], [`BatchBackend::cleanup`]); `status` for every
+/// [`BatchBackend::status`] (the tracker's polls, cleanup's check); `cancel_command` and
+/// `cancelled` for every cancel; `withdraw_command` for every withdraw; `version_command`
+/// and `parse_version` for every version (the operator's probe). A method returning
+/// `Err` makes the caller's call fail with that error; it is temporary only when the error
+/// says so ([`failure`](Self::failure) decides from [`UNREACHABLE`](Self::UNREACHABLE)).
+///
 /// # Job ids
 ///
 /// What the skeleton assumes of the id the submit command prints:
@@ -212,25 +226,38 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     const UNREACHABLE: &'static [&'static str];
 
     /// The scheduler and where its jobs live, from `config`; a config it cannot work with
-    /// is refused here, before anything runs.
+    /// is refused here ([`InvalidInput`](ErrorKind::InvalidInput)), before anything runs.
+    /// Called once, by [`RemoteBackend::new`]; it runs no command.
     fn configure(config: Self::Config) -> Result<(Self, WorkSettings)>;
 
-    /// What it can run ([`BatchBackend::capabilities`]).
+    /// What it can run ([`BatchBackend::capabilities`]): the same value every time. A
+    /// submit asking for more is refused by [`Capabilities::check`] before `check` and
+    /// `render_submit` see it, and the conformance suite skips or adapts the checks each
+    /// capability gates (the `conformance` module, behind the feature of that name).
     fn capabilities(&self) -> Capabilities;
 
     /// Refuses a spec it cannot run beyond what [`Capabilities::check`] refuses, before
-    /// anything is sent. Nothing more by default.
+    /// anything is sent: [`Unsupported`](ErrorKind::Unsupported) for what this scheduler
+    /// never runs, [`InvalidInput`](ErrorKind::InvalidInput) for a value it cannot take.
+    /// Called by every submit and estimate, after [`JobSpec::validate`]; it runs no command.
+    /// Nothing more by default.
     fn check(&self, spec: &JobSpec) -> Result<()> {
         let _ = spec;
         Ok(())
     }
 
-    /// The files and command that submit `spec` from its job directory `dir` (absolute).
+    /// The files and command that submit `spec` from its job directory `dir` (absolute;
+    /// `WORK/jobs/KEY`, which exists and holds `script.sh`, `env.sh` and `tasks` when the
+    /// command runs there). The command prints the new job's id first and exits 0, or
+    /// exits non-zero with the scheduler's refusal on stderr; it runs once per key (the
+    /// submit is idempotent around it). Called by every submit that passed `check`, and by
+    /// estimates, whose rendering is thrown away; an `Err` here refuses the spec.
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand>;
 
     /// What to add to the [`Rejected`](ErrorKind::Rejected) error of a refused submit
-    /// (e.g. ` on partition "debug"`), from the spec and what the scheduler said. Nothing
-    /// by default.
+    /// (e.g. ` on partition "debug"`), from the spec and what the scheduler said. Called
+    /// only for a refusal [`failure`](Self::failure) did not find temporary. Nothing by
+    /// default.
     fn rejection_context(&self, spec: &JobSpec, refusal: &Output) -> String {
         let _ = (spec, refusal);
         String::new()
@@ -248,34 +275,74 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
 
     /// The job the scheduler itself holds with `key` (whose directory is `dir`): how a key
     /// whose submit was cut off before its id was recorded finds its job.
+    ///
+    /// Called only when `WORK/jobs/KEY/job_id` holds no id: by a submit that found the key
+    /// claimed (polled for up to 20 s while another process's submit may be in flight), by
+    /// [`BatchBackend::find`], and by [`BatchBackend::cleanup`], which then asks `status`
+    /// of what it returns and refuses with [`JobActive`](ErrorKind::JobActive) unless that
+    /// status is terminal (Unknown counts as active).
+    ///
+    /// Return `Ok(Some(id))` for the key's job only while `status` can answer for it with
+    /// a known state (the scheduler still holds it, or it ended and says how); `Ok(None)`
+    /// when the scheduler holds no job with the key, and for a finished job `status` would
+    /// call Unknown (one the scheduler forgot, whose directory cleanup removed): else a
+    /// second cleanup of the key fails with JobActive. `Err` only when the scheduler could
+    /// not be asked. A scheduler whose jobs carry no key (plain
+    /// processes) returns `Ok(None)`: a cut-off submit is then
+    /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown) until the key is cleaned up.
     async fn find(&self, jobs: &JobDirs, key: &JobKey, dir: &str) -> Result<Option<JobId>>;
 
     /// The status of each of `numbers` (job numbers, sorted, without repeats), one per
     /// number and in order, asked in a number of commands that does not grow with theirs.
+    ///
+    /// Called by every [`BatchBackend::status`] (a tracker's poll of every followed job, a
+    /// poll an event asks for, cleanup's check) with the ids that are job numbers; other
+    /// ids are Unknown without a call. Per number: the scheduler's state while it holds the
+    /// job (Queued with a reason, Held, Running); once it ended, the end, from the
+    /// scheduler or from the wrapper's files ([`JobDirs::job_files`],
+    /// [`JobFiles::task_status`](super::JobFiles::task_status)), whichever knows (a recorded
+    /// end wins over a scheduler still showing the job for a moment), Cancelled for a job
+    /// that ended after a cancel (`cancel-requested`); Unknown, with a reason, for a number neither the scheduler
+    /// nor this work directory knows. Never a terminal state that can change later, never
+    /// a status of another job under a repeated number (see "Job ids"). `Err` when the
+    /// scheduler could not be asked: the whole batch fails, and the caller polls again;
+    /// a vector of another length is an [`UnexpectedOutput`](ErrorKind::UnexpectedOutput)
+    /// error.
     async fn status(&self, jobs: &JobDirs, numbers: &[&str]) -> Result<Vec<JobStatus>>;
 
     /// The command that cancels job `number` (`work` is the work directory, for a mark in
-    /// the job's directory).
+    /// the job's directory, `WORK/ids/NUMBER/cancel-requested`, which `status` reads as
+    /// Cancelled). Called by every [`BatchBackend::cancel`] of a job number, whatever the
+    /// job's state: queued (the scheduler must drop it, so that it never runs), running,
+    /// ended or unknown.
     fn cancel_command(&self, work: &str, number: &str) -> Command;
 
     /// What the cancel command's `output` means: Ok when the job is cancelled or has
-    /// nothing left to cancel.
+    /// nothing left to cancel (it ended, or the scheduler never had it); else the error,
+    /// usually [`failure`](Self::failure). Called after every cancel command, whatever its
+    /// exit code.
     fn cancelled(&self, number: &str, output: &Output) -> Result<()>;
 
     /// The command that withdraws job `number` ([`BatchBackend::withdraw`]): it cancels the
     /// job only if no part of it started, without a race with the scheduler starting it
     /// (a hold, a check, then the cancel or a release), and prints on its last line of
     /// stdout [`WITHDRAWN`], [`STARTED`] or [`ENDED`]. `None`, the default: the scheduler
-    /// cannot, and withdraw is Unsupported.
+    /// cannot, and withdraw is Unsupported. Called by every [`BatchBackend::withdraw`] of
+    /// a job number; an output whose last line is none of the three is
+    /// [`failure`](Self::failure)'s error.
     fn withdraw_command(&self, work: &str, number: &str) -> Option<Command> {
         let _ = (work, number);
         None
     }
 
     /// The command whose output names the scheduler's version, without asking its daemon.
+    /// Called by every [`BatchBackend::version`]; a non-zero exit is
+    /// [`failure`](Self::failure)'s error and `parse_version` is not called.
     fn version_command(&self) -> Command;
 
-    /// The version in the version command's output (which succeeded).
+    /// The version in the version command's output (which succeeded): one printable line
+    /// (the conformance suite checks it), or
+    /// [`UnexpectedOutput`](ErrorKind::UnexpectedOutput) when the output names none.
     fn parse_version(&self, output: &Output) -> Result<String>;
 
     /// When and where `spec` would start if it were submitted now
@@ -304,6 +371,9 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     /// The error for a command of the scheduler that failed (`what` names it):
     /// [`CommandFailed`](ErrorKind::CommandFailed) quoting what it said (stderr, or stdout
     /// when stderr is empty), temporary when that shows one of [`Self::UNREACHABLE`].
+    /// Called for a refused submit (a temporary failure is returned as it is, anything else
+    /// becomes [`Rejected`](ErrorKind::Rejected)), a failed version or withdraw command, and
+    /// by the scheduler's own code. Override it only for failures the words cannot tell.
     fn failure(&self, what: &str, output: &Output) -> Error {
         scheduler_failure(what, output, Self::UNREACHABLE)
     }
