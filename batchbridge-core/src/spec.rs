@@ -19,10 +19,12 @@ pub const MAX_KEY_LEN: usize = 64;
 pub const MAX_NAME_LEN: usize = 128;
 /// Longest accepted working directory or container image, in bytes: Linux's `PATH_MAX`.
 pub const MAX_PATH_LEN: usize = 4096;
-/// Largest accepted script, in bytes: 4 MiB, SLURM's own default limit (`max_script_size`).
-/// A backend holds a script whole in memory and sends it over SSH; a larger one is a data
-/// file in disguise, which belongs in the job's working directory.
-pub const MAX_SCRIPT_LEN: usize = 4 << 20;
+/// Largest accepted script, in bytes: 16 MiB. A backend holds a script whole in memory and
+/// sends it over SSH, and every submit of it costs that much again; a larger one is a data
+/// file in disguise, which belongs in the job's working directory. (Schedulers that read
+/// the script themselves cap it lower: SLURM's `max_script_size` is 4 MiB by default; the
+/// backends here hand them a small wrapper instead.)
+pub const MAX_SCRIPT_LEN: usize = 16 << 20;
 /// Longest accepted environment variable as the process environment holds it
 /// (`NAME=VALUE`), in bytes: Linux refuses to start a program with a longer one
 /// (`MAX_ARG_STRLEN`, 128 KiB with its terminating NUL).
@@ -765,6 +767,87 @@ pub fn parse_size(text: &str) -> Result<ByteSize> {
     Ok(size)
 }
 
+/// Reads a wall-time limit as `sbatch --time` reads it, or in humantime's units.
+///
+/// | Text | Means |
+/// |------|-------|
+/// | `90` | minutes, as sbatch (qsub would read seconds) |
+/// | `30:00`, `1:30:00` | MM:SS and HH:MM:SS |
+/// | `2-12`, `2-12:30`, `2-12:30:00` | days-HH, days-HH:MM, days-HH:MM:SS |
+/// | `2h`, `90m`, `1h 30m`, `45s` | humantime, as the JSON `wallTime` reads it |
+///
+/// `0`, which sbatch reads as no limit at all, is refused: leaving the limit out asks for
+/// the cluster's default, which is what a job gets on most clusters anyway.
+///
+/// ```
+/// use std::time::Duration;
+/// use batchbridge_core::spec::parse_wall_time;
+///
+/// assert_eq!(parse_wall_time("90")?, Duration::from_secs(90 * 60));
+/// assert_eq!(parse_wall_time("1:30:00")?, Duration::from_secs(5400));
+/// assert_eq!(parse_wall_time("2-00:00:00")?, Duration::from_secs(2 * 86_400));
+/// assert_eq!(parse_wall_time("2h")?, Duration::from_secs(7200));
+/// assert!(parse_wall_time("1:2:3:4").is_err());
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn parse_wall_time(text: &str) -> Result<Duration> {
+    let shown = truncate_for_message(text);
+    let trimmed = text.trim();
+    let refused = || {
+        Error::invalid_input(format!(
+            "time {shown:?}: expected minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM, \
+             D-HH:MM:SS (as sbatch) or 2h, 90m, 1h 30m"
+        ))
+    };
+    let time = if trimmed.contains(|c: char| c.is_ascii_alphabetic()) {
+        humantime::parse_duration(trimmed).map_err(|err| {
+            Error::invalid_input(format!(
+                "time {shown:?}: {err}; expected 2h, 90m, 1h 30m or sbatch's forms (90, \
+                 1:30:00, 2-00:00:00)"
+            ))
+        })?
+    } else {
+        let (days, clock) = match trimmed.split_once('-') {
+            Some((days, clock)) => (Some(days), clock),
+            None => (None, trimmed),
+        };
+        let number = |field: &str| -> Result<u64> {
+            if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(refused());
+            }
+            field.parse().map_err(|_| refused())
+        };
+        let fields = clock.split(':').map(number).collect::<Result<Vec<u64>>>()?;
+        // sbatch's fields by their count: with days the clock starts at hours, without it a
+        // lone number is minutes and two are MM:SS.
+        let [hours, minutes, seconds] = match (days, &fields[..]) {
+            (None, &[m]) => [0, m, 0],
+            (None, &[m, s]) => [0, m, s],
+            (None | Some(_), &[h, m, s]) => [h, m, s],
+            (Some(_), &[h]) => [h, 0, 0],
+            (Some(_), &[h, m]) => [h, m, 0],
+            _ => return Err(refused()),
+        };
+        let days = days.map(number).transpose()?.unwrap_or(0);
+        let total = days
+            .checked_mul(24)
+            .and_then(|h| h.checked_add(hours))
+            .and_then(|h| h.checked_mul(60))
+            .and_then(|m| m.checked_add(minutes))
+            .and_then(|m| m.checked_mul(60))
+            .and_then(|s| s.checked_add(seconds))
+            .ok_or_else(refused)?;
+        Duration::from_secs(total)
+    };
+    if time.is_zero() {
+        return Err(Error::invalid_input(format!(
+            "time {shown:?}: sbatch reads 0 as no limit; leave the limit out for the \
+             cluster's default"
+        )));
+    }
+    Ok(time)
+}
+
 /// Serializes a byte size in the largest binary unit that represents it exactly, because
 /// `bytesize`'s own human-readable form rounds (1500 MiB would come back as 1.5 GiB).
 mod exact_byte_size {
@@ -905,7 +988,7 @@ mod tests {
             (
                 "script over the limit",
                 |s| s.script = "#".repeat(MAX_SCRIPT_LEN + 1),
-                Some("script: 4194305 bytes, more than the 4194304"),
+                Some("script: 16777217 bytes, more than the 16777216"),
             ),
             (
                 "hostile script is fine",
@@ -1296,6 +1379,51 @@ mod tests {
             err.contains("MiB (over 1 TiB here)") && err.contains("bytes (3815 MiB)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn wall_times_read_as_sbatch_or_humantime() {
+        let cases: &[(&str, Option<u64>)] = &[
+            ("90", Some(90 * 60)),
+            ("1", Some(60)),
+            ("30:00", Some(30 * 60)),
+            ("1:30", Some(90)),
+            ("1:30:00", Some(5400)),
+            ("01:02:03", Some(3723)),
+            ("2-12", Some(2 * 86_400 + 12 * 3600)),
+            ("2-12:30", Some(2 * 86_400 + 12 * 3600 + 30 * 60)),
+            ("2-00:00:00", Some(2 * 86_400)),
+            ("0-0:0:1", Some(1)),
+            ("2h", Some(7200)),
+            ("90m", Some(5400)),
+            ("1h 30m", Some(5400)),
+            ("45s", Some(45)),
+            (" 90 ", Some(5400)),
+            ("0", None),
+            ("0:00", None),
+            ("", None),
+            ("1:2:3:4", None),
+            ("1-2:3:4:5", None),
+            ("-5", None),
+            ("1--2", None),
+            ("1:", None),
+            (":30", None),
+            ("1.5", None),
+            ("+5", None),
+            ("90 minutes please", None),
+            ("90 minutes", Some(5400)),
+            ("99999999999999999999", None),
+            ("999999999999999-0", None),
+        ];
+        for (text, seconds) in cases {
+            assert_eq!(
+                parse_wall_time(text).ok().map(|t| t.as_secs()),
+                *seconds,
+                "{text:?}"
+            );
+        }
+        let err = parse_wall_time("0").unwrap_err().to_string();
+        assert!(err.contains("no limit"), "{err}");
     }
 
     #[test]

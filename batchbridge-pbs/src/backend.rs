@@ -463,7 +463,7 @@ mod tests {
             (MID_RUN, "128", Running, "R", None, None, None, "Job run at"),
             (MID_RUN, "129", Held, "H", None, None, None, "hold types u"),
             (MID_RUN, "130", Queued, "Q", None, None, None, "Can Never Run: Insufficient amount of resource: ncpus"),
-            (MID_RUN, "131", Failed, "F", None, None, Some(FailureCause::ExitCode(1)), "and failed"),
+            (MID_RUN, "131", Failed, "F", Some(1), None, Some(FailureCause::ExitCode(1)), "task 1: Job run at"),
             (MID_RUN, "132", Running, "Q,R", None, None, None, ""),
             (AFTER_QDEL, "129", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
             (AFTER_QDEL, "130", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),

@@ -294,7 +294,7 @@ mod tests {
                 squeue: "7_2|COMPLETED|None|1|2|3|debug",
                 sacct: "",
                 files: "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
-                expected: (Failed, None, None),
+                expected: (Failed, Some(4), None),
                 tasks: Some((3, 0, 2, 1)),
             },
             Case {
