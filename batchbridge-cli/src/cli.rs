@@ -166,8 +166,9 @@ pub(crate) struct JobArgs {
     /// Memory per task, as sbatch reads it: 4000 (MiB), 512M, 4G, 4GB or 4GiB (all binary).
     #[arg(long, value_name = "SIZE")]
     pub(crate) mem: Option<String>,
-    /// Wall-time limit, e.g. 90s, 30m, 2h.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Wall-time limit, as sbatch reads it (90 minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM,
+    /// D-HH:MM:SS) or as 2h, 90m, 1h 30m.
+    #[arg(long, value_parser = wall_time)]
     pub(crate) time: Option<std::time::Duration>,
     /// GPUs per task.
     #[arg(long)]
@@ -181,4 +182,9 @@ pub(crate) struct JobArgs {
     /// The partition (SLURM) or queue.
     #[arg(long)]
     pub(crate) partition: Option<String>,
+}
+
+/// `--time`, by core's parser, whose message says every accepted form.
+fn wall_time(text: &str) -> Result<std::time::Duration, String> {
+    batchbridge_core::spec::parse_wall_time(text).map_err(|err| err.message().to_owned())
 }

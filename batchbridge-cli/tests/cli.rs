@@ -502,14 +502,7 @@ fn mem_is_what_sbatch_would_ask_for() {
         ("2GiB", "2G"),
         ("4gb", "4G"),
     ] {
-        let job = user.submit(&["-c", "slurm", "--mem", mem, script]);
-        let id = job.split_once(':').unwrap().1;
-        let shown = SlurmCluster::Slurm2205
-            .as_root("scontrol")
-            .args(["show", "job", id])
-            .output()
-            .unwrap();
-        let shown = String::from_utf8_lossy(&shown.stdout);
+        let shown = scontrol_show(&user.submit(&["-c", "slurm", "--mem", mem, script]));
         assert!(
             shown.contains(&format!("MinMemoryNode={asked} ")),
             "--mem {mem}: {shown}"
@@ -522,6 +515,50 @@ fn mem_is_what_sbatch_would_ask_for() {
         "{}",
         stderr(&output)
     );
+}
+
+/// `--time` as sbatch reads it, and in humantime's units: SLURM's TimeLimit.
+#[test]
+fn time_is_what_sbatch_would_ask_for() {
+    let user = User::new();
+    let script = user.script("time.sh", "true\n");
+    let script = script.to_str().unwrap();
+    for (time, limit) in [
+        ("90", "01:30:00"),
+        ("45:00", "00:45:00"),
+        ("1:30:00", "01:30:00"),
+        ("2-12", "2-12:00:00"),
+        ("2-00:30", "2-00:30:00"),
+        ("2-00:00:00", "2-00:00:00"),
+        ("2h", "02:00:00"),
+        ("90m", "01:30:00"),
+    ] {
+        let shown = scontrol_show(&user.submit(&["-c", "slurm", "--time", time, script]));
+        assert!(
+            shown.contains(&format!("TimeLimit={limit} ")),
+            "--time {time}: {shown}"
+        );
+    }
+    for (bad, said) in [
+        ("1:2:3:4", "D-HH:MM:SS"),
+        ("1h30x", "1h 30m"),
+        ("0", "no limit"),
+    ] {
+        let output = user.run(&["-c", "slurm", "submit", "--time", bad, script]);
+        assert_eq!(code(&output), 2, "{bad}");
+        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+    }
+}
+
+/// `scontrol show job` of a CLUSTER:ID on SLURM 22.05, the CLI tests' `slurm` cluster.
+fn scontrol_show(job: &str) -> String {
+    let id = job.split_once(':').unwrap().1;
+    let shown = SlurmCluster::Slurm2205
+        .as_root("scontrol")
+        .args(["show", "job", id])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&shown.stdout).into_owned()
 }
 
 /// Values a shell would interpret, in every flag and config value: refused before anything
