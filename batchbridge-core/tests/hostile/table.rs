@@ -950,8 +950,8 @@ pub(crate) static CASES: &[Case] = &[
         field: "container image",
         input: "`docker://x; touch CANARY`",
         build: |c| container(c, c.payload("docker://x; touch CANARY")),
-        // The test bed has no apptainer: the job runs the quoted image name and fails.
-        expect: Fails("apptainer: not found"),
+        // The test bed has no apptainer: the wrapper finds none and the script never runs.
+        expect: Fails("no apptainer in PATH"),
         except: &[
             (Htcondor, Refused(InvalidInput, "must be one word")),
             (Local, Refused(Unsupported, "does not support containers")),
@@ -961,7 +961,7 @@ pub(crate) static CASES: &[Case] = &[
         field: "container image",
         input: "`$(touch CANARY)`",
         build: |c| container(c, c.payload("$(touch CANARY)")),
-        expect: Fails("apptainer: not found"),
+        expect: Fails("no apptainer in PATH"),
         except: &[
             (Htcondor, Refused(InvalidInput, "must be one word")),
             (Local, Refused(Unsupported, "does not support containers")),
