@@ -230,7 +230,12 @@ pub async fn failing_job_reports_exit_code<B: BatchBackend + ?Sized>(
 }
 
 /// A job that cannot get its resources stays Queued, and cancelling it ends it Cancelled
-/// with the cause [`Cancelled`](FailureCause::Cancelled).
+/// with the cause [`Cancelled`](FailureCause::Cancelled), and the scheduler itself dropped
+/// it: once [`cleanup`](BatchBackend::cleanup) removed what the backend recorded of the job
+/// (so that no file of its own can say Cancelled), `find` by its key and `status` of its id
+/// answer from the scheduler's own listing alone, and must show no job that is still
+/// waiting or running (within [`Config::timeout`]); a leftover fails the check, named. A
+/// backend that cannot clean up says so on stderr and is checked by its status alone.
 /// A backend without [`Config::unsatisfiable`] resources must refuse a request for 1024
 /// CPUs as Unsupported and leave no job behind.
 pub async fn cancel_queued_job<B: BatchBackend + ?Sized>(
@@ -272,6 +277,25 @@ pub async fn cancel_queued_job<B: BatchBackend + ?Sized>(
     backend.cancel(&id).await?;
     let status = wait_terminal(backend, &id, config).await?;
     assert_cancelled(&status);
+    if let Err(err) = backend.cleanup(&spec.key).await {
+        if err.kind() != ErrorKind::Unsupported {
+            return Err(err);
+        }
+        eprintln!(
+            "cancel_queued_job: the {} backend cannot clean up ({err}): only its status says \
+             the job is gone, not the scheduler's own listing",
+            backend.name()
+        );
+        return Ok(());
+    }
+    let listed = backend.find(&spec.key).await?;
+    let gone = "gone from the scheduler after its cancel (else a leftover that may yet run)";
+    for id in std::iter::once(&id).chain(listed.as_ref()) {
+        wait_for(backend, id, config, gone, |s| {
+            s.state.is_terminal() || s.state == JobState::Unknown
+        })
+        .await?;
+    }
     Ok(())
 }
 
