@@ -59,6 +59,16 @@ impl fmt::Display for JobId {
 }
 
 /// What a backend supports beyond the contract every backend keeps.
+///
+/// `#[non_exhaustive]`: outside this crate build it from [`Capabilities::NONE`] (or the
+/// default) with the `with_*` setters, not a struct literal (error E0639).
+///
+/// ```
+/// use batchbridge_core::Capabilities;
+///
+/// let capabilities = Capabilities::NONE.with_arrays(true).with_accounting(true);
+/// assert!(capabilities.arrays && !capabilities.containers);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]

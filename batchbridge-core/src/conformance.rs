@@ -57,6 +57,17 @@ use crate::state::{JobState, JobStatus};
 use crate::tracker::{Change, Changes, Seen, Tracker};
 
 /// How the suite treats a backend.
+///
+/// `#[non_exhaustive]`: outside this crate `Config { .., ..Config::default() }` is error
+/// E0639; take the default and set the fields that differ:
+///
+/// ```
+/// use batchbridge_core::conformance::Config;
+///
+/// let mut config = Config::default();
+/// config.unsatisfiable = None; // nothing can hold a job back
+/// config.timeout = std::time::Duration::from_secs(60);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {

@@ -30,6 +30,42 @@
 //!   (the trait's methods are `async`) and [`bytesize`] (the [`ByteSize`] in [`Resources`])
 //!   are re-exported, so a backend crate needs neither as a dependency of its own.
 //!
+//! # Building values: every struct is `#[non_exhaustive]`
+//!
+//! So that a field added later breaks no caller, no public struct can be built with a
+//! struct literal outside this crate, not even with `..Default::default()`:
+//!
+//! ```compile_fail
+//! use batchbridge_core::Resources;
+//!
+//! // error[E0639]: cannot create non-exhaustive struct using struct expression
+//! let resources = Resources { cpus: Some(4), ..Default::default() };
+//! ```
+//!
+//! Build each one with its constructor and `with_*` setters, or take its default and set
+//! public fields: [`JobSpec::new`] (then `with_resources`, `with_queue`, `with_env`, …),
+//! `Resources::default().with_cpus(4)`, [`ArraySpec::new`], [`Container::new`],
+//! `Capabilities::NONE.with_arrays(true)`, [`JobStatus::new`] (then `with_reason`,
+//! `with_exit_code`, …), [`OutputRequest::tail`], [`OutputChunk::new`], [`JobOutput::new`],
+//! [`shell::SshConfig::new`] (then `.port(2222)`, or set a field), and the conformance
+//! suite's `Config::default()` with its fields set one by one.
+//!
+//! ```
+//! use std::time::Duration;
+//! use batchbridge_core::{Capabilities, JobKey, JobSpec, JobState, JobStatus, Resources};
+//!
+//! let resources = Resources::default().with_cpus(4).with_wall_time(Duration::from_secs(600));
+//! let spec = JobSpec::new(JobKey::new("k-1")?, "n", "true")
+//!     .with_resources(resources)
+//!     .with_queue("debug");
+//! assert_eq!(spec.resources.cpus, Some(4));
+//! let capabilities = Capabilities::NONE.with_arrays(true);
+//! assert!(capabilities.arrays);
+//! let status = JobStatus::new(JobState::Queued, "PENDING").with_reason("Priority");
+//! assert_eq!(status.reason.as_deref(), Some("Priority"));
+//! # Ok::<(), batchbridge_core::Error>(())
+//! ```
+//!
 //! Open a backend, submit, wait, read the output:
 //!
 //! ```

@@ -184,6 +184,19 @@ pub struct JobSpec {
 /// it asked for: memory and disk to whole MiB on SLURM (KiB for disk on HTCondor), the wall
 /// time to whole minutes on SLURM and whole seconds on HTCondor.
 ///
+/// `#[non_exhaustive]`: outside this crate, `Resources { cpus, ..Default::default() }` is
+/// error E0639; build it from its default with the `with_*` setters, or set the fields of
+/// a spec's `resources`:
+///
+/// ```
+/// use batchbridge_core::{JobKey, JobSpec, Resources, bytesize::ByteSize};
+///
+/// let resources = Resources::default().with_cpus(2).with_memory(ByteSize::gib(4));
+/// let spec = JobSpec::new(JobKey::new("k")?, "n", "true").with_resources(resources);
+/// assert_eq!(spec.resources.memory, Some(ByteSize::gib(4)));
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+///
 /// ```
 /// use batchbridge_core::{ErrorKind, JobKey, JobSpec};
 /// use batchbridge_core::spec::MAX_WALL_TIME;

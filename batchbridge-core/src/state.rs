@@ -173,6 +173,20 @@ impl TaskCounts {
 }
 
 /// What a backend knows about a job at one moment.
+///
+/// `#[non_exhaustive]`: a backend outside this crate builds one with [`JobStatus::new`] (or
+/// [`JobStatus::unknown`]) and the `with_*` setters, then sets any other public field; a
+/// struct literal is error E0639.
+///
+/// ```
+/// use batchbridge_core::{FailureCause, JobState, JobStatus};
+///
+/// let mut status = JobStatus::new(JobState::Failed, "FAILED")
+///     .with_exit_code(3)
+///     .with_cause(FailureCause::ExitCode(3));
+/// status.queue = Some("debug".into());
+/// assert_eq!(status.exit_code, Some(3));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
