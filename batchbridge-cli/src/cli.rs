@@ -34,8 +34,9 @@ Exit codes:
   N    run and wait: the job's own exit code (128+S when signal S killed it)
   1    a job failed (without a code of its own) or was cancelled
   2    usage error: a flag or value was refused; nothing was sent
+  66   no such job: neither its scheduler nor its job directory knows it
   69   a cluster is unreachable or its scheduler did not answer
-  70   any other failure (the scheduler refused, unknown job, I/O)
+  70   any other failure (the scheduler refused, I/O)
   75   wait --timeout passed; the job goes on
   77   SSH refused: unknown or changed host key, or key not accepted
   78   the config file is wrong
@@ -125,7 +126,7 @@ pub(crate) enum Command {
         #[arg(long)]
         task: Option<u32>,
     },
-    /// Cancel jobs (cancelling an ended job is not an error).
+    /// Cancel jobs (an ended job is left as it is, and said to have ended).
     Cancel {
         /// Jobs as CLUSTER:ID or ID.
         #[arg(required = true)]

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use batchbridge_core::{
-    ArraySpec, JobId, JobKey, JobSpec, JobState, JobStatus, TaskCounts, Tracker,
+    ArraySpec, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, OutputRequest, TaskCounts,
+    Tracker,
 };
 use clap::CommandFactory;
 use serde_json::json;
@@ -282,6 +283,16 @@ impl Context {
         timeout: Option<Duration>,
     ) -> CliResult<Vec<(String, JobStatus)>> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        for (cluster, id, reference) in &jobs {
+            let status = cluster
+                .backend
+                .status_of(id)
+                .await
+                .map_err(|err| cluster.explain(err))?;
+            if let Some(err) = unknown_job(cluster, id, reference, &status).await {
+                return Err(err);
+            }
+        }
         let mut trackers: BTreeMap<String, Tracker> = BTreeMap::new();
         let mut ended = Vec::new();
         for (cluster, id, reference) in jobs {
@@ -367,23 +378,28 @@ impl Context {
             }
             answers.insert(name, answer);
         }
-        let rows: Vec<Row> =
-            jobs.into_iter()
-                .map(|((cluster, id, reference), entry)| {
-                    let status = match &answers[&cluster.name] {
-                        Ok(statuses) => Ok(statuses.get(&id).cloned().unwrap_or_else(|| {
-                            JobStatus::unknown("not in the scheduler's answer")
-                        })),
-                        Err(err) => Err(err.message.clone()),
-                    };
-                    Row {
-                        job: reference,
-                        name: entry.as_ref().map(|e| e.name.clone()).unwrap_or_default(),
-                        key: entry.map(|e| e.key).unwrap_or_default(),
-                        status,
-                    }
-                })
-                .collect();
+        let mut rows = Vec::new();
+        for ((cluster, id, reference), entry) in jobs {
+            let mut status = match &answers[&cluster.name] {
+                Ok(statuses) => Ok(statuses
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| JobStatus::unknown("not in the scheduler's answer"))),
+                Err(err) => Err(err.message.clone()),
+            };
+            if let Ok(known) = &status
+                && let Some(err) = unknown_job(&cluster, &id, &reference, known).await
+            {
+                worst = worst.max(err.exit as u8);
+                status = Err(err.message);
+            }
+            rows.push(Row {
+                job: reference,
+                name: entry.as_ref().map(|e| e.name.clone()).unwrap_or_default(),
+                key: entry.map(|e| e.key).unwrap_or_default(),
+                status,
+            });
+        }
         self.print_rows(&rows);
         Ok(worst)
     }
@@ -479,10 +495,31 @@ impl Context {
     async fn cancel(&mut self, references: &[String]) -> CliResult<u8> {
         let mut worst = 0;
         for (cluster, id, reference) in self.resolve_all(references)? {
-            match cluster.backend.cancel(&id).await {
-                Ok(()) => println!("cancelled {reference}"),
+            let cancelled = async {
+                let status = cluster
+                    .backend
+                    .status_of(&id)
+                    .await
+                    .map_err(|err| cluster.explain(err))?;
+                if let Some(err) = unknown_job(&cluster, &id, &reference, &status).await {
+                    return Err(err);
+                }
+                if status.state.is_terminal() {
+                    return Ok(format!(
+                        "{reference} had already ended ({}); nothing to cancel",
+                        describe_end(&status)
+                    ));
+                }
+                cluster
+                    .backend
+                    .cancel(&id)
+                    .await
+                    .map_err(|err| cluster.explain(err))?;
+                Ok(format!("cancelled {reference}"))
+            };
+            match cancelled.await {
+                Ok(said) => println!("{said}"),
                 Err(err) => {
-                    let err = cluster.explain(err);
                     worst = worst.max(err.exit as u8);
                     terminal::print_error(&err);
                 }
@@ -715,6 +752,35 @@ fn describe_end(status: &JobStatus) -> String {
         text.push_str(&format!(": {reason}"));
     }
     text
+}
+
+/// The error for a job whose scheduler answered `status` Unknown and whose job directory
+/// does not exist either; None for a job either knows. The scheduler alone cannot tell:
+/// SLURM and PBS forget a finished job within minutes, while its directory still holds its
+/// end.
+async fn unknown_job(
+    cluster: &Cluster,
+    id: &JobId,
+    reference: &str,
+    status: &JobStatus,
+) -> Option<CliError> {
+    if status.state != JobState::Unknown {
+        return None;
+    }
+    match cluster
+        .backend
+        .fetch_output(id, &OutputRequest::tail(1))
+        .await
+    {
+        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::InvalidInput) => {
+            let why = status.reason.as_deref().unwrap_or(err.message());
+            Some(
+                CliError::new(Exit::UnknownJob, format!("no such job {reference}: {why}"))
+                    .with_hint("`batchbridge status` lists the jobs this tool submitted"),
+            )
+        }
+        _ => None,
+    }
 }
 
 /// How often a cluster is asked: the local one is cheap, a remote one costs a round trip.

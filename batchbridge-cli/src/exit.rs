@@ -15,9 +15,12 @@ pub(crate) enum Exit {
     JobFailed = 1,
     /// A command line or a value on it was refused; nothing was sent anywhere.
     Usage = 2,
+    /// A job named is unknown to its scheduler and has no job directory: a wrong id, or a
+    /// job whose files were removed after the scheduler forgot it.
+    UnknownJob = 66,
     /// A cluster could not be reached or did not answer in time.
     Unreachable = 69,
-    /// Something else went wrong: the scheduler refused, a job is unknown, an I/O error.
+    /// Something else went wrong: the scheduler refused, an I/O error.
     Failure = 70,
     /// A wait reached its `--timeout`; the job goes on.
     TimedOut = 75,

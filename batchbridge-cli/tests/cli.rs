@@ -269,6 +269,13 @@ fn cancel_ends_a_job(user: &User, cluster: &str) {
     let output = user.run(&["wait", "--timeout", "2m", &job]);
     assert_eq!(code(&output), 1, "{}", stderr(&output));
     assert!(stdout(&output).contains("Cancelled"), "{}", stdout(&output));
+    let output = user.run(&["cancel", &job]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with(&format!("{job} had already ended (Cancelled")),
+        "{}",
+        stdout(&output)
+    );
 }
 
 fn every_command_on(cluster: &str) {
@@ -484,6 +491,33 @@ fn wrong_commands_and_configs_have_their_own_exit_codes() {
     );
     let completions = user.run(&["completions", "bash"]);
     assert!(stdout(&completions).contains("_batchbridge()"));
+}
+
+/// A job id no scheduler and no job directory knows is an error of its own (66) for
+/// `status`, `wait` and `cancel`, at once, on every kind of cluster.
+#[test]
+fn unknown_jobs_are_errors_at_once() {
+    let user = User::new();
+    for cluster in ["local", "slurm", "condor", "pbs"] {
+        let job = format!("{cluster}:999999");
+        for command in [&["status"][..], &["cancel"], &["wait", "--timeout", "30s"]] {
+            let started = Instant::now();
+            let output = user.run(&[command, &[job.as_str()]].concat());
+            assert_eq!(
+                code(&output),
+                66,
+                "{command:?} {job}: {}{}",
+                stdout(&output),
+                stderr(&output)
+            );
+            let said = format!("{}{}", stdout(&output), stderr(&output));
+            assert!(said.contains(&format!("no such job {job}")), "{said}");
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "{command:?} {job}"
+            );
+        }
+    }
 }
 
 /// `--mem` as sbatch reads it: SLURM receives 4000 MiB for `4000`, 4096 for `4G`; what
