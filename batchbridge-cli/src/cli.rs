@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use batchbridge_core::JobState;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
@@ -97,10 +98,24 @@ pub(crate) enum Command {
         #[arg(long)]
         cancel_on_interrupt: bool,
     },
-    /// Show jobs: those named, or every job this tool submitted.
+    /// Show jobs: those named, or every job this tool submitted (on --cluster, when given).
+    #[command(
+        after_help = "Examples:\n  batchbridge -c hpc status --state running,queued\n  \
+        batchbridge status --state failed --since 1d\n  \
+        batchbridge status --since 2026-11-26T09:00:00"
+    )]
     Status {
         /// Jobs as CLUSTER:ID or ID.
         jobs: Vec<String>,
+        /// Only jobs in these states (comma-separated; `active` is queued, held, running or
+        /// suspended; `ended` is succeeded, failed or cancelled).
+        #[arg(long, value_enum, value_delimiter = ',', value_name = "STATE")]
+        state: Vec<StateFilter>,
+        /// Only jobs submitted since then: a time ago (90m, 2h, 1d) or a UTC time
+        /// (2026-11-26T09:00:00). Jobs named that this tool did not submit have no time and
+        /// are shown.
+        #[arg(long, value_parser = since, value_name = "WHEN")]
+        since: Option<std::time::SystemTime>,
     },
     /// Wait until jobs end; exit with the job's code (one job) or 1 if any failed.
     Wait {
@@ -132,7 +147,7 @@ pub(crate) enum Command {
         #[arg(required = true)]
         jobs: Vec<String>,
     },
-    /// Check every cluster: reachable, scheduler version, accounting.
+    /// Check every cluster (or the --cluster given): reachable, scheduler version, accounting.
     Clusters,
     /// Remove ended jobs' files on their clusters and drop them from the record.
     Forget {
@@ -148,6 +163,40 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// A state `status --state` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StateFilter {
+    Queued,
+    Held,
+    Running,
+    Suspended,
+    Succeeded,
+    Failed,
+    Cancelled,
+    Unknown,
+    /// Queued, held, running or suspended.
+    Active,
+    /// Succeeded, failed or cancelled.
+    Ended,
+}
+
+impl StateFilter {
+    pub(crate) fn admits(self, state: JobState) -> bool {
+        match self {
+            Self::Queued => state == JobState::Queued,
+            Self::Held => state == JobState::Held,
+            Self::Running => state == JobState::Running,
+            Self::Suspended => state == JobState::Suspended,
+            Self::Succeeded => state == JobState::Succeeded,
+            Self::Failed => state == JobState::Failed,
+            Self::Cancelled => state == JobState::Cancelled,
+            Self::Unknown => state == JobState::Unknown,
+            Self::Active => state.is_active(),
+            Self::Ended => state.is_terminal(),
+        }
+    }
 }
 
 /// What to run and with what.
@@ -188,4 +237,19 @@ pub(crate) struct JobArgs {
 /// `--time`, by core's parser, whose message says every accepted form.
 fn wall_time(text: &str) -> Result<std::time::Duration, String> {
     batchbridge_core::spec::parse_wall_time(text).map_err(|err| err.message().to_owned())
+}
+
+/// `--since`: a time ago, by humantime (`2h`), or a UTC time by humantime's RFC 3339 reader,
+/// which also takes a space for the `T` and leaves out the zone.
+fn since(text: &str) -> Result<std::time::SystemTime, String> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return std::time::SystemTime::now()
+            .checked_sub(ago)
+            .ok_or_else(|| format!("{text:?} ago is before any time this machine can name"));
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|_| {
+        format!(
+            "expected a time ago (90m, 2h, 1d) or a UTC time (2026-11-26T09:00:00), not {text:?}"
+        )
+    })
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_core::{
     ArraySpec, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, OutputRequest, TaskCounts,
@@ -12,7 +12,7 @@ use batchbridge_core::{
 use clap::CommandFactory;
 use serde_json::json;
 
-use crate::cli::{Cli, Command, Format, JobArgs};
+use crate::cli::{Cli, Command, Format, JobArgs, StateFilter};
 use crate::config::{Cluster, Clusters, Scheduler};
 use crate::exit::{CliError, CliResult, Exit, job_exit_code};
 use crate::output::PrintedOutput;
@@ -54,7 +54,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
             let submitted = context.submit(job).await?;
             context.follow_run(&submitted, cancel_on_interrupt).await
         }
-        Command::Status { jobs } => context.status(&jobs).await,
+        Command::Status { jobs, state, since } => context.status(&jobs, &state, since).await,
         Command::Wait { jobs, timeout } => {
             let jobs = context.resolve_all(&jobs)?;
             let statuses = context.wait(jobs, timeout).await?;
@@ -330,12 +330,28 @@ impl Context {
         self.print_rows(&rows);
     }
 
-    /// One batched status query per cluster.
-    async fn status(&mut self, references: &[String]) -> CliResult<u8> {
+    /// One batched status query per cluster; without jobs named, every recorded job on the
+    /// chosen cluster (every cluster when none was chosen).
+    async fn status(
+        &mut self,
+        references: &[String],
+        states: &[StateFilter],
+        since: Option<SystemTime>,
+    ) -> CliResult<u8> {
         let entries = self.record.entries()?;
+        if let Some(chosen) = self.chosen.clone() {
+            self.cluster(&chosen)?;
+        }
+        let submitted_since = |entry: &Entry| {
+            since.is_none_or(|since| UNIX_EPOCH + Duration::from_secs(entry.submitted_at) >= since)
+        };
         let jobs: Vec<(Resolved, Option<Entry>)> = if references.is_empty() {
             let mut jobs = Vec::new();
-            for entry in &entries {
+            let chosen = self.chosen.clone();
+            let listed = entries.iter().filter(|entry| {
+                chosen.as_ref().is_none_or(|c| *c == entry.cluster) && submitted_since(entry)
+            });
+            for entry in listed {
                 let cluster = self.cluster(&entry.cluster)?;
                 let reference = entry.reference();
                 jobs.push((
@@ -352,7 +368,9 @@ impl Context {
                     .iter()
                     .find(|e| e.reference() == resolved.2)
                     .cloned();
-                jobs.push((resolved, entry));
+                if entry.as_ref().is_none_or(submitted_since) {
+                    jobs.push((resolved, entry));
+                }
             }
             jobs
         };
@@ -392,6 +410,13 @@ impl Context {
             {
                 worst = worst.max(err.exit as u8);
                 status = Err(err.message);
+            }
+            // A job whose status is an error may be in any state: it stays in sight.
+            if let Ok(known) = &status
+                && !states.is_empty()
+                && !states.iter().any(|filter| filter.admits(known.state))
+            {
+                continue;
             }
             rows.push(Row {
                 job: reference,
@@ -531,7 +556,11 @@ impl Context {
     async fn check_clusters(&mut self) -> CliResult<u8> {
         let mut worst = 0;
         let mut checks = Vec::new();
-        for name in self.clusters.names() {
+        let names = match self.chosen.clone() {
+            Some(chosen) => vec![self.cluster(&chosen)?.name],
+            None => self.clusters.names(),
+        };
+        for name in names {
             let check = match self.cluster(&name) {
                 Ok(cluster) => {
                     let version = cluster

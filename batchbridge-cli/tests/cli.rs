@@ -520,6 +520,53 @@ fn unknown_jobs_are_errors_at_once() {
     }
 }
 
+/// `-c` narrows `status` and `clusters`, and an unknown one is refused as `run` refuses it;
+/// `status --state` and `--since` choose among the jobs.
+#[test]
+fn status_and_clusters_honour_the_cluster_and_the_filters() {
+    let user = User::new();
+    let quick = user.script("quick.sh", "true\n");
+    let long = user.script("long.sh", "sleep 300\n");
+    let ended = user.submit(&["-c", "local", "--wait", quick.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let running = user.submit(&["-c", "slurm", long.to_str().unwrap()]);
+    user.wait_state(&running, "Running");
+    let jobs = |args: &[&str]| -> Vec<String> {
+        let output = user.run(&[&["-o", "json"], args].concat());
+        assert_eq!(code(&output), 0, "{args:?}: {}", stderr(&output));
+        let rows: Value = serde_json::from_slice(&output.stdout).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                row["job"]
+                    .as_str()
+                    .or(row["name"].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    for command in ["status", "clusters"] {
+        let output = user.run(&["-c", "nosuch", command]);
+        assert_eq!(code(&output), 2, "{command}: {}", stdout(&output));
+        assert!(stderr(&output).contains("no cluster named \"nosuch\""));
+    }
+    assert_eq!(jobs(&["-c", "local", "status"]), [ended.as_str()]);
+    assert_eq!(jobs(&["-c", "slurm", "status"]), [running.as_str()]);
+    assert_eq!(jobs(&["-c", "slurm", "clusters"]), ["slurm"]);
+    assert_eq!(jobs(&["status", "--state", "running"]), [running.as_str()]);
+    assert_eq!(jobs(&["status", "--state", "ended"]), [ended.as_str()]);
+    assert_eq!(jobs(&["status", "--state", "succeeded,active"]).len(), 2);
+    assert!(jobs(&["status", "--state", "failed"]).is_empty());
+    assert_eq!(jobs(&["status", "--since", &since]), [running.as_str()]);
+    assert_eq!(jobs(&["status", "--since", "1h"]).len(), 2);
+    let output = user.run(&["status", "--since", "yesterday-ish"]);
+    assert_eq!(code(&output), 2);
+    assert_eq!(code(&user.run(&["cancel", &running])), 0);
+}
+
 /// `--mem` as sbatch reads it: SLURM receives 4000 MiB for `4000`, 4096 for `4G`; what
 /// could mean two sizes (a bare byte count) is refused, naming both.
 #[test]
