@@ -58,7 +58,11 @@ impl fmt::Display for JobId {
     }
 }
 
-/// What a backend supports beyond the contract every backend keeps.
+/// What a backend supports beyond the contract every backend keeps: every optional
+/// feature, declared here so that callers and the conformance suite know what to expect (a
+/// backend's pushed events are declared by [`BatchBackend::events`] returning a source). A
+/// feature not declared is refused as [`Unsupported`](crate::ErrorKind::Unsupported); a
+/// declared one never is.
 ///
 /// `#[non_exhaustive]`: outside this crate build it from [`Capabilities::NONE`] (or the
 /// default) with the `with_*` setters, not a struct literal (error E0639).
@@ -70,7 +74,7 @@ impl fmt::Display for JobId {
 /// assert!(capabilities.arrays && !capabilities.containers);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
 pub struct Capabilities {
     /// Array jobs ([`JobSpec::array`]).
@@ -81,6 +85,12 @@ pub struct Capabilities {
     pub gpus: bool,
     /// An accounting source that remembers finished jobs (sacct, condor_history).
     pub accounting: bool,
+    /// [`BatchBackend::withdraw`]: taking back a job none of which started.
+    pub withdraw: bool,
+    /// [`BatchBackend::cleanup`]: removing an ended job's files.
+    pub cleanup: bool,
+    /// [`BatchBackend::estimate_start`]: when a job would start.
+    pub estimates: bool,
 }
 
 impl Capabilities {
@@ -90,6 +100,9 @@ impl Capabilities {
         containers: false,
         gpus: false,
         accounting: false,
+        withdraw: false,
+        cleanup: false,
+        estimates: false,
     };
 
     /// Sets [`Capabilities::arrays`].
@@ -113,6 +126,24 @@ impl Capabilities {
     /// Sets [`Capabilities::accounting`].
     pub const fn with_accounting(mut self, yes: bool) -> Self {
         self.accounting = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::withdraw`].
+    pub const fn with_withdraw(mut self, yes: bool) -> Self {
+        self.withdraw = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::cleanup`].
+    pub const fn with_cleanup(mut self, yes: bool) -> Self {
+        self.cleanup = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::estimates`].
+    pub const fn with_estimates(mut self, yes: bool) -> Self {
+        self.estimates = yes;
         self
     }
 
@@ -373,7 +404,8 @@ pub(crate) fn cannot_withdraw(backend: &str, id: &JobId) -> Error {
 ///         "cpu-only"
 ///     }
 ///     fn capabilities(&self) -> Capabilities {
-///         self.0.capabilities()
+///         // Only what it passes on: no withdraw, cleanup or estimates.
+///         Capabilities::NONE.with_arrays(true)
 ///     }
 ///     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
 ///         if spec.resources.gpus.is_some() {

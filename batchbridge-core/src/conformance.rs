@@ -39,6 +39,26 @@
 //! passes that check only because it has none, and the check says so); and the tracker's
 //! change stream never shows a job leaving a terminal state.
 //!
+//! # What each capability and setting gates
+//!
+//! Every optional feature is declared in [`BatchBackend::capabilities`] (events by
+//! [`BatchBackend::events`]); a check of a feature fails when a declared one answers
+//! Unsupported or an undeclared one does not, and says on stderr when it passed only
+//! because the feature is not declared.
+//!
+//! | declared by | checks it gates |
+//! | --- | --- |
+//! | [`Capabilities::arrays`](crate::Capabilities::arrays) | [`array_with_one_failing_task`] (else the array is refused as Unsupported); the array half of [`output_of_a_missing_task_is_invalid_input`] |
+//! | [`Capabilities::withdraw`](crate::Capabilities::withdraw) | [`withdraw_takes_only_a_job_that_has_not_started`] (else withdraw must say Unsupported) |
+//! | [`Capabilities::cleanup`](crate::Capabilities::cleanup) | [`cleanup_removes_only_ended_jobs`], and the scheduler-side half of [`cancel_queued_job`] (else cleanup must say Unsupported) |
+//! | [`Capabilities::estimates`](crate::Capabilities::estimates), [`containers`](crate::Capabilities::containers), [`gpus`](crate::Capabilities::gpus) | [`capabilities_say_what_the_backend_does`]: an undeclared one is refused as Unsupported; a declared estimate answers (declared containers and GPUs are not run: the suite cannot know the cluster has a runtime or a GPU) |
+//! | [`Capabilities::accounting`](crate::Capabilities::accounting) | none: it tells callers whether a finished job is still known, which no check can provoke |
+//! | [`BatchBackend::events`] returning a source | [`pushed_changes_arrive_for_run_succeed_fail_cancel`] (else it checks nothing); [`tracked_changes_never_leave_a_terminal_state`] with events or without |
+//! | [`Config::unsatisfiable`] `None` | [`cancel_queued_job`] and the queued half of [`withdraw_takes_only_a_job_that_has_not_started`] check a refused resource request instead of a queued job |
+//! | [`Config::restart_numbering`] | [`a_reused_id_never_shows_the_old_job`] (else it provokes nothing) |
+//!
+//! Every other check runs in full on every backend.
+//!
 //! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
 //! answers with canned replies.
 
@@ -288,17 +308,11 @@ pub async fn cancel_queued_job<B: BatchBackend + ?Sized>(
     backend.cancel(&id).await?;
     let status = wait_terminal(backend, &id, config).await?;
     assert_cancelled(&status);
-    if let Err(err) = backend.cleanup(&spec.key).await {
-        if err.kind() != ErrorKind::Unsupported {
-            return Err(err);
-        }
-        eprintln!(
-            "cancel_queued_job: the {} backend cannot clean up ({err}): only its status says \
-             the job is gone, not the scheduler's own listing",
-            backend.name()
-        );
+    let cleaned = backend.cleanup(&spec.key).await;
+    if !declared(backend, "cleanup", backend.capabilities().cleanup, &cleaned) {
         return Ok(());
     }
+    cleaned?;
     let listed = backend.find(&spec.key).await?;
     let gone = "gone from the scheduler after its cancel (else a leftover that may yet run)";
     for id in std::iter::once(&id).chain(listed.as_ref()) {
@@ -493,18 +507,17 @@ pub async fn withdraw_takes_only_a_job_that_has_not_started<B: BatchBackend + ?S
     })
     .await?;
     wait_printed(backend, &running, config, "started\n").await?;
-    match backend.withdraw(&running).await {
-        Err(err) if err.kind() == ErrorKind::Unsupported => {
-            eprintln!(
-                "withdraw_takes_only_a_job_that_has_not_started: the {} backend cannot \
-                 withdraw ({err}); it passes only because it says so",
-                backend.name()
-            );
-            backend.cancel(&running).await?;
-            return Ok(());
-        }
-        withdrawal => assert_eq!(withdrawal?, Withdrawal::Started, "job {running}"),
+    let withdrawal = backend.withdraw(&running).await;
+    if !declared(
+        backend,
+        "withdraw",
+        backend.capabilities().withdraw,
+        &withdrawal,
+    ) {
+        backend.cancel(&running).await?;
+        return Ok(());
     }
+    assert_eq!(withdrawal?, Withdrawal::Started, "job {running}");
     let still = status_of(backend, &running).await?;
     assert_eq!(
         still.state,
@@ -545,6 +558,82 @@ pub async fn withdraw_takes_only_a_job_that_has_not_started<B: BatchBackend + ?S
         status.started_at, None,
         "a withdrawn job started: {status:?}"
     );
+    Ok(())
+}
+
+/// Whether the check goes on with an optional feature: `answer` is what a call of it gave,
+/// `declared` whether [`BatchBackend::capabilities`] declares it. A declared feature must
+/// not answer [`Unsupported`](ErrorKind::Unsupported), and an undeclared one must (which
+/// the check then says on stderr, as it checks no more of the feature).
+fn declared<B: BatchBackend + ?Sized, T: std::fmt::Debug>(
+    backend: &B,
+    feature: &str,
+    declared: bool,
+    answer: &Result<T>,
+) -> bool {
+    let unsupported = matches!(answer, Err(err) if err.kind() == ErrorKind::Unsupported);
+    match (declared, unsupported) {
+        (true, true) => panic!(
+            "the {} backend declares {feature} in its capabilities, yet answered {answer:?}",
+            backend.name()
+        ),
+        (false, false) => panic!(
+            "the {} backend does not declare {feature} in its capabilities, yet answered \
+             {answer:?} instead of Unsupported",
+            backend.name()
+        ),
+        (false, true) => {
+            eprintln!(
+                "the {} backend does not declare {feature}, and said Unsupported: the \
+                 {feature} part of this check passes only because of that",
+                backend.name()
+            );
+            false
+        }
+        (true, false) => true,
+    }
+}
+
+/// Every optional feature the backend does not declare in
+/// [`BatchBackend::capabilities`] is refused as [`Unsupported`](ErrorKind::Unsupported)
+/// and leaves no job behind (containers, GPUs, estimates), and a declared estimate answers
+/// something else. (Arrays, withdraw and cleanup are checked the same way by their own
+/// checks.)
+pub async fn capabilities_say_what_the_backend_does<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let capabilities = backend.capabilities();
+    let plain = spec(config, "estimate", "true\n");
+    let estimate = backend.estimate_start(&plain).await;
+    if declared(backend, "estimates", capabilities.estimates, &estimate) {
+        estimate?;
+    }
+    let mut refused = Vec::new();
+    if !capabilities.containers {
+        let mut boxed = spec(config, "undeclared_container", "true\n");
+        boxed.container = Some(crate::spec::Container::new("docker://alpine"));
+        refused.push(("containers", boxed));
+    }
+    if !capabilities.gpus {
+        let mut gpu = spec(config, "undeclared_gpu", "true\n");
+        gpu.resources.gpus = Some(1);
+        refused.push(("GPUs", gpu));
+    }
+    for (feature, spec) in refused {
+        let Err(err) = backend.submit(&spec).await else {
+            panic!(
+                "the backend does not declare {feature}, yet accepted job {}",
+                spec.key
+            );
+        };
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{feature}: {err}");
+        assert_eq!(
+            backend.find(&spec.key).await?,
+            None,
+            "{feature}: a job left"
+        );
+    }
     Ok(())
 }
 
@@ -1065,13 +1154,12 @@ pub async fn cleanup_removes_only_ended_jobs<B: BatchBackend + ?Sized>(
         .fetch_output(&ended_id, &OutputRequest::tail(100))
         .await?;
     assert_eq!(output.stdout.text(), "done\n");
-    match backend.cleanup(&ended.key).await {
-        Err(err) if err.kind() == ErrorKind::Unsupported => {
-            backend.cancel(&active_id).await?;
-            return Ok(());
-        }
-        cleaned => cleaned?,
+    let cleaned = backend.cleanup(&ended.key).await;
+    if !declared(backend, "cleanup", backend.capabilities().cleanup, &cleaned) {
+        backend.cancel(&active_id).await?;
+        return Ok(());
     }
+    cleaned?;
     let gone = backend
         .fetch_output(&ended_id, &OutputRequest::tail(100))
         .await
@@ -1364,6 +1452,7 @@ macro_rules! conformance_tests {
             cleanup_removes_only_ended_jobs,
             withdraw_takes_only_a_job_that_has_not_started,
             a_reused_id_never_shows_the_old_job,
+            capabilities_say_what_the_backend_does,
         );
         $crate::conformance_tests!(@tracked $make, $config;
             pushed_changes_arrive_for_run_succeed_fail_cancel,

@@ -10,13 +10,17 @@ batchbridge_core::conformance_tests!(async {
 mod leftover {
     //! `cancel_queued_job` catches a backend whose own files say Cancelled while its
     //! scheduler keeps the job queued (task-spooler's `tsp -r` refuses the first queued
-    //! job): here the local backend's job, cancelled on paper only.
+    //! job): here the local backend's job, cancelled on paper only. The same backend
+    //! declares the local backend's capabilities without passing withdraw on, which the
+    //! withdraw check catches.
 
     use std::collections::{HashMap, HashSet};
     use std::sync::Mutex;
     use std::time::Duration;
 
-    use batchbridge_core::conformance::{Config, cancel_queued_job};
+    use batchbridge_core::conformance::{
+        Config, cancel_queued_job, withdraw_takes_only_a_job_that_has_not_started,
+    };
     use batchbridge_core::{
         BatchBackend, CancelledBy, Capabilities, FailureCause, JobId, JobKey, JobOutput, JobSpec,
         JobState, JobStatus, LocalBackend, OutputRequest, Result, async_trait,
@@ -64,16 +68,35 @@ mod leftover {
         }
     }
 
+    fn backend(dir: &tempfile::TempDir) -> CancelledOnPaper {
+        CancelledOnPaper {
+            local: LocalBackend::with_capacity(dir.path(), 2).expect("local backend"),
+            marked: Mutex::default(),
+        }
+    }
+
+    fn config() -> Config {
+        let mut config = Config::default();
+        config.timeout = Duration::from_secs(3);
+        config
+    }
+
     #[tokio::test]
     #[should_panic(expected = "gone from the scheduler after its cancel")]
     async fn a_queued_job_only_marked_cancelled_is_a_leftover() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = CancelledOnPaper {
-            local: LocalBackend::with_capacity(dir.path(), 2).unwrap(),
-            marked: Mutex::default(),
-        };
-        let mut config = Config::default();
-        config.timeout = Duration::from_secs(3);
-        cancel_queued_job(&backend, &config).await.unwrap();
+        cancel_queued_job(&backend(&dir), &config()).await.unwrap();
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "declares withdraw in its capabilities, yet answered")]
+    async fn a_declared_withdraw_that_says_unsupported_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config();
+        // The check fails before it cancels its running job: let that job end by itself.
+        config.customize = |spec| spec.script = spec.script.replace("sleep 600", "sleep 3");
+        withdraw_takes_only_a_job_that_has_not_started(&backend(&dir), &config)
+            .await
+            .unwrap();
     }
 }

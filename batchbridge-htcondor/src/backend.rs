@@ -229,6 +229,8 @@ impl CliScheduler for Htcondor {
             .with_containers(true)
             .with_gpus(true)
             .with_accounting(true)
+            .with_withdraw(true)
+            .with_estimates(true)
     }
 
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {

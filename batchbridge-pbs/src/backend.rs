@@ -301,6 +301,8 @@ impl CliScheduler for Pbs {
             .with_containers(true)
             .with_gpus(true)
             .with_accounting(true)
+            .with_withdraw(true)
+            .with_estimates(true)
     }
 
     /// `qsub -f OPTIONS DIR/job.sh`; -f: no background helper left holding the session's

@@ -304,6 +304,8 @@ impl CliScheduler for Slurm {
             .with_containers(true)
             .with_gpus(true)
             .with_accounting(!matches!(self.accounting(), Accounting::Unavailable { .. }))
+            .with_withdraw(true)
+            .with_estimates(true)
     }
 
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {

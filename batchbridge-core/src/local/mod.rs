@@ -380,7 +380,11 @@ impl BatchBackend for LocalBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_arrays(true)
+        Capabilities::NONE
+            .with_arrays(true)
+            .with_withdraw(true)
+            .with_cleanup(true)
+            .with_estimates(true)
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {

@@ -230,7 +230,10 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     /// Called once, by [`RemoteBackend::new`]; it runs no command.
     fn configure(config: Self::Config) -> Result<(Self, WorkSettings)>;
 
-    /// What it can run ([`BatchBackend::capabilities`]): the same value every time. A
+    /// What it can run ([`BatchBackend::capabilities`]): the same value every time, with
+    /// `withdraw` when it has a [`withdraw_command`](Self::withdraw_command) and
+    /// `estimates` when it overrides [`estimate_start`](Self::estimate_start) (cleanup
+    /// [`RemoteBackend`] declares itself). A
     /// submit asking for more is refused by [`Capabilities::check`] before `check` and
     /// `render_submit` see it, and the conformance suite skips or adapts the checks each
     /// capability gates (the `conformance` module, behind the feature of that name).
@@ -521,8 +524,9 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         S::NAME
     }
 
+    /// `S`'s, and cleanup, which the job directories bring.
     fn capabilities(&self) -> Capabilities {
-        self.scheduler.capabilities()
+        self.scheduler.capabilities().with_cleanup(true)
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
