@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use batchbridge_core::JobState;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::output::Tail;
+
 const AFTER_HELP: &str = "\
 Examples:
   batchbridge run hello.sh                      run on this machine, print the output, exit with its code
@@ -130,9 +132,9 @@ pub(crate) enum Command {
     Logs {
         /// The job as CLUSTER:ID or ID.
         job: String,
-        /// Only the last BYTES of each stream.
-        #[arg(long, value_name = "BYTES")]
-        tail: Option<u64>,
+        /// Only the last N lines of each stream, or its last bytes with a unit (5KiB, 512B).
+        #[arg(long, value_name = "N|SIZE", value_parser = tail)]
+        tail: Option<Tail>,
         /// Keep printing as the job writes, until it ends.
         #[arg(short, long)]
         follow: bool,
@@ -251,5 +253,17 @@ fn since(text: &str) -> Result<std::time::SystemTime, String> {
         format!(
             "expected a time ago (90m, 2h, 1d) or a UTC time (2026-11-26T09:00:00), not {text:?}"
         )
+    })
+}
+
+/// `logs --tail`: a number of lines, or a size with a unit as core's `parse_size` reads it.
+fn tail(text: &str) -> Result<Tail, String> {
+    if text.contains(|c: char| c.is_ascii_alphabetic()) {
+        return batchbridge_core::spec::parse_size(text)
+            .map(|size| Tail::Bytes(size.as_u64()))
+            .map_err(|err| err.message().to_owned());
+    }
+    text.trim().parse().map(Tail::Lines).map_err(|_| {
+        format!("expected a number of lines (20) or a size (5KiB, 512B), not {text:?}")
     })
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::cli::{Cli, Command, Format, JobArgs, StateFilter};
 use crate::config::{Cluster, Clusters, Scheduler};
 use crate::exit::{CliError, CliResult, Exit, job_exit_code};
-use crate::output::PrintedOutput;
+use crate::output::{PrintedOutput, Tail};
 use crate::record::{Entry, Record};
 use crate::terminal;
 
@@ -481,7 +481,7 @@ impl Context {
     async fn logs(
         &mut self,
         reference: &str,
-        tail: Option<u64>,
+        tail: Option<Tail>,
         follow: bool,
         task: Option<u32>,
     ) -> CliResult<u8> {
@@ -500,8 +500,8 @@ impl Context {
         };
         let mut output = PrintedOutput::new(id.clone(), array, task.unwrap_or(0));
         let backend = cluster.backend.as_ref();
-        if let Some(bytes) = tail {
-            output.tail(backend, bytes).await.map_err(explain)?;
+        if let Some(tail) = tail {
+            output.tail(backend, tail).await.map_err(explain)?;
         }
         if follow {
             let tracker = tracker(&cluster)?;

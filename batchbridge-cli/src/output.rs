@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use batchbridge_core::follow::{ArrayOutputFollower, NewOutput, OutputFollower, TaskHeadings};
 use batchbridge_core::{
-    BatchBackend, JobId, JobStatus, OutputChunk, OutputRequest, Result, Tracker,
+    BatchBackend, JobId, JobStatus, MAX_OUTPUT_CHUNK, OutputChunk, OutputRequest, Result, Tracker,
 };
 
 /// The output of one job, one task of it, or every task of an array, printed from where
@@ -41,23 +41,45 @@ impl PrintedOutput {
         }
     }
 
-    /// Prints the last `bytes` of each task's streams; what follows goes on from there.
-    pub(crate) async fn tail(&mut self, backend: &dyn BatchBackend, bytes: u64) -> Result<()> {
+    /// Prints the end of each task's streams, `tail` lines or bytes of each; what follows
+    /// goes on from there.
+    pub(crate) async fn tail(&mut self, backend: &dyn BatchBackend, tail: Tail) -> Result<()> {
         let end = |chunk: &OutputChunk| chunk.offset + chunk.data.len() as u64;
         for (task, follower) in &mut self.followers {
-            let request = OutputRequest::tail(bytes).for_task(*task);
-            let output = backend.fetch_output(&self.id, &request).await?;
-            print(
-                &mut self.headings,
-                *task,
-                &NewOutput {
-                    stdout: output.stdout.data.clone(),
-                    stderr: output.stderr.data.clone(),
-                },
-            );
-            *follower = follower
-                .clone()
-                .starting_at(end(&output.stdout), end(&output.stderr));
+            let (stdout, stderr, ends) = match tail {
+                Tail::Bytes(bytes) => {
+                    let request = OutputRequest::tail(bytes).for_task(*task);
+                    let output = backend.fetch_output(&self.id, &request).await?;
+                    let ends = (end(&output.stdout), end(&output.stderr));
+                    (output.stdout.data, output.stderr.data, ends)
+                }
+                Tail::Lines(lines) => {
+                    // Lines have no length until read: a window of a few hundred bytes a
+                    // line, four times larger until it holds them all or the chunk limit.
+                    let mut window = lines
+                        .saturating_add(1)
+                        .saturating_mul(256)
+                        .clamp(4096, MAX_OUTPUT_CHUNK);
+                    loop {
+                        let request = OutputRequest::tail(window).for_task(*task);
+                        let output = backend.fetch_output(&self.id, &request).await?;
+                        let last =
+                            |chunk: &OutputChunk| last_lines(chunk, lines).map(<[u8]>::to_vec);
+                        match (last(&output.stdout), last(&output.stderr)) {
+                            (Some(stdout), Some(stderr)) => {
+                                break (stdout, stderr, (end(&output.stdout), end(&output.stderr)));
+                            }
+                            _ if window >= MAX_OUTPUT_CHUNK => {
+                                let ends = (end(&output.stdout), end(&output.stderr));
+                                break (output.stdout.data, output.stderr.data, ends);
+                            }
+                            _ => window = window.saturating_mul(4).min(MAX_OUTPUT_CHUNK),
+                        }
+                    }
+                }
+            };
+            print(&mut self.headings, *task, &NewOutput { stdout, stderr });
+            *follower = follower.clone().starting_at(ends.0, ends.1);
         }
         Ok(())
     }
@@ -115,6 +137,39 @@ impl PrintedOutput {
     }
 }
 
+/// How much of the end of each stream `logs --tail` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// The last lines, as tail and kubectl count them (a last line without its newline
+    /// counts).
+    Lines(u64),
+    /// The last bytes.
+    Bytes(u64),
+}
+
+/// The last `lines` lines of a stream whose end `chunk` holds; None when the chunk, which
+/// does not start at the stream's beginning, holds fewer.
+fn last_lines(chunk: &OutputChunk, lines: u64) -> Option<&[u8]> {
+    let data = chunk.data.as_slice();
+    let Some(skip) = lines.checked_sub(1) else {
+        return Some(&data[data.len()..]);
+    };
+    let body = data.strip_suffix(b"\n").unwrap_or(data);
+    let start = usize::try_from(skip).ok().and_then(|skip| {
+        body.iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, byte)| **byte == b'\n')
+            .nth(skip)
+            .map(|(at, _)| at)
+    });
+    match start {
+        Some(newline) => Some(&data[newline + 1..]),
+        None if chunk.offset == 0 => Some(data),
+        None => None,
+    }
+}
+
 /// Prints task `task`'s `new` output, under headings when there are any. A closed pipe
 /// (`| head`) is no error of the job's: what is left is dropped.
 fn print(headings: &mut Option<TaskHeadings>, task: u32, new: &NewOutput) {
@@ -126,6 +181,36 @@ fn print(headings: &mut Option<TaskHeadings>, task: u32, new: &NewOutput) {
         None => {
             let _ = stdout.write_all(&new.stdout).and_then(|()| stdout.flush());
             let _ = stderr.write_all(&new.stderr).and_then(|()| stderr.flush());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_lines_are_counted_as_tail_counts_them() {
+        let chunk = |offset: u64, text: &str| OutputChunk::new(text.into(), offset, 0);
+        let cases: &[(u64, &str, u64, Option<&str>)] = &[
+            (0, "a\nb\nc\n", 2, Some("b\nc\n")),
+            (0, "a\nb\nc", 2, Some("b\nc")),
+            (0, "a\nb\nc\n", 3, Some("a\nb\nc\n")),
+            (0, "a\nb\nc\n", 10, Some("a\nb\nc\n")),
+            (0, "a\nb\nc\n", 0, Some("")),
+            (0, "", 5, Some("")),
+            (0, "\n\n\n", 2, Some("\n\n")),
+            (100, "a\nb\nc\n", 2, Some("b\nc\n")),
+            (100, "a\nb\nc\n", 3, None),
+            (100, "partial line", 1, None),
+        ];
+        for (offset, text, lines, expected) in cases {
+            let chunk = chunk(*offset, text);
+            assert_eq!(
+                last_lines(&chunk, *lines).map(|b| String::from_utf8_lossy(b).into_owned()),
+                expected.map(str::to_owned),
+                "{text:?} from {offset}, {lines} lines"
+            );
         }
     }
 }

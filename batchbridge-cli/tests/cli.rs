@@ -252,8 +252,32 @@ fn logs_follow_a_running_job(user: &User, cluster: &str) {
     let output = user.run(&["logs", "-f", &job]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert_eq!(stdout(&output), "one\ntwo\n");
-    let output = user.run(&["logs", "--tail", "4", &job]);
+    let output = user.run(&["logs", "--tail", "1", &job]);
     assert_eq!(stdout(&output), "two\n");
+    let output = user.run(&["logs", "--tail", "2B", &job]);
+    assert_eq!(stdout(&output), "o\n");
+}
+
+/// `logs --tail N` prints the last N lines, as tail does; with a unit, bytes.
+#[test]
+fn logs_tail_counts_lines() {
+    let user = User::new();
+    let script = user.script("lines.sh", "seq 1 5000\nprintf 'no newline'\n");
+    let job = user.submit(&["--wait", script.to_str().unwrap()]);
+    let tail = |tail: &str| {
+        let output = user.run(&["logs", "--tail", tail, &job]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        stdout(&output)
+    };
+    assert_eq!(tail("3"), "4999\n5000\nno newline");
+    assert_eq!(tail("1"), "no newline");
+    assert_eq!(tail("0"), "");
+    assert_eq!(tail("4000").lines().count(), 4000);
+    assert_eq!(tail("100000").lines().count(), 5001);
+    assert_eq!(tail("5B"), "wline");
+    assert_eq!(tail("1KiB").len(), 1024);
+    let output = user.run(&["logs", "--tail", "5 lines", &job]);
+    assert_eq!(code(&output), 2, "{}", stdout(&output));
 }
 
 /// `cancel` ends a running job; `wait` then reports it with exit code 1.
