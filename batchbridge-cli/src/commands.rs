@@ -1,7 +1,7 @@
 //! What each command does.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,8 +23,15 @@ use crate::terminal;
 pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
     if let Command::Completions { shell } = cli.command {
         let mut command = Cli::command();
-        clap_complete::generate(shell, &mut command, "batchbridge", &mut std::io::stdout());
-        return Ok(Exit::Success as u8);
+        // clap_complete panics on a failed write; a reader that stops early (`| head`) is
+        // no failure of ours.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut command, "batchbridge", &mut script);
+        let mut stdout = std::io::stdout().lock();
+        return match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+            Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+            _ => Ok(Exit::Success as u8),
+        };
     }
     let mut context = Context::new(&cli)?;
     match cli.command {

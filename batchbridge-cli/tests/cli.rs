@@ -591,6 +591,20 @@ fn status_and_clusters_honour_the_cluster_and_the_filters() {
     assert_eq!(code(&user.run(&["cancel", &running])), 0);
 }
 
+/// `completions bash | head`: a reader that closes its end early is no panic.
+#[test]
+fn completions_to_a_closed_pipe_end_quietly() {
+    let user = User::new();
+    for _ in 0..5 {
+        let mut child = user.spawn(&["completions", "bash"]);
+        // Closed before the first write: the write fails with EPIPE.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        assert_eq!(stderr(&output), "");
+    }
+}
+
 /// `--mem` as sbatch reads it: SLURM receives 4000 MiB for `4000`, 4096 for `4G`; what
 /// could mean two sizes (a bare byte count) is refused, naming both.
 #[test]
