@@ -1,19 +1,60 @@
-//! The shared conformance suite against the test bed's real atd (tests/testbed/at.sh),
-//! reached as the regular user `batch` through the test bed's sshd.
+//! The shared conformance suite against a real atd, reached over SSH as a regular user.
+//!
+//! Built from plain values only (host, port, user, private key, known_hosts), so that a copy
+//! of this file works outside the project: they come from a JSON file of those five fields,
+//! `$AT_SSH_LOGIN`, by default the test bed's own (`tests/testbed/at.sh` and `sshd.sh`
+//! write it, in this very shape, as `$BATCHBRIDGE_TESTBED_DIR/ssh/facts.json`).
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use batchbridge_at::{AtBackend, AtConfig};
 use batchbridge_core::conformance::Config;
-use batchbridge_testbed::{at_facts, ssh_facts};
+use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+
+/// Where to log in: a user atd runs jobs for, on a host whose sshd `known_hosts` vouches for.
+#[derive(serde::Deserialize)]
+struct Login {
+    host: String,
+    port: u16,
+    user: String,
+    private_key: PathBuf,
+    known_hosts: PathBuf,
+}
+
+fn login() -> Login {
+    let path = std::env::var_os("AT_SSH_LOGIN").map_or_else(
+        || {
+            let testbed = std::env::var_os("BATCHBRIDGE_TESTBED_DIR")
+                .unwrap_or_else(|| "/var/lib/batchbridge-testbed".into());
+            PathBuf::from(testbed).join("ssh/facts.json")
+        },
+        PathBuf::from,
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err}; set AT_SSH_LOGIN to a JSON file with host, port, user, private_key \
+             and known_hosts, or start the test bed (tests/testbed/up.sh)",
+            path.display()
+        )
+    });
+    serde_json::from_str(&text).unwrap()
+}
 
 async fn backend() -> AtBackend {
-    // Fails with the command that starts it when the at component is not up.
-    assert_eq!(at_facts().user, ssh_facts().user);
-    AtBackend::new(Arc::new(ssh_facts().key_shell()), AtConfig::default()).unwrap()
+    let login = login();
+    let config = SshConfig::new(
+        login.host,
+        login.user,
+        SshAuth::KeyFile(login.private_key),
+        HostKeys::File(login.known_hosts),
+    )
+    .port(login.port);
+    let shell = SshShell::new(config).unwrap();
+    AtBackend::new(Arc::new(shell), AtConfig::default()).unwrap()
 }
 
 fn config() -> Config {
