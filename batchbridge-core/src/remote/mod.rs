@@ -51,6 +51,34 @@
 //! They, and the job's event files, stay until [`JobDirs::cleanup`] removes them, once the
 //! job has ended.
 //!
+//! # The job wrapper protocol
+//!
+//! The job wrapper is the script the scheduler runs for each task (`job.sh` among
+//! [`SubmitCommand::files`], or SLURM's batch script); it is the backend's, and
+//! [`RemoteBackend`] reads what it leaves. In the job directory `WORK/jobs/KEY` (`DIR`):
+//!
+//! | file | written by | what it holds, and who reads it |
+//! | --- | --- | --- |
+//! | `script.sh`, `env.sh`, `tasks` | the submit, before the scheduler is asked | the user's script; the environment (`export` lines the wrapper sources in the shell that runs the script, after it found `bash`: the job's `PATH` need not hold it); the task count, which `fetch_output` checks a task against |
+//! | `job_id` | the submit, once the scheduler printed the id | the id; a wrapper that needs it (for `BATCHBRIDGE_JOB_ID` or its events) waits for it, as a scheduler may start the job first |
+//! | `task-N.stdout`, `task-N.stderr` | the wrapper, for task N (0 without an array) | the script's output, which `fetch_output` reads in bounded windows |
+//! | `task-N.exit` | the wrapper, when task N ended, to a temporary name then renamed | one line, `exit CODE` or `signal NUMBER`: the end [`JobDirs::job_files`] reads once the scheduler has forgotten the job; a script that never ran is `exit 70` ([`NOT_STARTED_EXIT_CODE`]) |
+//! | `task-N.reason` | [`ENTER_WORKING_DIR`], for a task whose working directory cannot be entered | why the script never ran, its first line the status's reason |
+//! | `cancel-requested` | the backend's cancel command (through the `WORK/ids/ID` link) | a mark: a task that then ends by a signal is Cancelled, not Failed; a wrapper that finds it on start runs nothing (a scheduler may start a job a cancel just reached) |
+//! | `WORK/events/ID.TASK.*` | the wrapper's `job_event` ([`JOB_EVENT`]), after `task-N.exit` | the start and end of each task, for the follower ([`WrapperEvents`]) |
+//!
+//! Any other file in `DIR` is the backend's own (at's wrapper keeps its pid in
+//! `wrapper.pid` for its cancel). The script runs with `BATCHBRIDGE_TASK_INDEX` set, in the
+//! spec's working directory, else `DIR`.
+//!
+//! A wrapper is written with placeholders, which [`render_script`] fills in:
+//! `@ENTER_WORKING_DIR@` and `@JOB_EVENT@` (the shell functions [`ENTER_WORKING_DIR`] and
+//! [`JOB_EVENT`]) and the exit codes (`@NOT_STARTED@` and the other `*_EXIT_CODE`s); a
+//! wrapper that a batch scheduler runs with the spec's values written in goes through
+//! [`job_wrapper`], which adds `@KEY@`, `@DIR@`, `@WORKDIR@`, `@RUNNER@` and
+//! `@RUNNER_ARGS@` (the container runtime). [`CliScheduler`]'s example is a whole wrapper
+//! of ten lines that keeps this protocol.
+//!
 //! Every remote command is a constant script whose values arrive as positional parameters
 //! ([`Command::sh`]); nothing a user wrote is ever parsed as shell code.
 
