@@ -225,7 +225,9 @@ pub(crate) struct JobArgs {
     /// GPUs per task.
     #[arg(long)]
     pub(crate) gpus: Option<u32>,
-    /// An array of N tasks, at most M at once: N or N%M.
+    /// An array of N tasks, at most M at once: N, 0-LAST (N = LAST+1, as sbatch), each with
+    /// an optional %M. Each task's index, 0 to N-1, is in $BATCHBRIDGE_TASK_INDEX; other
+    /// ranges and steps are refused with the arithmetic that gives their numbers.
     #[arg(long, value_name = "N[%M]")]
     pub(crate) array: Option<String>,
     /// An environment variable for the job, passed verbatim (repeatable).

@@ -915,20 +915,71 @@ fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
     Ok(spec)
 }
 
-/// `N` or `N%M`.
+/// `N`, `0-LAST` (sbatch's range from 0, the same N = LAST + 1 tasks), each with an optional
+/// `%M`. Core's arrays number their tasks 0 to N-1, so a range from elsewhere, a step or a
+/// list would run tasks under other numbers than sbatch's: refused, saying how to get them
+/// from `$BATCHBRIDGE_TASK_INDEX`.
 fn parse_array(text: &str) -> CliResult<ArraySpec> {
-    let refused = || {
-        CliError::usage(format!(
-            "--array {text:?}: expected N or N%M, e.g. 10 or 10%2"
-        ))
+    let refused = |why: String| CliError::usage(format!("--array {text:?}: {why}"));
+    let expected = || {
+        refused(
+            "expected N, 0-LAST or either with %M (at most M at once), e.g. 10, 0-9, 10%2"
+                .to_owned(),
+        )
     };
-    let (count, parallel) = match text.split_once('%') {
-        Some((count, parallel)) => (count, Some(parallel)),
+    let number = |field: &str| -> CliResult<u32> {
+        if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(expected());
+        }
+        field.parse().map_err(|_| expected())
+    };
+    let (tasks, parallel) = match text.split_once('%') {
+        Some((tasks, parallel)) => (tasks, Some(number(parallel)?)),
         None => (text, None),
     };
-    let mut array = ArraySpec::new(count.parse().map_err(|_| refused())?);
+    let count = match tasks.split_once('-') {
+        None if tasks.contains([',', ':']) => {
+            return Err(refused(
+                "lists and steps are not supported: tasks are numbered 0 to N-1 in \
+                 $BATCHBRIDGE_TASK_INDEX; compute yours from it, e.g. --array 5 with \
+                 $((BATCHBRIDGE_TASK_INDEX * 2)) for 0,2,4,6,8"
+                    .to_owned(),
+            ));
+        }
+        None => number(tasks)?,
+        Some((first, rest)) => {
+            let (last, step) = match rest.split_once(':') {
+                Some((last, step)) => (last, Some(number(step)?)),
+                None => (rest, None),
+            };
+            let (first, last) = (number(first)?, number(last)?);
+            if last < first {
+                return Err(expected());
+            }
+            let step = step.unwrap_or(1).max(1);
+            let count = (last - first) / step + 1;
+            if first != 0 || step != 1 {
+                let mut index = "BATCHBRIDGE_TASK_INDEX".to_owned();
+                if step != 1 {
+                    index = format!("{index} * {step}");
+                }
+                if first != 0 {
+                    index = format!("{index} + {first}");
+                }
+                return Err(refused(format!(
+                    "tasks are numbered 0 to N-1 in $BATCHBRIDGE_TASK_INDEX; ranges from \
+                     0 without a step are supported (0-{}); for these {count} tasks write \
+                     --array {count}{} and use $(({index})) in the script",
+                    count - 1,
+                    parallel.map(|p| format!("%{p}")).unwrap_or_default(),
+                )));
+            }
+            count
+        }
+    };
+    let mut array = ArraySpec::new(count);
     if let Some(parallel) = parallel {
-        array = array.with_max_parallel(parallel.parse().map_err(|_| refused())?);
+        array = array.with_max_parallel(parallel);
     }
     Ok(array)
 }
@@ -973,13 +1024,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arrays_are_n_or_n_percent_m() {
+    fn arrays_are_n_or_a_range_from_0() {
         let parsed = |text: &str| parse_array(text).ok().map(|a| (a.count, a.max_parallel));
         assert_eq!(parsed("3"), Some((3, None)));
         assert_eq!(parsed("10%2"), Some((10, Some(2))));
-        for bad in ["", "%2", "3%", "x", "3%$(touch x)", "-1"] {
+        assert_eq!(parsed("0-9"), Some((10, None)));
+        assert_eq!(parsed("0-0"), Some((1, None)));
+        assert_eq!(parsed("0-9%3"), Some((10, Some(3))));
+        assert_eq!(parsed("0-9:1"), Some((10, None)));
+        for bad in [
+            "",
+            "%2",
+            "3%",
+            "x",
+            "3%$(touch x)",
+            "-1",
+            "1-5",
+            "0-9:2",
+            "1,3,5",
+            "5-1",
+            "0-",
+            "0-x",
+            "0-9:",
+            "1-5%2",
+            "99999999999",
+        ] {
             assert_eq!(parsed(bad), None, "{bad:?}");
         }
+        let said = |text: &str| parse_array(text).unwrap_err().message;
+        assert!(
+            said("1-5").contains("--array 5 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
+            "{}",
+            said("1-5")
+        );
+        assert!(
+            said("0-9:2").contains("--array 5 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
+            "{}",
+            said("0-9:2")
+        );
+        assert!(
+            said("3-11:4%2").contains("--array 3%2 and use $((BATCHBRIDGE_TASK_INDEX * 4 + 3))"),
+            "{}",
+            said("3-11:4%2")
+        );
     }
 
     #[test]

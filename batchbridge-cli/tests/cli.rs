@@ -591,6 +591,29 @@ fn status_and_clusters_honour_the_cluster_and_the_filters() {
     assert_eq!(code(&user.run(&["cancel", &running])), 0);
 }
 
+/// `--array 0-LAST` is sbatch's range of LAST+1 tasks numbered from 0; a range from elsewhere
+/// or with a step is refused with the arithmetic that gives its numbers.
+#[test]
+fn arrays_take_sbatch_ranges_from_0() {
+    let user = User::new();
+    let script = user.script("index.sh", "echo index $BATCHBRIDGE_TASK_INDEX\n");
+    let script = script.to_str().unwrap();
+    let output = user.run(&["run", "--array", "0-2%2", script]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let expected = (0..3).map(|task| (task, format!("index {task}\n")));
+    assert_eq!(by_task(&stdout(&output)), expected.collect());
+    for (array, said) in [
+        ("1-5", "--array 5 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
+        ("0-9:2", "--array 5 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
+    ] {
+        let output = user.run(&["submit", "--array", array, script]);
+        assert_eq!(code(&output), 2, "{array}");
+        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+    }
+    let help = stdout(&user.run(&["submit", "--help"]));
+    assert!(help.contains("$BATCHBRIDGE_TASK_INDEX"), "{help}");
+}
+
 /// `completions bash | head`: a reader that closes its end early is no panic.
 #[test]
 fn completions_to_a_closed_pipe_end_quietly() {
