@@ -30,7 +30,11 @@ fn main() -> ExitCode {
             return exit::Exit::Failure.into();
         }
     };
-    match runtime.block_on(commands::run(cli)) {
+    let ran = runtime.block_on(commands::run(cli));
+    // Dropping the runtime would wait for its blocking threads, one of which may sit in a
+    // terminal read (the cancel prompt a second Ctrl-C answered) until Enter is pressed.
+    runtime.shutdown_background();
+    match ran {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             terminal::print_error(&err);

@@ -873,14 +873,14 @@ fn the_progress_spinner_shows_on_a_terminal_only() {
 }
 
 /// Ctrl-C typed at a terminal during `run` asks whether to cancel: "y" cancels the job,
-/// "n" leaves it running and says how to follow it.
+/// "n" leaves it running and says how to follow it, and so does a second Ctrl-C, at once.
 #[test]
 fn an_interrupted_run_on_a_terminal_asks_before_cancelling() {
     use std::io::{Read, Write};
 
     let user = User::new();
     let script = user.script("long.sh", "echo started\nsleep 300\n");
-    for (answer, goes_on) in [("y", false), ("n", true)] {
+    for (answer, goes_on) in [("y\n", false), ("n\n", true), ("\x03", true)] {
         // util-linux `script` puts the run under a pseudo-terminal; the ^C written to it
         // becomes a SIGINT from the terminal, as when typed.
         let line = format!(
@@ -914,10 +914,18 @@ fn an_interrupted_run_on_a_terminal_asks_before_cancelling() {
         read_until("started");
         keyboard.write_all(b"\x03").unwrap();
         read_until("[y/N]");
-        keyboard
-            .write_all(format!("{answer}\n").as_bytes())
-            .unwrap();
-        let status = terminal.wait().unwrap();
+        keyboard.write_all(answer.as_bytes()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(status) = terminal.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = terminal.kill();
+                panic!("{answer:?} at the prompt: the CLI did not end");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
         let mut rest = Vec::new();
         screen.read_to_end(&mut rest).unwrap();
         seen.extend(rest);
