@@ -65,7 +65,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Wait { jobs, timeout } => {
             let jobs = context.resolve_all(&jobs)?;
             let statuses = context.wait(jobs, timeout).await?;
-            context.print_statuses(&statuses);
+            context.print_statuses(&statuses)?;
             Ok(match &statuses[..] {
                 [(_, only)] => job_exit_code(only),
                 all if all.iter().all(|(_, s)| s.state == JobState::Succeeded) => 0,
@@ -324,17 +324,23 @@ impl Context {
         Ok(ended)
     }
 
-    fn print_statuses(&self, statuses: &[(String, JobStatus)]) {
+    /// Prints jobs that ended, with the name and key the record has for each.
+    fn print_statuses(&self, statuses: &[(String, JobStatus)]) -> CliResult<()> {
+        let entries = self.record.entries()?;
         let rows: Vec<Row> = statuses
             .iter()
-            .map(|(reference, status)| Row {
-                job: reference.clone(),
-                name: String::new(),
-                key: String::new(),
-                status: Ok(status.clone()),
+            .map(|(reference, status)| {
+                let entry = entries.iter().find(|e| e.reference() == *reference);
+                Row {
+                    job: reference.clone(),
+                    name: entry.map(|e| e.name.clone()).unwrap_or_default(),
+                    key: entry.map(|e| e.key.clone()).unwrap_or_default(),
+                    status: Ok(status.clone()),
+                }
             })
             .collect();
         self.print_rows(&rows);
+        Ok(())
     }
 
     /// One batched status query per cluster; without jobs named, every recorded job on the
@@ -493,7 +499,7 @@ impl Context {
         task: Option<u32>,
     ) -> CliResult<u8> {
         let entries = self.record.entries()?;
-        let (cluster, id, _) = self.resolve(reference, &entries)?;
+        let (cluster, id, reference) = self.resolve(reference, &entries)?;
         let explain = |err| cluster.explain(err);
         let array = match task {
             Some(_) => None,
@@ -516,6 +522,9 @@ impl Context {
                 .follow(&tracker, poll_interval(&cluster), |print| print())
                 .await
                 .map_err(explain)?;
+            if status.state != JobState::Succeeded {
+                eprintln!("{reference}: {}", describe_end(&status));
+            }
             return Ok(job_exit_code(&status));
         }
         if tail.is_none() {

@@ -614,6 +614,36 @@ fn arrays_take_sbatch_ranges_from_0() {
     assert!(help.contains("$BATCHBRIDGE_TASK_INDEX"), "{help}");
 }
 
+/// `wait` shows the name and key the job was submitted with; `logs -f` of a job that is
+/// cancelled says so.
+#[test]
+fn wait_names_the_job_and_logs_follow_says_how_it_ended() {
+    let user = User::new();
+    let script = user.script("long.sh", "echo started\nsleep 300\n");
+    let key = "wait-names-the-job";
+    let job = user.submit(&["--name", "sleeper", "--key", key, script.to_str().unwrap()]);
+    user.wait_state(&job, "Running");
+    let mut following = user.spawn(&["logs", "-f", &job]);
+    let mut lines = BufReader::new(following.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "started");
+    assert_eq!(code(&user.run(&["cancel", &job])), 0);
+    let followed = following.wait_with_output().unwrap();
+    assert_eq!(code(&followed), 1);
+    assert!(
+        stderr(&followed).starts_with(&format!("{job}: Cancelled")),
+        "{}",
+        stderr(&followed)
+    );
+    let output = user.run(&["-o", "json", "wait", &job]);
+    let rows: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (rows[0]["name"].as_str(), rows[0]["key"].as_str()),
+        (Some("sleeper"), Some(key))
+    );
+    let table = stdout(&user.run(&["wait", &job]));
+    assert!(table.contains(" sleeper "), "{table}");
+}
+
 /// `completions bash | head`: a reader that closes its end early is no panic.
 #[test]
 fn completions_to_a_closed_pipe_end_quietly() {
