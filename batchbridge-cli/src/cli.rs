@@ -61,6 +61,11 @@ pub(crate) struct Cli {
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
     pub(crate) output: Format,
 
+    /// Say more on stderr: -v the library's warnings and connections, -vv also every
+    /// command run on a cluster (never a credential). RUST_LOG, when set, decides instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }

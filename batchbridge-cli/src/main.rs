@@ -20,6 +20,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    log_to_stderr(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -41,4 +42,28 @@ fn main() -> ExitCode {
             err.exit.into()
         }
     }
+}
+
+/// Core's log (tracing) to stderr: what RUST_LOG says, else nothing without `-v`, warnings
+/// and connections (info) with `-v`, every remote command (debug) with `-vv`, trace beyond.
+fn log_to_stderr(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::LevelFilter;
+
+    let level = match verbose {
+        0 => LevelFilter::OFF,
+        1 => LevelFilter::INFO,
+        2 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
+    };
+    let filter = match std::env::var_os("RUST_LOG") {
+        Some(_) => EnvFilter::from_default_env(),
+        None => EnvFilter::default().add_directive(level.into()),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(console::colors_enabled_stderr())
+        .without_time()
+        .init();
 }

@@ -644,6 +644,33 @@ fn wait_names_the_job_and_logs_follow_says_how_it_ended() {
     assert!(table.contains(" sleeper "), "{table}");
 }
 
+/// `-v` shows core's connections and warnings, `-vv` every command run on the cluster,
+/// never the key; without either, nothing of the sort.
+#[test]
+fn verbose_shows_what_ran_on_the_cluster() {
+    let user = User::new();
+    let said = |args: &[&str]| {
+        stderr(&user.run(&[args, &["-c", "slurm", "status", "slurm:999999"]].concat()))
+    };
+    let quiet = said(&[]);
+    assert!(
+        !quiet.contains("squeue") && !quiet.contains("SSH master"),
+        "{quiet}"
+    );
+    let info = said(&["-v"]);
+    assert!(info.contains("SSH master connection established"), "{info}");
+    assert!(!info.contains("squeue"), "{info}");
+    let debug = said(&["-vv"]);
+    assert!(
+        debug.contains("running remotely") && debug.contains("squeue"),
+        "{debug}"
+    );
+    let key = std::fs::read_to_string(login("ssh").private_key).unwrap();
+    for secret in key.lines().filter(|line| !line.starts_with("-----")) {
+        assert!(!debug.contains(secret), "the private key is in the log");
+    }
+}
+
 /// `completions bash | head`: a reader that closes its end early is no panic.
 #[test]
 fn completions_to_a_closed_pipe_end_quietly() {

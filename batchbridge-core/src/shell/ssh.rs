@@ -672,6 +672,7 @@ impl Shell for SshShell {
     async fn stream(&self, command: &Command) -> Result<LineStream> {
         let line = command.to_shell_line()?;
         check_line_length(&line, command)?;
+        tracing::debug!(target = %self.target, command = %line, "streaming remotely");
         let permit = Arc::clone(&self.sessions)
             .acquire_owned()
             .await
@@ -712,6 +713,9 @@ impl Shell for SshShell {
     async fn run(&self, command: &Command) -> Result<Output> {
         let line = command.to_shell_line()?;
         check_line_length(&line, command)?;
+        // The line names programs and files; a job's script and environment, and any
+        // password, travel on stdin or in files, never in it.
+        tracing::debug!(target = %self.target, command = %line, "running remotely");
         let _permit = self.sessions.acquire().await.map_err(|_| {
             Error::new(
                 ErrorKind::ConnectionLost,
