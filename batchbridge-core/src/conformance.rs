@@ -19,7 +19,8 @@
 //! What is checked, one function each: a job succeeds (with no failure cause) and its output
 //! is readable; a failing job reports its exit code and the cause
 //! [`ExitCode`](FailureCause::ExitCode); a queued and a running job can be cancelled, with
-//! the cause [`Cancelled`](FailureCause::Cancelled) (where nothing can hold a job back, a
+//! the cause [`Cancelled`](FailureCause::Cancelled), the queued one gone from the
+//! scheduler's own listing once cleaned up (where nothing can hold a job back, a
 //! resource request is refused instead of queued); a cancelled job whose script ignores
 //! SIGTERM leaves no process behind; a job whose environment sets a `PATH` without `/bin`
 //! still runs its script; cancelling a
@@ -33,7 +34,7 @@
 //! [`NotStarted`](FailureCause::NotStarted); an invalid spec is refused and leaves nothing behind; the
 //! version is one printable line; cleanup refuses an active job and removes an ended one;
 //! an id keeps naming its job after the scheduler's numbering restarts (provoked only with
-//! [`Config::restart_numbering`]).
+//! [`Config::restart_numbering`]); the capabilities say what the backend does.
 //! Through a [`Tracker`]: for a backend with pushed events, a run, a success, a failure and
 //! a cancel reach the tracker without its interval's polls (a backend without events
 //! passes that check only because it has none, and the check says so); and the tracker's
