@@ -9,15 +9,16 @@ use crate::output::Tail;
 
 const AFTER_HELP: &str = "\
 Examples:
-  batchbridge run hello.sh                      run on this machine, print the output, exit with its code
+  batchbridge run hello.sh          run here, print output, exit with its code
   batchbridge -c hpc submit --cpus 4 --mem 8GiB --time 2h train.sh
-  batchbridge status                            every job this tool submitted, one query per cluster
-  batchbridge logs -f hpc:4242                  follow a running job's output
+  batchbridge status                every job this tool submitted
+  batchbridge logs -f hpc:4242      follow a running job's output
   batchbridge cancel hpc:4242
-  batchbridge clusters                          check that every cluster answers
+  batchbridge clusters              check that every cluster answers
 
-Jobs are named CLUSTER:ID as `submit` prints them; a bare ID is looked up among the jobs
-this tool submitted, then taken to be on the --cluster (or default) cluster.
+Jobs are named CLUSTER:ID as `submit` prints them; a bare ID is looked up among
+the jobs this tool submitted, then taken to be on the --cluster (or default)
+cluster.
 
 Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
   default_cluster = \"hpc\"
@@ -26,11 +27,13 @@ Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
   host = \"login.hpc.example\"
   port = 22                           # default 22
   user = \"alice\"                      # default $USER
-  key_file = \"~/.ssh/id_ed25519\"      # default: the ssh-agent at $SSH_AUTH_SOCK, else ~/.ssh/id_{ed25519,ecdsa,rsa}
+  # default: the ssh-agent at $SSH_AUTH_SOCK, else ~/.ssh/id_{ed25519,ecdsa,rsa}
+  key_file = \"~/.ssh/id_ed25519\"
   known_hosts = \"~/.ssh/known_hosts\"  # default; unknown host keys are refused
-  work_dir = \"/scratch/alice/bb\"      # default .batchbridge/slurm in the login directory
-  partition = \"short\"                 # slurm only
-  account = \"proj-17\"                 # slurm only
+  # default .batchbridge/SCHEDULER in the login directory
+  work_dir = \"/scratch/alice/bb\"
+  partition = \"short\"                 # slurm, and pbs's queue
+  account = \"proj-17\"                 # slurm and pbs
 
 Exit codes:
   0    done; for run and wait: the job succeeded
@@ -47,7 +50,12 @@ Exit codes:
 
 /// batchbridge: run batch jobs on SLURM, HTCondor, PBS or this machine with one set of commands.
 #[derive(Debug, Parser)]
-#[command(name = "batchbridge", version, after_help = AFTER_HELP)]
+#[command(
+    name = "batchbridge",
+    version,
+    after_help = "`batchbridge --help` shows examples, the config file and the exit codes.",
+    after_long_help = AFTER_HELP
+)]
 pub(crate) struct Cli {
     /// The cluster to use (default: the config's default_cluster, else `local`).
     #[arg(short, long, global = true, env = "BATCHBRIDGE_CLUSTER")]

@@ -310,9 +310,16 @@ impl Context {
                     .or_insert(tracker(&cluster)?),
             };
             let spinner = terminal::spinner(format!("{reference} waiting"));
-            let left = deadline.map_or(Duration::MAX, |d| {
+            let mut left = deadline.map_or(Duration::MAX, |d| {
                 d.saturating_duration_since(Instant::now())
             });
+            // What is left of a --timeout of whole seconds, as whole seconds: the message of
+            // a wait that times out names it, and "2s" reads better than "1.999821303s".
+            if timeout.is_some_and(|t| t.subsec_nanos() == 0) {
+                left = Duration::from_secs(
+                    left.as_secs() + u64::from(left.subsec_nanos() >= 500_000_000),
+                );
+            }
             let status = tracker
                 .wait_with(&id, left, |status| {
                     spinner.set_message(format!("{reference} {:?}", status.state));
@@ -615,6 +622,11 @@ impl Context {
             println!("{}", serde_json::Value::Array(checks));
             return Ok(worst);
         }
+        let header = format!(
+            "{:<16} {:<6} {:<9} {:<28} {:<40} ACCOUNTING",
+            "CLUSTER", "STATE", "SCHEDULER", "TARGET", "VERSION"
+        );
+        println!("{header}");
         for check in &checks {
             let text = |field: &str| check[field].as_str().unwrap_or("").to_owned();
             let ok = check["ok"].as_bool() == Some(true);
@@ -920,8 +932,42 @@ fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
         spec.environment.insert(name.to_owned(), value.to_owned());
     }
     spec.queue = job.partition;
-    spec.validate()?;
+    spec.validate()
+        .map_err(|err| CliError::usage(in_flags(err.message(), spec.key.as_str())))?;
     Ok(spec)
+}
+
+/// Core's validation names the spec's fields (`job spec KEY: array.count: …`); the person
+/// at the terminal typed flags, and never saw the key the tool made up.
+fn in_flags(message: &str, key: &str) -> String {
+    const FLAGS: [(&str, &str); 9] = [
+        ("resources.cpus", "--cpus"),
+        ("resources.gpus", "--gpus"),
+        ("resources.memory", "--mem"),
+        ("resources.wallTime", "--time"),
+        ("array.count", "--array (its task count)"),
+        ("array.maxParallel", "--array (its %M)"),
+        ("queue ", "--partition "),
+        ("environment ", "--env "),
+        ("name ", "--name "),
+    ];
+    let message = message
+        .strip_prefix(&format!("job spec {key}: "))
+        .unwrap_or(message);
+    let problems: Vec<String> = message
+        .split("; ")
+        .map(|problem| {
+            FLAGS
+                .iter()
+                .find_map(|(field, flag)| {
+                    problem
+                        .strip_prefix(field)
+                        .map(|rest| format!("{flag}{rest}"))
+                })
+                .unwrap_or_else(|| problem.to_owned())
+        })
+        .collect();
+    problems.join("; ")
 }
 
 /// `N`, `0-LAST` (sbatch's range from 0, the same N = LAST + 1 tasks), each with an optional

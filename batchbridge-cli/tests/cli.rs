@@ -671,6 +671,72 @@ fn verbose_shows_what_ran_on_the_cluster() {
     }
 }
 
+/// Messages a person reads: flags rather than spec fields, a timeout as it was given, a
+/// header on `clusters`, `-h` short, and `--help` whose config example fits 80 columns and
+/// parses as pasted.
+#[test]
+fn messages_name_flags_and_help_fits_a_terminal() {
+    let user = User::new();
+    let script = user.script("nap.sh", "sleep 30\n");
+    let script = script.to_str().unwrap();
+    for (flag, value, said) in [
+        (
+            "--array",
+            "0",
+            "--array (its task count): must be at least 1",
+        ),
+        ("--mem", "0", "--mem: must be more than 0 bytes"),
+    ] {
+        let output = user.run(&["-c", "local", "submit", flag, value, script]);
+        assert_eq!(code(&output), 2);
+        assert_eq!(
+            stderr(&output),
+            format!(
+                "error: {said} and at most {}\n",
+                if flag == "--mem" { "1024 TiB" } else { "10000" }
+            )
+        );
+    }
+    let job = user.submit(&["-c", "local", script]);
+    let output = user.run(&["wait", "--timeout", "2s", &job]);
+    assert_eq!(code(&output), 75);
+    assert!(
+        stderr(&output).contains("did not end within 2s: "),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(code(&user.run(&["cancel", &job])), 0);
+    let clusters = stdout(&user.run(&["-c", "local", "clusters"]));
+    assert!(clusters.starts_with("CLUSTER "), "{clusters}");
+
+    let short = stdout(&user.run(&["-h"]));
+    assert!(
+        !short.contains("Exit codes:") && short.contains("--help"),
+        "{short}"
+    );
+    let long = stdout(&user.run(&["--help"]));
+    let config: String = long
+        .lines()
+        .skip_while(|line| !line.starts_with("Config ("))
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .map(|line| format!("{}\n", line.trim_start()))
+        .collect();
+    let parsed: toml::Table = toml::from_str(&config).unwrap();
+    assert_eq!(
+        parsed["clusters"]["hpc"]["partition"].as_str(),
+        Some("short")
+    );
+    assert!(
+        config.contains("pbs"),
+        "partition and account are PBS's too: {config}"
+    );
+    let after = long.split_once("Examples:").unwrap().1;
+    for line in after.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+}
+
 /// `completions bash | head`: a reader that closes its end early is no panic.
 #[test]
 fn completions_to_a_closed_pipe_end_quietly() {
