@@ -251,7 +251,7 @@ impl Context {
         let watching = tokio::spawn(async move {
             while let Some((_, status)) = changes.recv().await {
                 if matches!(status.state, JobState::Queued | JobState::Held) {
-                    shown.set_message(format!("{reference} {:?}", status.state));
+                    shown.set_message(format!("{reference} {}", waiting(&status)));
                 } else {
                     shown.finish_and_clear();
                 }
@@ -322,7 +322,7 @@ impl Context {
             }
             let status = tracker
                 .wait_with(&id, left, |status| {
-                    spinner.set_message(format!("{reference} {:?}", status.state));
+                    spinner.set_message(format!("{reference} {}", waiting(status)));
                 })
                 .await;
             spinner.finish_and_clear();
@@ -423,7 +423,14 @@ impl Context {
                     .get(&id)
                     .cloned()
                     .unwrap_or_else(|| JobStatus::unknown("not in the scheduler's answer"))),
-                Err(err) => Err(err.message.clone()),
+                // Printed once above; a table row of each of the cluster's jobs only points
+                // there, while JSON, whose readers see no stderr, keeps it whole.
+                Err(err) => Err(match self.format {
+                    Format::Table => {
+                        format!("{} did not answer: see the error above", cluster.name)
+                    }
+                    Format::Json => err.message.clone(),
+                }),
             };
             if let Ok(known) = &status
                 && let Some(err) = unknown_job(&cluster, &id, &reference, known).await
@@ -508,16 +515,15 @@ impl Context {
         let entries = self.record.entries()?;
         let (cluster, id, reference) = self.resolve(reference, &entries)?;
         let explain = |err| cluster.explain(err);
+        let status = cluster.backend.status_of(&id).await.map_err(explain)?;
         let array = match task {
             Some(_) => None,
-            None => cluster
-                .backend
-                .status_of(&id)
-                .await
-                .map_err(explain)?
-                .tasks
-                .map(|counts| counts.total),
+            None => status.tasks.as_ref().map(|counts| counts.total),
         };
+        if matches!(status.state, JobState::Queued | JobState::Held) && status.tasks.is_none() {
+            // Nothing to print yet; silence would read as a job that printed nothing.
+            eprintln!("{reference} has not started: {}", waiting(&status));
+        }
         let mut output = PrintedOutput::new(id.clone(), array, task.unwrap_or(0));
         let backend = cluster.backend.as_ref();
         if let Some(tail) = tail {
@@ -794,6 +800,15 @@ fn describe_tasks(tasks: &TaskCounts) -> String {
         .map(|(n, what)| format!("{n} {what}"))
         .collect();
     format!("{} tasks: {}", tasks.total, counts.join(", "))
+}
+
+/// A job's state while it is waited for, with the scheduler's reason when it has one
+/// (`Queued: Resources`): why a job has not started is what the person watching wants.
+fn waiting(status: &JobStatus) -> String {
+    match &status.reason {
+        Some(reason) if !status.state.is_terminal() => format!("{:?}: {reason}", status.state),
+        _ => format!("{:?}", status.state),
+    }
 }
 
 /// How a job that did not succeed ended, for standard error.

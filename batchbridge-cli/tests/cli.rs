@@ -737,6 +737,81 @@ fn messages_name_flags_and_help_fits_a_terminal() {
     }
 }
 
+/// A job that waits says why: `logs` of it says it has not started, and the spinner on a
+/// terminal shows the scheduler's reason.
+#[test]
+fn a_waiting_job_says_why() {
+    let user = User::new();
+    let script = user.script("big.sh", "echo never\n");
+    let job = user.submit(&["-c", "local", "--cpus", "1024", script.to_str().unwrap()]);
+    let output = user.run(&["logs", &job]);
+    assert_eq!(code(&output), 0);
+    assert!(
+        stderr(&output).starts_with(&format!("{job} has not started: Queued: Resources: ")),
+        "{}",
+        stderr(&output)
+    );
+    let line = format!(
+        "{} wait --timeout 3s {job}",
+        env!("CARGO_BIN_EXE_batchbridge")
+    );
+    let on_terminal = user
+        .program("script")
+        .args(["-qefc", &line, "/dev/null"])
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    let seen = stdout(&on_terminal);
+    assert!(
+        seen.contains(&format!("{job} Queued: Resources: asks for 1024 CPUs")),
+        "no reason on the spinner: {seen:?}"
+    );
+    assert_eq!(code(&user.run(&["cancel", &job])), 0);
+}
+
+/// With a cluster down, `status` says why once, and each of its jobs' rows points there.
+#[test]
+fn status_says_once_why_a_cluster_did_not_answer() {
+    let user = User::new();
+    let ssh = ssh_facts();
+    user.write_config(&format!(
+        "[clusters.down]\nscheduler = \"slurm\"\nhost = \"127.0.0.1\"\nport = 1\n\
+         key_file = \"{}\"\nknown_hosts = \"{}\"\nconnect_timeout_secs = 2\n",
+        ssh.private_key.display(),
+        ssh.known_hosts.display()
+    ));
+    let state = user.home.path().join("state/batchbridge");
+    std::fs::create_dir_all(&state).unwrap();
+    let entries: String = (1..=3)
+        .map(|id| {
+            format!(
+                "{{\"cluster\":\"down\",\"id\":\"{id}\",\"key\":\"k{id}\",\"name\":\"n\",\"submitted_at\":0}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(state.join("jobs.jsonl"), entries).unwrap();
+    let output = user.run(&["status"]);
+    assert_eq!(code(&output), 69, "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output).matches("error: ").count(),
+        1,
+        "{}",
+        stderr(&output)
+    );
+    let table = stdout(&output);
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    for row in rows {
+        assert!(
+            row.ends_with("down did not answer: see the error above"),
+            "{row}"
+        );
+    }
+    let json = user.run(&["-o", "json", "status"]);
+    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(rows[0]["error"].as_str().unwrap().len() > 40, "{rows}");
+}
+
 /// `completions bash | head`: a reader that closes its end early is no panic.
 #[test]
 fn completions_to_a_closed_pipe_end_quietly() {
