@@ -34,7 +34,25 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         };
     }
     let mut context = Context::new(&cli)?;
-    match cli.command {
+    // run and submit --follow ask what to do on Ctrl-C themselves. Elsewhere Ctrl-C ends the
+    // command here rather than killing the process, so that the clusters' SSH shells are
+    // dropped: their masters stopped and private directories (with the control socket)
+    // removed, which a process killed by SIGINT leaves behind.
+    if matches!(
+        cli.command,
+        Command::Run { .. } | Command::Submit { follow: true, .. }
+    ) {
+        return dispatch(&mut context, cli.command).await;
+    }
+    tokio::select! {
+        done = dispatch(&mut context, cli.command) => done,
+        _ = tokio::signal::ctrl_c() => Ok(Exit::Interrupted as u8),
+    }
+}
+
+/// Does what `command` asks.
+async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
+    match command {
         Command::Submit { job, wait, follow } => {
             let submitted = context.submit(job).await?;
             if follow {

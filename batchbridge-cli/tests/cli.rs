@@ -812,6 +812,51 @@ fn status_says_once_why_a_cluster_did_not_answer() {
     assert!(rows[0]["error"].as_str().unwrap().len() > 40, "{rows}");
 }
 
+/// Ctrl-C during `wait` (SIGINT to the whole process group, as a terminal sends it) leaves
+/// no SSH directory with a stale control socket behind.
+#[test]
+fn an_interrupted_wait_leaves_no_ssh_directory() {
+    use std::os::unix::process::CommandExt;
+
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+
+    let user = User::new();
+    let script = user.script("long.sh", "sleep 300\n");
+    let job = user.submit(&["-c", "condor", script.to_str().unwrap()]);
+    let runtime = tempfile::tempdir().unwrap();
+    let mut waiting = user.command(&["wait", &job]);
+    waiting
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut waiting = Stopped(waiting.spawn().unwrap());
+    let connected = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|entry| entry.path().join("master").exists())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !connected(runtime.path()) {
+        assert!(Instant::now() < deadline, "no SSH connection");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let group = Pid::from_raw(i32::try_from(waiting.0.id()).unwrap());
+    killpg(group, Signal::SIGINT).unwrap();
+    let status = waiting.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let left: Vec<_> = std::fs::read_dir(runtime.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(code(&user.run(&["cancel", &job])), 0);
+}
+
 /// `completions bash | head`: a reader that closes its end early is no panic.
 #[test]
 fn completions_to_a_closed_pipe_end_quietly() {
