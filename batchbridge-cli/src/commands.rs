@@ -534,6 +534,9 @@ impl Context {
         let (cluster, id, reference) = self.resolve(reference, &entries)?;
         let explain = |err| cluster.explain(err);
         let status = cluster.backend.status_of(&id).await.map_err(explain)?;
+        if let Some(err) = unknown_job(&cluster, &id, &reference, &status).await {
+            return Err(err);
+        }
         let array = match task {
             Some(_) => None,
             None => status.tasks.as_ref().map(|counts| counts.total),
@@ -863,7 +866,21 @@ async fn unknown_job(
         .await
     {
         Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::InvalidInput) => {
-            let why = status.reason.as_deref().unwrap_or(err.message());
+            // The scheduler's own words ("not submitted through this work directory") would
+            // be wrong for a job whose files `forget` removed.
+            let why = match err.kind() {
+                ErrorKind::NotFound => format!(
+                    "{} does not know it and no job directory holds it: a wrong id, or a \
+                     job whose files were removed (batchbridge forget)",
+                    match cluster.scheduler {
+                        Scheduler::Slurm => "SLURM",
+                        Scheduler::Htcondor => "HTCondor",
+                        Scheduler::Pbs => "PBS",
+                        Scheduler::Local => "this machine",
+                    }
+                ),
+                _ => err.message().to_owned(),
+            };
             Some(
                 CliError::new(Exit::UnknownJob, format!("no such job {reference}: {why}"))
                     .with_hint("`batchbridge status` lists the jobs this tool submitted"),

@@ -536,6 +536,7 @@ fn unknown_jobs_are_errors_at_once() {
             );
             let said = format!("{}{}", stdout(&output), stderr(&output));
             assert!(said.contains(&format!("no such job {job}")), "{said}");
+            assert!(!said.contains("not submitted through"), "{said}");
             assert!(
                 started.elapsed() < Duration::from_secs(15),
                 "{command:?} {job}"
@@ -869,6 +870,24 @@ fn completions_to_a_closed_pipe_end_quietly() {
         assert_eq!(code(&output), 0, "{}", stderr(&output));
         assert_eq!(stderr(&output), "");
     }
+}
+
+/// `logs` of a job `forget` removed says there is no such job, and why there may not be,
+/// rather than that it was never submitted there.
+#[test]
+fn logs_of_a_forgotten_job_say_it_is_gone() {
+    let user = User::new();
+    let script = user.script("hi.sh", "echo hi\n");
+    let job = user.submit(&["--wait", script.to_str().unwrap()]);
+    assert_eq!(stdout(&user.run(&["logs", &job])), "hi\n");
+    assert_eq!(code(&user.run(&["forget", &job])), 0);
+    let output = user.run(&["logs", &job]);
+    assert_eq!(code(&output), 66, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("files were removed (batchbridge forget)"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// `--mem` as sbatch reads it: SLURM receives 4000 MiB for `4000`, 4096 for `4G`; what
