@@ -252,14 +252,14 @@ static CASES: &[Case] = &[
     Case {
         name: "container-injection",
         field: "container image",
-        input: "`docker://x; touch CANARY` (quoted; the test bed has no apptainer)",
+        input: "`docker://x; touch CANARY` (quoted; the test bed has no apptainer, which the wrapper looks for before the script)",
         spec: |c| {
             slurm_job(
                 "echo ok\n",
                 json!({"container": {"image": format!("docker://x; touch {}", c.canary)}}),
             )
         },
-        expect: Expect::Fails(Reason::NonZeroExitCode),
+        expect: Expect::Fails(Reason::NotStarted),
     },
     Case {
         name: "script-bytes",

@@ -2,7 +2,9 @@
 //! per namespace, shared by all its BatchClusters, checked before a command that would log
 //! in a new connection.
 //!
-//! A command on an open connection costs nothing. Without a bound, each BatchCluster whose
+//! A command on an open connection costs nothing, and so does a reconnect of a shell that
+//! has logged in before (its target is a real login node that took its credentials; an
+//! outage there must not delay its recovery). Without a bound, each BatchCluster whose
 //! login node does not answer is tried by its probe and its polls about 12 times a minute,
 //! and a tenant with 40 of them makes the operator open 600 to 740 connections a minute to
 //! addresses of its choosing (issue 27): a port scanner, and a load on the sites' sshd.
@@ -91,7 +93,10 @@ impl BudgetedShell {
     }
 
     async fn admit(&self) -> Result<()> {
-        if self.ssh.is_connected().await {
+        // A shell that has logged in before reaches a real login node with working
+        // credentials: its reconnects after an outage are not probes, and must not wait
+        // for a budget the outage's failed attempts spent.
+        if self.ssh.connections_opened() > 0 || self.ssh.is_connected().await {
             return Ok(());
         }
         self.budget.take().map_err(|wait| {
