@@ -11,6 +11,7 @@ use batchbridge_core::{
 };
 use clap::CommandFactory;
 use serde_json::json;
+use tokio::task::JoinSet;
 
 use crate::cli::{Cli, Command, Format, JobArgs, StateFilter};
 use crate::config::{Cluster, Clusters, Scheduler};
@@ -102,6 +103,10 @@ async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
         Command::Completions { .. } => unreachable!("handled above"),
     }
 }
+
+/// How many jobs `forget` removes at once: within the sshd's default ten sessions a
+/// connection, with room for the status queries of the same invocation.
+const REMOVALS_AT_ONCE: usize = 8;
 
 /// A job named on the command line: its cluster, id and how to print it.
 type Resolved = (Cluster, JobId, String);
@@ -706,49 +711,89 @@ impl Context {
             chosen
         };
         let mut worst = 0;
-        let mut forgotten = Vec::new();
+        let mut by_cluster: BTreeMap<String, (Cluster, Vec<Entry>)> = BTreeMap::new();
         for entry in chosen {
             let cluster = self.cluster(&entry.cluster)?;
-            let id = JobId::from(entry.id.as_str());
-            let cleaned = async {
-                let status = cluster.backend.status_of(&id).await?;
-                if status.state.is_active() {
-                    return Ok(false);
-                }
-                cluster
-                    .backend
-                    .cleanup(&JobKey::new(entry.key.as_str())?)
-                    .await?;
-                Ok(true)
-            };
-            match cleaned.await.map_err(|err| cluster.explain(err)) {
-                Ok(true) => forgotten.push(entry.reference()),
-                Ok(false) if all_ended => {}
-                Ok(false) => {
-                    worst = worst.max(Exit::Failure as u8);
-                    terminal::print_error(
-                        &CliError::new(
-                            Exit::Failure,
-                            format!("{} is still active", entry.reference()),
-                        )
-                        .with_hint(format!(
-                            "cancel it first: batchbridge cancel {}",
-                            entry.reference()
-                        )),
-                    );
-                }
+            by_cluster
+                .entry(cluster.name.clone())
+                .or_insert_with(|| (cluster, Vec::new()))
+                .1
+                .push(entry);
+        }
+        // A removal costs a few round trips on its cluster; several at once over the
+        // shell's multiplexed connection, each printed as it is done, keep a long list from
+        // taking minutes in silence.
+        let mut removals = JoinSet::new();
+        for (cluster, entries) in by_cluster.into_values() {
+            let ids: Vec<JobId> = entries.iter().map(|e| JobId::from(e.id.as_str())).collect();
+            let statuses = match cluster.backend.status(&ids).await {
+                Ok(statuses) => statuses,
                 Err(err) => {
+                    let err = cluster.explain(err);
                     worst = worst.max(err.exit as u8);
                     terminal::print_error(&err);
+                    continue;
                 }
+            };
+            for (entry, id) in entries.into_iter().zip(ids) {
+                if statuses.get(&id).is_some_and(|s| s.state.is_active()) {
+                    if !all_ended {
+                        worst = worst.max(Exit::Failure as u8);
+                        terminal::print_error(
+                            &CliError::new(
+                                Exit::Failure,
+                                format!("{} is still active", entry.reference()),
+                            )
+                            .with_hint(format!(
+                                "cancel it first: batchbridge cancel {}",
+                                entry.reference()
+                            )),
+                        );
+                    }
+                    continue;
+                }
+                while removals.len() >= REMOVALS_AT_ONCE {
+                    if let Some(done) = removals.join_next().await {
+                        worst = worst.max(self.forgotten(done)?);
+                    }
+                }
+                let cluster = cluster.clone();
+                removals.spawn(async move {
+                    let removed = match JobKey::new(entry.key.as_str()) {
+                        Ok(key) => cluster.backend.cleanup(&key).await,
+                        Err(err) => Err(err),
+                    };
+                    let removed = removed.map_err(|err| cluster.explain(err));
+                    (entry, removed)
+                });
             }
         }
-        self.record
-            .remove(|entry| forgotten.contains(&entry.reference()))?;
-        for reference in &forgotten {
-            println!("forgot {reference}");
+        while let Some(done) = removals.join_next().await {
+            worst = worst.max(self.forgotten(done)?);
         }
         Ok(worst)
+    }
+
+    /// Drops a job whose files were removed from the record and says so; returns the exit
+    /// code of a removal that failed.
+    fn forgotten(
+        &self,
+        done: Result<(Entry, CliResult<()>), tokio::task::JoinError>,
+    ) -> CliResult<u8> {
+        let (entry, removed) =
+            done.map_err(|err| CliError::new(Exit::Failure, format!("a removal failed: {err}")))?;
+        match removed {
+            Ok(()) => {
+                let reference = entry.reference();
+                self.record.remove(|e| e.reference() == reference)?;
+                println!("forgot {reference}");
+                Ok(0)
+            }
+            Err(err) => {
+                terminal::print_error(&err);
+                Ok(err.exit as u8)
+            }
+        }
     }
 }
 

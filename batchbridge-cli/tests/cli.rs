@@ -890,6 +890,42 @@ fn logs_of_a_forgotten_job_say_it_is_gone() {
     );
 }
 
+/// `forget --ended` asks each cluster once for the states of all its jobs (before, once a
+/// job), then removes them a few at once, each printed as it is forgotten.
+#[test]
+fn forget_asks_each_cluster_once() {
+    const JOBS: usize = 4;
+    let user = User::new();
+    let script = user.script("quick.sh", "true\n");
+    let jobs: Vec<String> = (0..JOBS)
+        .map(|_| user.submit(&["-c", "pbs", script.to_str().unwrap()]))
+        .collect();
+    let mut wait = vec!["wait", "--timeout", "3m"];
+    wait.extend(jobs.iter().map(String::as_str));
+    let waited = user.run(&wait);
+    assert_eq!(code(&waited), 0, "{}", stderr(&waited));
+    let output = user.run(&["-vv", "forget", "--ended"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let mut forgotten: Vec<&str> = Vec::new();
+    let printed = stdout(&output);
+    for line in printed.lines() {
+        forgotten.push(line.strip_prefix("forgot ").unwrap());
+    }
+    forgotten.sort_unstable();
+    let mut expected: Vec<&str> = jobs.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(forgotten, expected);
+    assert!(user.status(&[]).is_empty());
+    // One query of the CLI's for every job, then one in each removal: core's cleanup checks
+    // that its job ended.
+    let log = stderr(&output);
+    let queries = log
+        .lines()
+        .filter(|line| line.contains("running remotely") && line.contains("qstat"))
+        .count();
+    assert!(queries <= JOBS + 1, "{queries} qstat commands: {log}");
+}
+
 /// `--mem` as sbatch reads it: SLURM receives 4000 MiB for `4000`, 4096 for `4G`; what
 /// could mean two sizes (a bare byte count) is refused, naming both.
 #[test]
