@@ -131,6 +131,24 @@ impl Refusal {
         matches!(self, Self::SubmitLimit | Self::QueueClosed)
     }
 
+    /// The kind of the first of `words` (a backend's table of its scheduler's phrases, each
+    /// with its kind) that `message` contains; `None` when none does.
+    ///
+    /// ```
+    /// use batchbridge_core::Refusal;
+    ///
+    /// const WORDS: &[(&str, Refusal)] = &[("job limit", Refusal::SubmitLimit)];
+    /// let stderr = "error: job limit reached for user alice";
+    /// assert_eq!(Refusal::named_in(stderr, WORDS), Some(Refusal::SubmitLimit));
+    /// assert_eq!(Refusal::named_in("error: something else", WORDS), None);
+    /// ```
+    pub fn named_in(message: &str, words: &[(&str, Self)]) -> Option<Self> {
+        words
+            .iter()
+            .find(|(phrase, _)| message.contains(phrase))
+            .map(|(_, refusal)| *refusal)
+    }
+
     /// The stable name, for programs and logs.
     pub const fn as_str(self) -> &'static str {
         match self {

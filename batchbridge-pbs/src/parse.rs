@@ -256,10 +256,7 @@ pub fn qsub_refusal(stderr: &str) -> Option<Refusal> {
         ("Queue is not enabled", Refusal::QueueClosed),
         ("Unknown queue", Refusal::InvalidRequest),
     ];
-    WORDS
-        .iter()
-        .find(|(words, _)| stderr.contains(words))
-        .map(|(_, refusal)| *refusal)
+    Refusal::named_in(stderr, WORDS)
 }
 
 #[cfg(test)]

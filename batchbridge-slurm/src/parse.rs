@@ -269,10 +269,7 @@ pub fn sbatch_refusal(stderr: &str) -> Option<Refusal> {
             Refusal::InvalidRequest,
         ),
     ];
-    WORDS
-        .iter()
-        .find(|(words, _)| stderr.contains(words))
-        .map(|(_, refusal)| *refusal)
+    Refusal::named_in(stderr, WORDS)
 }
 
 #[cfg(test)]
