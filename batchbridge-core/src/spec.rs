@@ -1441,27 +1441,22 @@ mod tests {
 
     #[test]
     fn json_sizes_read_as_sbatch_reads_them() {
-        let memory = |value: serde_json::Value| {
-            let json = serde_json::json!({"key": "k", "name": "n", "script": "true",
-                "resources": {"memory": value}});
-            serde_json::from_value::<JobSpec>(json)
+        // JSON text rather than serde_json::json!, which the lowest declared serde_json
+        // (1.0.0, tests/library.sh) cannot expand from another crate.
+        let memory = |value: &str| {
+            let json = format!(
+                r#"{{"key": "k", "name": "n", "script": "true", "resources": {{"memory": {value}}}}}"#
+            );
+            serde_json::from_str::<JobSpec>(&json)
                 .map(|spec| spec.resources.memory.map(|m| m.as_u64()))
                 .map_err(|err| err.to_string())
         };
-        assert_eq!(memory("4G".into()), Ok(Some(4 << 30)));
-        assert_eq!(memory("4096M".into()), Ok(Some(4 << 30)));
-        assert_eq!(memory("4000".into()), Ok(Some(4000 << 20)));
-        assert_eq!(memory(4096.into()), Ok(Some(4096)), "a number counts bytes");
-        assert_eq!(
-            memory("4GB".into()),
-            Ok(Some(4 << 30)),
-            "as sbatch and qsub"
-        );
-        assert!(
-            memory("4000000000".into())
-                .unwrap_err()
-                .contains("ambiguous")
-        );
+        assert_eq!(memory(r#""4G""#), Ok(Some(4 << 30)));
+        assert_eq!(memory(r#""4096M""#), Ok(Some(4 << 30)));
+        assert_eq!(memory(r#""4000""#), Ok(Some(4000 << 20)));
+        assert_eq!(memory("4096"), Ok(Some(4096)), "a number counts bytes");
+        assert_eq!(memory(r#""4GB""#), Ok(Some(4 << 30)), "as sbatch and qsub");
+        assert!(memory(r#""4000000000""#).unwrap_err().contains("ambiguous"));
     }
 
     #[test]
