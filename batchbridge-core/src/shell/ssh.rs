@@ -326,15 +326,6 @@ impl SshShell {
         self.live_connection().await.map(drop)
     }
 
-    /// Whether a connection is open now, so that the next command logs in no new one.
-    pub async fn is_connected(&self) -> bool {
-        self.connection
-            .lock()
-            .await
-            .as_mut()
-            .is_some_and(|conn| matches!(conn.master.try_wait(), Ok(None)))
-    }
-
     /// Closes the connection; the next command opens a new one.
     pub async fn disconnect(&self) {
         self.connection.lock().await.take();

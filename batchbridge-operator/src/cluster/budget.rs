@@ -92,11 +92,11 @@ impl BudgetedShell {
         Self { inner, ssh, budget }
     }
 
-    async fn admit(&self) -> Result<()> {
-        // A shell that has logged in before reaches a real login node with working
-        // credentials: its reconnects after an outage are not probes, and must not wait
-        // for a budget the outage's failed attempts spent.
-        if self.ssh.connections_opened() > 0 || self.ssh.is_connected().await {
+    fn admit(&self) -> Result<()> {
+        // A shell that has logged in before (the only kind with an open connection) reaches
+        // a real login node with working credentials: its reconnects after an outage are
+        // not probes, and must not wait for a budget the outage's failed attempts spent.
+        if self.ssh.connections_opened() > 0 {
             return Ok(());
         }
         self.budget.take().map_err(|wait| {
@@ -122,12 +122,12 @@ impl Shell for BudgetedShell {
     }
 
     async fn run(&self, command: &Command) -> Result<Output> {
-        self.admit().await?;
+        self.admit()?;
         self.inner.run(command).await
     }
 
     async fn stream(&self, command: &Command) -> Result<LineStream> {
-        self.admit().await?;
+        self.admit()?;
         self.inner.stream(command).await
     }
 }

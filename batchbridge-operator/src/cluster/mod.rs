@@ -75,12 +75,11 @@ struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// Whether a connection built from this fingerprint and `spec` still stands for
-    /// `cluster` as the cache shows it now (the Secret is looked at only on a refresh).
-    fn stands_for(&self, spec: &BatchClusterSpec, cluster: &BatchCluster) -> bool {
-        self.uid == cluster.metadata.uid
-            && self.generation == cluster.metadata.generation
-            && *spec == cluster.spec
+    /// Whether a connection built from this fingerprint still stands for `cluster` as the
+    /// cache shows it now: the same object with the same spec (the API server raises the
+    /// generation with every spec change; the Secret is looked at only on a refresh).
+    fn stands_for(&self, cluster: &BatchCluster) -> bool {
+        self.uid == cluster.metadata.uid && self.generation == cluster.metadata.generation
     }
 }
 
@@ -173,13 +172,12 @@ pub fn connection_problem(err: &Error) -> Option<ClusterProblem> {
 
 enum Entry {
     Connected(Arc<Connection>),
-    /// A problem found at `at` with the cluster as `fingerprint` and `spec` describe it;
-    /// looked at again after [`CLUSTER_RECHECK`], or at once when the cluster changed.
+    /// A problem found at `at` with the cluster as `fingerprint` describes it; looked at
+    /// again after [`CLUSTER_RECHECK`], or at once when the cluster changed.
     Failed {
         problem: ClusterProblem,
         at: Instant,
         fingerprint: Fingerprint,
-        spec: Box<BatchClusterSpec>,
     },
 }
 
@@ -266,9 +264,7 @@ impl Clusters {
             let entries = self.entries.lock().await;
             match entries.get(&key) {
                 Some(Entry::Connected(connection))
-                    if connection
-                        .fingerprint
-                        .stands_for(&connection.spec, &cluster) =>
+                    if connection.fingerprint.stands_for(&cluster) =>
                 {
                     return match connection.problem() {
                         Some(problem) => Err(problem),
@@ -279,8 +275,7 @@ impl Clusters {
                     problem,
                     at,
                     fingerprint,
-                    spec,
-                }) if at.elapsed() < CLUSTER_RECHECK && fingerprint.stands_for(spec, &cluster) => {
+                }) if at.elapsed() < CLUSTER_RECHECK && fingerprint.stands_for(&cluster) => {
                     return Err(problem.clone());
                 }
                 _ => {}
@@ -383,7 +378,6 @@ impl Clusters {
         let mut entries = self.entries.lock().await;
         if let Some(Entry::Connected(connection)) = entries.get(&key)
             && connection.fingerprint == fingerprint
-            && connection.spec == cluster.spec
         {
             return Ok(Arc::clone(connection));
         }
@@ -405,7 +399,6 @@ impl Clusters {
                         problem: problem.clone(),
                         at: Instant::now(),
                         fingerprint,
-                        spec: Box::new(cluster.spec.clone()),
                     },
                 );
                 Err(problem)
