@@ -1,7 +1,6 @@
 //! The [`BatchBackend`] trait every scheduler implements, and the types it speaks.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,49 +12,15 @@ use crate::events::EventSource;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 
+/// Here as well as at the crate root: the type the trait speaks, by its old path.
+pub use crate::job_id::JobId;
+
 /// The most bytes one [`BatchBackend::fetch_output`] call returns per stream.
 pub const MAX_OUTPUT_CHUNK: u64 = 16 * 1024 * 1024;
 
 /// The status of a job a backend left out of its answer to [`BatchBackend::status`].
 pub(crate) fn not_answered() -> JobStatus {
     JobStatus::unknown("the backend did not answer for this job")
-}
-
-/// A backend's own id for a job (`"4242"` in SLURM, `"17"` for an HTCondor cluster).
-///
-/// ```
-/// use batchbridge_core::JobId;
-/// let id = JobId::from("4242");
-/// assert_eq!(id.as_str(), "4242");
-/// assert_eq!(id.to_string(), "4242");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct JobId(String);
-
-impl JobId {
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl From<String> for JobId {
-    fn from(id: String) -> Self {
-        Self(id)
-    }
-}
-
-impl From<&str> for JobId {
-    fn from(id: &str) -> Self {
-        Self(id.to_owned())
-    }
-}
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// What a backend supports beyond the contract every backend keeps: every optional

@@ -22,8 +22,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use crate::backend::JobId;
 use crate::error::Result;
+use crate::job_id::JobId;
 
 /// The most events an [`EventStream`] holds before its reader waits: a flood of events
 /// (a tenant's job writing garbage into the events a follower reads) costs bounded memory.

@@ -105,6 +105,7 @@ pub mod error;
 pub mod estimate;
 pub mod events;
 pub mod follow;
+mod job_id;
 pub mod local;
 pub mod placement;
 pub mod remote;
@@ -115,12 +116,13 @@ pub mod tracker;
 
 pub use async_trait::async_trait;
 pub use backend::{
-    BatchBackend, Capabilities, JobId, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
+    BatchBackend, Capabilities, JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange,
     OutputRequest, Withdrawal, refuse_active,
 };
 pub use bytesize::{self, ByteSize};
 pub use cause::{CancelledBy, FailureCause};
 pub use error::{Error, ErrorKind, Refusal, Result};
+pub use job_id::JobId;
 pub use local::LocalBackend;
 pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
