@@ -12,9 +12,9 @@ use nix::unistd::Pid;
 use crate::backend::{JobId, JobOutput, OutputChunk, OutputRequest, Withdrawal};
 use crate::cause::{CancelledBy, FailureCause};
 use crate::error::{Error, ErrorKind, Result};
-use crate::remote::NOT_STARTED_EXIT_CODE;
 use crate::spec::JobSpec;
 use crate::state::{JobState, JobStatus, TaskCounts};
+use crate::wrapper::NOT_STARTED_EXIT_CODE;
 
 /// How long a job may sit between its directory being created and its process group being
 /// recorded before it counts as never started (the submitting program died in between).
@@ -66,7 +66,7 @@ impl JobDir {
     /// The job's directory, if `id` names one. Only plain numbers are ids, so a hostile id
     /// can never point outside the state directory.
     pub(super) fn open(jobs: &Path, id: &JobId) -> Option<Self> {
-        crate::remote::job_number(id.as_str())?;
+        crate::wrapper::job_number(id.as_str())?;
         let dir = Self::new(jobs, id.clone());
         dir.root.join("spec.json").is_file().then_some(dir)
     }

@@ -16,7 +16,7 @@
 //! STATE_DIR/jobs/ID/tasks/I/started  when task I got its CPUs
 //! STATE_DIR/jobs/ID/tasks/I/stdout, stderr, exit_code
 //! STATE_DIR/events/ID.I.started, ID.I.exit.N
-//!                                    the wrapper's job events (remote::WrapperEvents)
+//!                                    the wrapper's job events (wrapper::WrapperEvents)
 //! ```
 //!
 //! A task ended by a cancel's SIGTERM records `ID.I.signal.15`; the cancel's `cancelled`
@@ -44,10 +44,10 @@ use crate::backend::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::estimate::{StartEstimate, refused_by_submit};
 use crate::events::EventSource;
-use crate::remote::{WrapperEvents, render_script};
 use crate::shell::LocalShell;
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
+use crate::wrapper::{WrapperEvents, render_script};
 use job_dir::JobDir;
 
 /// The job wrapper, with `enter_working_dir` and the exit codes it shares with Rust.
@@ -211,7 +211,7 @@ impl Inner {
     /// The job's directory: `Err` (InvalidInput) for an id that cannot be a local job,
     /// `Ok(None)` for one that names no job here.
     fn job(&self, id: &JobId) -> Result<Option<JobDir>> {
-        crate::remote::job_number_of(id.as_str(), LOCAL_JOB_ID)?;
+        crate::wrapper::job_number_of(id.as_str(), LOCAL_JOB_ID)?;
         Ok(JobDir::open(&self.root.join("jobs"), id))
     }
 

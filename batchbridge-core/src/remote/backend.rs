@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobDirs, SubmitLocks, Submitted, environment_file, job_number_of, job_numbers};
+use super::{JobDirs, SubmitLocks, Submitted, environment_file};
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
 };
@@ -18,6 +18,7 @@ use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
+use crate::wrapper::{job_number_of, job_numbers};
 
 /// Where a [`RemoteBackend`] keeps its jobs and how long one command may take: what
 /// [`CliScheduler::configure`] takes from a backend's configuration for [`JobDirs`].

@@ -1,16 +1,22 @@
 //! [`JobDirs`]: the half of a command-line backend that does not depend on its scheduler.
+//! Its submit is in `submit.rs`, its output windows in `output.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    Submitted, WorkDir, WrapperEvents, cleanup, fetch_output, job_files, recorded_id, submit,
-};
-use crate::backend::{BatchBackend, JobOutput, OutputRequest};
+use std::collections::HashMap;
+
+use super::work_dir::{EventsOf, WorkDir};
+use crate::backend::{BatchBackend, refuse_active};
 use crate::error::Result;
-use crate::remote::JobFiles;
 use crate::shell::{Command, Output, Shell};
-use crate::spec::{JobKey, JobSpec};
+use crate::spec::JobKey;
+use crate::wrapper::{JobFiles, WrapperEvents, parse_job_files};
+
+/// `sh -c JOB_FILES sh WORK ID...`: what each job's directory says ([`parse_job_files`]).
+const JOB_FILES: &str = include_str!("job_files.sh");
+/// `sh -c CLEANUP sh WORK KEY`: removes a job's directory, its id link and its events.
+const CLEANUP: &str = include_str!("cleanup.sh");
 
 /// Where a command-line backend keeps its jobs: the shell that reaches the cluster, the
 /// work directory there, and the time limit of every command. A backend holds one and adds
@@ -70,58 +76,20 @@ impl JobDirs {
         self.work_dir.resolve(self.shell(), self.timeout).await
     }
 
-    /// Submits `spec` in one remote command, idempotent on its key: claims
-    /// `WORK/jobs/KEY` with an atomic `mkdir`, writes the script and `files` (name, content)
-    /// there, runs `scheduler_command` in it and records the id it prints. A key already
-    /// claimed yields the job recorded for it; a connection lost mid-way is
-    /// [`SubmitOutcomeUnknown`](crate::ErrorKind::SubmitOutcomeUnknown).
-    pub async fn submit(
-        &self,
-        spec: &JobSpec,
-        files: &[(&str, &str)],
-        scheduler_command: Vec<String>,
-    ) -> Result<Submitted> {
-        let work = self.work().await?;
-        submit(
-            self.shell(),
-            work,
-            spec,
-            files,
-            scheduler_command,
-            self.timeout,
-        )
-        .await
-    }
-
-    /// The id recorded for `key` in `WORK/jobs/KEY/job_id`, if any.
-    pub async fn recorded_id(&self, key: &JobKey) -> Result<Option<String>> {
-        recorded_id(self.shell(), self.work().await?, key, self.timeout).await
-    }
-
     /// What the directories of jobs `numbers` (under `WORK/ids/`) say, in one remote
     /// command, and none for no numbers (a status cycle that needs no job directory costs
     /// nothing more); numbers not submitted through this work directory are left out.
-    pub async fn job_files(
-        &self,
-        numbers: &[&str],
-    ) -> Result<std::collections::HashMap<String, JobFiles>> {
+    pub async fn job_files(&self, numbers: &[&str]) -> Result<HashMap<String, JobFiles>> {
         if numbers.is_empty() {
-            return Ok(std::collections::HashMap::new());
+            return Ok(HashMap::new());
         }
-        job_files(self.shell(), self.work().await?, numbers, self.timeout).await
-    }
-
-    /// A bounded part of job `number`'s stdout and stderr: NotFound for a job not
-    /// submitted here, InvalidInput for a task the job does not have.
-    pub async fn fetch_output(&self, number: &str, request: &OutputRequest) -> Result<JobOutput> {
-        fetch_output(
-            self.shell(),
-            self.work().await?,
-            number,
-            request,
-            self.timeout,
-        )
-        .await
+        let work = self.work().await?;
+        let command = Command::sh(
+            JOB_FILES,
+            std::iter::once(work).chain(numbers.iter().copied()),
+        );
+        let output = self.run(command).await?.check("reading job directories")?;
+        Ok(parse_job_files(&output.stdout_text()))
     }
 
     /// The shell, for an event source that keeps a command of its own running on it.
@@ -137,13 +105,27 @@ impl JobDirs {
     /// The events the job wrappers of this work directory record in `WORK/events/`
     /// ([`WrapperEvents`]), followed through the same shell.
     pub fn wrapper_events(&self) -> WrapperEvents {
-        WrapperEvents::in_work_dir(self.shell.clone(), self.work_dir.clone(), self.timeout)
+        let events = EventsOf {
+            work_dir: Arc::clone(&self.work_dir),
+            timeout: self.timeout,
+        };
+        WrapperEvents::resolved(Arc::clone(&self.shell), Arc::new(events))
     }
 
-    /// Removes `WORK/jobs/KEY`, its `WORK/ids/ID` link and its `WORK/events/ID.*` once
-    /// `backend` reports the job ended ([`JobActive`](crate::ErrorKind::JobActive) before); Ok for a key without a job.
+    /// [`BatchBackend::cleanup`] for a backend keeping its jobs here: finds the key's job
+    /// (through `backend`, so a job only its scheduler remembers counts too), refuses it
+    /// ([`JobActive`](crate::ErrorKind::JobActive)) unless its status shows it ended, then
+    /// removes `WORK/jobs/KEY`, its `WORK/ids/ID` link and its `WORK/events/ID.*` in one
+    /// remote command. A key without a job, or whose directory is gone, is Ok.
     pub async fn cleanup<B: BatchBackend + ?Sized>(&self, backend: &B, key: &JobKey) -> Result<()> {
-        cleanup(backend, self.shell(), self.work().await?, key, self.timeout).await
+        if let Some(id) = backend.find(key).await? {
+            refuse_active(key, &id, &backend.status_of(&id).await?)?;
+        }
+        let work = self.work().await?;
+        self.run(Command::sh(CLEANUP, [work, key.as_str()]))
+            .await?
+            .check("removing a job directory")?;
+        Ok(())
     }
 }
 
@@ -158,5 +140,74 @@ mod tests {
         shell.expect_run().never();
         let jobs = JobDirs::new(Arc::new(shell), "/w", Duration::from_secs(1)).unwrap();
         assert!(jobs.job_files(&[]).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_cleanup_script_removes_only_its_own_job() {
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().to_str().unwrap();
+        let make = |key: &str, id: &str| {
+            let dir = work.path().join("jobs").join(key);
+            std::fs::create_dir_all(dir.join("sub")).unwrap();
+            std::fs::write(dir.join("job_id"), format!("{id}\n")).unwrap();
+            std::fs::write(dir.join("sub/task-0.stdout"), "out").unwrap();
+            std::fs::create_dir_all(work.path().join("ids")).unwrap();
+            std::os::unix::fs::symlink(format!("../jobs/{key}"), work.path().join("ids").join(id))
+                .unwrap();
+        };
+        make("gone", "11");
+        make("kept", "12");
+        std::fs::create_dir_all(work.path().join("events")).unwrap();
+        for name in [
+            "11.0.started",
+            "11.0.exit.0",
+            "12.0.started",
+            "112.0.started",
+        ] {
+            std::fs::write(work.path().join("events").join(name), "").unwrap();
+        }
+        let run = |key: &str| {
+            let command = Command::sh(CLEANUP, [root, key]);
+            async move { crate::shell::LocalShell.run(&command).await.unwrap() }
+        };
+        for _ in 0..2 {
+            let output = run("gone").await;
+            assert_eq!(output.exit_code, Some(0), "{output:?}");
+        }
+        assert!(!work.path().join("jobs/gone").exists());
+        assert!(work.path().join("ids/11").symlink_metadata().is_err());
+        assert!(work.path().join("jobs/kept/sub/task-0.stdout").is_file());
+        assert!(work.path().join("ids/12").is_dir(), "the other link stays");
+        let mut events: Vec<_> = std::fs::read_dir(work.path().join("events"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        events.sort();
+        assert_eq!(
+            events,
+            ["112.0.started", "12.0.started"],
+            "only its own events go"
+        );
+
+        // A job_id file that is not a number removes no link outside ids/.
+        make("odd", "13");
+        std::fs::write(work.path().join("jobs/odd/job_id"), "../jobs/kept\n").unwrap();
+        assert_eq!(run("odd").await.exit_code, Some(0));
+        assert!(work.path().join("jobs/kept/job_id").is_file());
+        assert!(!work.path().join("jobs/odd").exists());
+    }
+
+    #[tokio::test]
+    async fn a_job_directory_without_a_tasks_file_has_one_task() {
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("jobs/key-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir(work.path().join("ids")).unwrap();
+        std::os::unix::fs::symlink("../jobs/key-1", work.path().join("ids/7")).unwrap();
+        std::fs::write(dir.join("task-0.exit"), "exit 0\n").unwrap();
+        let command = Command::sh(JOB_FILES, [work.path().to_str().unwrap(), "7", "8"]);
+        let output = crate::shell::LocalShell.run(&command).await.unwrap();
+        assert_eq!(output.stdout_text(), "7 tasks 1 0\n7 task 0 exit 0\n");
+        assert_eq!(output.stderr_text(), "");
     }
 }

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 use crate::backend::JobId;
 use crate::events::{EventKind, NATIVE_STATE_EVENT};
-use crate::remote::{NOT_STARTED_EXIT_CODE, TaskEnd};
+use crate::wrapper::{NOT_STARTED_EXIT_CODE, TaskEnd};
 use crate::spec::MAX_ARRAY_TASKS;
 use crate::state::{JobState, JobStatus};
 

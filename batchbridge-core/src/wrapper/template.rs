@@ -20,7 +20,7 @@ use crate::spec::{ContainerRuntime, JobSpec};
 /// the backend in that error.
 ///
 /// ```
-/// use batchbridge_core::remote::job_wrapper;
+/// use batchbridge_core::wrapper::job_wrapper;
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
 ///
 /// let template = "# job @KEY@\ndir=@DIR@\nworkdir=@WORKDIR@\n\

@@ -30,7 +30,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::{WorkDir, job_number};
+use super::job_number;
 use crate::backend::JobId;
 use crate::error::Result;
 use crate::events::{EVENT_BUFFER, EventKind, EventSource, EventStream, JobEvent};
@@ -44,7 +44,7 @@ use crate::shell::{Command, Shell};
 /// shells), and never fails the job.
 ///
 /// ```
-/// use batchbridge_core::remote::JOB_EVENT;
+/// use batchbridge_core::wrapper::JOB_EVENT;
 ///
 /// let work = tempfile::tempdir()?;
 /// std::fs::create_dir_all(work.path().join("events"))?;
@@ -92,7 +92,7 @@ const HEARTBEAT: &str = ".";
 /// ```
 /// use batchbridge_core::JobId;
 /// use batchbridge_core::events::EventKind;
-/// use batchbridge_core::remote::parse_event;
+/// use batchbridge_core::wrapper::parse_event;
 ///
 /// let event = parse_event("4242.3.exit.1").unwrap();
 /// assert_eq!((event.id, event.task, event.kind), (JobId::from("4242"), 3, EventKind::Exited(1)));
@@ -147,25 +147,32 @@ fn number_within(text: &str, low: i32, high: i32) -> Option<i32> {
     (low..=high).contains(&number).then_some(number)
 }
 
-/// Where the follower looks: a backend's work directory (its `events/`), resolved on the
-/// first open, or a directory known up front.
+/// An events directory known only once asked for on the cluster: a command-line backend's
+/// work directory, resolved there on first use.
+#[async_trait]
+pub(crate) trait ResolvedDir: std::fmt::Debug + Send + Sync {
+    /// The events directory's absolute path, asked through `shell`.
+    async fn events_dir(&self, shell: &dyn Shell) -> Result<String>;
+}
+
+/// Where the follower looks: a directory resolved on the first open, or one known up front.
 #[derive(Debug)]
 enum EventsDir {
-    Work(Arc<WorkDir>, Duration),
+    Resolved(Arc<dyn ResolvedDir>),
     Fixed(String),
 }
 
 /// The [`EventSource`] of a backend whose job wrappers record events with [`JOB_EVENT`]:
 /// each [`open`](EventSource::open) starts one follower on the cluster through the shell's
 /// [`stream`](Shell::stream) (one per work directory, however many jobs) and hands over
-/// the events it prints. [`RemoteBackend`](super::RemoteBackend) returns it for schedulers
-/// that ask ([`CliScheduler::events`](super::CliScheduler::events)),
+/// the events it prints. [`RemoteBackend`](crate::remote::RemoteBackend) returns it for schedulers
+/// that ask ([`CliScheduler::events`](crate::remote::CliScheduler::events)),
 /// [`LocalBackend`](crate::LocalBackend) for its own jobs.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use batchbridge_core::events::{EventKind, EventSource};
-/// use batchbridge_core::remote::WrapperEvents;
+/// use batchbridge_core::wrapper::WrapperEvents;
 /// use batchbridge_core::shell::LocalShell;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -194,15 +201,11 @@ impl WrapperEvents {
         }
     }
 
-    /// Follows `WORK/events` of `work`, resolved (within `timeout`) on the first open.
-    pub(super) fn in_work_dir(
-        shell: Arc<dyn Shell>,
-        work: Arc<WorkDir>,
-        timeout: Duration,
-    ) -> Self {
+    /// Follows the events directory `dir` names, resolved on the first open.
+    pub(crate) fn resolved(shell: Arc<dyn Shell>, dir: Arc<dyn ResolvedDir>) -> Self {
         Self {
             shell,
-            dir: EventsDir::Work(work, timeout),
+            dir: EventsDir::Resolved(dir),
         }
     }
 
@@ -210,7 +213,7 @@ impl WrapperEvents {
     /// parameter.
     ///
     /// ```
-    /// use batchbridge_core::remote::WrapperEvents;
+    /// use batchbridge_core::wrapper::WrapperEvents;
     ///
     /// let command = WrapperEvents::follower("/home/me/.batchbridge/slurm/events");
     /// assert_eq!(command.get_program(), "sh");
@@ -232,10 +235,7 @@ impl WrapperEvents {
 
     async fn events_dir(&self) -> Result<String> {
         match &self.dir {
-            EventsDir::Work(work, timeout) => Ok(format!(
-                "{}/events",
-                work.resolve(self.shell.as_ref(), *timeout).await?
-            )),
+            EventsDir::Resolved(dir) => dir.events_dir(self.shell.as_ref()).await,
             EventsDir::Fixed(dir) => Ok(dir.clone()),
         }
     }
