@@ -75,7 +75,7 @@ use crate::cause::FailureCause;
 use crate::error::{ErrorKind, Result};
 use crate::spec::{ArraySpec, JobKey, JobSpec, Resources};
 use crate::state::{JobState, JobStatus};
-use crate::tracker::{Change, Changes, Seen, Tracker};
+use crate::tracker::{Change, Changes, SeenBy, Tracker};
 
 /// How the suite treats a backend.
 ///
@@ -1251,7 +1251,7 @@ pub async fn pushed_changes_arrive_for_run_succeed_fail_cancel<B: BatchBackend +
         let running = next_change_of(&mut changes, &id, config).await;
         assert_eq!(
             (running.status.state, running.seen),
-            (JobState::Running, Seen::Event),
+            (JobState::Running, SeenBy::Event),
             "a queued job's start is pushed: {running:?}"
         );
     }
@@ -1299,7 +1299,7 @@ async fn pushed_end(
         if matches!(seen[0].status.state, JobState::Queued | JobState::Held) {
             assert!(
                 seen.iter()
-                    .any(|c| c.status.state == JobState::Running && c.seen == Seen::Event),
+                    .any(|c| c.status.state == JobState::Running && c.seen == SeenBy::Event),
                 "{check}: job {id} was queued at its first poll, yet its start was not pushed: {seen:?}"
             );
         }

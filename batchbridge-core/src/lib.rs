@@ -113,7 +113,6 @@ pub mod shell;
 pub mod spec;
 pub mod state;
 pub mod tracker;
-pub mod wrapper;
 
 pub use async_trait::async_trait;
 pub use backend::{
@@ -129,7 +128,7 @@ pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
-pub use tracker::{Change, Changes, EventHealth, PollReport, Seen, Tracker, TrackerBuilder};
+pub use tracker::{Change, Changes, EventHealth, PollReport, SeenBy, Tracker, TrackerBuilder};
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 // With the feature only: the README shows the conformance suite.

@@ -106,7 +106,7 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 ///   an array: Succeeded for 0, else Failed with the cause
 ///   [`ExitCode`](crate::FailureCause::ExitCode) (or
 ///   [`NotStarted`](crate::FailureCause::NotStarted) for
-///   [`NOT_STARTED_EXIT_CODE`](crate::wrapper::NOT_STARTED_EXIT_CODE)); a hold makes it
+///   [`NOT_STARTED_EXIT_CODE`](crate::remote::NOT_STARTED_EXIT_CODE)); a hold makes it
 ///   Held with its reason; a release or an eviction makes it Queued;
 /// - a signal, a removal or an exit code above 128 decides nothing (a cancel, a wall-time
 ///   limit, the OOM killer and a preemption look alike from the job's side): the job is
@@ -201,7 +201,7 @@ pub struct EventHealth {
 /// Where a tracker learned of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Seen {
+pub enum SeenBy {
     /// A status call (including one an event asked for early).
     Poll,
     /// A pushed event.
@@ -217,7 +217,7 @@ pub struct Change {
     /// Its new status.
     pub status: JobStatus,
     /// Where the tracker learned of it.
-    pub seen: Seen,
+    pub seen: SeenBy,
 }
 
 /// The status changes a tracker observes, from [`Tracker::changes`]: polled and pushed
@@ -798,7 +798,7 @@ impl Shared {
         match merged {
             Merge::Observe(next) => {
                 let backend = self.backend.name();
-                if let Some(change) = job.observe(backend, &event.id, *next, Seen::Event) {
+                if let Some(change) = job.observe(backend, &event.id, *next, SeenBy::Event) {
                     state.events.applied += 1;
                     state.event_changes += 1;
                     job.changed_by_event = state.event_changes;
@@ -824,7 +824,13 @@ impl Shared {
 impl Followed {
     /// Records status `next` of job `id`, seen by a poll or an event, returning the change
     /// to deliver, if it is one.
-    fn observe(&mut self, backend: &str, id: &JobId, next: JobStatus, seen: Seen) -> Option<Event> {
+    fn observe(
+        &mut self,
+        backend: &str,
+        id: &JobId,
+        next: JobStatus,
+        seen: SeenBy,
+    ) -> Option<Event> {
         match observe(self.status.as_ref(), &next) {
             Observed::Changed => {
                 self.status = Some(next.clone());
@@ -873,14 +879,14 @@ impl State {
             job.events
                 .keep_tasks_below(next.tasks.map_or(1, |tasks| tasks.total));
             if next.state.is_terminal() || job.changed_by_event <= asked_after {
-                changes.extend(job.observe(backend, id, next, Seen::Poll));
+                changes.extend(job.observe(backend, id, next, SeenBy::Poll));
             }
             let ended = job
                 .status
                 .as_ref()
                 .and_then(|status| ended_by_events(id, status, &job.events));
             if let Some(ended) = ended {
-                changes.extend(job.observe(backend, id, ended, Seen::Event));
+                changes.extend(job.observe(backend, id, ended, SeenBy::Event));
             }
         }
         changes
@@ -1591,7 +1597,7 @@ mod tests {
         tracker.follow(ok.clone());
         tracker.follow(bad.clone());
         for _ in 0..2 {
-            assert_eq!(changes.recv_change().await.unwrap().seen, Seen::Poll);
+            assert_eq!(changes.recv_change().await.unwrap().seen, SeenBy::Poll);
         }
         let live = source.live().await;
         for (id, kind) in [
@@ -1614,13 +1620,13 @@ mod tests {
         assert_eq!(
             seen,
             [
-                (ok.clone(), JobState::Running, None, Seen::Event),
-                (ok.clone(), JobState::Succeeded, None, Seen::Event),
+                (ok.clone(), JobState::Running, None, SeenBy::Event),
+                (ok.clone(), JobState::Succeeded, None, SeenBy::Event),
                 (
                     bad.clone(),
                     JobState::Failed,
                     Some(FailureCause::ExitCode(3)),
-                    Seen::Event
+                    SeenBy::Event
                 ),
             ]
         );
@@ -1711,7 +1717,7 @@ mod tests {
             .await
             .unwrap();
         let change = changes.recv_change().await.unwrap();
-        assert_eq!((change.id.as_str(), change.seen), ("1", Seen::Poll));
+        assert_eq!((change.id.as_str(), change.seen), ("1", SeenBy::Poll));
         assert_eq!(change.status.state, JobState::Cancelled);
         assert_eq!(
             change.status.cause,
@@ -1731,7 +1737,7 @@ mod tests {
             .unwrap();
         live.send(event("2", EventKind::Exited(137))).await.unwrap();
         let change = changes.recv_change().await.unwrap();
-        assert_eq!((change.id.as_str(), change.seen), ("2", Seen::Poll));
+        assert_eq!((change.id.as_str(), change.seen), ("2", SeenBy::Poll));
         assert_eq!(change.status.cause, Some(FailureCause::MemoryExceeded));
         assert_eq!(tracker.polls(), 3, "the repeated signal asked for nothing");
         assert_eq!(tracker.event_health().early_polls, 2);
@@ -1761,7 +1767,7 @@ mod tests {
             .unwrap();
         let change = changes.recv_change().await.unwrap();
         assert_eq!(change.status.state, JobState::Cancelled);
-        assert_eq!(change.seen, Seen::Poll);
+        assert_eq!(change.seen, SeenBy::Poll);
         let waited = signalled.elapsed();
         assert!(
             (Duration::from_secs(6)..Duration::from_secs(8)).contains(&waited),
@@ -1891,7 +1897,7 @@ mod tests {
         let mut seen = Vec::new();
         while seen.last() != Some(&JobState::Succeeded) {
             let change = changes.recv_change().await.unwrap();
-            assert_eq!(change.seen, Seen::Event);
+            assert_eq!(change.seen, SeenBy::Event);
             seen.push(change.status.state);
         }
         producer.await.unwrap();
@@ -1946,7 +1952,7 @@ mod tests {
         let change = changes.recv_change().await.unwrap();
         assert_eq!(
             (change.status.state, change.seen),
-            (JobState::Running, Seen::Event)
+            (JobState::Running, SeenBy::Event)
         );
         applied.send(()).unwrap();
         while tracker.polls() < 3 {
