@@ -113,6 +113,7 @@ pub mod shell;
 pub mod spec;
 pub mod state;
 pub mod tracker;
+pub mod wrapper;
 
 pub use async_trait::async_trait;
 pub use backend::{

@@ -106,7 +106,7 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 ///   an array: Succeeded for 0, else Failed with the cause
 ///   [`ExitCode`](crate::FailureCause::ExitCode) (or
 ///   [`NotStarted`](crate::FailureCause::NotStarted) for
-///   [`NOT_STARTED_EXIT_CODE`](crate::remote::NOT_STARTED_EXIT_CODE)); a hold makes it
+///   [`NOT_STARTED_EXIT_CODE`](crate::wrapper::NOT_STARTED_EXIT_CODE)); a hold makes it
 ///   Held with its reason; a release or an eviction makes it Queued;
 /// - a signal, a removal or an exit code above 128 decides nothing (a cancel, a wall-time
 ///   limit, the OOM killer and a preemption look alike from the job's side): the job is
