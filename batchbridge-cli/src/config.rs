@@ -14,7 +14,7 @@ use batchbridge_core::{BatchBackend, LocalBackend};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
 use batchbridge_pbs::{PbsBackend, PbsConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::exit::{CliError, CliResult};
 
@@ -32,13 +32,25 @@ struct ConfigFile {
 }
 
 /// Which scheduler a cluster runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Scheduler {
     Slurm,
     Htcondor,
     Pbs,
     Local,
+}
+
+impl Scheduler {
+    /// The word the config file names it by.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Self::Slurm => "slurm",
+            Self::Htcondor => "htcondor",
+            Self::Pbs => "pbs",
+            Self::Local => "local",
+        }
+    }
 }
 
 /// One `[clusters.NAME]` table.

@@ -113,6 +113,12 @@ impl From<std::io::Error> for CliError {
     }
 }
 
+impl From<serde_json::Error> for CliError {
+    fn from(err: serde_json::Error) -> Self {
+        Self::new(Exit::Failure, format!("cannot write JSON: {err}"))
+    }
+}
+
 /// This module's results.
 pub(crate) type CliResult<T> = std::result::Result<T, CliError>;
 

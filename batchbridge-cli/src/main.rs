@@ -9,9 +9,12 @@
 mod cli;
 mod commands;
 mod config;
+mod describe;
 mod exit;
 mod output;
 mod record;
+mod spec;
+mod table;
 mod terminal;
 
 use std::process::ExitCode;

@@ -22,7 +22,7 @@ pub(crate) fn spinner(message: String) -> ProgressBar {
 }
 
 /// A state's word, coloured when standard output is a terminal (and `NO_COLOR` is unset).
-pub(crate) fn state_word(state: JobState, width: usize) -> String {
+pub(crate) fn state_word(state: JobState) -> String {
     let style = match state {
         JobState::Succeeded => Style::new().green(),
         JobState::Failed => Style::new().red().bold(),
@@ -30,9 +30,7 @@ pub(crate) fn state_word(state: JobState, width: usize) -> String {
         JobState::Running => Style::new().cyan(),
         _ => Style::new(),
     };
-    style
-        .apply_to(format!("{:<width$}", format!("{state:?}")))
-        .to_string()
+    style.apply_to(format!("{state:?}")).to_string()
 }
 
 /// Prints an error and its hint on standard error, the word "error" red on a terminal.

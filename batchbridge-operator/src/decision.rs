@@ -1,9 +1,12 @@
 //! A BatchJob's lifecycle as one pure step: [`step`] takes the status as written, one
-//! [`Event`] (a reconcile's observation, the end of a submit or of an output collection,
-//! a cluster problem, the deletion) and the time, and returns the status to write (at most
-//! one write per decided change) and the [`Effect`]s to perform. The kube glue
-//! (`controller::job`) performs the effects and feeds their results back as events; it
-//! decides nothing itself. Every rule is tested here, in tables, and one test walks a whole
+//! [`Event`] (a reconcile's observation, or a cluster problem) and the time, and returns
+//! the status to write (at most one write per decided change), the [`Effect`]s to perform
+//! and when to look at the job again. What an action brought back (the end of a submit or
+//! of an output collection, [`Done`]; the candidates' answers, [`Placed`]) is stepped by
+//! [`step_done`] and [`step_placed`], whose effects ([`ActionEffect`]; none for a
+//! placement) are only those an action may perform: the reconcile its end wakes decides
+//! the rest. The kube glue (`controller::job`) performs the effects and feeds their
+//! results back as events; it decides nothing itself. Every rule is tested here, in tables, and one test walks a whole
 //! life. ARCHITECTURE.md draws the event and effect tables.
 //!
 //! A job moves through attempts. Each attempt is submitted under its own idempotency key
@@ -14,6 +17,7 @@
 //! cluster (the login refused, the host key wrong, the host not answering) undoes its
 //! attempt: the job is Pending again, editable and deletable at once.
 
+use std::convert::Infallible;
 use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -148,17 +152,22 @@ pub enum Purpose {
     Move,
 }
 
-/// What happened to a job.
+/// What a reconcile found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event<'a> {
-    /// A reconcile found the job's cluster usable; the poller's latest report on
-    /// `status.jobId`, if it has one. A spec changed since the last attempt shows here, as
-    /// a generation the status has not observed.
+    /// The job's cluster is usable; the poller's latest report on `status.jobId`, if it has
+    /// one. A spec changed since the last attempt shows here, as a generation the status
+    /// has not observed.
     Observed(Option<&'a JobStatus>),
-    /// A reconcile found the job's cluster unusable.
+    /// The job's cluster is unusable (or the cluster an effect needed turned out to be).
     ClusterProblem(&'a ClusterProblem),
+}
+
+/// What came of an action on the job's cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Done<'a> {
     /// The submit of `attempt` ended.
-    SubmitDone {
+    Submit {
         /// The attempt submitted.
         attempt: u32,
         /// What came of it.
@@ -166,26 +175,25 @@ pub enum Event<'a> {
     },
     /// The collection of the ended attempt's output ended; `observation` is the poller's
     /// report of the attempt's end, written with the output in one write.
-    CollectDone {
+    Collect {
         /// What came of the collection.
         outcome: CollectOutcome,
         /// The report that the attempt ended, when the status does not say so yet.
         observation: Option<&'a JobStatus>,
     },
-    /// The candidates answered a placement asked for `purpose`.
-    Placed {
-        /// What the placement was for.
-        purpose: Purpose,
-        /// The candidate the policy chose among all of them; `None` when every one was
-        /// skipped.
-        chosen: Option<&'a str>,
-        /// Every candidate's answer, in candidate order.
-        seen: &'a [Seen],
-        /// When they answered (the time their `Now` means).
-        at: SystemTime,
-    },
-    /// The BatchJob is being deleted.
-    Deleted,
+}
+
+/// The candidates' answers to a placement asked for `purpose`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed<'a> {
+    /// What the placement was for.
+    pub purpose: Purpose,
+    /// The candidate the policy chose among all of them; `None` when every one was skipped.
+    pub chosen: Option<&'a str>,
+    /// Every candidate's answer, in candidate order.
+    pub seen: &'a [Seen],
+    /// When they answered (the time their `Now` means).
+    pub at: SystemTime,
 }
 
 /// What came of a submit.
@@ -296,7 +304,7 @@ impl Failure {
     }
 }
 
-/// A side effect the glue performs, in the order given, after writing the status.
+/// A side effect a reconcile performs, in the order given, after writing the status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Submit attempt `attempt` under its key; the backend returns the existing job when it
@@ -311,7 +319,7 @@ pub enum Effect {
         id: JobId,
     },
     /// Ask the candidates when the job would start and choose one (spec.placement); the
-    /// answer comes back as [`Event::Placed`].
+    /// answer comes back as [`Placed`].
     Place(Purpose),
     /// Withdraw this waiting job from its cluster (cancel it only if it has not started),
     /// for the move in status.moving (the next polls confirm whether it ended without
@@ -324,21 +332,82 @@ pub enum Effect {
     Follow(JobId),
     /// Have the cluster's poller stop following this job.
     Forget(JobId),
-    /// Look at the job again after this long, if nothing wakes it before.
-    Requeue(Duration),
     /// Delete the BatchJob: it finished for good ttlSecondsAfterFinished ago.
     Expire,
-    /// The job is being deleted: cancel what may run, remove the attempts' files.
-    Remove(Removal),
 }
 
-/// What [`step`] decided: the status to write (`None`: unchanged) and the effects.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Step {
+/// A side effect an action performs when it is over, after writing the status: what came
+/// of an action never asks for another action or an expiry at once; the reconcile the
+/// action's end wakes decides those (a placement's submit or cancel too, from the status
+/// written before them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionEffect {
+    /// Have the cluster's poller follow this job.
+    Follow(JobId),
+    /// Have the cluster's poller stop following this job.
+    Forget(JobId),
+}
+
+impl From<ActionEffect> for Effect {
+    fn from(effect: ActionEffect) -> Self {
+        match effect {
+            ActionEffect::Follow(id) => Self::Follow(id),
+            ActionEffect::Forget(id) => Self::Forget(id),
+        }
+    }
+}
+
+/// What a step decided: the status to write (`None`: unchanged), the effects (of type `E`:
+/// [`Effect`] for a reconcile, [`ActionEffect`] for an action's end, none for a
+/// placement's answer) and when to look at the job again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step<E = Effect> {
     /// The status to write before the effects; `None` leaves it as it is.
     pub status: Option<BatchJobStatus>,
     /// What to do, in order.
-    pub effects: Vec<Effect>,
+    pub effects: Vec<E>,
+    /// Look at the job again after this long, if nothing wakes it before; `None`: only
+    /// when something does.
+    pub requeue: Option<Duration>,
+}
+
+impl<E> Default for Step<E> {
+    fn default() -> Self {
+        Self {
+            status: None,
+            effects: Vec::new(),
+            requeue: None,
+        }
+    }
+}
+
+/// The effects and the requeue a step collects as it goes.
+struct Plan<E> {
+    effects: Vec<E>,
+    requeue: Option<Duration>,
+}
+
+impl<E> Plan<E> {
+    fn new() -> Self {
+        Self {
+            effects: Vec::new(),
+            requeue: None,
+        }
+    }
+
+    fn push(&mut self, effect: E) {
+        self.effects.push(effect);
+    }
+
+    fn extend(&mut self, effects: impl IntoIterator<Item = E>) {
+        self.effects.extend(effects);
+    }
+
+    /// Looks at the job again after `after`: each step decides this once.
+    fn requeue(&mut self, after: Duration) {
+        debug_assert!(self.requeue.is_none(), "a step requeues once");
+        self.requeue = Some(after);
+    }
 }
 
 /// The idempotency key of `attempt` of the resource with UID `uid`.
@@ -404,45 +473,39 @@ pub fn removal_abandoned(deleted_at: SystemTime, now: SystemTime, deadline: Dura
         .is_ok_and(|since| since >= deadline)
 }
 
-/// One step of a job's life: what `event` makes of `status` at `now`.
+/// One step of a job's life: what a reconcile's `event` makes of `status` at `now`.
 pub fn step(spec: &Spec<'_>, status: &BatchJobStatus, event: &Event<'_>, now: SystemTime) -> Step {
     let mut next = status.clone();
-    let mut effects = Vec::new();
+    let mut plan = Plan::new();
     match event {
         Event::Observed(observation) => {
             if !awaits_placement(spec, &next) {
                 mark_cluster_ready(&mut next, now);
             }
-            observe(spec, &mut next, *observation, now, &mut effects);
+            observe(spec, &mut next, *observation, now, &mut plan);
         }
-        Event::Placed {
-            purpose,
-            chosen,
-            seen,
-            at,
-        } => match purpose {
-            Purpose::Attempt { attempt, retries } => {
-                placed(
-                    spec,
-                    &mut next,
-                    (*attempt, *retries),
-                    *chosen,
-                    seen,
-                    *at,
-                    now,
-                    &mut effects,
-                );
-            }
-            Purpose::Move => consider_move(spec, &mut next, seen, *at, now, &mut effects),
-        },
         Event::ClusterProblem(problem) => {
             cluster_problem(&mut next, problem, now);
-            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+            plan.requeue(CLUSTER_RECHECK);
         }
-        Event::SubmitDone { attempt, outcome } => {
-            submitted(spec, &mut next, *attempt, outcome, now, &mut effects);
+    }
+    finish(spec, status, next, plan)
+}
+
+/// What the end of an action on the job's cluster, `done`, makes of `status` at `now`.
+pub fn step_done(
+    spec: &Spec<'_>,
+    status: &BatchJobStatus,
+    done: &Done<'_>,
+    now: SystemTime,
+) -> Step<ActionEffect> {
+    let mut next = status.clone();
+    let mut plan = Plan::new();
+    match done {
+        Done::Submit { attempt, outcome } => {
+            submitted(spec, &mut next, *attempt, outcome, now, &mut plan);
         }
-        Event::CollectDone {
+        Done::Collect {
             outcome,
             observation,
         } => {
@@ -451,18 +514,48 @@ pub fn step(spec: &Spec<'_>, status: &BatchJobStatus, event: &Event<'_>, now: Sy
                 && let Some(id) = next.job_id.as_deref().map(JobId::from)
             {
                 end_attempt(spec, &mut next, job, now);
-                effects.push(Effect::Forget(id));
+                plan.push(ActionEffect::Forget(id));
             }
-            collected(&mut next, outcome, now, &mut effects);
+            collected(&mut next, outcome, now, &mut plan);
         }
-        Event::Deleted => effects.push(Effect::Remove(removal(Some(status), spec.cleanup))),
     }
+    finish(spec, status, next, plan)
+}
+
+/// What the candidates' answers, `placed`, make of `status` at `now`: a status and a
+/// requeue, no effect (the reconcile the placement's end wakes submits or cancels).
+pub fn step_placed(
+    spec: &Spec<'_>,
+    status: &BatchJobStatus,
+    placed: &Placed<'_>,
+    now: SystemTime,
+) -> Step<Infallible> {
+    let mut next = status.clone();
+    let mut plan = Plan::new();
+    match placed.purpose {
+        Purpose::Attempt { attempt, retries } => {
+            place_attempt(spec, &mut next, (attempt, retries), placed, now, &mut plan);
+        }
+        Purpose::Move => consider_move(spec, &mut next, placed.seen, placed.at, now, &mut plan),
+    }
+    finish(spec, status, next, plan)
+}
+
+/// The step's status, its conditions stamped with the spec's generation, written only
+/// when it changed.
+fn finish<E>(
+    spec: &Spec<'_>,
+    status: &BatchJobStatus,
+    mut next: BatchJobStatus,
+    plan: Plan<E>,
+) -> Step<E> {
     for c in &mut next.conditions {
         c.observed_generation = Some(spec.generation);
     }
     Step {
         status: (next != *status).then_some(next),
-        effects,
+        effects: plan.effects,
+        requeue: plan.requeue,
     }
 }
 
@@ -472,7 +565,7 @@ fn observe(
     next: &mut BatchJobStatus,
     observation: Option<&JobStatus>,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<Effect>,
 ) {
     let phase = next.phase.unwrap_or(Phase::Pending);
     let id = next.job_id.as_deref().map(JobId::from);
@@ -482,39 +575,39 @@ fn observe(
     match (phase, id) {
         (Phase::Pending, _) => {
             let retries = if edited { 0 } else { next.retries };
-            begin_attempt(spec, next, next.attempts + 1, retries, now, effects);
+            begin_attempt(spec, next, next.attempts + 1, retries, now, plan);
         }
         // Stopped between asking the backend and writing its answer: ask again, same key.
-        (Phase::Submitted, None) => effects.push(Effect::Submit {
+        (Phase::Submitted, None) => plan.push(Effect::Submit {
             attempt: next.attempts.max(1),
         }),
         (phase, id) if phase.spec_editable() && edited => {
-            effects.extend(id.map(Effect::Forget));
-            begin_attempt(spec, next, next.attempts + 1, 0, now, effects);
+            plan.extend(id.map(Effect::Forget));
+            begin_attempt(spec, next, next.attempts + 1, 0, now, plan);
         }
         (Phase::RetryPending, _) => match (uncollected(spec, next), retry_wait(next, now)) {
             // The operator stopped during the collection: the failed attempt's output first.
-            (Some(id), _) => effects.push(Effect::Collect { id }),
-            (None, _) => retry(spec, next, now, effects),
+            (Some(id), _) => plan.push(Effect::Collect { id }),
+            (None, _) => retry(spec, next, now, plan),
         },
         (phase, id) if phase.is_terminal() => {
-            effects.extend(id.map(Effect::Forget));
-            rest(spec, next, now, effects);
+            plan.extend(id.map(Effect::Forget));
+            rest(spec, next, now, plan);
         }
-        (_, Some(id)) if next.moving.is_some() => moving(spec, next, observation, id, now, effects),
+        (_, Some(id)) if next.moving.is_some() => moving(spec, next, observation, id, now, plan),
         (_, Some(id)) => match observation {
             // The end is written with the output, in one write: collect it first (the
             // poller keeps following the job until then).
             Some(job) if Phase::from(job.state).is_terminal() && spec.keeps_output => {
-                effects.push(Effect::Collect { id });
+                plan.push(Effect::Collect { id });
             }
             Some(job) if Phase::from(job.state).is_terminal() => {
                 end_attempt(spec, next, job, now);
-                effects.push(Effect::Forget(id));
+                plan.push(Effect::Forget(id));
                 if next.phase == Some(Phase::RetryPending) {
-                    retry(spec, next, now, effects);
+                    retry(spec, next, now, plan);
                 } else {
-                    rest(spec, next, now, effects);
+                    rest(spec, next, now, plan);
                 }
             }
             _ => {
@@ -531,26 +624,26 @@ fn observe(
                             let started = next.phase != Some(Phase::Running);
                             *next = observed(next, job);
                             if spec.log_pod && started && next.phase == Some(Phase::Running) {
-                                effects.push(Effect::ShowOutput(id.clone()));
+                                plan.push(Effect::ShowOutput(id.clone()));
                             }
                         }
                     }
                 }
                 set_finished(next, now);
-                effects.push(Effect::Follow(id));
+                plan.push(Effect::Follow(id));
                 let waiting = observation.is_some_and(|job| job.state == JobState::Queued);
                 match move_wait(spec, next, now).filter(|_| waiting) {
                     Some(Duration::ZERO) => {
-                        effects.push(Effect::Place(Purpose::Move));
-                        effects.push(Effect::Requeue(recheck));
+                        plan.push(Effect::Place(Purpose::Move));
+                        plan.requeue(recheck);
                     }
-                    Some(wait) => effects.push(Effect::Requeue(wait.min(recheck))),
-                    None => effects.push(Effect::Requeue(recheck)),
+                    Some(wait) => plan.requeue(wait.min(recheck)),
+                    None => plan.requeue(recheck),
                 }
             }
         },
         // An active phase without an id is only ever written as Submitted, handled above.
-        (_, None) => begin_attempt(spec, next, next.attempts + 1, 0, now, effects),
+        (_, None) => begin_attempt(spec, next, next.attempts + 1, 0, now, plan),
     }
 }
 
@@ -587,25 +680,18 @@ fn end_attempt(spec: &Spec<'_>, next: &mut BatchJobStatus, job: &JobStatus, now:
 }
 
 /// A job in RetryPending: waits out its backoff, then its next attempt starts.
-fn retry(spec: &Spec<'_>, next: &mut BatchJobStatus, now: SystemTime, effects: &mut Vec<Effect>) {
+fn retry(spec: &Spec<'_>, next: &mut BatchJobStatus, now: SystemTime, plan: &mut Plan<Effect>) {
     match retry_wait(next, now) {
-        Some(wait) => effects.push(Effect::Requeue(wait)),
-        None => begin_attempt(
-            spec,
-            next,
-            next.attempts + 1,
-            next.retries + 1,
-            now,
-            effects,
-        ),
+        Some(wait) => plan.requeue(wait),
+        None => begin_attempt(spec, next, next.attempts + 1, next.retries + 1, now, plan),
     }
 }
 
 /// A job over for good: kept until its ttl expires, if it has one.
-fn rest(spec: &Spec<'_>, next: &BatchJobStatus, now: SystemTime, effects: &mut Vec<Effect>) {
+fn rest(spec: &Spec<'_>, next: &BatchJobStatus, now: SystemTime, plan: &mut Plan<Effect>) {
     if let Some(id) = uncollected(spec, next) {
         // The operator stopped during the collection.
-        effects.push(Effect::Collect { id });
+        plan.push(Effect::Collect { id });
         return;
     }
     let Some(ttl) = spec.ttl_after_finished else {
@@ -616,8 +702,8 @@ fn rest(spec: &Spec<'_>, next: &BatchJobStatus, now: SystemTime, effects: &mut V
         .as_ref()
         .map_or(now, |finished| SystemTime::from(finished.0));
     match (finished + ttl).duration_since(now) {
-        Ok(wait) if !wait.is_zero() => effects.push(Effect::Requeue(wait)),
-        _ => effects.push(Effect::Expire),
+        Ok(wait) if !wait.is_zero() => plan.requeue(wait),
+        _ => plan.push(Effect::Expire),
     }
 }
 
@@ -636,13 +722,14 @@ fn begin_attempt(
     attempt: u32,
     retries: u32,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<Effect>,
 ) {
     match spec.target {
         Target::Fixed(cluster) => {
-            start_attempt(spec, next, attempt, retries, cluster, now, effects);
+            start_attempt(spec, next, attempt, retries, cluster, now);
+            plan.push(Effect::Submit { attempt });
         }
-        Target::Placed { .. } => effects.push(Effect::Place(Purpose::Attempt { attempt, retries })),
+        Target::Placed { .. } => plan.push(Effect::Place(Purpose::Attempt { attempt, retries })),
     }
 }
 
@@ -655,7 +742,6 @@ fn start_attempt(
     retries: u32,
     cluster: &str,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
 ) {
     let mut conditions = std::mem::take(&mut next.conditions);
     conditions.retain(|c| c.type_ == ConditionType::ClusterReady.as_str());
@@ -684,7 +770,6 @@ fn start_attempt(
         now,
     );
     set_finished(next, now);
-    effects.push(Effect::Submit { attempt });
 }
 
 /// The most clusters a status remembers attempts on ([`BatchJobStatus::clusters_used`]):
@@ -711,7 +796,7 @@ fn submitted(
     attempt: u32,
     outcome: &SubmitOutcome,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<ActionEffect>,
 ) {
     match outcome {
         SubmitOutcome::Accepted { id, queue, user } => {
@@ -732,7 +817,7 @@ fn submitted(
                 &format!("attempt {attempt} is job {id}"),
                 now,
             );
-            effects.push(Effect::Follow(id.clone()));
+            plan.push(ActionEffect::Follow(id.clone()));
         }
         SubmitOutcome::Failed(Failure::NotReached(problem)) => {
             // Nothing reached the cluster: the attempt did not happen, and the job waits
@@ -747,7 +832,7 @@ fn submitted(
             next.conditions
                 .retain(|c| c.type_ != ConditionType::Submitted.as_str());
             cluster_problem(next, problem, now);
-            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+            plan.requeue(CLUSTER_RECHECK);
         }
         SubmitOutcome::Failed(Failure::Interrupted { problem, .. }) => {
             // The status still says Submitted without an id: the same key is submitted
@@ -762,7 +847,7 @@ fn submitted(
                     now,
                 );
             }
-            effects.push(Effect::Requeue(action_retry(problem.as_ref())));
+            plan.requeue(action_retry(problem.as_ref()));
         }
         SubmitOutcome::Failed(Failure::Deferred { reason, message }) => {
             // The status still says Submitted without an id, now with the scheduler's
@@ -777,7 +862,7 @@ fn submitted(
                 message,
                 now,
             );
-            effects.push(Effect::Requeue(SUBMIT_AGAIN));
+            plan.requeue(SUBMIT_AGAIN);
         }
         SubmitOutcome::Failed(Failure::Refused(message)) => {
             next.phase = Some(Phase::Failed);
@@ -801,7 +886,7 @@ fn collected(
     next: &mut BatchJobStatus,
     outcome: &CollectOutcome,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<ActionEffect>,
 ) {
     let (holds, reason, message) = match outcome {
         CollectOutcome::Collected {
@@ -846,7 +931,7 @@ fn collected(
                 ..
             },
         ) => {
-            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+            plan.requeue(CLUSTER_RECHECK);
             set_condition(
                 &mut next.conditions,
                 ConditionType::ClusterReady,
@@ -860,7 +945,7 @@ fn collected(
         CollectOutcome::Failed(
             Failure::Interrupted { problem: None, .. } | Failure::Deferred { .. },
         ) => {
-            effects.push(Effect::Requeue(ACTION_RETRY));
+            plan.requeue(ACTION_RETRY);
             return;
         }
     };
@@ -921,16 +1006,15 @@ fn awaits_placement(spec: &Spec<'_>, status: &BatchJobStatus) -> bool {
 
 /// The candidates answered where to submit `attempt`: it starts on the chosen one, or the
 /// job waits, `ClusterReady` false with reason `NoClusterAvailable`, when none can take it.
-#[allow(clippy::too_many_arguments)]
-fn placed(
+fn place_attempt(
     spec: &Spec<'_>,
     next: &mut BatchJobStatus,
     (attempt, retries): (u32, u32),
-    chosen: Option<&str>,
-    seen: &[Seen],
-    at: SystemTime,
+    &Placed {
+        chosen, seen, at, ..
+    }: &Placed<'_>,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<Infallible>,
 ) {
     // An answer overtaken by another step (the attempt started, the job changed) is old.
     let phase = next.phase.unwrap_or(Phase::Pending);
@@ -947,7 +1031,7 @@ fn placed(
                 time: time(at),
                 candidates,
             });
-            start_attempt(spec, next, attempt, retries, cluster, now, effects);
+            start_attempt(spec, next, attempt, retries, cluster, now);
         }
         None => {
             // The same answers again change nothing: no write every recheck.
@@ -962,7 +1046,7 @@ fn placed(
                 message: format!("no candidate can take the job now: {}", skipped(seen)),
             };
             cluster_problem(next, &problem, now);
-            effects.push(Effect::Requeue(CLUSTER_RECHECK));
+            plan.requeue(CLUSTER_RECHECK);
         }
     }
 }
@@ -976,7 +1060,7 @@ fn consider_move(
     seen: &[Seen],
     at: SystemTime,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<Infallible>,
 ) {
     let Target::Placed { policy, .. } = spec.target else {
         return;
@@ -1007,14 +1091,14 @@ fn consider_move(
         next.moving = Some(Move {
             from,
             to: to.candidate,
-            job_id: id.clone(),
+            job_id: id,
             time: time(now),
             outcome: MoveOutcome::Cancelling,
         });
-        effects.push(Effect::Withdraw(JobId::from(id.as_str())));
-        effects.push(Effect::Requeue(ACTION_RETRY));
+        // The reconcile the placement's end wakes withdraws the job (status.moving).
+        plan.requeue(ACTION_RETRY);
     } else {
-        effects.push(Effect::Requeue(MOVE_RECHECK));
+        plan.requeue(MOVE_RECHECK);
     }
 }
 
@@ -1027,12 +1111,12 @@ fn moving(
     observation: Option<&JobStatus>,
     id: JobId,
     now: SystemTime,
-    effects: &mut Vec<Effect>,
+    plan: &mut Plan<Effect>,
 ) {
     let Some(job) = observation else {
         // The poller has no report yet: nothing is known, nothing is done.
-        effects.push(Effect::Follow(id));
-        effects.push(Effect::Requeue(ACTION_RETRY));
+        plan.push(Effect::Follow(id));
+        plan.requeue(ACTION_RETRY);
         return;
     };
     let Some(mut record) = next.moving.take() else {
@@ -1044,18 +1128,19 @@ fn moving(
         record.outcome = MoveOutcome::Moved;
         let to = record.to.clone();
         next.moves.push(record);
-        effects.push(Effect::Forget(id));
+        plan.push(Effect::Forget(id));
         let (attempt, retries) = (next.attempts + 1, next.retries);
-        start_attempt(spec, next, attempt, retries, &to, now, effects);
+        start_attempt(spec, next, attempt, retries, &to, now);
+        plan.push(Effect::Submit { attempt });
     } else if started || phase.is_terminal() || matches!(phase, Phase::Running | Phase::Suspended) {
         record.outcome = MoveOutcome::StartedFirst;
         next.moves.push(record);
-        observe(spec, next, Some(job), now, effects);
+        observe(spec, next, Some(job), now, plan);
     } else {
         next.moving = Some(record);
-        effects.push(Effect::Follow(id.clone()));
-        effects.push(Effect::Withdraw(id));
-        effects.push(Effect::Requeue(ACTION_RETRY));
+        plan.push(Effect::Follow(id.clone()));
+        plan.push(Effect::Withdraw(id));
+        plan.requeue(ACTION_RETRY);
     }
 }
 
@@ -1377,7 +1462,7 @@ mod tests {
         )
         .status
         .expect("the submit is written first");
-        let event = Event::SubmitDone {
+        let event = Done::Submit {
             attempt: 1,
             outcome: SubmitOutcome::Accepted {
                 id: id(),
@@ -1385,7 +1470,7 @@ mod tests {
                 user: None,
             },
         };
-        let accepted = step(&spec(), &submitted, &event, at).status;
+        let accepted = step_done(&spec(), &submitted, &event, at).status;
         accepted.expect("the acceptance is written")
     }
 
@@ -1406,10 +1491,43 @@ mod tests {
         job
     }
 
+    /// What a case steps: a reconcile's event, or what came of an action.
+    enum On<'a> {
+        Reconcile(Event<'a>),
+        Action(Done<'a>),
+    }
+
+    impl<'a> From<Event<'a>> for On<'a> {
+        fn from(event: Event<'a>) -> Self {
+            Self::Reconcile(event)
+        }
+    }
+
+    impl<'a> From<Done<'a>> for On<'a> {
+        fn from(done: Done<'a>) -> Self {
+            Self::Action(done)
+        }
+    }
+
+    /// The step `on` asks for, its action's effects as the effects they are.
+    fn step_on(spec: &Spec<'_>, status: &BatchJobStatus, on: &On<'_>, now: SystemTime) -> Step {
+        match on {
+            On::Reconcile(event) => step(spec, status, event, now),
+            On::Action(done) => {
+                let step = step_done(spec, status, done, now);
+                Step {
+                    status: step.status,
+                    effects: step.effects.into_iter().map(Effect::from).collect(),
+                    requeue: step.requeue,
+                }
+            }
+        }
+    }
+
     struct Case {
         name: &'static str,
         status: BatchJobStatus,
-        event: Event<'static>,
+        event: On<'static>,
         generation: i64,
         policy: Option<RetryPolicy>,
         keeps_output: bool,
@@ -1418,13 +1536,14 @@ mod tests {
         /// The expected phase, attempts and retries of the written status (None: no write).
         writes: Option<(Phase, u32, u32)>,
         effects: Vec<Effect>,
+        requeue: Option<Duration>,
     }
 
-    fn case(name: &'static str, status: BatchJobStatus, event: Event<'static>) -> Case {
+    fn case(name: &'static str, status: BatchJobStatus, event: impl Into<On<'static>>) -> Case {
         Case {
             name,
             status,
-            event,
+            event: event.into(),
             generation: GENERATION,
             policy: None,
             keeps_output: true,
@@ -1432,6 +1551,7 @@ mod tests {
             ttl: None,
             writes: None,
             effects: Vec::new(),
+            requeue: None,
         }
     }
 
@@ -1444,8 +1564,8 @@ mod tests {
     }
 
     /// The output collection of an attempt whose end the poller reported as `job`.
-    fn ended(job: JobStatus) -> Event<'static> {
-        Event::CollectDone {
+    fn ended(job: JobStatus) -> Done<'static> {
+        Done::Collect {
             outcome: CollectOutcome::Collected {
                 tail: None,
                 task_outputs: Vec::new(),
@@ -1458,15 +1578,15 @@ mod tests {
         }
     }
 
-    fn collect_done(outcome: CollectOutcome) -> Event<'static> {
-        Event::CollectDone {
+    fn collect_done(outcome: CollectOutcome) -> Done<'static> {
+        Done::Collect {
             outcome,
             observation: None,
         }
     }
 
-    fn submit_failed(failure: Failure) -> Event<'static> {
-        Event::SubmitDone {
+    fn submit_failed(failure: Failure) -> Done<'static> {
+        Done::Submit {
             attempt: 1,
             outcome: SubmitOutcome::Failed(failure),
         }
@@ -1488,7 +1608,7 @@ mod tests {
         for c in &mut status.conditions {
             c.observed_generation = Some(GENERATION);
         }
-        step(&spec, &status, &case.event, now())
+        step_on(&spec, &status, &case.event, now())
     }
 
     /// An output the API server would not take ends the collection like any other: the
@@ -1496,7 +1616,7 @@ mod tests {
     #[test]
     fn an_unwritten_output_is_reported_once_and_never_fetched_again() {
         let spec = spec();
-        let event = Event::CollectDone {
+        let event = Done::Collect {
             outcome: CollectOutcome::Collected {
                 tail: Some("hello\n".into()),
                 task_outputs: Vec::new(),
@@ -1507,7 +1627,7 @@ mod tests {
             },
             observation: Some(Box::leak(Box::new(job(JobState::Succeeded)))),
         };
-        let written = step(&spec, &at(Phase::Running), &event, now())
+        let written = step_done(&spec, &at(Phase::Running), &event, now())
             .status
             .expect("the end is written");
         let output = condition(&written.conditions, ConditionType::OutputCollected)
@@ -1532,7 +1652,7 @@ mod tests {
 
     #[test]
     fn steps() {
-        use Effect::{Collect, Expire, Follow, Forget, Requeue, ShowOutput, Submit};
+        use Effect::{Collect, Expire, Follow, Forget, ShowOutput, Submit};
         let interrupted = |problem: Option<ClusterProblem>| Failure::Interrupted {
             message: "broken pipe".into(),
             problem,
@@ -1549,7 +1669,7 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Pending, 0, 0)),
-                effects: vec![Requeue(CLUSTER_RECHECK)],
+                requeue: Some(CLUSTER_RECHECK),
                 ..case(
                     "a new job waits for its cluster",
                     BatchJobStatus::default(),
@@ -1558,7 +1678,7 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Running, 1, 0)),
-                effects: vec![Requeue(CLUSTER_RECHECK)],
+                requeue: Some(CLUSTER_RECHECK),
                 ..case(
                     "a running job keeps its phase when the cluster fails",
                     at(Phase::Running),
@@ -1566,7 +1686,7 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![Requeue(CLUSTER_RECHECK)],
+                requeue: Some(CLUSTER_RECHECK),
                 ..case(
                     "a reported problem is not written twice",
                     with(at(Phase::Running), |s| {
@@ -1600,7 +1720,7 @@ mod tests {
                 ..case(
                     "an accepted submit writes the id, as queued, and follows it",
                     with(at(Phase::Submitted), |s| s.job_id = None),
-                    Event::SubmitDone {
+                    Done::Submit {
                         attempt: 1,
                         outcome: SubmitOutcome::Accepted {
                             id: id(),
@@ -1612,7 +1732,7 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Pending, 0, 0)),
-                effects: vec![Requeue(CLUSTER_RECHECK)],
+                requeue: Some(CLUSTER_RECHECK),
                 ..case(
                     "a submit that never reached the cluster undoes its attempt",
                     with(at(Phase::Submitted), |s| s.job_id = None),
@@ -1621,7 +1741,7 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Submitted, 1, 0)),
-                effects: vec![Requeue(CLUSTER_RECHECK)],
+                requeue: Some(CLUSTER_RECHECK),
                 ..case(
                     "a submit cut short keeps its key and says the cluster is not ready",
                     with(at(Phase::Submitted), |s| s.job_id = None),
@@ -1629,7 +1749,7 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![Requeue(ACTION_RETRY)],
+                requeue: Some(ACTION_RETRY),
                 ..case(
                     "a passing failure is tried again soon",
                     with(at(Phase::Submitted), |s| s.job_id = None),
@@ -1638,7 +1758,7 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Submitted, 1, 0)),
-                effects: vec![Requeue(SUBMIT_AGAIN)],
+                requeue: Some(SUBMIT_AGAIN),
                 ..case(
                     "a submit refused for now is submitted again later",
                     with(at(Phase::Submitted), |s| s.job_id = None),
@@ -1657,7 +1777,8 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "a submitted job is followed",
                     with(at(Phase::Submitted), |s| set_finished(s, now())),
@@ -1666,7 +1787,8 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Running, 1, 0)),
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "a change the poller saw is written",
                     at(Phase::Queued),
@@ -1674,10 +1796,8 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![
-                    Follow(id()),
-                    Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
-                ],
+                effects: vec![Follow(id())],
+                requeue: Some(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
                 ..case(
                     "the first polls of a job accepted as queued write nothing; the scheduler's words wait for the hold's end",
                     accepted(5),
@@ -1685,10 +1805,8 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![
-                    Follow(id()),
-                    Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
-                ],
+                effects: vec![Follow(id())],
+                requeue: Some(QUEUE_REPORT_HOLD - Duration::from_secs(5)),
                 ..case(
                     "a waiting job without an estimate is written when the hold ends too",
                     accepted(5),
@@ -1701,7 +1819,8 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Queued, 1, 0)),
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "a waiting job's report is written after its first minute in the queue",
                     accepted(61),
@@ -1710,7 +1829,8 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Held, 1, 0)),
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "a new phase is written at once",
                     accepted(5),
@@ -1719,7 +1839,8 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Running, 1, 0)),
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "so is the start",
                     accepted(5),
@@ -1729,7 +1850,8 @@ mod tests {
             Case {
                 log_pod: true,
                 writes: Some((Phase::Running, 1, 0)),
-                effects: vec![ShowOutput(id()), Follow(id()), Requeue(RECHECK)],
+                effects: vec![ShowOutput(id()), Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "a job with a log pod starts it when it starts running",
                     accepted(5),
@@ -1738,7 +1860,8 @@ mod tests {
             },
             Case {
                 log_pod: true,
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "and not again while it runs",
                     seen_running(),
@@ -1748,7 +1871,8 @@ mod tests {
             Case {
                 log_pod: true,
                 writes: Some((Phase::Queued, 1, 0)),
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "nor while it waits",
                     accepted(61),
@@ -1757,7 +1881,8 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Queued, 1, 0)),
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "a job submitted by an operator that wrote the acceptance as Submitted",
                     with(accepted(5), |s| s.phase = Some(Phase::Submitted)),
@@ -1792,7 +1917,8 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![Follow(id()), Requeue(RECHECK)],
+                effects: vec![Follow(id())],
+                requeue: Some(RECHECK),
                 ..case(
                     "an unchanged observation writes nothing",
                     seen_running(),
@@ -1804,7 +1930,7 @@ mod tests {
                 ..case(
                     "a collected output is written",
                     at(Phase::Succeeded),
-                    Event::CollectDone {
+                    Done::Collect {
                         outcome: CollectOutcome::Collected {
                             tail: Some("hello\n".into()),
                             task_outputs: Vec::new(),
@@ -1823,7 +1949,7 @@ mod tests {
                 ..case(
                     "an output whose ConfigMap the API server refused still ends the job, for good",
                     at(Phase::Running),
-                    Event::CollectDone {
+                    Done::Collect {
                         outcome: CollectOutcome::Collected {
                             tail: Some("hello\n".into()),
                             task_outputs: Vec::new(),
@@ -1849,7 +1975,7 @@ mod tests {
                 )
             },
             Case {
-                effects: vec![Requeue(ACTION_RETRY)],
+                requeue: Some(ACTION_RETRY),
                 ..case(
                     "a collection cut short is tried again",
                     at(Phase::Succeeded),
@@ -1858,11 +1984,12 @@ mod tests {
             },
             Case {
                 writes: Some((Phase::Succeeded, 1, 0)),
-                effects: vec![Forget(id()), Requeue(ACTION_RETRY)],
+                effects: vec![Forget(id())],
+                requeue: Some(ACTION_RETRY),
                 ..case(
                     "but the end it was collected for is written at once",
                     at(Phase::Running),
-                    Event::CollectDone {
+                    Done::Collect {
                         outcome: CollectOutcome::Failed(interrupted(None)),
                         observation: Some(Box::leak(Box::new(job(JobState::Succeeded)))),
                     },
@@ -1949,7 +2076,8 @@ mod tests {
                 policy: policy(2, &[]),
                 keeps_output: false,
                 writes: Some((Phase::RetryPending, 1, 0)),
-                effects: vec![Forget(id()), Requeue(Duration::from_secs(10))],
+                effects: vec![Forget(id())],
+                requeue: Some(Duration::from_secs(10)),
                 ..case(
                     "without an output to keep, the wait starts at once",
                     at(Phase::Running),
@@ -1979,7 +2107,7 @@ mod tests {
             },
             Case {
                 policy: policy(2, &[]),
-                effects: vec![Requeue(Duration::from_secs(7))],
+                requeue: Some(Duration::from_secs(7)),
                 ..case(
                     "but not before",
                     failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
@@ -1988,7 +2116,7 @@ mod tests {
             },
             Case {
                 policy: policy(2, &[]),
-                effects: vec![Requeue(Duration::from_secs(20 - 3))],
+                requeue: Some(Duration::from_secs(20 - 3)),
                 ..case(
                     "the second retry waits twice as long",
                     failed(Phase::RetryPending, Reason::NonZeroExitCode, 1, 3),
@@ -2064,7 +2192,8 @@ mod tests {
             },
             Case {
                 ttl: Some(Duration::from_secs(300)),
-                effects: vec![Forget(id()), Requeue(Duration::from_secs(300 - 60))],
+                effects: vec![Forget(id())],
+                requeue: Some(Duration::from_secs(300 - 60)),
                 ..case(
                     "a finished job is looked at again when its ttl expires",
                     collected(at(Phase::Succeeded)),
@@ -2092,7 +2221,7 @@ mod tests {
             Case {
                 ttl: Some(Duration::ZERO),
                 policy: policy(2, &[]),
-                effects: vec![Requeue(Duration::from_secs(7))],
+                requeue: Some(Duration::from_secs(7)),
                 ..case(
                     "nor while a retry is due",
                     failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
@@ -2110,17 +2239,6 @@ mod tests {
                     Event::Observed(None),
                 )
             },
-            Case {
-                effects: vec![Effect::Remove(Removal {
-                    cancel: Cancel::Job(id()),
-                    remove_files: 1,
-                })],
-                ..case(
-                    "a deleted running job is cancelled, its files removed",
-                    at(Phase::Running),
-                    Event::Deleted,
-                )
-            },
         ];
         let count = cases.len();
         for case in &cases {
@@ -2131,6 +2249,7 @@ mod tests {
                 .map(|s| (s.phase.unwrap_or(Phase::Pending), s.attempts, s.retries));
             assert_eq!(writes, case.writes, "{}: status written", case.name);
             assert_eq!(step.effects, case.effects, "{}: effects", case.name);
+            assert_eq!(step.requeue, case.requeue, "{}: requeue", case.name);
         }
         assert!(count >= 40);
     }
@@ -2176,21 +2295,27 @@ mod tests {
         };
         let mut status = BatchJobStatus::default();
         let clock = std::cell::Cell::new(now());
-        let walk = |spec: &Spec<'_>, status: &mut BatchJobStatus, event: Event<'_>, after: u64| {
+        // The effects and the requeue of each step.
+        let walk = |spec: &Spec<'_>, status: &mut BatchJobStatus, on: On<'_>, after: u64| {
             clock.set(clock.get() + Duration::from_secs(after));
-            let step = step(spec, status, &event, clock.get());
+            let step = step_on(spec, status, &on, clock.get());
             if let Some(next) = step.status {
                 *status = next;
             }
-            step.effects
+            (step.effects, step.requeue)
         };
-        use Effect::{Collect, Expire, Follow, Forget, Requeue, Submit};
+        use Effect::{Collect, Expire, Follow, Forget, Submit};
 
         // Created, with its cluster's Secret missing: Pending, ClusterReady False.
         let missing = problem(Reason::SecretNotFound);
         assert_eq!(
-            walk(&spec, &mut status, Event::ClusterProblem(&missing), 0),
-            [Requeue(CLUSTER_RECHECK)]
+            walk(
+                &spec,
+                &mut status,
+                Event::ClusterProblem(&missing).into(),
+                0
+            ),
+            (vec![], Some(CLUSTER_RECHECK))
         );
         assert_eq!(
             (status.phase, status.reason),
@@ -2198,21 +2323,22 @@ mod tests {
         );
         // The Secret is there: attempt 1 is submitted; the login is refused.
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 15),
-            [Submit { attempt: 1 }]
+            walk(&spec, &mut status, Event::Observed(None).into(), 15),
+            (vec![Submit { attempt: 1 }], None)
         );
         assert_eq!(status.phase, Some(Phase::Submitted));
         let refused = problem(Reason::AuthenticationFailed);
         let effects = walk(
             &spec,
             &mut status,
-            Event::SubmitDone {
+            Done::Submit {
                 attempt: 1,
                 outcome: SubmitOutcome::Failed(Failure::NotReached(refused)),
-            },
+            }
+            .into(),
             1,
         );
-        assert_eq!(effects, [Requeue(CLUSTER_RECHECK)]);
+        assert_eq!(effects, (vec![], Some(CLUSTER_RECHECK)));
         assert_eq!(
             (status.phase, status.attempts),
             (Some(Phase::Pending), 0),
@@ -2228,10 +2354,10 @@ mod tests {
         );
         // Fixed: submitted again as attempt 1, accepted as job 7.
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 15),
-            [Submit { attempt: 1 }]
+            walk(&spec, &mut status, Event::Observed(None).into(), 15),
+            (vec![Submit { attempt: 1 }], None)
         );
-        let accepted = |attempt: u32, id: &str| Event::SubmitDone {
+        let accepted = |attempt: u32, id: &str| Done::Submit {
             attempt,
             outcome: SubmitOutcome::Accepted {
                 id: JobId::from(id),
@@ -2240,16 +2366,16 @@ mod tests {
             },
         };
         assert_eq!(
-            walk(&spec, &mut status, accepted(1, "7"), 1),
-            [Follow(JobId::from("7"))]
+            walk(&spec, &mut status, accepted(1, "7").into(), 1),
+            (vec![Follow(JobId::from("7"))], None)
         );
         assert_eq!(
             (status.phase, status.job_id.as_deref(), status.reason),
             (Some(Phase::Queued), Some("7"), Some(Reason::Queued))
         );
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 1),
-            [Follow(JobId::from("7")), Requeue(RECHECK)]
+            walk(&spec, &mut status, Event::Observed(None).into(), 1),
+            (vec![Follow(JobId::from("7"))], Some(RECHECK))
         );
         // Queued with a backfill estimate: the first poll says what the acceptance wrote
         // and writes nothing; after a minute in the queue, the scheduler's words for the
@@ -2259,16 +2385,21 @@ mod tests {
         queued.queue = Some("debug".into());
         let unchanged = status.clone();
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(Some(&queued)), 5),
-            [
-                Follow(JobId::from("7")),
-                Requeue(QUEUE_REPORT_HOLD - Duration::from_secs(6))
-            ],
+            walk(&spec, &mut status, Event::Observed(Some(&queued)).into(), 5),
+            (
+                vec![Follow(JobId::from("7"))],
+                Some(QUEUE_REPORT_HOLD - Duration::from_secs(6))
+            ),
             "the estimate is written when the first minute ends"
         );
         assert_eq!(status, unchanged, "nothing written in the first minute");
         queued.reason = Some("Resources".into());
-        walk(&spec, &mut status, Event::Observed(Some(&queued)), 54);
+        walk(
+            &spec,
+            &mut status,
+            Event::Observed(Some(&queued)).into(),
+            54,
+        );
         assert_eq!(status.message.as_deref(), Some("Resources"));
         assert_eq!(
             (status.phase, status.start_time.as_ref()),
@@ -2283,7 +2414,12 @@ mod tests {
         // Runs, then fails: a retry is pending, not final.
         let mut running = job(JobState::Running);
         running.started_at = Some(clock.get() + Duration::from_secs(5));
-        walk(&spec, &mut status, Event::Observed(Some(&running)), 5);
+        walk(
+            &spec,
+            &mut status,
+            Event::Observed(Some(&running)).into(),
+            5,
+        );
         assert_eq!(
             (status.phase, status.expected_start_time.as_ref()),
             (Some(Phase::Running), None)
@@ -2292,12 +2428,20 @@ mod tests {
         failed.started_at = running.started_at;
         failed.ended_at = Some(clock.get() + Duration::from_secs(20));
         // Its end is written with its output, in one write.
-        let effects = walk(&spec, &mut status, Event::Observed(Some(&failed)), 20);
+        let effects = walk(
+            &spec,
+            &mut status,
+            Event::Observed(Some(&failed)).into(),
+            20,
+        );
         assert_eq!(
             effects,
-            [Collect {
-                id: JobId::from("7")
-            }]
+            (
+                vec![Collect {
+                    id: JobId::from("7")
+                }],
+                None
+            )
         );
         assert_eq!(status.phase, Some(Phase::Running), "nothing written yet");
         let output = CollectOutcome::Collected {
@@ -2308,14 +2452,14 @@ mod tests {
             refused: vec![],
             unwritten: vec![],
         };
-        let collected = |output: &CollectOutcome, ended: &'static JobStatus| Event::CollectDone {
+        let collected = |output: &CollectOutcome, ended: &'static JobStatus| Done::Collect {
             outcome: output.clone(),
             observation: Some(ended),
         };
         let failed: &'static JobStatus = Box::leak(Box::new(failed));
         assert_eq!(
-            walk(&spec, &mut status, collected(&output, failed), 1),
-            [Forget(JobId::from("7"))]
+            walk(&spec, &mut status, collected(&output, failed).into(), 1),
+            (vec![Forget(JobId::from("7"))], None)
         );
         assert_eq!(
             (status.phase, status.reason),
@@ -2333,13 +2477,13 @@ mod tests {
         );
         assert_eq!(status.output_tail.as_deref(), Some("boom\n"));
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 1),
-            [Requeue(Duration::from_secs(8))]
+            walk(&spec, &mut status, Event::Observed(None).into(), 1),
+            (vec![], Some(Duration::from_secs(8)))
         );
         // The backoff passes: attempt 2, retry 1, from a clean status.
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 8),
-            [Submit { attempt: 2 }]
+            walk(&spec, &mut status, Event::Observed(None).into(), 8),
+            (vec![Submit { attempt: 2 }], None)
         );
         assert_eq!(
             (status.phase, status.attempts, status.retries),
@@ -2353,21 +2497,24 @@ mod tests {
             ),
             (None, None, None)
         );
-        walk(&spec, &mut status, accepted(2, "8"), 1);
+        walk(&spec, &mut status, accepted(2, "8").into(), 1);
         assert_eq!(
             status.message.as_deref(),
             Some("attempt 2 submitted as job 8")
         );
         // Fails again: no retry left, Failed for good.
-        let effects = walk(&spec, &mut status, Event::Observed(Some(failed)), 30);
+        let effects = walk(&spec, &mut status, Event::Observed(Some(failed)).into(), 30);
         assert_eq!(
             effects,
-            [Collect {
-                id: JobId::from("8")
-            }]
+            (
+                vec![Collect {
+                    id: JobId::from("8")
+                }],
+                None
+            )
         );
-        let effects = walk(&spec, &mut status, collected(&output, failed), 1);
-        assert_eq!(effects, [Forget(JobId::from("8"))]);
+        let effects = walk(&spec, &mut status, collected(&output, failed).into(), 1);
+        assert_eq!(effects, (vec![Forget(JobId::from("8"))], None));
         assert_eq!(status.phase, Some(Phase::Failed));
         assert_eq!(
             conditions(&status),
@@ -2382,14 +2529,17 @@ mod tests {
         );
         // Edited: the new spec runs as attempt 3, its retries afresh, and succeeds.
         spec.generation += 1;
-        let effects = walk(&spec, &mut status, Event::Observed(None), 60);
-        assert_eq!(effects, [Forget(JobId::from("8")), Submit { attempt: 3 }]);
+        let effects = walk(&spec, &mut status, Event::Observed(None).into(), 60);
+        assert_eq!(
+            effects,
+            (vec![Forget(JobId::from("8")), Submit { attempt: 3 }], None)
+        );
         assert_eq!((status.attempts, status.retries), (3, 0));
-        walk(&spec, &mut status, accepted(3, "9"), 1);
+        walk(&spec, &mut status, accepted(3, "9").into(), 1);
         let mut done = job(JobState::Succeeded).with_exit_code(0);
         done.ended_at = Some(clock.get() + Duration::from_secs(10));
         let done: &'static JobStatus = Box::leak(Box::new(done));
-        walk(&spec, &mut status, Event::Observed(Some(done)), 10);
+        walk(&spec, &mut status, Event::Observed(Some(done)).into(), 10);
         let quiet = CollectOutcome::Collected {
             tail: None,
             task_outputs: Vec::new(),
@@ -2398,8 +2548,8 @@ mod tests {
             refused: vec![],
             unwritten: vec![],
         };
-        let effects = walk(&spec, &mut status, collected(&quiet, done), 1);
-        assert_eq!(effects, [Forget(JobId::from("9"))]);
+        let effects = walk(&spec, &mut status, collected(&quiet, done).into(), 1);
+        assert_eq!(effects, (vec![Forget(JobId::from("9"))], None));
         assert_eq!(status.phase, Some(Phase::Succeeded));
         assert!(
             status
@@ -2412,19 +2562,22 @@ mod tests {
         assert_eq!(complete.as_deref(), Some("True"));
         // Kept for its ttl, then deleted; deletion removes the files of all three attempts.
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 1),
-            [Forget(JobId::from("9")), Requeue(Duration::from_secs(598))]
+            walk(&spec, &mut status, Event::Observed(None).into(), 1),
+            (
+                vec![Forget(JobId::from("9"))],
+                Some(Duration::from_secs(598))
+            )
         );
         assert_eq!(
-            walk(&spec, &mut status, Event::Observed(None), 598),
-            [Forget(JobId::from("9")), Expire]
+            walk(&spec, &mut status, Event::Observed(None).into(), 598),
+            (vec![Forget(JobId::from("9")), Expire], None)
         );
         assert_eq!(
-            walk(&spec, &mut status, Event::Deleted, 1),
-            [Effect::Remove(Removal {
+            removal(Some(&status), spec.cleanup),
+            Removal {
                 cancel: Cancel::Nothing,
                 remove_files: 3
-            })]
+            }
         );
     }
 
@@ -2467,8 +2620,8 @@ mod tests {
             purpose: Purpose,
             chosen: Option<&'static str>,
             seen: &'static [Seen],
-        ) -> Event<'static> {
-            Event::Placed {
+        ) -> Placed<'static> {
+            Placed {
                 purpose,
                 chosen,
                 seen,
@@ -2536,7 +2689,7 @@ mod tests {
             assert_eq!(step1.effects, [Effect::Place(FIRST)]);
 
             let seen = answers(down(), Answer::NoEstimate);
-            let step2 = step(&spec, &fresh, &placed(FIRST, Some("b"), seen), now());
+            let step2 = step_placed(&spec, &fresh, &placed(FIRST, Some("b"), seen), now());
             let written = step2
                 .status
                 .expect("the placement is written with the submit");
@@ -2552,10 +2705,14 @@ mod tests {
                 [("a", Estimate::Unreachable), ("b", Estimate::NoEstimate)]
             );
             assert_eq!(candidates[0].message.as_deref(), Some("connection refused"));
-            assert_eq!(step2.effects, [Effect::Submit { attempt: 1 }]);
+            assert_eq!(
+                step(&spec, &written, &Event::Observed(None), now()).effects,
+                [Effect::Submit { attempt: 1 }],
+                "the reconcile the placement's end wakes submits"
+            );
 
             // An answer that comes after the attempt started is old news.
-            let late = step(
+            let late = step_placed(
                 &spec,
                 &written,
                 &placed(
@@ -2568,11 +2725,11 @@ mod tests {
             assert_eq!(late, Step::default());
 
             // The submit never reached b: placed again, b no longer the job's cluster.
-            let refused = Event::SubmitDone {
+            let refused = Done::Submit {
                 attempt: 1,
                 outcome: SubmitOutcome::Failed(Failure::NotReached(problem(Reason::Unreachable))),
             };
-            let undone = step(&spec, &written, &refused, now())
+            let undone = step_done(&spec, &written, &refused, now())
                 .status
                 .expect("undone");
             assert_eq!(
@@ -2592,7 +2749,7 @@ mod tests {
                 down(),
                 Answer::Skipped(Skipped::NoAnswer("sbatch: error".into())),
             );
-            let step1 = step(
+            let step1 = step_placed(
                 &spec,
                 &BatchJobStatus::default(),
                 &placed(FIRST, None, seen),
@@ -2608,17 +2765,17 @@ mod tests {
             assert!(waiting.message.as_deref().is_some_and(
                 |m| m.contains("a: connection refused") && m.contains("b: sbatch: error")
             ));
-            assert_eq!(step1.effects, [Effect::Requeue(CLUSTER_RECHECK)]);
+            assert_eq!(step1.requeue, Some(CLUSTER_RECHECK));
             // Asked again, the same answers: nothing written; the reconcile's readiness
             // check does not flip ClusterReady back either.
             let later = now() + Duration::from_secs(15);
-            let again = Event::Placed {
+            let again = Placed {
                 purpose: FIRST,
                 chosen: None,
                 seen,
                 at: later,
             };
-            assert_eq!(step(&spec, &waiting, &again, later).status, None);
+            assert_eq!(step_placed(&spec, &waiting, &again, later).status, None);
             assert_eq!(
                 step(&spec, &waiting, &Event::Observed(None), later).status,
                 None
@@ -2629,27 +2786,24 @@ mod tests {
         fn a_waiting_job_is_checked_for_a_move_after_move_after() {
             let spec = placed_spec(1);
             let early = step(&spec, &queued_on_a(400), &observed(waiting_job()), now());
+            assert_eq!(early.effects, [Effect::Follow(id())]);
             assert_eq!(
-                early.effects,
-                [
-                    Effect::Follow(id()),
-                    Effect::Requeue(MOVE_AFTER - Duration::from_secs(400))
-                ],
+                early.requeue,
+                Some(MOVE_AFTER - Duration::from_secs(400)),
                 "woken when moveAfter has passed"
             );
             let earlier = step(&spec, &queued_on_a(60), &observed(waiting_job()), now());
             assert_eq!(
-                earlier.effects,
-                [Effect::Follow(id()), Effect::Requeue(RECHECK)]
+                (earlier.effects, earlier.requeue),
+                (vec![Effect::Follow(id())], Some(RECHECK))
             );
             let due = step(&spec, &queued_on_a(700), &observed(waiting_job()), now());
             assert_eq!(
-                due.effects,
-                [
-                    Effect::Follow(id()),
-                    Effect::Place(Purpose::Move),
-                    Effect::Requeue(RECHECK)
-                ]
+                (due.effects, due.requeue),
+                (
+                    vec![Effect::Follow(id()), Effect::Place(Purpose::Move)],
+                    Some(RECHECK)
+                )
             );
             let fixed = step(
                 &super::spec(),
@@ -2658,8 +2812,8 @@ mod tests {
                 now(),
             );
             assert_eq!(
-                fixed.effects,
-                [Effect::Follow(id()), Effect::Requeue(RECHECK)],
+                (fixed.effects, fixed.requeue),
+                (vec![Effect::Follow(id())], Some(RECHECK)),
                 "clusterRef never moves"
             );
             let asked = with(queued_on_a(700), |s| {
@@ -2670,11 +2824,11 @@ mod tests {
             });
             let soon = step(&spec, &asked, &observed(waiting_job()), now());
             assert_eq!(
-                soon.effects,
-                [
-                    Effect::Follow(id()),
-                    Effect::Requeue(MOVE_RECHECK - Duration::from_secs(20))
-                ],
+                (soon.effects, soon.requeue),
+                (
+                    vec![Effect::Follow(id())],
+                    Some(MOVE_RECHECK - Duration::from_secs(20))
+                ),
                 "asked at most once a minute"
             );
         }
@@ -2697,7 +2851,7 @@ mod tests {
             ];
             for (name, status, b, moves) in cases {
                 let seen = answers(starts(in_secs(3600)), b);
-                let step = step(
+                let step = step_placed(
                     &spec,
                     &status,
                     &placed(Purpose::Move, Some("a"), seen),
@@ -2715,11 +2869,8 @@ mod tests {
                         ("a", "b", "42"),
                         "{name}"
                     );
-                    assert_eq!(
-                        step.effects,
-                        [Effect::Withdraw(id()), Effect::Requeue(ACTION_RETRY)],
-                        "{name}"
-                    );
+                    // The reconcile the placement's end wakes withdraws the job.
+                    assert_eq!(step.requeue, Some(ACTION_RETRY), "{name}");
                 }
             }
         }
@@ -2728,20 +2879,21 @@ mod tests {
         /// outcomes of a written status.
         type Moved = (Option<Phase>, Option<String>, u32, bool, Vec<MoveOutcome>);
 
-        /// A name, the status, the event, what is written and the effects.
+        /// A name, the status, the event, what is written, the effects and the requeue.
         type MoveCase = (
             &'static str,
             BatchJobStatus,
             Event<'static>,
             Option<Moved>,
             Vec<Effect>,
+            Option<Duration>,
         );
 
         /// Every step of a move, and a restart at each point (the status is all an
         /// operator that starts again has).
         #[test]
         fn steps_of_a_move() {
-            use Effect::{Collect, Follow, Forget, Requeue, Submit, Withdraw};
+            use Effect::{Collect, Follow, Forget, Submit, Withdraw};
             let spec = placed_spec(1);
             let moved = |s: &BatchJobStatus| {
                 (
@@ -2754,28 +2906,28 @@ mod tests {
             };
             #[rustfmt::skip]
             let cases: Vec<MoveCase> = vec![
-                ("restart before the cancel: cancelled again", moving_to_b(700), observed(waiting_job()), None, vec![Follow(id()), Withdraw(id()), Requeue(ACTION_RETRY)]),
-                ("no report yet: nothing done", moving_to_b(700), Event::Observed(None), None, vec![Follow(id()), Requeue(ACTION_RETRY)]),
+                ("restart before the cancel: cancelled again", moving_to_b(700), observed(waiting_job()), None, vec![Follow(id()), Withdraw(id())], Some(ACTION_RETRY)),
+                ("no report yet: nothing done", moving_to_b(700), Event::Observed(None), None, vec![Follow(id())], Some(ACTION_RETRY)),
                 ("confirmed cancelled, never started: submitted to b as attempt 2", moving_to_b(700), observed(cancelled(false)),
-                    Some((Some(Phase::Submitted), Some("b".into()), 2, false, vec![MoveOutcome::Moved])), vec![Forget(id()), Submit { attempt: 2 }]),
+                    Some((Some(Phase::Submitted), Some("b".into()), 2, false, vec![MoveOutcome::Moved])), vec![Forget(id()), Submit { attempt: 2 }], None),
                 ("started before the cancel took: kept, never moves again", moving_to_b(700), observed(job(JobState::Running)),
-                    Some((Some(Phase::Running), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id()), Requeue(RECHECK)]),
+                    Some((Some(Phase::Running), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id())], Some(RECHECK)),
                 ("cancelled after it started: it ran, so it is not submitted again (its end is written with its output)", moving_to_b(700), observed(cancelled(true)),
-                    Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Collect { id: id() }]),
+                    Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Collect { id: id() }], None),
                 ("ended before the cancel took: kept", moving_to_b(700), observed(job(JobState::Succeeded)),
-                    Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Collect { id: id() }]),
+                    Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Collect { id: id() }], None),
                 ("restart after the move was written: the same key submitted to b", with(at(Phase::Submitted), |s| {
                         s.job_id = None; s.attempts = 2; s.cluster = Some("b".into());
                         s.moves = vec![Move { from: "a".into(), to: "b".into(), job_id: "42".into(), time: time(now()), outcome: MoveOutcome::Moved }];
-                    }), Event::Observed(None), None, vec![Submit { attempt: 2 }]),
+                    }), Event::Observed(None), None, vec![Submit { attempt: 2 }], None),
                 ("moves used up: waits where it is", with(queued_on_a(7000), |s| {
                         s.moves = vec![Move { from: "b".into(), to: "a".into(), job_id: "7".into(), time: time(now()), outcome: MoveOutcome::Moved }];
-                    }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::Moved])), vec![Follow(id()), Requeue(RECHECK)]),
+                    }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::Moved])), vec![Follow(id())], Some(RECHECK)),
                 ("a move given up: never again", with(queued_on_a(7000), |s| {
                         s.moves = vec![Move { from: "a".into(), to: "b".into(), job_id: "42".into(), time: time(now()), outcome: MoveOutcome::StartedFirst }];
-                    }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id()), Requeue(RECHECK)]),
+                    }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id())], Some(RECHECK)),
             ];
-            for (name, mut status, event, writes, effects) in cases {
+            for (name, mut status, event, writes, effects, requeue) in cases {
                 // The conditions as an earlier step wrote them.
                 for c in &mut status.conditions {
                     c.observed_generation = Some(GENERATION);
@@ -2783,14 +2935,14 @@ mod tests {
                 let step = step(&spec, &status, &event, now());
                 assert_eq!(step.status.as_ref().map(moved), writes, "{name}");
                 assert_eq!(step.effects, effects, "{name}");
+                assert_eq!(step.requeue, requeue, "{name}");
             }
-            let deleted = step(&spec, &moving_to_b(700), &Event::Deleted, now());
             assert_eq!(
-                deleted.effects,
-                [Effect::Remove(Removal {
+                removal(Some(&moving_to_b(700)), CleanupPolicy::OnDelete),
+                Removal {
                     cancel: Cancel::Job(id()),
                     remove_files: 1
-                })],
+                },
                 "deleted while moving: the job on a is cancelled"
             );
         }
@@ -2806,10 +2958,10 @@ mod tests {
                     Seen::new(from, starts(EstimatedStart::Later)),
                     Seen::new(to, starts(EstimatedStart::Now)),
                 ]));
-                let check = step(
+                let check = step_placed(
                     &spec,
                     &status,
-                    &Event::Placed {
+                    &Placed {
                         purpose: Purpose::Move,
                         chosen: Some(to),
                         seen,
@@ -2829,7 +2981,7 @@ mod tests {
                     .status
                     .expect("moved");
                 assert_eq!(status.cluster.as_deref(), Some(to));
-                let accepted = Event::SubmitDone {
+                let accepted = Done::Submit {
                     attempt: status.attempts,
                     outcome: SubmitOutcome::Accepted {
                         id: id(),
@@ -2837,7 +2989,7 @@ mod tests {
                         user: None,
                     },
                 };
-                status = step(&spec, &status, &accepted, clock)
+                status = step_done(&spec, &status, &accepted, clock)
                     .status
                     .expect("accepted");
                 status.expected_start_time = None;

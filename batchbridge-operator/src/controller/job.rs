@@ -6,6 +6,7 @@
 //! active job and removes the job's files from the cluster before its resource goes away.
 //! It decides nothing itself.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -25,8 +26,9 @@ use crate::cluster::{Connection, connection_problem};
 use crate::crd::names::check_job;
 use crate::crd::{BatchJob, BatchJobStatus, MoveOutcome, Phase, PlacementStatus};
 use crate::decision::{
-    ACTION_RETRY, CLUSTER_RECHECK, Cancel, ClusterProblem, CollectOutcome, Effect, Event, Failure,
-    Purpose, Removal, Spec, Step, SubmitOutcome, Target, attempt_key, removal_abandoned, step,
+    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, ClusterProblem, CollectOutcome,
+    Done, Effect, Event, Failure, Placed, Purpose, Removal, Spec, Step, SubmitOutcome, Target,
+    attempt_key, removal, removal_abandoned, step_done, step_placed,
 };
 use crate::output;
 use crate::reason::{ConditionType, Reason};
@@ -117,159 +119,191 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
         Some(Err(problem)) => Some(problem.clone()),
         None => None,
     });
-    let connection = connection.and_then(Result::ok);
+    // A placed job waiting for placement has no cluster; nothing it is asked to do on one
+    // comes before it is placed.
+    let connection = match connection {
+        Some(Ok(connection)) => Ok(connection),
+        _ => Err(ClusterProblem {
+            reason: Reason::NoClusterAvailable,
+            message: "the job is not placed on a cluster yet".to_owned(),
+        }),
+    };
     let observation = match (&connection, &status.job_id) {
-        (Some(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
+        (Ok(connection), Some(id)) => connection.poller.observation(&JobId::from(id.as_str())),
         _ => None,
     };
     let event = match &problem {
         Some(problem) => Event::ClusterProblem(problem),
         None => Event::Observed(observation.as_ref()),
     };
-    let step = step(&spec_of(&job), &status, &event, SystemTime::now());
-    let requeue = perform(ctx, &job, connection.as_ref(), &status, step).await?;
+    let step = decision::step(&spec_of(&job), &status, &event, SystemTime::now());
+    let requeue = perform(ctx, &job, &connection, &status, step).await?;
     Ok(requeue.map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
 /// Writes the status `step` decided and performs its effects; returns when to look at the
 /// job again, if `step` says. A submit or collection is handed to
-/// [`Actions`](super::actions::Actions), which wakes the job when it is over.
+/// [`Actions`](super::actions::Actions), which wakes the job when it is over. An effect
+/// whose cluster cannot be used is not performed: that cluster's problem is stepped and
+/// performed instead, as the next reconcile would find it.
 async fn perform(
     ctx: &Arc<Context>,
     job: &Arc<BatchJob>,
-    connection: Option<&Arc<Connection>>,
+    connection: &Result<Arc<Connection>, ClusterProblem>,
     current: &BatchJobStatus,
-    step: Step,
+    mut step: Step,
 ) -> Result<Option<Duration>, ReconcileError> {
-    let written = match step.status {
-        Some(next) => {
-            write_status(ctx, job, current, &next).await?;
-            next
-        }
-        None => current.clone(),
-    };
-    // A step that moved the job submits to the cluster it moved to, not the one it left.
-    let submit_to = match cluster_of(job, &written) {
-        Some(cluster) if Some(cluster) != cluster_of(job, current) => {
-            let namespace = job.namespace().unwrap_or_default();
-            ctx.clusters.get(&namespace, cluster).await.ok()
-        }
-        _ => connection.cloned(),
-    };
-    let mut requeue = None;
-    for effect in step.effects {
-        match (effect, connection) {
-            (Effect::Requeue(after), _) => requeue = Some(after),
-            (Effect::Expire, _) => expire(ctx, job).await?,
-            (Effect::Place(purpose), _) => {
-                let acting = (Arc::clone(ctx), Arc::clone(job), written.clone());
-                ctx.actions.start(job, ActionKind::Place, async move {
-                    let (ctx, job, current) = acting;
-                    place(&ctx, &job, purpose, current).await
-                });
+    let mut current = Cow::Borrowed(current);
+    loop {
+        let left = cluster_of(job, &current).map(str::to_owned);
+        let written = match step.status {
+            Some(next) => {
+                write_status(ctx, job, &current, &next).await?;
+                next
             }
-            (Effect::Withdraw(id), Some(connection)) => withdraw(ctx, job, connection, &id).await,
-            (Effect::Follow(id), Some(connection)) => {
-                connection.poller.follow(id, ObjectRef::from(&**job));
+            None => current.into_owned(),
+        };
+        // A step that moved the job submits to the cluster it moved to, not the one it left.
+        let submit_to = match cluster_of(job, &written) {
+            Some(cluster) if Some(cluster) != left.as_deref() => {
+                let namespace = job.namespace().unwrap_or_default();
+                ctx.clusters.get(&namespace, cluster).await
             }
-            (Effect::Forget(id), Some(connection)) => connection.poller.forget(&id),
-            (Effect::ShowOutput(id), Some(connection)) => {
-                // The collection starts the pod anyway: a failure here costs only the live
-                // part of the output.
-                if let Err(err) = output::show(ctx, job, connection, &id).await {
-                    tracing::warn!(job = %job.name_any(), error = %err, "cannot start the log pod");
+            _ => connection.clone(),
+        };
+        let mut unusable = None;
+        for effect in step.effects {
+            match effect {
+                Effect::Expire => expire(ctx, job).await?,
+                Effect::Place(purpose) => {
+                    let acting = (Arc::clone(ctx), Arc::clone(job), written.clone());
+                    ctx.actions.start(job, ActionKind::Place, async move {
+                        let (ctx, job, current) = acting;
+                        place(&ctx, &job, purpose, current).await
+                    });
+                }
+                Effect::Withdraw(id) => {
+                    if let Some(connection) = usable(connection, &mut unusable) {
+                        withdraw(ctx, job, connection, &id).await;
+                    }
+                }
+                Effect::Follow(id) => {
+                    if let Some(connection) = usable(connection, &mut unusable) {
+                        connection.poller.follow(id, ObjectRef::from(&**job));
+                    }
+                }
+                Effect::Forget(id) => {
+                    if let Some(connection) = usable(connection, &mut unusable) {
+                        connection.poller.forget(&id);
+                    }
+                }
+                Effect::ShowOutput(id) => {
+                    if let Some(connection) = usable(connection, &mut unusable) {
+                        // The collection starts the pod anyway: a failure here costs only
+                        // the live part of the output.
+                        if let Err(err) = output::show(ctx, job, connection, &id).await {
+                            tracing::warn!(job = %job.name_any(), error = %err, "cannot start the log pod");
+                        }
+                    }
+                }
+                Effect::Submit { attempt } => {
+                    if let Some(connection) = usable(&submit_to, &mut unusable) {
+                        let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
+                        let current = written.clone();
+                        ctx.actions.start(job, ActionKind::Submit, async move {
+                            let (ctx, job, connection) = acting;
+                            submit(&ctx, &job, &connection, attempt, current).await
+                        });
+                    }
+                }
+                Effect::Collect { id } => {
+                    if let Some(connection) = usable(connection, &mut unusable) {
+                        let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
+                        let current = written.clone();
+                        ctx.actions
+                            .start(job, ActionKind::CollectOutput, async move {
+                                let (ctx, job, connection) = acting;
+                                collect(&ctx, &job, &connection, &id, current).await
+                            });
+                    }
                 }
             }
-            (Effect::Submit { attempt }, _) => {
-                let Some(connection) = &submit_to else {
-                    // Its cluster is not usable: the next reconcile says why.
-                    requeue = Some(CLUSTER_RECHECK);
-                    continue;
-                };
-                let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
-                let current = written.clone();
-                ctx.actions.start(job, ActionKind::Submit, async move {
-                    let (ctx, job, connection) = acting;
-                    submit(&ctx, &job, &connection, attempt, current).await
-                });
-            }
-            (Effect::Collect { id }, Some(connection)) => {
-                let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
-                let current = written.clone();
-                ctx.actions
-                    .start(job, ActionKind::CollectOutput, async move {
-                        let (ctx, job, connection) = acting;
-                        collect(&ctx, &job, &connection, &id, current).await
-                    });
-            }
-            // Effects on the cluster come only from events that had its connection;
-            // removal is the finalizer's, in `remove`.
-            (
-                Effect::Follow(_)
-                | Effect::Forget(_)
-                | Effect::Withdraw(_)
-                | Effect::ShowOutput(_)
-                | Effect::Collect { .. },
-                None,
-            )
-            | (Effect::Remove(_), _) => {}
         }
+        let Some(problem) = unusable else {
+            return Ok(step.requeue);
+        };
+        step = decision::step(
+            &spec_of(job),
+            &written,
+            &Event::ClusterProblem(&problem),
+            SystemTime::now(),
+        );
+        current = Cow::Owned(written);
     }
-    Ok(requeue)
 }
 
-/// What an action's [`step`] decided, performed; the action's answer to
+/// The connection `on`, if its cluster can be used; else its problem is kept in `unusable`
+/// (the first one met), to be stepped once the other effects are performed.
+fn usable<'c>(
+    on: &'c Result<Arc<Connection>, ClusterProblem>,
+    unusable: &mut Option<ClusterProblem>,
+) -> Option<&'c Arc<Connection>> {
+    match on {
+        Ok(connection) => Some(connection),
+        Err(problem) => {
+            unusable.get_or_insert_with(|| problem.clone());
+            None
+        }
+    }
+}
+
+/// What an action's step decided, performed by `perform_effect`; the action's answer to
 /// [`Actions::start`](super::actions::Actions::start): how long to wait before the job is
 /// looked at again, if it should wait.
-async fn finish_action(
+async fn finish_action<E>(
     ctx: &Arc<Context>,
     job: &Arc<BatchJob>,
-    connection: Option<&Arc<Connection>>,
     current: &BatchJobStatus,
-    event: &Event<'_>,
+    step: Step<E>,
     kind: ActionKind,
+    perform_effect: impl FnMut(E),
 ) -> Option<Duration> {
-    let step = step(&spec_of(job), current, event, SystemTime::now());
-    let performed = async {
-        if let Some(next) = &step.status {
-            let written = write_status(ctx, job, current, next).await?;
-            // The job's next reconcile must not step from a cache older than this write.
-            ctx.actions.wrote(job, Some(written));
-        }
-        let mut requeue = None;
-        for effect in step.effects {
-            match (effect, connection) {
-                (Effect::Follow(id), Some(connection)) => {
-                    connection.poller.follow(id, ObjectRef::from(&**job));
-                }
-                (Effect::Forget(id), Some(connection)) => connection.poller.forget(&id),
-                (Effect::Requeue(after), _) => requeue = Some(after),
-                // What came of an action never asks for another action, an expiry or a
-                // removal at once: the reconcile the action's end wakes decides those (a
-                // placement's submit or cancel too, from the status written before them).
-                (Effect::Follow(_) | Effect::Forget(_), None) => {}
-                (
-                    Effect::Submit { .. }
-                    | Effect::Place(_)
-                    | Effect::Withdraw(_)
-                    | Effect::Collect { .. }
-                    | Effect::ShowOutput(_)
-                    | Effect::Expire
-                    | Effect::Remove(_),
-                    _,
-                ) => {}
-            }
-        }
-        Ok::<_, ReconcileError>(requeue)
+    let written = match &step.status {
+        Some(next) => write_status(ctx, job, current, next).await.map(Some),
+        None => Ok(None),
     };
-    match performed.await {
-        Ok(requeue) => requeue,
+    match written {
+        Ok(written) => {
+            if written.is_some() {
+                // The job's next reconcile must not step from a cache older than this write.
+                ctx.actions.wrote(job, written);
+            }
+            step.effects.into_iter().for_each(perform_effect);
+            step.requeue
+        }
         Err(error) => {
             ctx.metrics.reconcile_failed("BatchJob", error.reason());
             tracing::warn!(job = %ObjectRef::from(&**job), action = kind.label(), %error, "action failed");
             Some(retry_after(&error))
         }
     }
+}
+
+/// Steps what came of an action on `connection`'s cluster and performs it.
+async fn finish_on_cluster(
+    ctx: &Arc<Context>,
+    job: &Arc<BatchJob>,
+    connection: &Connection,
+    current: &BatchJobStatus,
+    done: &Done<'_>,
+    kind: ActionKind,
+) -> Option<Duration> {
+    let step = step_done(&spec_of(job), current, done, SystemTime::now());
+    finish_action(ctx, job, current, step, kind, |effect| match effect {
+        ActionEffect::Follow(id) => connection.poller.follow(id, ObjectRef::from(&**job)),
+        ActionEffect::Forget(id) => connection.poller.forget(&id),
+    })
+    .await
 }
 
 async fn submit(
@@ -306,16 +340,8 @@ async fn submit(
             SubmitOutcome::Failed(failure)
         }
     };
-    let event = Event::SubmitDone { attempt, outcome };
-    finish_action(
-        ctx,
-        job,
-        Some(connection),
-        &current,
-        &event,
-        ActionKind::Submit,
-    )
-    .await
+    let done = Done::Submit { attempt, outcome };
+    finish_on_cluster(ctx, job, connection, &current, &done, ActionKind::Submit).await
 }
 
 async fn collect(
@@ -338,16 +364,16 @@ async fn collect(
     };
     // The poller still follows the job: its report of the end is written with the output.
     let observation = connection.poller.observation(id);
-    let event = Event::CollectDone {
+    let done = Done::Collect {
         outcome,
         observation: observation.as_ref(),
     };
-    finish_action(
+    finish_on_cluster(
         ctx,
         job,
-        Some(connection),
+        connection,
         &current,
-        &event,
+        &done,
         ActionKind::CollectOutput,
     )
     .await
@@ -414,13 +440,23 @@ async fn place(
                 .cloned()
         })
         .collect();
-    let event = Event::Placed {
+    let placed = Placed {
         purpose,
         chosen: placement.chosen.as_deref(),
         seen: &seen,
         at: placement.at,
     };
-    finish_action(ctx, job, None, &current, &event, ActionKind::Place).await
+    let step = step_placed(&spec_of(job), &current, &placed, SystemTime::now());
+    // A placement's answer has no effect to perform: the reconcile its end wakes submits.
+    finish_action(
+        ctx,
+        job,
+        &current,
+        step,
+        ActionKind::Place,
+        |never| match never {},
+    )
+    .await
 }
 
 /// Withdraws job `id`, waiting in its queue, for the move status.moving records: the
@@ -493,16 +529,10 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
     // What the last action wrote no longer matters: the job is going away.
     ctx.actions.wrote(job, None);
     let status = job.status.clone().unwrap_or_default();
-    let removal = step(&spec_of(job), &status, &Event::Deleted, SystemTime::now())
-        .effects
-        .into_iter()
-        .find_map(|effect| match effect {
-            Effect::Remove(removal) => Some(removal),
-            _ => None,
-        });
-    let Some(removal) = removal.filter(|removal| !removal.is_nothing()) else {
+    let removal = removal(Some(&status), job.spec.cleanup);
+    if removal.is_nothing() {
         return Ok(Requeue::await_change());
-    };
+    }
     let Err(error) = remove_from_cluster(job, ctx, &removal).await else {
         return Ok(Requeue::await_change());
     };

@@ -1,0 +1,64 @@
+//! The commands: this router hands each to its module, one a command, which does it and
+//! says what the tool exits with.
+
+mod cancel;
+mod clusters;
+mod completions;
+mod context;
+mod forget;
+mod logs;
+mod run;
+mod status;
+mod submit;
+mod wait;
+
+use crate::cli::{Cli, Command};
+use crate::exit::{CliResult, Exit};
+use context::Context;
+
+/// Runs the command line's command; `Ok` holds the exit code.
+pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
+    if let Command::Completions { shell } = cli.command {
+        return completions::print(shell);
+    }
+    let mut context = Context::new(&cli)?;
+    // run and submit --follow ask what to do on Ctrl-C themselves. Elsewhere Ctrl-C ends the
+    // command here rather than killing the process, so that the clusters' SSH shells are
+    // dropped: their masters stopped and private directories (with the control socket)
+    // removed, which a process killed by SIGINT leaves behind.
+    if matches!(
+        cli.command,
+        Command::Run { .. } | Command::Submit { follow: true, .. }
+    ) {
+        return dispatch(&mut context, cli.command).await;
+    }
+    tokio::select! {
+        done = dispatch(&mut context, cli.command) => done,
+        _ = tokio::signal::ctrl_c() => Ok(Exit::Interrupted as u8),
+    }
+}
+
+/// Does what `command` asks.
+async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
+    match command {
+        Command::Submit { job, wait, follow } => submit::submit(context, job, wait, follow).await,
+        Command::Run {
+            job,
+            cancel_on_interrupt,
+        } => run::run(context, job, cancel_on_interrupt).await,
+        Command::Status { jobs, state, since } => {
+            status::status(context, &jobs, &state, since).await
+        }
+        Command::Wait { jobs, timeout } => wait::wait(context, &jobs, timeout).await,
+        Command::Logs {
+            job,
+            tail,
+            follow,
+            task,
+        } => logs::logs(context, &job, tail, follow, task).await,
+        Command::Cancel { jobs } => cancel::cancel(context, &jobs).await,
+        Command::Clusters => clusters::clusters(context).await,
+        Command::Forget { jobs, ended } => forget::forget(context, &jobs, ended).await,
+        Command::Completions { shell } => completions::print(shell),
+    }
+}

@@ -1,0 +1,261 @@
+//! `JobArgs` → `JobSpec`: the flags of `submit` and `run` as the spec a backend submits,
+//! checked before anything is sent, with messages that name the flags typed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use batchbridge_core::{ArraySpec, JobKey, JobSpec};
+
+use crate::cli::JobArgs;
+use crate::exit::{CliError, CliResult};
+
+/// The spec the flags describe, checked before anything is sent.
+pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
+    let (script, default_name) = if job.script == "-" {
+        let mut script = String::new();
+        std::io::stdin()
+            .read_to_string(&mut script)
+            .map_err(|err| {
+                CliError::usage(format!("cannot read the script from standard input: {err}"))
+            })?;
+        (script, "stdin".to_owned())
+    } else {
+        let path = PathBuf::from(&job.script);
+        let script = std::fs::read_to_string(&path).map_err(|err| {
+            CliError::usage(format!("cannot read the script {}: {err}", path.display()))
+        })?;
+        (script, name_from(&path))
+    };
+    let name = job.name.unwrap_or(default_name);
+    let key = match job.key {
+        Some(key) => key,
+        None => fresh_key(&name),
+    };
+    let mut spec = JobSpec::new(JobKey::new(key)?, name, script);
+    spec.resources.cpus = job.cpus;
+    spec.resources.gpus = job.gpus;
+    spec.resources.wall_time = job.time;
+    if let Some(mem) = job.mem {
+        spec.resources.memory = Some(
+            batchbridge_core::spec::parse_size(&mem)
+                .map_err(|err| CliError::usage(format!("--mem: {}", err.message())))?,
+        );
+    }
+    if let Some(array) = job.array {
+        spec.array = Some(parse_array(&array)?);
+    }
+    for pair in job.env {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            CliError::usage(format!(
+                "--env {:?}: expected NAME=VALUE",
+                batchbridge_core::spec::truncate_for_message(&pair)
+            ))
+        })?;
+        spec.environment.insert(name.to_owned(), value.to_owned());
+    }
+    spec.queue = job.partition;
+    spec.validate()
+        .map_err(|err| CliError::usage(in_flags(err.message(), spec.key.as_str())))?;
+    Ok(spec)
+}
+
+/// Core's validation names the spec's fields (`job spec KEY: array.count: …`); the person
+/// at the terminal typed flags, and never saw the key the tool made up.
+fn in_flags(message: &str, key: &str) -> String {
+    const FLAGS: [(&str, &str); 9] = [
+        ("resources.cpus", "--cpus"),
+        ("resources.gpus", "--gpus"),
+        ("resources.memory", "--mem"),
+        ("resources.wallTime", "--time"),
+        ("array.count", "--array (its task count)"),
+        ("array.maxParallel", "--array (its %M)"),
+        ("queue ", "--partition "),
+        ("environment ", "--env "),
+        ("name ", "--name "),
+    ];
+    let message = message
+        .strip_prefix(&format!("job spec {key}: "))
+        .unwrap_or(message);
+    let problems: Vec<String> = message
+        .split("; ")
+        .map(|problem| {
+            FLAGS
+                .iter()
+                .find_map(|(field, flag)| {
+                    problem
+                        .strip_prefix(field)
+                        .map(|rest| format!("{flag}{rest}"))
+                })
+                .unwrap_or_else(|| problem.to_owned())
+        })
+        .collect();
+    problems.join("; ")
+}
+
+/// `N`, `0-LAST` (sbatch's range from 0, the same N = LAST + 1 tasks), each with an optional
+/// `%M`. Core's arrays number their tasks 0 to N-1, so a range from elsewhere, a step or a
+/// list would run tasks under other numbers than sbatch's: refused, saying how to get them
+/// from `$BATCHBRIDGE_TASK_INDEX`.
+fn parse_array(text: &str) -> CliResult<ArraySpec> {
+    let refused = |why: String| CliError::usage(format!("--array {text:?}: {why}"));
+    let expected = || {
+        refused(
+            "expected N, 0-LAST or either with %M (at most M at once), e.g. 10, 0-9, 10%2"
+                .to_owned(),
+        )
+    };
+    let number = |field: &str| -> CliResult<u32> {
+        if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(expected());
+        }
+        field.parse().map_err(|_| expected())
+    };
+    let (tasks, parallel) = match text.split_once('%') {
+        Some((tasks, parallel)) => (tasks, Some(number(parallel)?)),
+        None => (text, None),
+    };
+    let count = match tasks.split_once('-') {
+        None if tasks.contains([',', ':']) => {
+            return Err(refused(
+                "lists and steps are not supported: tasks are numbered 0 to N-1 in \
+                 $BATCHBRIDGE_TASK_INDEX; compute yours from it, e.g. --array 5 with \
+                 $((BATCHBRIDGE_TASK_INDEX * 2)) for 0,2,4,6,8"
+                    .to_owned(),
+            ));
+        }
+        None => number(tasks)?,
+        Some((first, rest)) => {
+            let (last, step) = match rest.split_once(':') {
+                Some((last, step)) => (last, Some(number(step)?)),
+                None => (rest, None),
+            };
+            let (first, last) = (number(first)?, number(last)?);
+            if last < first {
+                return Err(expected());
+            }
+            let step = step.unwrap_or(1).max(1);
+            let count = (last - first) / step + 1;
+            if first != 0 || step != 1 {
+                let mut index = "BATCHBRIDGE_TASK_INDEX".to_owned();
+                if step != 1 {
+                    index = format!("{index} * {step}");
+                }
+                if first != 0 {
+                    index = format!("{index} + {first}");
+                }
+                return Err(refused(format!(
+                    "tasks are numbered 0 to N-1 in $BATCHBRIDGE_TASK_INDEX; ranges from \
+                     0 without a step are supported (0-{}); for these {count} tasks write \
+                     --array {count}{} and use $(({index})) in the script",
+                    count - 1,
+                    parallel.map(|p| format!("%{p}")).unwrap_or_default(),
+                )));
+            }
+            count
+        }
+    };
+    let mut array = ArraySpec::new(count);
+    if let Some(parallel) = parallel {
+        array = array.with_max_parallel(parallel);
+    }
+    Ok(array)
+}
+
+/// A job name from a script's file name: its stem with every character a name cannot hold
+/// made `-`.
+fn name_from(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(batchbridge_core::MAX_NAME_LEN)
+        .collect();
+    let name = name.trim_start_matches(['.', '_', '-']).to_owned();
+    if name.is_empty() {
+        "job".to_owned()
+    } else {
+        name
+    }
+}
+
+/// A key no other submission has: the name, the time in nanoseconds and this process.
+fn fresh_key(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let prefix: String = name.chars().take(32).collect();
+    format!("{prefix}-{nanos}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_are_n_or_a_range_from_0() {
+        let parsed = |text: &str| parse_array(text).ok().map(|a| (a.count, a.max_parallel));
+        assert_eq!(parsed("3"), Some((3, None)));
+        assert_eq!(parsed("10%2"), Some((10, Some(2))));
+        assert_eq!(parsed("0-9"), Some((10, None)));
+        assert_eq!(parsed("0-0"), Some((1, None)));
+        assert_eq!(parsed("0-9%3"), Some((10, Some(3))));
+        assert_eq!(parsed("0-9:1"), Some((10, None)));
+        for bad in [
+            "",
+            "%2",
+            "3%",
+            "x",
+            "3%$(touch x)",
+            "-1",
+            "1-5",
+            "0-9:2",
+            "1,3,5",
+            "5-1",
+            "0-",
+            "0-x",
+            "0-9:",
+            "1-5%2",
+            "99999999999",
+        ] {
+            assert_eq!(parsed(bad), None, "{bad:?}");
+        }
+        let said = |text: &str| parse_array(text).unwrap_err().message;
+        assert!(
+            said("1-5").contains("--array 5 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
+            "{}",
+            said("1-5")
+        );
+        assert!(
+            said("0-9:2").contains("--array 5 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
+            "{}",
+            said("0-9:2")
+        );
+        assert!(
+            said("3-11:4%2").contains("--array 3%2 and use $((BATCHBRIDGE_TASK_INDEX * 4 + 3))"),
+            "{}",
+            said("3-11:4%2")
+        );
+    }
+
+    #[test]
+    fn names_from_file_names_are_valid_names() {
+        let cases = [
+            ("hello.sh", "hello"),
+            ("/a/b/my job $(x).sh", "my-job---x-"),
+            (".hidden", "hidden"),
+            ("--", "job"),
+        ];
+        for (path, name) in cases {
+            assert_eq!(name_from(Path::new(path)), name, "{path}");
+        }
+    }
+}
