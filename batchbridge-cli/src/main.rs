@@ -1,4 +1,4 @@
-//! `batchbridge`, the command line: one set of commands for SLURM, HTCondor and this
+//! `batchbridge`, the command line: one set of commands for SLURM, HTCondor, PBS and this
 //! machine, built on the batchbridge library's public API.
 //!
 //! `batchbridge --help` lists the commands, the config file, and the exit codes.

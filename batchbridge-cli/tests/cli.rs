@@ -1,6 +1,7 @@
 //! The `batchbridge` binary against the real test bed (tests/testbed/up.sh): the built-in
-//! local cluster, SLURM over SSH (127.0.0.1:2222) and HTCondor over SSH (127.0.0.1:2223),
-//! each invocation with its own home, config and state directories, as a user would run it.
+//! local cluster, SLURM over SSH (127.0.0.1:2222), HTCondor over SSH (127.0.0.1:2223) and
+//! PBS over SSH, each invocation with its own home, config and state directories, as a user
+//! would run it.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -716,6 +717,10 @@ fn messages_name_flags_and_help_fits_a_terminal() {
         "{short}"
     );
     let long = stdout(&user.run(&["--help"]));
+    assert!(
+        short.contains("SLURM, HTCondor, PBS or this machine"),
+        "every scheduler named: {short}"
+    );
     let config: String = long
         .lines()
         .skip_while(|line| !line.starts_with("Config ("))
