@@ -48,7 +48,8 @@ pub struct Capabilities {
     pub containers: bool,
     /// GPU requests.
     pub gpus: bool,
-    /// An accounting source that remembers finished jobs (sacct, condor_history).
+    /// An accounting source that remembers finished jobs (sacct, condor_history, PBS's
+    /// `qstat -x`).
     pub accounting: bool,
     /// [`BatchBackend::withdraw`]: taking back a job none of which started.
     pub withdraw: bool,
@@ -488,7 +489,7 @@ pub trait BatchBackend: Send + Sync {
     /// scheduler, for status displays. Failing to reach it is an error of the same kinds
     /// as the other methods return (temporary when retrying can help).
     ///
-    /// How deep the check goes is up to the backend. The SLURM and HTCondor backends ask
+    /// How deep the check goes is up to the backend. The SLURM, HTCondor and PBS backends ask
     /// the scheduler's command-line tools for their version over their shell, which proves
     /// the connection and the installation, not that slurmctld or the schedd answers.
     ///

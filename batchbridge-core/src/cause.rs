@@ -1,10 +1,10 @@
 //! Why a job failed or was cancelled, in one vocabulary for every backend.
 //!
 //! Each backend reads the cause out of its own scheduler's words (SLURM's `TIMEOUT` or
-//! `NODE_FAIL`, HTCondor's hold and remove reasons, the exit-code files its wrapper writes)
-//! and sets [`JobStatus::cause`](crate::JobStatus::cause). Code above the trait — retry
-//! policies, the operator's conditions, a command line — decides on the cause alone, so a
-//! custom backend that reports causes gets every feature built on them.
+//! `NODE_FAIL`, HTCondor's hold and remove reasons, PBS's `Exit_status`, the exit-code files
+//! its wrapper writes) and sets [`JobStatus::cause`](crate::JobStatus::cause). Code above
+//! the trait — retry policies, the operator's conditions, a command line — decides on the
+//! cause alone, so a custom backend that reports causes gets every feature built on them.
 
 use std::fmt;
 

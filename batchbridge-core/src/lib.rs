@@ -19,7 +19,7 @@
 //!   and [`shell::SshShell`] (one multiplexed OpenSSH connection per host).
 //! - [`LocalBackend`] runs jobs as local processes: the embedded default.
 //! - [`remote`] is the skeleton of backends driving a scheduler's command-line tools
-//!   (SLURM, HTCondor, the at example): implement [`remote::CliScheduler`] (render the
+//!   (SLURM, HTCondor, PBS, the at example): implement [`remote::CliScheduler`] (render the
 //!   submit, query and parse statuses, cancel, version) and [`remote::RemoteBackend`] is
 //!   the [`BatchBackend`], with the job directories, the idempotent submit, `find`, output,
 //!   cleanup and exit-code files they share.

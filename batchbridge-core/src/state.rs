@@ -1,7 +1,7 @@
 //! The one job state machine every backend maps onto.
 //!
 //! Each scheduler has its own vocabulary (SLURM's `PENDING`/`COMPLETING`/`TIMEOUT`,
-//! HTCondor's `JobStatus` 1–7); backends translate it into [`JobState`] and keep the native
+//! HTCondor's `JobStatus` 1–7, PBS's `job_state` letters); backends translate it into [`JobState`] and keep the native
 //! word and the reason beside it in [`JobStatus`]. The transition rules live here and only
 //! here: terminal states are absorbing, everything else may move anywhere because a poller
 //! samples states and can miss the steps between two observations.
