@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
-    CliScheduler, JobDirs, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand, WorkSettings,
-    render_script,
+    CliScheduler, JobDirs, MAX_IDS_ON_COMMAND_LINE, NOT_STARTED_EXIT_CODE, RemoteBackend,
+    SubmitCommand, WorkSettings, render_script,
 };
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
@@ -29,10 +29,6 @@ const WITHDRAW: &str = include_str!("sh/withdraw.sh");
 /// The hold reason of the procs a withdraw holds while it looks whether one started; the
 /// ones it leaves are released by it.
 const WITHDRAW_HOLD_REASON: &str = "held by batchbridge while it withdraws the job";
-/// Above this many clusters, condor_q lists all of the user's jobs and condor_history takes
-/// a range instead of the ids on their command lines, which must stay well under the remote
-/// shell's 128 KiB argument limit.
-const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
 
 /// How an [`HtcondorBackend`] works on its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,6 @@ use batchbridge_core::remote::{CliScheduler, JobDirs};
 use batchbridge_core::shell::Command;
 use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 
-use crate::backend::Htcondor;
 use crate::description::{KIB, MIB};
 
 /// The ClassAd constraint on slots that could start `spec` now: Unclaimed, not refusing
@@ -108,8 +107,8 @@ fn counted(n: u64, what: &str) -> String {
 }
 
 /// Asks the collector and the schedd ([`slot_constraint`], [`read_estimate`]).
-pub(crate) async fn estimate_start(
-    condor: &Htcondor,
+pub(crate) async fn estimate_start<S: CliScheduler>(
+    condor: &S,
     jobs: &JobDirs,
     spec: &JobSpec,
 ) -> Result<StartEstimate> {

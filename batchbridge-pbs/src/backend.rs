@@ -10,11 +10,10 @@ use batchbridge_core::error::excerpt;
 use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
-    CliScheduler, JobDirs, JobFiles, NOT_STARTED_EXIT_CODE, RemoteBackend, SubmitCommand,
-    WorkSettings,
+    CliScheduler, JobDirs, JobFiles, MAX_IDS_ON_COMMAND_LINE, NOT_STARTED_EXIT_CODE, RemoteBackend,
+    SubmitCommand, WorkSettings,
 };
 use batchbridge_core::shell::{Command, Output};
-use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
     Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Refusal, Result,
 };
@@ -25,9 +24,6 @@ use crate::state::{SUBSTATE_DELETED, job_status};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
 const WITHDRAW: &str = include_str!("sh/withdraw.sh");
-/// Above this many ids, qstat lists every job the user may see instead of taking the ids on
-/// its command line, which must stay well under the remote shell's 128 KiB argument limit.
-const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
 /// qstat's and qdel's exit code for an id the server does not know (`PBSE_UNKJOBID`).
 const UNKNOWN_JOB_EXIT: i32 = 153;
 
@@ -279,7 +275,7 @@ impl CliScheduler for Pbs {
                 return Err(Error::invalid_input(format!(
                     "PbsConfig defaults.{what} {:?}: must be a non-empty name without \
                      whitespace or control characters, not starting with '-'",
-                    truncate_for_message(value)
+                    excerpt(value)
                 )));
             }
         }

@@ -19,8 +19,6 @@ use batchbridge_core::shell::Command;
 use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 use serde_json::Value;
 
-use crate::backend::Pbs;
-
 const KIB: u64 = 1024;
 
 /// One chunk of a job's select, and how many of them.
@@ -209,8 +207,8 @@ pub fn read_estimate(
 }
 
 /// Asks the server for its nodes and its queue counts ([`read_estimate`]).
-pub(crate) async fn estimate_start(
-    pbs: &Pbs,
+pub(crate) async fn estimate_start<S: CliScheduler>(
+    pbs: &S,
     jobs: &JobDirs,
     spec: &JobSpec,
     queue: Option<&str>,

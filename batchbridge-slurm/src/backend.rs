@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use batchbridge_core::error::excerpt;
 use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
-    CliScheduler, JobDirs, RemoteBackend, SubmitCommand, WorkSettings, rejected,
+    CliScheduler, JobDirs, MAX_IDS_ON_COMMAND_LINE, RemoteBackend, SubmitCommand, WorkSettings,
+    rejected,
 };
 use batchbridge_core::shell::{Command, Output};
-use batchbridge_core::spec::truncate_for_message;
 use batchbridge_core::{
     Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Refusal, Result,
 };
@@ -26,9 +27,6 @@ use crate::status::{Sightings, resolve};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
 const WITHDRAW: &str = include_str!("sh/withdraw.sh");
-/// Above this many ids, squeue lists all of the user's jobs instead of taking the ids on its
-/// command line, which must stay well under the remote shell's 128 KiB argument limit.
-const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
 /// scancel's exit code when the user may not cancel the job.
 const SCANCEL_PERMISSION_DENIED: i32 = 210;
 /// How far back `find` searches sacct for a key whose job directory is gone.
@@ -283,7 +281,7 @@ impl CliScheduler for Slurm {
                 return Err(Error::invalid_input(format!(
                     "SlurmConfig defaults.{what} {:?}: must be a non-empty name without \
                      whitespace or control characters",
-                    truncate_for_message(value)
+                    excerpt(value)
                 )));
             }
         }

@@ -20,6 +20,18 @@ use crate::spec::{JobKey, JobSpec};
 use crate::state::JobStatus;
 use crate::wrapper::{job_number_of, job_numbers};
 
+/// The most job ids a status query puts on its scheduler's command line: 1000 of at most
+/// 20 digits stay well under a remote shell's 128 KiB argument limit. Above it a backend
+/// asks for a listing instead (all of the user's jobs, or a range) and picks its ids out.
+///
+/// ```
+/// use batchbridge_core::remote::MAX_IDS_ON_COMMAND_LINE;
+/// use batchbridge_core::shell::MAX_COMMAND_LINE;
+///
+/// assert!(MAX_IDS_ON_COMMAND_LINE * 21 < MAX_COMMAND_LINE);
+/// ```
+pub const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
+
 /// Where a [`RemoteBackend`] keeps its jobs and how long one command may take: what
 /// [`CliScheduler::configure`] takes from a backend's configuration for [`JobDirs`].
 #[derive(Debug, Clone, PartialEq, Eq)]

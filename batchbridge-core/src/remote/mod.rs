@@ -72,7 +72,8 @@ mod submit;
 mod work_dir;
 
 pub use backend::{
-    CliScheduler, ENDED, RemoteBackend, STARTED, SubmitCommand, WITHDRAWN, WorkSettings,
+    CliScheduler, ENDED, MAX_IDS_ON_COMMAND_LINE, RemoteBackend, STARTED, SubmitCommand, WITHDRAWN,
+    WorkSettings,
 };
 pub use job_dirs::JobDirs;
 pub use submit::{SubmitLocks, Submitted, rejected};
