@@ -1,10 +1,14 @@
-# The batchbridge operator image.
+# The batchbridge operator image. No registry publishes it: build it, and for kind load it
+# into the cluster's nodes in the same command (minikube: `minikube image load` instead):
 #
-#   docker build -t ghcr.io/batchbridge/operator:0.1.0 .
+#   docker build -t batchbridge-operator:0.1.0 . && kind load docker-image batchbridge-operator:0.1.0
 #
-# The tag the code assumes by default is ghcr.io/batchbridge/operator:<crate version>; the
-# Helm chart and the kustomize base pass the image they deploy to the operator as
-# OPERATOR_IMAGE, because the log pods (`fetch-output` mode) run this same image.
+# then install the chart with --set image.repository=batchbridge-operator (the kustomize base
+# deploys batchbridge-operator:0.1.0 as checked in), or push it to a registry and name that
+# (README, "Deploy on Kubernetes"). The Helm chart and the kustomize base pass the image they
+# deploy to the operator as OPERATOR_IMAGE, because the log pods (`fetch-output` mode) run
+# this same image, and their admission policy lets the operator create pods of that image
+# only.
 #
 # CI has no docker daemon, so it verifies the runtime stage without one:
 # tests/testbed/image.sh builds the stage's root filesystem from this file's own

@@ -46,9 +46,37 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The operator's image; the log pods run it too (OPERATOR_IMAGE). */}}
+{{/*
+The operator's image; the log pods run it too (OPERATOR_IMAGE). No registry publishes one,
+so an install without image.repository stops here rather than pulling nothing.
+*/}}
 {{- define "batchbridge-operator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) }}
+{{- $repository := required "image.repository is required: build the operator's image (docker build -t batchbridge-operator:TAG . in the repository), push it to a registry your cluster pulls from or load it into kind/minikube (README, \"Deploy on Kubernetes\"), then --set image.repository=..." .Values.image.repository }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag | toString) }}
+{{- end }}
+
+{{/*
+The ValidatingAdmissionPolicy of files/log-pod-policy.yaml (a symbolic link to
+deploy/rbac/log-pod-policy.yaml, which the kustomize base uses as it is), with this
+release's operator account and image in place of the file's: the file's literals are
+replaced, and a file that no longer holds them fails the render instead of fencing the
+wrong account.
+*/}}
+{{- define "batchbridge-operator.logPodPolicySpec" -}}
+{{- $file := .Files.Get "files/log-pod-policy.yaml" }}
+{{- if not $file }}
+{{- fail "files/log-pod-policy.yaml is missing from the chart (a symbolic link to deploy/rbac/; package the chart from a checkout)" }}
+{{- end }}
+{{- $account := "system:serviceaccount:batchbridge-system:batchbridge-operator" }}
+{{- $image := "'batchbridge-operator:0.1.0'" }}
+{{- range (list $account $image) }}
+{{- if not (contains . $file) }}
+{{- fail (printf "files/log-pod-policy.yaml no longer holds %s, which the chart replaces" .) }}
+{{- end }}
+{{- end }}
+{{- $ours := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "batchbridge-operator.serviceAccountName" .) }}
+{{- $policy := $file | replace $account $ours | replace $image (printf "'%s'" (include "batchbridge-operator.image" .)) | fromYaml }}
+{{- toYaml $policy.spec }}
 {{- end }}
 
 {{/*
