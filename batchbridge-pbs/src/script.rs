@@ -4,7 +4,7 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::job_wrapper;
+use batchbridge_core::wrapper::BatchJobWrapper;
 use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 
 use crate::parse::KEY_VARIABLE;
@@ -12,7 +12,14 @@ use crate::parse::KEY_VARIABLE;
 /// The key under [`JobSpec::passthrough`] whose options go to `qsub`.
 pub const PASSTHROUGH_KEY: &str = "pbs";
 
-const JOB_SCRIPT: &str = include_str!("sh/job.sh");
+/// core's batch-job wrapper for PBS: `PBS_JOBID` is `SEQ.SERVER`, or `SEQ[INDEX].SERVER`
+/// for a subjob, and the job's id is `SEQ`; a cancelled job dies of the same SIGTERM, so
+/// PBS's `Exit_status` reads 256+15.
+const JOB_SCRIPT: BatchJobWrapper = BatchJobWrapper::new(
+    "/bin/sh",
+    "task=${PBS_ARRAY_INDEX:-0}\njob=${PBS_JOBID%%.*}\njob=${job%%\\[*}",
+    "trap - TERM; kill -TERM $$",
+);
 /// qsub's options a passthrough entry may not use, and why: each would leave batchbridge
 /// without a job id or its own job, block until the job ends, or change what batchbridge
 /// sets itself and relies on.
@@ -198,7 +205,7 @@ fn check_passthrough(option: &str) -> Result<Vec<String>> {
 /// `task-N.reason` file when it cannot), sources the environment file, runs the job's
 /// script (inside the container when the spec asks for one) with its output beside it,
 /// and writes the task's end to `task-N.exit`; filled in by
-/// [`job_wrapper`].
+/// [`BatchJobWrapper`].
 ///
 /// ```
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
@@ -212,7 +219,7 @@ fn check_passthrough(option: &str) -> Result<Vec<String>> {
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn job_script(spec: &JobSpec, dir: &str) -> Result<String> {
-    job_wrapper(JOB_SCRIPT, spec, dir, "pbs")
+    JOB_SCRIPT.render(spec, dir, "pbs")
 }
 
 #[cfg(test)]

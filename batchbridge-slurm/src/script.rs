@@ -3,13 +3,21 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
-use batchbridge_core::remote::job_wrapper;
+use batchbridge_core::wrapper::BatchJobWrapper;
 use batchbridge_core::{Error, JobSpec, Result};
 
 /// The key under [`JobSpec::passthrough`] whose options go to `sbatch`.
 pub const PASSTHROUGH_KEY: &str = "slurm";
 
-const BATCH_SCRIPT: &str = include_str!("sh/batch_script.sh");
+/// core's batch-job wrapper for SLURM: bash (its job events need no `date`); an array
+/// task's id is the array's own (`SLURM_ARRAY_JOB_ID`), the one sbatch printed; a
+/// cancelled job ends with 143, which SLURM reads as CANCELLED or TIMEOUT from its own
+/// signal.
+const BATCH_SCRIPT: BatchJobWrapper = BatchJobWrapper::new(
+    "/bin/bash",
+    "task=${SLURM_ARRAY_TASK_ID:-0}\njob=${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}",
+    "exit 143",
+);
 /// sbatch's long options that change what sbatch does instead of what the job is: each
 /// would leave batchbridge without a job id (`--quiet`, `--test-only`, `--help`,
 /// `--usage`, `--version`), with another job than the one it wrote (`--wrap`), blocked
@@ -156,7 +164,7 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// `task-N.reason` file when it cannot), sources the environment file, runs the job's script
 /// (inside the container when the spec asks for one) with its output beside it, and writes
 /// the task's exit code to `task-N.exit`; filled in by
-/// [`job_wrapper`].
+/// [`BatchJobWrapper`].
 ///
 /// ```
 /// use batchbridge_core::{Container, ContainerRuntime, JobKey, JobSpec};
@@ -170,7 +178,7 @@ fn check_passthrough(option: &str) -> Result<()> {
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
 pub fn batch_script(spec: &JobSpec, dir: &str) -> Result<String> {
-    job_wrapper(BATCH_SCRIPT, spec, dir, "slurm")
+    BATCH_SCRIPT.render(spec, dir, "slurm")
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub use events::{
 };
 pub use job_number::{job_number, job_number_of, job_numbers};
 pub use task_end::{JobFiles, NATIVE_STATE_EXIT_FILE, TaskEnd, parse_job_files};
-pub use template::job_wrapper;
+pub use template::{BatchJobWrapper, job_wrapper};
 
 /// A POSIX shell function, `enter_working_dir DIR REASON_FILE`, that every job wrapper
 /// (the local backend's, SLURM's batch script, HTCondor's `job.sh`) defines and runs before
