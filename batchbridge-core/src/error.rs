@@ -275,18 +275,29 @@ pub const MAX_QUOTED: usize = 2048;
 /// assert!(long.ends_with("… (1046528 more bytes)"), "{long}");
 /// ```
 pub fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.len() <= MAX_QUOTED {
+    let kept = truncate(text, MAX_QUOTED);
+    if kept.len() == text.len() {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut end = MAX_QUOTED;
+    std::borrow::Cow::Owned(format!("{kept}… ({} more bytes)", text.len() - kept.len()))
+}
+
+/// The longest start of `text` at most `max` bytes long, cut on a character boundary: for
+/// a limit in bytes (a quoted excerpt, a name a scheduler stores) on text that may hold
+/// characters of several bytes.
+///
+/// ```
+/// use batchbridge_core::error::truncate;
+///
+/// assert_eq!(truncate("short", 40), "short");
+/// assert_eq!(truncate("ab\u{e9}", 3), "ab", "é takes two bytes: not cut in half");
+/// ```
+pub fn truncate(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    std::borrow::Cow::Owned(format!(
-        "{}… ({} more bytes)",
-        &text[..end],
-        text.len() - end
-    ))
+    &text[..end]
 }
 
 impl From<std::io::Error> for Error {

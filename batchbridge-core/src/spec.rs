@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, truncate};
 
 /// Longest accepted [`JobKey`]; a Kubernetes UID (36 characters) fits with room to spare.
 pub const MAX_KEY_LEN: usize = 64;
@@ -682,20 +682,19 @@ fn is_valid_env_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-/// Keeps error messages readable when the offending input is huge: its first 40
-/// characters.
+/// Keeps a one-line message readable when the offending name or value is huge: its first
+/// 40 bytes, cut on a character boundary, which is enough to recognise it. (Long output a
+/// message quotes, such as a scheduler's refusal, goes through
+/// [`excerpt`](crate::error::excerpt), which keeps more and says how much it left out.)
 ///
 /// ```
 /// use batchbridge_core::spec::truncate_for_message;
 ///
 /// assert_eq!(truncate_for_message("short"), "short");
-/// assert_eq!(truncate_for_message(&"ü".repeat(1000)).chars().count(), 40);
+/// assert_eq!(truncate_for_message(&"ü".repeat(1000)), "ü".repeat(20));
 /// ```
 pub fn truncate_for_message(s: &str) -> &str {
-    match s.char_indices().nth(40) {
-        Some((at, _)) => &s[..at],
-        None => s,
-    }
+    truncate(s, 40)
 }
 
 /// Reads a memory or disk size as `sbatch --mem` and `qsub -l mem=` read it, into bytes.
