@@ -7,10 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use kube::runtime::controller::Action as Requeue;
 
-use super::{Context, ReconcileError, apply_status, event_type, publish};
+use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::BatchCluster;
-use crate::decision::ClusterProblem;
+use crate::decision::{ClusterProblem, event_type};
 use crate::reason::{ConditionType, Reason};
 use crate::status::{condition, set_condition, time};
 /// How often a reachable cluster is probed.

@@ -1,10 +1,10 @@
 //! The BatchJob reconciler: glue that turns what happened into an [`Event`], asks
-//! [`step`] what it means, and performs the [`Effect`]s (the status written through
-//! server-side apply first; a submit or an output collection handed to
-//! [`Actions`](super::actions::Actions), whose result is fed back to [`step`]; the deletion
-//! of a job whose ttlSecondsAfterFinished passed), inside a finalizer that cancels an
-//! active job and removes the job's files from the cluster before its resource goes away.
-//! It decides nothing itself.
+//! [`decision::step`] what it means, and performs the [`Effect`]s (the status written
+//! through server-side apply first; a submit, an output collection or a placement handed
+//! to [`Actions`](super::actions::Actions), whose result is stepped by [`step_done`] or
+//! [`step_placed`]; the deletion of a job whose ttlSecondsAfterFinished passed), inside a
+//! finalizer that cancels an active job and removes the job's files from the cluster
+//! before its resource goes away. It decides nothing itself.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -21,18 +21,17 @@ use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 
 use super::actions::ActionKind;
-use super::{Context, ReconcileError, apply_status, event_type, publish};
+use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::names::check_job;
-use crate::crd::{BatchJob, BatchJobStatus, MoveOutcome, Phase, PlacementStatus};
+use crate::crd::{BatchJob, BatchJobStatus, Phase};
 use crate::decision::{
     self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, ClusterProblem, CollectOutcome,
     Done, Effect, Event, Failure, Placed, Purpose, Removal, Spec, Step, SubmitOutcome, Target,
-    attempt_key, removal, removal_abandoned, step_done, step_placed,
+    attempt_key, removal, step_done, step_placed, transitions,
 };
 use crate::output;
-use crate::reason::{ConditionType, Reason};
-use crate::status::{condition, holds};
+use crate::reason::Reason;
 
 /// The finalizer that makes deletion wait for the job's cancellation and the removal of its
 /// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name
@@ -541,31 +540,23 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
         .deletion_timestamp
         .as_ref()
         .map_or_else(SystemTime::now, |at| SystemTime::from(at.0));
-    if !removal_abandoned(deleted_at, SystemTime::now(), ctx.removal_deadline) {
+    let uid = job.uid().unwrap_or_default();
+    let Some(note) = removal.given_up(
+        &uid,
+        deleted_at,
+        SystemTime::now(),
+        ctx.removal_deadline,
+        &error.to_string(),
+    ) else {
         // Tried again after retry_after(error), until the deadline.
         return Err(error);
-    }
-    // Holding the resource back longer would only make `kubectl delete` hang on a cluster
-    // that may never answer again.
-    let left = match (
-        &removal.cancel,
-        job.status.as_ref().and_then(|s| s.job_id.as_ref()),
-    ) {
-        (Cancel::Nothing, _) => String::new(),
-        (_, Some(id)) => format!("job {id} may still run; "),
-        (_, None) => "a job may have been submitted and may still run; ".to_owned(),
     };
     publish(
         ctx,
         job,
         EventType::Warning,
         "RemovalAbandoned",
-        &format!(
-            "gave up {} s after the deletion: {left}its files may remain in the cluster's work \
-             directory (jobs/{}*); last error: {error}",
-            ctx.removal_deadline.as_secs(),
-            job.uid().unwrap_or_default()
-        ),
+        &note,
         "Reconcile",
     )
     .await;
@@ -737,249 +728,10 @@ async fn write_status(
     Ok(written)
 }
 
-/// An Event to publish about a BatchJob.
-#[derive(Debug, Clone, PartialEq)]
-struct Notice {
-    type_: EventType,
-    reason: String,
-    note: String,
-    /// The Event's action. Kubernetes' event recorder folds Events of the same type,
-    /// reason and action into one series that keeps its first note, so each attempt's
-    /// `Submitted` has an action of its own (`SubmitAttempt2`): one Event per attempt,
-    /// naming its own job id.
-    action: String,
-}
-
-/// The Events a status change is worth: a new phase, a new job id, a cluster problem or its
-/// end. Not news, since every new job would get one: a cluster found ready the first time,
-/// and a submitted job found queued (its `Submitted` Event says so already).
-fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notice> {
-    let mut events = Vec::new();
-    let notice = |type_, reason: &str, note: String, action: &str| Notice {
-        type_,
-        reason: reason.to_owned(),
-        note,
-        action: action.to_owned(),
-    };
-    let ready = |s: &BatchJobStatus| {
-        condition(&s.conditions, ConditionType::ClusterReady)
-            .map(|c| (c.status.clone(), c.reason.clone()))
-    };
-    let (was, is) = (ready(current), ready(next));
-    if was != is
-        && let Some(c) = condition(&next.conditions, ConditionType::ClusterReady)
-        && let Some(holds) = holds(&next.conditions, ConditionType::ClusterReady)
-        && (was.is_some() || !holds)
-    {
-        events.push(notice(
-            event_type(holds),
-            &c.reason,
-            c.message.clone(),
-            "Reconcile",
-        ));
-    }
-    if current.cluster != next.cluster
-        && let (Some(cluster), Some(placement)) = (&next.cluster, &next.placement)
-        && next.moving.is_none()
-        && current.moves.len() == next.moves.len()
-    {
-        events.push(notice(
-            EventType::Normal,
-            Reason::Placed.as_str(),
-            format!("placed on {cluster}; {}", answers(placement)),
-            // An attempt placed again after its submit never reached the first choice
-            // gets an Event of its own, not a repeat folded into the first one's series.
-            &format!("PlaceAttempt{}On{cluster}", next.attempts),
-        ));
-    }
-    if current.moving.is_none()
-        && let Some(moving) = &next.moving
-    {
-        let answers = next.placement.as_ref().map(answers).unwrap_or_default();
-        events.push(notice(
-            EventType::Normal,
-            Reason::Moving.as_str(),
-            format!(
-                "cancelling job {} on {} to move it to {}, which promises an earlier start; {answers}",
-                moving.job_id, moving.from, moving.to
-            ),
-            &format!("Move{}", next.moves.len() + 1),
-        ));
-    }
-    for ended in next.moves.iter().skip(current.moves.len()) {
-        let (type_, reason, note) = match ended.outcome {
-            MoveOutcome::Moved => (
-                EventType::Normal,
-                Reason::Moved,
-                format!(
-                    "job {} was cancelled on {} before it started; submitting attempt {} to {}",
-                    ended.job_id, ended.from, next.attempts, ended.to
-                ),
-            ),
-            MoveOutcome::StartedFirst | MoveOutcome::Cancelling => (
-                EventType::Warning,
-                Reason::MoveAbandoned,
-                format!(
-                    "job {} started or ended on {} before the cancel took: it stays there and \
-                     will not move again",
-                    ended.job_id, ended.from
-                ),
-            ),
-        };
-        events.push(notice(type_, reason.as_str(), note, "Move"));
-    }
-    if current.job_id != next.job_id
-        && let Some(id) = &next.job_id
-    {
-        let attempt = next.attempts;
-        events.push(notice(
-            EventType::Normal,
-            Reason::Submitted.as_str(),
-            format!("attempt {attempt} is job {id}"),
-            &format!("SubmitAttempt{attempt}"),
-        ));
-    }
-    if current.phase != next.phase
-        && let Some(phase) = next.phase
-        && phase != Phase::Submitted
-        && (phase, current.phase) != (Phase::Queued, Some(Phase::Submitted))
-    {
-        let type_ = if matches!(phase, Phase::Failed | Phase::RetryPending | Phase::Unknown) {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        let note = next
-            .message
-            .clone()
-            .or_else(|| next.reason.map(|reason| reason.to_string()))
-            .unwrap_or_else(|| format!("{phase:?}"));
-        events.push(notice(type_, &format!("{phase:?}"), note, "Reconcile"));
-    }
-    events
-}
-
-/// What each candidate answered, in one line for an Event.
-fn answers(placement: &PlacementStatus) -> String {
-    placement
-        .candidates
-        .iter()
-        .map(|c| {
-            let when = c
-                .start_time
-                .as_ref()
-                .map(|t| format!(" {}", t.0))
-                .unwrap_or_default();
-            let why = c
-                .message
-                .as_ref()
-                .map(|m| format!(" ({m})"))
-                .unwrap_or_default();
-            format!("{}: {:?}{when}{why}", c.cluster, c.answer)
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 /// How long to wait before a failed reconcile is tried again.
 pub fn retry_after(error: &ReconcileError) -> Duration {
     match error {
         ReconcileError::Cluster(_) => CLUSTER_RECHECK,
         _ => ACTION_RETRY,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::status::set_condition;
-
-    #[test]
-    fn events_follow_what_changed() {
-        let now = SystemTime::UNIX_EPOCH;
-        let submitted = BatchJobStatus {
-            phase: Some(Phase::Submitted),
-            attempts: 1,
-            ..BatchJobStatus::default()
-        };
-        let with_id = BatchJobStatus {
-            job_id: Some("7".into()),
-            ..submitted.clone()
-        };
-        let queued = BatchJobStatus {
-            phase: Some(Phase::Queued),
-            ..with_id.clone()
-        };
-        let running = BatchJobStatus {
-            phase: Some(Phase::Running),
-            ..with_id.clone()
-        };
-        let failed = BatchJobStatus {
-            phase: Some(Phase::Failed),
-            message: Some("exited with code 3".into()),
-            ..running.clone()
-        };
-        let mut unreachable = running.clone();
-        set_condition(
-            &mut unreachable.conditions,
-            ConditionType::ClusterReady,
-            false,
-            Reason::Unreachable,
-            "connection refused",
-            now,
-        );
-        let reasons = |a: &BatchJobStatus, b: &BatchJobStatus| -> Vec<(String, String)> {
-            transitions(a, b)
-                .into_iter()
-                .map(|event| (event.reason, event.note))
-                .collect()
-        };
-        assert_eq!(reasons(&BatchJobStatus::default(), &submitted), []);
-        assert_eq!(
-            reasons(&submitted, &with_id),
-            [("Submitted".into(), "attempt 1 is job 7".into())]
-        );
-        assert_eq!(reasons(&with_id, &queued), []);
-        assert_eq!(
-            reasons(&queued, &running),
-            [("Running".into(), "Running".into())]
-        );
-        assert_eq!(
-            reasons(&running, &queued),
-            [("Queued".into(), "Queued".into())]
-        );
-        assert_eq!(
-            reasons(&running, &failed),
-            [("Failed".into(), "exited with code 3".into())]
-        );
-        assert_eq!(
-            reasons(&running, &unreachable),
-            [("Unreachable".into(), "connection refused".into())]
-        );
-        let mut ready = running.clone();
-        set_condition(
-            &mut ready.conditions,
-            ConditionType::ClusterReady,
-            true,
-            Reason::Ready,
-            "the cluster answered",
-            now,
-        );
-        assert_eq!(
-            reasons(&unreachable, &ready),
-            [("Ready".into(), "the cluster answered".into())]
-        );
-        let mut first_ready = submitted.clone();
-        first_ready.conditions = ready.conditions.clone();
-        assert_eq!(reasons(&BatchJobStatus::default(), &first_ready), []);
-        let first_unreachable = BatchJobStatus {
-            conditions: unreachable.conditions.clone(),
-            ..BatchJobStatus::default()
-        };
-        assert_eq!(
-            reasons(&BatchJobStatus::default(), &first_unreachable),
-            [("Unreachable".into(), "connection refused".into())]
-        );
-        assert_eq!(reasons(&running, &running), []);
     }
 }

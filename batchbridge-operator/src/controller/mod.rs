@@ -512,14 +512,6 @@ async fn publish<K: Resource<DynamicType = ()>>(
 }
 
 /// Normal for a condition that holds, Warning for one that does not.
-fn event_type(holds: bool) -> EventType {
-    if holds {
-        EventType::Normal
-    } else {
-        EventType::Warning
-    }
-}
-
 fn requeue_job(job: Arc<BatchJob>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
     ctx.metrics.reconcile_failed("BatchJob", error.reason());
     tracing::warn!(job = %kube::runtime::reflector::ObjectRef::from(job.as_ref()), %error, "reconcile failed");

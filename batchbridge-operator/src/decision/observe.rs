@@ -1,0 +1,190 @@
+//! A reconcile with the job's cluster usable: what the poller's report (or none) makes of
+//! each phase.
+
+use std::time::{Duration, SystemTime};
+
+use batchbridge_core::{JobId, JobState, JobStatus};
+
+use crate::crd::{BatchJobStatus, Phase};
+use crate::reason::ConditionType;
+use crate::status::{condition, observed};
+
+use super::attempt::end_attempt;
+use super::attempt::{retry_wait, set_finished, start_attempt};
+use super::placement::{move_wait, moving};
+use super::{Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Spec, Target};
+
+/// A reconcile with the cluster usable.
+pub(super) fn observe(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    observation: Option<&JobStatus>,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    let phase = next.phase.unwrap_or(Phase::Pending);
+    let id = next.job_id.as_deref().map(JobId::from);
+    let edited = next
+        .observed_generation
+        .is_some_and(|generation| generation != spec.generation);
+    match (phase, id) {
+        (Phase::Pending, _) => {
+            let retries = if edited { 0 } else { next.retries };
+            begin_attempt(spec, next, next.attempts + 1, retries, now, plan);
+        }
+        // Stopped between asking the backend and writing its answer: ask again, same key.
+        (Phase::Submitted, None) => plan.push(Effect::Submit {
+            attempt: next.attempts.max(1),
+        }),
+        (phase, id) if phase.spec_editable() && edited => {
+            plan.extend(id.map(Effect::Forget));
+            begin_attempt(spec, next, next.attempts + 1, 0, now, plan);
+        }
+        (Phase::RetryPending, _) => match (uncollected(spec, next), retry_wait(next, now)) {
+            // The operator stopped during the collection: the failed attempt's output first.
+            (Some(id), _) => plan.push(Effect::Collect { id }),
+            (None, _) => retry(spec, next, now, plan),
+        },
+        (phase, id) if phase.is_terminal() => {
+            plan.extend(id.map(Effect::Forget));
+            rest(spec, next, now, plan);
+        }
+        (_, Some(id)) if next.moving.is_some() => moving(spec, next, observation, id, now, plan),
+        (_, Some(id)) => match observation {
+            // The end is written with the output, in one write: collect it first (the
+            // poller keeps following the job until then).
+            Some(job) if Phase::from(job.state).is_terminal() && spec.keeps_output => {
+                plan.push(Effect::Collect { id });
+            }
+            Some(job) if Phase::from(job.state).is_terminal() => {
+                end_attempt(spec, next, job, now);
+                plan.push(Effect::Forget(id));
+                if next.phase == Some(Phase::RetryPending) {
+                    retry(spec, next, now, plan);
+                } else {
+                    rest(spec, next, now, plan);
+                }
+            }
+            _ => {
+                let mut recheck = RECHECK;
+                if let Some(job) = observation {
+                    match held_back(next, job, now) {
+                        Some(hold_left) => {
+                            // Written when the hold ends, not at the next change, which may
+                            // be minutes away: until then the status only says which job the
+                            // attempt is, and a user waits to read why it waits.
+                            recheck = hold_left;
+                        }
+                        None => {
+                            let started = next.phase != Some(Phase::Running);
+                            *next = observed(next, job);
+                            if spec.log_pod && started && next.phase == Some(Phase::Running) {
+                                plan.push(Effect::ShowOutput(id.clone()));
+                            }
+                        }
+                    }
+                }
+                set_finished(next, now);
+                plan.push(Effect::Follow(id));
+                let waiting = observation.is_some_and(|job| job.state == JobState::Queued);
+                match move_wait(spec, next, now).filter(|_| waiting) {
+                    Some(Duration::ZERO) => {
+                        plan.push(Effect::Place(Purpose::Move));
+                        plan.requeue(recheck);
+                    }
+                    Some(wait) => plan.requeue(wait.min(recheck)),
+                    None => plan.requeue(recheck),
+                }
+            }
+        },
+        // An active phase without an id is only ever written as Submitted, handled above.
+        (_, None) => begin_attempt(spec, next, next.attempts + 1, 0, now, plan),
+    }
+}
+
+/// How much longer the poller's report `job` waits for the job's next change, if it does:
+/// the job still waits in the phase its status says, in its first [`QUEUE_REPORT_HOLD`] in
+/// the queue. The acceptance was written as Queued, so the first polls say nothing new but
+/// the scheduler's words for the wait (its native state and reason, its estimate, the
+/// partition); written at once they would cost a status write per job just when a burst of
+/// submits makes the API server the limit. They go out when that minute ends, or with an
+/// earlier change of phase (the job starting).
+pub(super) fn held_back(
+    status: &BatchJobStatus,
+    job: &JobStatus,
+    now: SystemTime,
+) -> Option<Duration> {
+    let phase = Phase::from(job.state);
+    if status.phase != Some(phase) || !matches!(phase, Phase::Queued | Phase::Held) {
+        return None;
+    }
+    let submitted = SystemTime::from(status.submit_time.as_ref()?.0);
+    (submitted + QUEUE_REPORT_HOLD)
+        .duration_since(now)
+        .ok()
+        .filter(|left| !left.is_zero())
+}
+
+/// A job in RetryPending: waits out its backoff, then its next attempt starts.
+pub(super) fn retry(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    match retry_wait(next, now) {
+        Some(wait) => plan.requeue(wait),
+        None => begin_attempt(spec, next, next.attempts + 1, next.retries + 1, now, plan),
+    }
+}
+
+/// A job over for good: kept until its ttl expires, if it has one.
+pub(super) fn rest(
+    spec: &Spec<'_>,
+    next: &BatchJobStatus,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    if let Some(id) = uncollected(spec, next) {
+        // The operator stopped during the collection.
+        plan.push(Effect::Collect { id });
+        return;
+    }
+    let Some(ttl) = spec.ttl_after_finished else {
+        return;
+    };
+    let finished = next
+        .finish_time
+        .as_ref()
+        .map_or(now, |finished| SystemTime::from(finished.0));
+    match (finished + ttl).duration_since(now) {
+        Ok(wait) if !wait.is_zero() => plan.requeue(wait),
+        _ => plan.push(Effect::Expire),
+    }
+}
+
+/// The ended attempt whose output the policy keeps and that is not collected yet.
+pub(super) fn uncollected(spec: &Spec<'_>, status: &BatchJobStatus) -> Option<JobId> {
+    let collected = condition(&status.conditions, ConditionType::OutputCollected).is_some();
+    (spec.keeps_output && !collected)
+        .then(|| status.job_id.as_deref().map(JobId::from))
+        .flatten()
+}
+
+/// Starts attempt `attempt` on the job's fixed cluster, or asks where to place it first.
+pub(super) fn begin_attempt(
+    spec: &Spec<'_>,
+    next: &mut BatchJobStatus,
+    attempt: u32,
+    retries: u32,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    match spec.target {
+        Target::Fixed(cluster) => {
+            start_attempt(spec, next, attempt, retries, cluster, now);
+            plan.push(Effect::Submit { attempt });
+        }
+        Target::Placed { .. } => plan.push(Effect::Place(Purpose::Attempt { attempt, retries })),
+    }
+}
