@@ -7,7 +7,7 @@
 //! execution host, and so on. A finished job's `substate` says how it finished: 91 deleted
 //! (`qdel`), 92 exit 0, 93 anything else.
 
-use batchbridge_core::remote::{JobFiles, NOT_STARTED_EXIT_CODE};
+use batchbridge_core::wrapper::JobFiles;
 use batchbridge_core::{CancelledBy, FailureCause, JobState, JobStatus};
 
 use crate::parse::{QstatJob, parse_ctime};
@@ -76,9 +76,10 @@ pub fn pbs_failure(exit_status: i32) -> (FailureCause, &'static str) {
 }
 
 /// How a finished job (F) or subjob (X) ended, from its `Exit_status`, `substate` and
-/// `comment`, with what its job directory says for task `task`: whether batchbridge
-/// cancelled it, and why the script never ran when the wrapper exited
-/// [`NOT_STARTED_EXIT_CODE`].
+/// `comment`, with what its job directory says for task `task` put over it
+/// ([`JobFiles::overrule`]): whether batchbridge cancelled it, and why the script never ran
+/// when the wrapper exited
+/// [`NOT_STARTED_EXIT_CODE`](batchbridge_core::wrapper::NOT_STARTED_EXIT_CODE).
 ///
 /// A deleted job (substate 91) is Cancelled whatever its `Exit_status` (PBS gives the
 /// queued subjobs of a deleted array 1): by batchbridge when its job directory holds the
@@ -110,18 +111,28 @@ pub fn ended(
     files: Option<&JobFiles>,
     task: u32,
 ) -> JobStatus {
+    let status = pbs_ended(exit_status, substate, comment, files);
+    match files {
+        Some(files) => files.overrule(status, task),
+        None => status,
+    }
+}
+
+/// [`ended`] as PBS alone tells it, but for a signal after a cancel batchbridge asked for.
+fn pbs_ended(
+    exit_status: Option<i32>,
+    substate: Option<u32>,
+    comment: Option<&str>,
+    files: Option<&JobFiles>,
+) -> JobStatus {
     if substate == Some(SUBSTATE_DELETED) {
-        let by = if files.is_some_and(|f| f.cancel_requested) {
-            CancelledBy::Request
-        } else {
-            comment
-                .and_then(|c| c.rsplit_once("terminated by "))
-                .map(|(_, who)| who.split('@').next().unwrap_or(who).trim())
-                .filter(|who| !who.is_empty())
-                .map_or(CancelledBy::Unknown, |who| {
-                    CancelledBy::Account(who.to_owned())
-                })
-        };
+        let by = comment
+            .and_then(|c| c.rsplit_once("terminated by "))
+            .map(|(_, who)| who.split('@').next().unwrap_or(who).trim())
+            .filter(|who| !who.is_empty())
+            .map_or(CancelledBy::Unknown, |who| {
+                CancelledBy::Account(who.to_owned())
+            });
         let mut status =
             JobStatus::new(JobState::Cancelled, "F").with_cause(FailureCause::Cancelled(by));
         status.reason = Some(match exit_status {
@@ -137,15 +148,6 @@ pub fn ended(
         None => JobStatus::new(JobState::Unknown, "F")
             .with_reason("PBS says the job finished but records no exit status"),
         Some(0) => JobStatus::new(JobState::Succeeded, "F").with_exit_code(0),
-        Some(code) if code == NOT_STARTED_EXIT_CODE => {
-            let status = JobStatus::new(JobState::Failed, "F").with_exit_code(code);
-            match files.and_then(|f| f.not_started.get(&task)) {
-                Some(why) => status
-                    .with_cause(FailureCause::NotStarted)
-                    .with_reason(why.clone()),
-                None => status.with_cause(FailureCause::ExitCode(code)),
-            }
-        }
         Some(code @ 1..=255) => JobStatus::new(JobState::Failed, "F")
             .with_exit_code(code)
             .with_cause(FailureCause::ExitCode(code)),

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use batchbridge_core::remote::{JobFiles, NOT_STARTED_EXIT_CODE, TaskEnd};
-use batchbridge_core::{CancelledBy, FailureCause, JobState, JobStatus};
+use batchbridge_core::{JobState, JobStatus};
 
 use crate::parse::{Row, Tasks};
 use crate::state::failure_cause;
@@ -81,9 +81,9 @@ pub(crate) fn resolve(id: &str, seen: &Sightings<'_>) -> JobStatus {
 
 /// Task `index`'s status from SLURM, completed by its job directory when read: squeue
 /// prints no exit code, so a finished task takes the one its batch script recorded (and
-/// the cause follows it); a task whose script never ran says why, with the cause
-/// [`NotStarted`](FailureCause::NotStarted); a cancel batchbridge asked for is
-/// [`CancelledBy::Request`] rather than the account SLURM names.
+/// the cause follows it); then [`JobFiles::overrule`]: a task whose script never ran says
+/// why, a cancel batchbridge asked for is by request rather than by the account SLURM
+/// names.
 fn with_files(mut status: JobStatus, files: Option<&JobFiles>, index: u32) -> JobStatus {
     let Some(files) = files else {
         return status;
@@ -96,19 +96,7 @@ fn with_files(mut status: JobStatus, files: Option<&JobFiles>, index: u32) -> Jo
         }
         status.cause = failure_cause(&status.native_state, status.exit_code, status.signal);
     }
-    match status.state {
-        JobState::Failed => {
-            if let Some(why) = files.not_started.get(&index) {
-                status.reason = Some(why.clone());
-                status.cause = Some(FailureCause::NotStarted);
-            }
-        }
-        JobState::Cancelled if files.cancel_requested => {
-            status.cause = Some(FailureCause::Cancelled(CancelledBy::Request));
-        }
-        _ => {}
-    }
-    status
+    files.overrule(status, index)
 }
 
 /// Task `index`'s status from its job directory alone, once SLURM has forgotten it.
@@ -147,6 +135,7 @@ fn resolve_array(id: &str, seen: &Sightings<'_>) -> JobStatus {
 mod tests {
     use batchbridge_core::JobState::{self, *};
     use batchbridge_core::remote::{NATIVE_STATE_EXIT_FILE, parse_job_files};
+    use batchbridge_core::{CancelledBy, FailureCause};
 
     use super::*;
     use crate::parse::{parse_sacct, parse_squeue};

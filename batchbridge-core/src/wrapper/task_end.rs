@@ -93,12 +93,48 @@ impl JobFiles {
     /// assert_eq!(jobs["12"].task_status(1), None, "task 1 recorded no end");
     /// ```
     pub fn task_status(&self, index: u32) -> Option<JobStatus> {
-        let mut status = self.ended.get(&index)?.status(self.cancel_requested);
-        if let Some(why) = self.not_started.get(&index) {
-            status.reason = Some(why.clone());
-            status.cause = Some(FailureCause::NotStarted);
+        let status = self.ended.get(&index)?.status(self.cancel_requested);
+        Some(self.overrule(status, index))
+    }
+
+    /// `status`, what a scheduler says of task `index`, with what only this job directory
+    /// knows put over it: a Failed task whose script never ran takes the reason from its
+    /// `task-N.reason` and the cause [`NotStarted`](FailureCause::NotStarted) (the scheduler
+    /// saw an exit code of 70 at most); a Cancelled job batchbridge cancelled is
+    /// [`CancelledBy::Request`] (the scheduler names an account, or no one). Anything
+    /// else stays as the scheduler said. Every backend whose wrapper keeps these files
+    /// applies this one rule.
+    ///
+    /// ```
+    /// use batchbridge_core::{CancelledBy, FailureCause, JobState, JobStatus};
+    /// use batchbridge_core::wrapper::parse_job_files;
+    ///
+    /// let jobs = parse_job_files("12 tasks 1 1\n12 why 0 no such dir\n");
+    /// let deleted = JobStatus::new(JobState::Cancelled, "F")
+    ///     .with_cause(FailureCause::Cancelled(CancelledBy::Account("alice".into())));
+    /// let deleted = jobs["12"].overrule(deleted, 0);
+    /// assert_eq!(deleted.cause, Some(FailureCause::Cancelled(CancelledBy::Request)));
+    /// let failed = JobStatus::new(JobState::Failed, "F").with_exit_code(70);
+    /// let failed = jobs["12"].overrule(failed, 0);
+    /// assert_eq!(failed.cause, Some(FailureCause::NotStarted));
+    /// assert_eq!(failed.reason.as_deref(), Some("no such dir"));
+    /// let running = jobs["12"].overrule(JobStatus::new(JobState::Running, "R"), 0);
+    /// assert_eq!((running.cause, running.reason), (None, None));
+    /// ```
+    pub fn overrule(&self, mut status: JobStatus, index: u32) -> JobStatus {
+        match status.state {
+            JobState::Failed => {
+                if let Some(why) = self.not_started.get(&index) {
+                    status.reason = Some(why.clone());
+                    status.cause = Some(FailureCause::NotStarted);
+                }
+            }
+            JobState::Cancelled if self.cancel_requested => {
+                status.cause = Some(FailureCause::Cancelled(CancelledBy::Request));
+            }
+            _ => {}
         }
-        Some(status)
+        status
     }
 }
 
