@@ -288,10 +288,10 @@ async fn answer(
     asked: &AtomicU64,
 ) -> Answer {
     let mut slot = slot.lock().await;
-    if let Some((at, answer)) = slot.as_ref() {
-        if at.elapsed() < ttl {
-            return answer.clone();
-        }
+    if let Some((at, answer)) = slot.as_ref()
+        && at.elapsed() < ttl
+    {
+        return answer.clone();
     }
     asked.fetch_add(1, Ordering::Relaxed);
     let answer = match backend.estimate_start(spec).await {

@@ -905,7 +905,7 @@ mod exact_byte_size {
         ];
         UNITS
             .iter()
-            .find(|(unit, _)| bytes >= *unit && bytes % unit == 0)
+            .find(|(unit, _)| bytes >= *unit && bytes.is_multiple_of(*unit))
             .map_or_else(
                 || format!("{bytes} B"),
                 |(unit, name)| format!("{} {name}", bytes / unit),

@@ -614,11 +614,11 @@ impl Watch {
     ///
     /// Cancel-safe: a status is taken from the channel and returned without another await.
     pub(crate) async fn next(&mut self) -> Result<JobStatus> {
-        if self.last.is_none() {
-            if let Some(status) = self.shared.status(&self.id) {
-                self.last = Some(status.clone());
-                return Ok(status);
-            }
+        if self.last.is_none()
+            && let Some(status) = self.shared.status(&self.id)
+        {
+            self.last = Some(status.clone());
+            return Ok(status);
         }
         loop {
             match self.events.recv().await {

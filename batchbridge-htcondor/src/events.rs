@@ -97,10 +97,10 @@ impl EventSource for EventLogFollower {
                     }
                     None => return,
                 };
-                if let Some(event) = reader.read_line(&line) {
-                    if sender.send(event).await.is_err() {
-                        return;
-                    }
+                if let Some(event) = reader.read_line(&line)
+                    && sender.send(event).await.is_err()
+                {
+                    return;
                 }
             }
         });

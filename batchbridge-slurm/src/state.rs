@@ -98,11 +98,11 @@ pub fn status_from(native: &str, reason: &str, exit_code: Option<&str>) -> JobSt
     } else if state == JobState::Failed {
         status.reason = Some(native.to_owned());
     }
-    if state.is_terminal() {
-        if let Some((code, signal)) = exit_code.and_then(parse_exit_code) {
-            status.exit_code = Some(code);
-            status.signal = signal;
-        }
+    if state.is_terminal()
+        && let Some((code, signal)) = exit_code.and_then(parse_exit_code)
+    {
+        status.exit_code = Some(code);
+        status.signal = signal;
     }
     status.cause = failure_cause(native, status.exit_code, status.signal);
     status
