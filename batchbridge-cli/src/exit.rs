@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use batchbridge_core::{Error, ErrorKind, JobState, JobStatus};
 
+use crate::describe::{self, ExitStatus};
+
 /// The exit codes the tool documents (`batchbridge --help` lists them): apart from `run`
 /// and `wait` passing on a job's own code, each names one kind of trouble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,15 +41,18 @@ impl From<Exit> for ExitCode {
 }
 
 /// What `run` and `wait` exit with for a job that ended: its own exit code, 128 + the
-/// signal that killed it (as a shell reports it), or [`Exit::JobFailed`], which is also
-/// what a cancelled job gets, whatever signal the cancel sent.
+/// signal that killed it (as a shell reports it), as [`describe::exit_status`] shows them,
+/// or [`Exit::JobFailed`], which is also what a cancelled job gets, whatever signal the
+/// cancel sent.
 pub(crate) fn job_exit_code(status: &JobStatus) -> u8 {
-    match (status.state, status.exit_code, status.signal) {
-        (JobState::Succeeded, ..) => 0,
-        (JobState::Cancelled, ..) => Exit::JobFailed as u8,
-        (_, Some(code), _) if code != 0 => u8::try_from(code & 0xff).unwrap_or(1).max(1),
-        (_, _, Some(signal)) => u8::try_from(128 + signal.clamp(1, 127)).unwrap_or(1),
-        _ => Exit::JobFailed as u8,
+    match (status.state, describe::exit_status(status)) {
+        (JobState::Succeeded, _) => 0,
+        (JobState::Cancelled, _) => Exit::JobFailed as u8,
+        (_, Some(ExitStatus::Code(code))) => u8::try_from(code & 0xff).unwrap_or(1).max(1),
+        (_, Some(ExitStatus::Signal(signal))) => {
+            u8::try_from(128 + signal.clamp(1, 127)).unwrap_or(1)
+        }
+        (_, None) => Exit::JobFailed as u8,
     }
 }
 

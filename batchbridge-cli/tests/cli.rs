@@ -1248,3 +1248,87 @@ fn an_interrupted_run_on_a_terminal_asks_before_cancelling() {
         }
     }
 }
+
+/// The EXIT column of `job`'s `status` row, and its exit status as `-o json` has it.
+fn exit_shown(user: &User, job: &str) -> (String, String) {
+    let table = stdout(&user.run(&["status", job]));
+    let mut lines = table.lines();
+    let header = lines.next().unwrap();
+    let at = header.find("EXIT").unwrap();
+    let row = lines.next().unwrap();
+    let column = row
+        .get(at..)
+        .unwrap_or("")
+        .split("  ")
+        .next()
+        .unwrap()
+        .to_owned();
+    let status = user.status(&[job]).remove(0)["status"].clone();
+    let in_json = match (status["exitCode"].as_i64(), status["signal"].as_i64()) {
+        (Some(code), None) => code.to_string(),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => String::new(),
+        both => panic!("{job}: exit code and signal in JSON: {both:?} {status}"),
+    };
+    (column, in_json)
+}
+
+/// One exit-status rule for every backend (issue 31, point 7), the same in the table and in
+/// JSON: a cancelled job shows the signal its wrapper recorded (`signal 15`) where its
+/// backend reads that record, else nothing, and never 0, also once SLURM's accounting
+/// answers; a running array shows none.
+#[test]
+fn a_cancelled_job_shows_one_exit_status_everywhere() {
+    let user = User::new();
+    let long = user.script("long.sh", "sleep 300\n");
+    let long = long.to_str().unwrap();
+    let array = user.submit(&["-c", "local", "--array", "3%2", long]);
+    let quick = user.script("quick.sh", "true\n");
+    let done = user.submit(&["-c", "local", "--wait", quick.to_str().unwrap()]);
+    assert_eq!(exit_shown(&user, &done), ("0".to_owned(), "0".to_owned()));
+    let jobs: Vec<String> = ["local", "slurm", "condor", "pbs"]
+        .iter()
+        .map(|cluster| user.submit(&["-c", cluster, long]))
+        .collect();
+    user.wait_state(&array, "Running");
+    assert_eq!(
+        exit_shown(&user, &array),
+        (String::new(), String::new()),
+        "a running array"
+    );
+    for job in &jobs {
+        user.wait_state(job, "Running");
+    }
+    let mut cancel = vec!["cancel", array.as_str()];
+    cancel.extend(jobs.iter().map(String::as_str));
+    assert_eq!(code(&user.run(&cancel)), 0);
+    let mut wait = vec!["wait", "--timeout", "2m"];
+    wait.extend(jobs.iter().map(String::as_str));
+    assert_eq!(code(&user.run(&wait)), 1);
+    // SLURM's accounting catches up within seconds: look a while, every look by the rule.
+    let mut seen = BTreeMap::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        for job in jobs.iter().chain([&array]) {
+            let (column, in_json) = exit_shown(&user, job);
+            assert_eq!(column, in_json, "{job}: the table and JSON differ");
+            assert!(
+                column.is_empty() || column == "signal 15",
+                "{job}: a cancelled job shows {column:?}"
+            );
+            seen.entry(job.clone())
+                .or_insert_with(Vec::new)
+                .push(column);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    for (job, columns) in &mut seen {
+        columns.dedup();
+        eprintln!("{job}: {columns:?}");
+    }
+    assert_eq!(
+        seen[&jobs[0]],
+        ["signal 15"],
+        "local keeps its wrapper's record"
+    );
+}

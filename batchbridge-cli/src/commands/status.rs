@@ -121,6 +121,7 @@ pub(super) struct Row {
     /// submit.
     pub(super) name: String,
     pub(super) key: String,
+    /// The status with the exit code and signal the table shows (`describe::exit_status`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) status: Option<JobStatus>,
     /// Why there is no status: the cluster did not answer, or knows no such job.
@@ -150,7 +151,7 @@ impl Row {
     ) -> Self {
         let (cluster, id) = reference.split_once(':').unwrap_or(("", reference));
         let (status, error) = match status {
-            Ok(status) => (Some(status), None),
+            Ok(status) => (Some(describe::as_shown(status)), None),
             Err(err) => (None, Some(err)),
         };
         Self {
