@@ -177,35 +177,22 @@ fn escape_controls(json: &str) -> std::borrow::Cow<'_, str> {
 ///
 /// assert_eq!(parse_ctime("Thu Jan  1 00:01:40 1970"), Some(UNIX_EPOCH + Duration::from_secs(100)));
 /// assert_eq!(parse_ctime("Tue Nov 14 22:13:20 2023"), Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
+/// assert_eq!(parse_ctime("Thu Feb 29 12:00:00 2024"), Some(UNIX_EPOCH + Duration::from_secs(1_709_208_000)));
+/// assert_eq!(parse_ctime("Fri Feb 30 12:00:00 2024"), None);
 /// assert_eq!(parse_ctime("yesterday"), None);
 /// ```
 pub fn parse_ctime(text: &str) -> Option<SystemTime> {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let [_, month, day, time, year] = words.as_slice() else {
+    // The weekday says nothing the date does not; ctime pads a one-digit day with a space.
+    let [_weekday, date @ ..] = &text.split_whitespace().collect::<Vec<_>>()[..] else {
         return None;
     };
-    let month = i64::try_from(MONTHS.iter().position(|m| m == month)? + 1).ok()?;
-    let day: i64 = day.parse().ok()?;
-    let year: i64 = year.parse().ok()?;
-    let mut clock = time.split(':').map(|part| part.parse::<i64>().ok());
-    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let time = jiff::civil::DateTime::strptime("%b %d %H:%M:%S %Y", date.join(" ")).ok()?;
+    let seconds = time
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .ok()?
+        .timestamp()
+        .as_second();
     Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(seconds).ok()?))
-}
-
-/// Days from 1970-01-01 to the given date of the proleptic Gregorian calendar (Howard
-/// Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// The version `pbs_version` prints (`pbs_version = 23.06.06`): `OpenPBS 23.06.06`.
