@@ -181,8 +181,8 @@ pub struct JobSpec {
 /// Each field has a maximum ([`MAX_CPUS`], [`MAX_MEMORY`], [`MAX_DISK`], [`MAX_WALL_TIME`],
 /// [`MAX_NODES`], [`MAX_GPUS`]) that [`JobSpec::validate`] enforces. Schedulers count in
 /// coarser units than these types hold; backends round up, so a job never gets less than
-/// it asked for: memory and disk to whole MiB on SLURM (KiB for disk on HTCondor), the wall
-/// time to whole minutes on SLURM and whole seconds on HTCondor.
+/// it asked for: memory and disk to whole MiB on SLURM and PBS (KiB for disk on HTCondor),
+/// the wall time to whole minutes on SLURM and whole seconds on HTCondor and PBS.
 ///
 /// `#[non_exhaustive]`: outside this crate, `Resources { cpus, ..Default::default() }` is
 /// error E0639; build it from its default with the `with_*` setters, or set the fields of
