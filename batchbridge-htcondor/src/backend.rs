@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::estimate::StartEstimate;
@@ -31,53 +30,39 @@ const WITHDRAW: &str = include_str!("sh/withdraw.sh");
 const WITHDRAW_HOLD_REASON: &str = "held by batchbridge while it withdraws the job";
 
 /// How an [`HtcondorBackend`] works on its pool.
+///
+/// ```
+/// use std::time::Duration;
+/// use batchbridge_htcondor::HtcondorConfig;
+///
+/// let config = HtcondorConfig::default()
+///     .with_work_dir("/home/alice/batchbridge")
+///     .with_command_timeout(Duration::from_secs(30));
+/// assert_eq!(config.work.work_dir, "/home/alice/batchbridge");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HtcondorConfig {
-    /// Where job directories live on the submit node: absolute, or relative to the login
-    /// directory. Not under /tmp or /var/tmp, which HTCondor makes private to each job.
-    pub work_dir: String,
-    /// The longest any one remote command may take.
-    pub command_timeout: Duration,
+    /// Where job directories live on the submit node (not under /tmp or /var/tmp, which
+    /// HTCondor makes private to each job), and the longest any one remote command may
+    /// take.
+    pub work: WorkSettings,
 }
 
 impl Default for HtcondorConfig {
     fn default() -> Self {
         Self {
-            work_dir: ".batchbridge/htcondor".to_owned(),
-            command_timeout: Duration::from_secs(60),
+            work: WorkSettings::new(".batchbridge/htcondor"),
         }
     }
 }
 
-impl HtcondorConfig {
-    /// Sets [`HtcondorConfig::work_dir`].
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use batchbridge_htcondor::HtcondorConfig;
-    ///
-    /// let config = HtcondorConfig::default()
-    ///     .with_work_dir("/home/alice/batchbridge")
-    ///     .with_command_timeout(Duration::from_secs(30));
-    /// assert_eq!(config.work_dir, "/home/alice/batchbridge");
-    /// ```
-    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
-        self.work_dir = work_dir.into();
-        self
-    }
-
-    /// Sets [`HtcondorConfig::command_timeout`].
-    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
-        self
-    }
-}
+batchbridge_core::work_settings_builders!(HtcondorConfig);
 
 /// Runs jobs on an HTCondor pool through a [`Shell`](batchbridge_core::shell::Shell) to a
 /// submit node, usually one multiplexed SSH connection: core's [`RemoteBackend`] driving
 /// [`Htcondor`]. Nothing is installed on the pool: every job gets a directory under
-/// [`HtcondorConfig::work_dir`] with its script, a small wrapper, and its output; HTCondor
+/// [`HtcondorConfig::work`] with its script, a small wrapper, and its output; HTCondor
 /// itself remembers how each proc ended (`condor_history`).
 ///
 /// A status cycle costs one `condor_q` for all jobs asked about and one `condor_history`
@@ -212,11 +197,7 @@ impl CliScheduler for Htcondor {
     ];
 
     fn configure(config: HtcondorConfig) -> Result<(Self, WorkSettings)> {
-        let settings = WorkSettings {
-            work_dir: config.work_dir,
-            command_timeout: config.command_timeout,
-        };
-        Ok((Self, settings))
+        Ok((Self, config.work))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -391,6 +372,8 @@ impl CliScheduler for Htcondor {
 #[cfg(test)]
 mod tests {
     use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
+    use std::time::Duration;
+
     use batchbridge_core::error::excerpt;
     use batchbridge_core::{BatchBackend, JobState};
 

@@ -7,7 +7,7 @@
 //!
 //! - **submit** writes the job's script, environment file, a constant wrapper and a
 //!   generated submit description ([`description`]) into a job directory under
-//!   [`HtcondorConfig::work_dir`] and runs `condor_submit -terse`, all in one remote
+//!   [`HtcondorConfig::work`] and runs `condor_submit -terse`, all in one remote
 //!   command. The key is claimed with an atomic `mkdir` and stored in the job attribute
 //!   `BatchBridgeKey`, which `find` matches exactly (`=?=`). An array is one cluster of N
 //!   procs (`queue N`); the script reads its proc number in `$BATCHBRIDGE_TASK_INDEX`.

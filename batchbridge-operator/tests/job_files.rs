@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 /// The work directory of the test bed's BatchClusters: they set no workDir, so the SLURM
 /// backend's default (relative to the login directory) applies.
 fn work_dir() -> String {
-    batchbridge_slurm::SlurmConfig::default().work_dir
+    batchbridge_slurm::SlurmConfig::default().work.work_dir
 }
 
 /// What the cluster holds of the job with key `key`: its directory under `jobs/` and its
@@ -267,7 +267,7 @@ async fn deleting_a_job_removes_its_files_from_every_cluster_it_ran_on() {
     )
     .await;
     let (key, _) = finished(&bed, "rerun").await;
-    let pool_work = batchbridge_htcondor::HtcondorConfig::default().work_dir;
+    let pool_work = batchbridge_htcondor::HtcondorConfig::default().work.work_dir;
     let on_pool = || async {
         let shell = batchbridge_testbed::htcondor_shell();
         let found = shell

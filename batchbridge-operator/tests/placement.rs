@@ -347,7 +347,7 @@ async fn a_job_stuck_behind_a_blocker_moves() {
     // The attempt it withdrew left its directory on the cluster it left, until the
     // BatchJob is deleted.
     let uid = bed.jobs().get(&name).await.unwrap().metadata.uid.unwrap();
-    let work = batchbridge_slurm::SlurmConfig::default().work_dir;
+    let work = batchbridge_slurm::SlurmConfig::default().work.work_dir;
     let left_behind = format!("test -d {work}/jobs/{uid} && echo kept; true");
     assert_eq!(
         on(SlurmCluster::Slurm2205, &left_behind).await.trim(),

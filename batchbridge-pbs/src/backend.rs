@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use batchbridge_core::error::excerpt;
@@ -11,7 +10,7 @@ use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
     CliScheduler, JobDirs, JobFiles, MAX_IDS_ON_COMMAND_LINE, NOT_STARTED_EXIT_CODE, RemoteBackend,
-    SubmitCommand, WorkSettings,
+    SubmitCommand, SubmitDefaults, WorkSettings,
 };
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::{
@@ -19,7 +18,7 @@ use batchbridge_core::{
 };
 
 use crate::parse::{QstatJob, Sighting, parse_qstat, pbs_version, qsub_refusal};
-use crate::script::{SubmitDefaults, job_script, qsub_options};
+use crate::script::{job_script, qsub_options};
 use crate::state::{SUBSTATE_DELETED, job_status};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
@@ -31,28 +30,26 @@ const UNKNOWN_JOB_EXIT: i32 = 153;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PbsConfig {
-    /// Where job directories live on the cluster: absolute, or relative to the login
-    /// directory. It must be on a file system the execution hosts share with the login
-    /// node.
-    pub work_dir: String,
+    /// Where job directories live on the cluster (on a file system the execution hosts
+    /// share with the login node), and the longest any one remote command may take.
+    pub work: WorkSettings,
     /// Queue and account for specs that do not choose.
     pub defaults: SubmitDefaults,
-    /// The longest any one remote command may take.
-    pub command_timeout: Duration,
 }
 
 impl Default for PbsConfig {
     fn default() -> Self {
         Self {
-            work_dir: ".batchbridge/pbs".to_owned(),
+            work: WorkSettings::new(".batchbridge/pbs"),
             defaults: SubmitDefaults::default(),
-            command_timeout: Duration::from_secs(60),
         }
     }
 }
 
+batchbridge_core::work_settings_builders!(PbsConfig);
+
 impl PbsConfig {
-    /// Sets [`PbsConfig::work_dir`].
+    /// Sets the queue for specs that do not choose one.
     ///
     /// ```
     /// use std::time::Duration;
@@ -64,27 +61,16 @@ impl PbsConfig {
     ///     .with_account("proj-17")
     ///     .with_command_timeout(Duration::from_secs(30));
     /// assert_eq!(config.defaults.queue.as_deref(), Some("workq"));
+    /// assert_eq!(config.work.work_dir, "/scratch/alice/batchbridge");
     /// ```
-    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
-        self.work_dir = work_dir.into();
-        self
-    }
-
-    /// Sets the queue for specs that do not choose one.
     pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
         self.defaults.queue = Some(queue.into());
         self
     }
 
-    /// Sets the account string every job is charged to.
+    /// Sets the account string (`-A`) every job is charged to.
     pub fn with_account(mut self, account: impl Into<String>) -> Self {
         self.defaults.account = Some(account.into());
-        self
-    }
-
-    /// Sets [`PbsConfig::command_timeout`].
-    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
         self
     }
 }
@@ -92,7 +78,7 @@ impl PbsConfig {
 /// Runs jobs on a PBS (OpenPBS, PBS Professional) cluster through a
 /// [`Shell`](batchbridge_core::shell::Shell), usually one multiplexed SSH connection to a
 /// login node: core's [`RemoteBackend`] driving [`Pbs`]. Nothing is installed on the
-/// cluster: every job gets a directory under [`PbsConfig::work_dir`] holding its script,
+/// cluster: every job gets a directory under [`PbsConfig::work`] holding its script,
 /// output and exit-code files.
 ///
 /// A status cycle costs one `qstat -x -f -F json -t` for all jobs asked about (with job
@@ -259,35 +245,14 @@ impl CliScheduler for Pbs {
         "Premature end of message",
     ];
 
-    /// Refuses defaults whose queue or account is empty or holds whitespace, control
-    /// characters or a leading `-`, which no PBS name has.
+    /// Refuses defaults no PBS name can be ([`SubmitDefaults::validate`]).
     fn configure(config: PbsConfig) -> Result<(Self, WorkSettings)> {
-        let defaults = [
-            ("queue", &config.defaults.queue),
-            ("account", &config.defaults.account),
-        ];
-        for (what, value) in defaults {
-            if let Some(value) = value
-                && (value.is_empty()
-                    || value.starts_with('-')
-                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
-            {
-                return Err(Error::invalid_input(format!(
-                    "PbsConfig defaults.{what} {:?}: must be a non-empty name without \
-                     whitespace or control characters, not starting with '-'",
-                    excerpt(value)
-                )));
-            }
-        }
-        let settings = WorkSettings {
-            work_dir: config.work_dir,
-            command_timeout: config.command_timeout,
-        };
+        config.defaults.validate("PbsConfig")?;
         Ok((
             Self {
                 defaults: config.defaults,
             },
-            settings,
+            config.work,
         ))
     }
 
@@ -639,13 +604,9 @@ mod tests {
             (Some(""), None, false),
             (Some("workq\n-J 0-3"), None, false),
         ] {
-            let config = PbsConfig {
-                defaults: SubmitDefaults {
-                    queue: queue.map(str::to_owned),
-                    account: account.map(str::to_owned),
-                },
-                ..PbsConfig::default()
-            };
+            let mut config = PbsConfig::default();
+            config.defaults.queue = queue.map(str::to_owned);
+            config.defaults.account = account.map(str::to_owned);
             let (shell, _) = scripted_shell("/w", Vec::new());
             match PbsBackend::new(shell, config) {
                 Ok(_) => assert!(ok, "{queue:?} {account:?}"),

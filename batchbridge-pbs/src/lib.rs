@@ -8,7 +8,7 @@
 //! driving [`Pbs`], and so implements [`BatchBackend`](batchbridge_core::BatchBackend):
 //!
 //! - **submit** writes the job's script, environment file and a generated job script into
-//!   a job directory under [`PbsConfig::work_dir`] and runs `qsub`, all in one remote
+//!   a job directory under [`PbsConfig::work`] and runs `qsub`, all in one remote
 //!   command. The job's key travels in the job variable `BATCHBRIDGE_JOB_KEY` (`qsub -v`),
 //!   which nothing else sets: users pass their environment through the spec, and `-v` is
 //!   refused among passthrough options. The job directory is claimed with an atomic `mkdir`,
@@ -56,7 +56,7 @@ pub mod script;
 pub mod state;
 
 pub use backend::{Pbs, PbsBackend, PbsConfig};
-pub use script::SubmitDefaults;
+pub use batchbridge_core::remote::SubmitDefaults;
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 #[doc = include_str!("../README.md")]

@@ -4,6 +4,7 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::wrapper::BatchJobWrapper;
 use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 
@@ -49,24 +50,6 @@ const NOT_PASSTHROUGH: [(char, &str); 14] = [
 const WITH_VALUE: &str = "aAcCeIjJkKlmMNopqrRSuvWP";
 const MIB: u64 = 1024 * 1024;
 
-/// Cluster-wide choices a spec does not make itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SubmitDefaults {
-    /// The queue for specs without one; the server's default queue when `None`.
-    pub queue: Option<String>,
-    /// The account string (`-A`) every job is charged to; none when `None`.
-    pub account: Option<String>,
-}
-
-impl SubmitDefaults {
-    /// The queue `spec` goes to: its own, else the default; `None` leaves the choice to
-    /// the server.
-    pub fn queue_for<'a>(&'a self, spec: &'a JobSpec) -> Option<&'a str> {
-        spec.queue.as_deref().or(self.queue.as_deref())
-    }
-}
-
 /// `qsub`'s options for `spec`, whose files live in `dir`. Passthrough options come first;
 /// those that would lose the job id or block (`-I`, `-X`, `-z`, `-W block`) and those
 /// batchbridge sets itself (`-J`, `-v`, `-V`, `-N`, `-S`, `-o`, `-e`, `-j`, `-k`, `-f`,
@@ -81,7 +64,8 @@ impl SubmitDefaults {
 ///
 /// ```
 /// use batchbridge_core::{ArraySpec, JobKey, JobSpec};
-/// use batchbridge_pbs::script::{qsub_options, SubmitDefaults};
+/// use batchbridge_pbs::SubmitDefaults;
+/// use batchbridge_pbs::script::qsub_options;
 ///
 /// let mut spec = JobSpec::new(JobKey::new("run-7")?, "train", "python train.py");
 /// spec.resources.cpus = Some(4);

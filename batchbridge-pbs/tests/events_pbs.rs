@@ -34,7 +34,7 @@ async fn a_killed_follower_ends_the_stream() {
     let shell = pbs_shell();
     let (work, events_dir) = events::own_work_dir(&shell, "killed-follower").await;
     let mut config = PbsConfig::default();
-    config.work_dir = work.clone();
+    config.work.work_dir = work.clone();
     let backend = PbsBackend::new(Arc::new(pbs_shell()), config).unwrap();
     let source = backend.events().unwrap();
     events::killed_follower_ends_the_stream(&shell, source.as_ref(), &events_dir).await;

@@ -6,12 +6,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use batchbridge_core::error::excerpt;
 use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
-    CliScheduler, JobDirs, MAX_IDS_ON_COMMAND_LINE, RemoteBackend, SubmitCommand, WorkSettings,
-    rejected,
+    CliScheduler, JobDirs, MAX_IDS_ON_COMMAND_LINE, RemoteBackend, SubmitCommand, SubmitDefaults,
+    WorkSettings, rejected,
 };
 use batchbridge_core::shell::{Command, Output};
 use batchbridge_core::{
@@ -22,7 +21,7 @@ use crate::estimate::{estimate_command, parse_test_only};
 use crate::parse::{
     self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue, sbatch_refusal,
 };
-use crate::script::{SubmitDefaults, batch_script, sbatch_options};
+use crate::script::{batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
@@ -36,30 +35,29 @@ const FIND_WINDOW: &str = "now-30days";
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SlurmConfig {
-    /// Where job directories live on the cluster: absolute, or relative to the login
-    /// directory. It must be on a file system the compute nodes share with the login node.
-    pub work_dir: String,
-    /// Partition and account for specs that do not choose.
+    /// Where job directories live on the cluster (on a file system the compute nodes share
+    /// with the login node), and the longest any one remote command may take.
+    pub work: WorkSettings,
+    /// Partition (`queue`) and account for specs that do not choose.
     pub defaults: SubmitDefaults,
     /// After sacct fails, how long to go without it before trying it again.
     pub accounting_recheck: Duration,
-    /// The longest any one remote command may take.
-    pub command_timeout: Duration,
 }
 
 impl Default for SlurmConfig {
     fn default() -> Self {
         Self {
-            work_dir: ".batchbridge/slurm".to_owned(),
+            work: WorkSettings::new(".batchbridge/slurm"),
             defaults: SubmitDefaults::default(),
             accounting_recheck: Duration::from_secs(300),
-            command_timeout: Duration::from_secs(60),
         }
     }
 }
 
+batchbridge_core::work_settings_builders!(SlurmConfig);
+
 impl SlurmConfig {
-    /// Sets [`SlurmConfig::work_dir`].
+    /// Sets the partition for specs that do not choose one.
     ///
     /// ```
     /// use std::time::Duration;
@@ -70,16 +68,11 @@ impl SlurmConfig {
     ///     .with_partition("short")
     ///     .with_account("proj-17")
     ///     .with_command_timeout(Duration::from_secs(30));
-    /// assert_eq!(config.defaults.partition.as_deref(), Some("short"));
+    /// assert_eq!(config.defaults.queue.as_deref(), Some("short"));
+    /// assert_eq!(config.work.work_dir, "/scratch/alice/batchbridge");
     /// ```
-    pub fn with_work_dir(mut self, work_dir: impl Into<String>) -> Self {
-        self.work_dir = work_dir.into();
-        self
-    }
-
-    /// Sets the partition for specs that do not choose one.
     pub fn with_partition(mut self, partition: impl Into<String>) -> Self {
-        self.defaults.partition = Some(partition.into());
+        self.defaults.queue = Some(partition.into());
         self
     }
 
@@ -92,12 +85,6 @@ impl SlurmConfig {
     /// Sets [`SlurmConfig::accounting_recheck`].
     pub fn with_accounting_recheck(mut self, recheck: Duration) -> Self {
         self.accounting_recheck = recheck;
-        self
-    }
-
-    /// Sets [`SlurmConfig::command_timeout`].
-    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
         self
     }
 }
@@ -119,7 +106,7 @@ enum Accounting {
 
 /// Runs jobs on a SLURM cluster through a [`Shell`](batchbridge_core::shell::Shell), usually one multiplexed SSH connection
 /// to a login node: core's [`RemoteBackend`] driving [`Slurm`]. Nothing is installed on the
-/// cluster: every job gets a directory under [`SlurmConfig::work_dir`] holding its script,
+/// cluster: every job gets a directory under [`SlurmConfig::work`] holding its script,
 /// output and exit-code files.
 ///
 /// A status cycle costs one `squeue` for all jobs asked about, one `sacct` for those squeue
@@ -269,26 +256,8 @@ impl CliScheduler for Slurm {
     /// Refuses defaults whose partition or account is empty or holds whitespace or control
     /// characters, which no SLURM name has.
     fn configure(config: SlurmConfig) -> Result<(Self, WorkSettings)> {
-        let defaults = [
-            ("partition", &config.defaults.partition),
-            ("account", &config.defaults.account),
-        ];
-        for (what, value) in defaults {
-            if let Some(value) = value
-                && (value.is_empty()
-                    || value.contains(|c: char| c.is_whitespace() || c.is_control()))
-            {
-                return Err(Error::invalid_input(format!(
-                    "SlurmConfig defaults.{what} {:?}: must be a non-empty name without \
-                     whitespace or control characters",
-                    excerpt(value)
-                )));
-            }
-        }
-        let settings = WorkSettings {
-            work_dir: config.work_dir.clone(),
-            command_timeout: config.command_timeout,
-        };
+        config.defaults.validate("SlurmConfig")?;
+        let settings = config.work.clone();
         let slurm = Self {
             config,
             accounting: Mutex::new(Accounting::Untried),
@@ -327,7 +296,7 @@ impl CliScheduler for Slurm {
         let mut context = self
             .config
             .defaults
-            .partition_for(spec)
+            .queue_for(spec)
             .map(|p| format!(" on partition {p:?}"))
             .unwrap_or_default();
         // sbatch does not say why an array is invalid; the usual cause is a cluster whose
@@ -637,10 +606,7 @@ mod tests {
 
     #[tokio::test]
     async fn version_is_what_sinfo_prints_with_the_command_timeout() {
-        let config = SlurmConfig {
-            command_timeout: Duration::from_secs(7),
-            ..SlurmConfig::default()
-        };
+        let config = SlurmConfig::default().with_command_timeout(Duration::from_secs(7));
         let mut shell = batchbridge_core::shell::MockShell::new();
         shell.expect_host().return_const("scripted".to_owned());
         shell
@@ -694,13 +660,9 @@ mod tests {
             (Some(""), None, false),
             (Some("debug\n--wrap=x"), None, false),
         ] {
-            let config = SlurmConfig {
-                defaults: SubmitDefaults {
-                    partition: partition.map(str::to_owned),
-                    account: account.map(str::to_owned),
-                },
-                ..SlurmConfig::default()
-            };
+            let mut config = SlurmConfig::default();
+            config.defaults.queue = partition.map(str::to_owned);
+            config.defaults.account = account.map(str::to_owned);
             let (shell, _) = scripted_shell("/w", Vec::new());
             match SlurmBackend::new(shell, config) {
                 Ok(_) => assert!(ok, "{partition:?} {account:?}"),

@@ -19,7 +19,9 @@ use batchbridge_core::shell::Command;
 use batchbridge_core::{Error, ErrorKind, JobSpec, Result};
 
 use crate::parse::{is_no_estimate, parse_time};
-use crate::script::{SubmitDefaults, batch_script, sbatch_options};
+use batchbridge_core::remote::SubmitDefaults;
+
+use crate::script::{batch_script, sbatch_options};
 
 const ESTIMATE: &str = include_str!("sh/estimate.sh");
 /// What sbatch --test-only says before the start time.

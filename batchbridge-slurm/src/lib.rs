@@ -5,7 +5,7 @@
 //! [`SlurmBackend`] implements [`BatchBackend`](batchbridge_core::BatchBackend):
 //!
 //! - **submit** writes the job's script, environment file and a generated batch script into
-//!   a job directory under [`SlurmConfig::work_dir`] and runs `sbatch --parsable`, all in one
+//!   a job directory under [`SlurmConfig::work`] and runs `sbatch --parsable`, all in one
 //!   remote command. The job's key is its `--comment`, and its directory is claimed with an
 //!   atomic `mkdir`, so one key never makes two jobs. The batch script writes each task's exit
 //!   code to `task-N.exit` beside `task-N.stdout` and `task-N.stderr`.
@@ -50,7 +50,7 @@ pub mod state;
 mod status;
 
 pub use backend::{Slurm, SlurmBackend, SlurmConfig};
-pub use script::SubmitDefaults;
+pub use batchbridge_core::remote::SubmitDefaults;
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 #[doc = include_str!("../README.md")]

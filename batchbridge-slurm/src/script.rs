@@ -3,6 +3,7 @@
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
 use batchbridge_core::error::excerpt;
+use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::wrapper::BatchJobWrapper;
 use batchbridge_core::{Error, JobSpec, Result};
 
@@ -38,31 +39,14 @@ const NOT_JOB_OPTIONS: [(&str, char); 8] = [
 /// after any other letter, more letters would be more options (`-vQ` is `-v -Q`).
 const SHORT_WITH_VALUE: &str = "AbBcCdDeFGiIJkLmMnNopqStwx";
 const MIB: u64 = 1024 * 1024;
-/// Cluster-wide choices a spec does not make itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SubmitDefaults {
-    /// The partition for specs without a queue; SLURM's default partition when `None`.
-    pub partition: Option<String>,
-    /// The account every job is charged to; the user's default account when `None`.
-    pub account: Option<String>,
-}
-
-impl SubmitDefaults {
-    /// The partition `spec` goes to: its own queue, else the default; `None` leaves the
-    /// choice to SLURM.
-    pub fn partition_for<'a>(&'a self, spec: &'a JobSpec) -> Option<&'a str> {
-        spec.queue.as_deref().or(self.partition.as_deref())
-    }
-}
-
 /// `sbatch`'s options for `spec`, whose files live in `dir`. Passthrough options come first,
 /// so that the options batchbridge relies on (the comment holding the key, the output file,
 /// the array range) win when a passthrough option repeats one.
 ///
 /// ```
 /// use batchbridge_core::{JobKey, JobSpec};
-/// use batchbridge_slurm::script::{sbatch_options, SubmitDefaults};
+/// use batchbridge_slurm::SubmitDefaults;
+/// use batchbridge_slurm::script::sbatch_options;
 ///
 /// let mut spec = JobSpec::new(JobKey::new("run-7")?, "train", "python train.py");
 /// spec.resources.cpus = Some(4);
@@ -79,7 +63,7 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
     }
     options.push(format!("--job-name={}", spec.name));
     options.push(format!("--comment={}", spec.key));
-    if let Some(partition) = defaults.partition_for(spec) {
+    if let Some(partition) = defaults.queue_for(spec) {
         options.push(format!("--partition={partition}"));
     }
     if let Some(account) = &defaults.account {
@@ -282,10 +266,9 @@ mod tests {
 
     #[test]
     fn defaults_apply_unless_the_spec_decides() {
-        let defaults = SubmitDefaults {
-            partition: Some("batch".into()),
-            account: Some("lab".into()),
-        };
+        let mut defaults = SubmitDefaults::default();
+        defaults.queue = Some("batch".into());
+        defaults.account = Some("lab".into());
         let options = sbatch_options(&spec(), &defaults, "/w").unwrap();
         assert!(options.contains(&"--partition=batch".to_owned()));
         assert!(options.contains(&"--account=lab".to_owned()));

@@ -42,7 +42,7 @@ async fn a_killed_follower_ends_the_stream(cluster: SlurmCluster) {
     let shell = cluster.shell();
     let (work, events_dir) = events::own_work_dir(&shell, "killed-follower").await;
     let mut config = SlurmConfig::default();
-    config.work_dir = work.clone();
+    config.work.work_dir = work.clone();
     let backend = SlurmBackend::new(Arc::new(cluster.shell()), config).unwrap();
     let source = backend.events().unwrap();
     events::killed_follower_ends_the_stream(&shell, source.as_ref(), &events_dir).await;

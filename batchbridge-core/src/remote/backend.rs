@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobDirs, SubmitLocks, Submitted, environment_file};
+use super::{JobDirs, SubmitLocks, Submitted, WorkSettings, environment_file};
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
 };
@@ -31,16 +31,6 @@ use crate::wrapper::{job_number_of, job_numbers};
 /// assert!(MAX_IDS_ON_COMMAND_LINE * 21 < MAX_COMMAND_LINE);
 /// ```
 pub const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
-
-/// Where a [`RemoteBackend`] keeps its jobs and how long one command may take: what
-/// [`CliScheduler::configure`] takes from a backend's configuration for [`JobDirs`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkSettings {
-    /// The work directory: absolute, or relative to the login directory.
-    pub work_dir: String,
-    /// The longest any one remote command may take.
-    pub command_timeout: Duration,
-}
 
 /// What submits one job: the files of the scheduler's own written into the job directory
 /// beside `script.sh`, `env.sh` and `tasks` (which [`RemoteBackend`] writes), and the

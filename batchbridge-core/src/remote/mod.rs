@@ -59,7 +59,9 @@
 //!
 //! # Where each part is
 //!
-//! - `backend.rs`: [`CliScheduler`], [`RemoteBackend`] and [`WorkSettings`];
+//! - `backend.rs`: [`CliScheduler`] and [`RemoteBackend`];
+//! - `settings.rs`: what every backend's configuration holds, [`WorkSettings`] and
+//!   [`SubmitDefaults`];
 //! - `job_dirs.rs`: [`JobDirs`], the job directories, their files and their cleanup;
 //! - `work_dir.rs`: [`WorkDir`] and [`environment_file`];
 //! - `submit.rs`: [`JobDirs::submit`], [`SubmitLocks`], [`Submitted`], [`rejected`];
@@ -68,14 +70,15 @@
 mod backend;
 mod job_dirs;
 mod output;
+mod settings;
 mod submit;
 mod work_dir;
 
 pub use backend::{
     CliScheduler, ENDED, MAX_IDS_ON_COMMAND_LINE, RemoteBackend, STARTED, SubmitCommand, WITHDRAWN,
-    WorkSettings,
 };
 pub use job_dirs::JobDirs;
+pub use settings::{SubmitDefaults, WorkSettings};
 pub use submit::{SubmitLocks, Submitted, rejected};
 pub use work_dir::{MAX_ENVIRONMENT_BYTES, WorkDir, environment_file};
 // The wrapper protocol, where backends have always found it.

@@ -38,7 +38,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use batchbridge_core::error::excerpt;
 use batchbridge_core::events::EventSource;
@@ -61,23 +60,24 @@ const BATCH_QUEUE: &str = "b";
 /// The queue `atq` shows for a job that is running.
 const RUNNING: char = '=';
 
-/// How an [`AtBackend`] works on its machine.
+/// How an [`AtBackend`] works on its machine: where job directories live and how long a
+/// command may take, core's [`WorkSettings`] with its builders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AtConfig {
-    /// Where job directories live: absolute, or relative to the login directory.
-    pub work_dir: String,
-    /// The longest any one remote command may take.
-    pub command_timeout: Duration,
+    /// The work directory (absolute, or relative to the login directory) and command
+    /// time limit.
+    pub work: WorkSettings,
 }
 
 impl Default for AtConfig {
     fn default() -> Self {
         Self {
-            work_dir: ".batchbridge/at".to_owned(),
-            command_timeout: Duration::from_secs(60),
+            work: WorkSettings::new(".batchbridge/at"),
         }
     }
 }
+
+batchbridge_core::work_settings_builders!(AtConfig);
 
 /// Runs jobs with `at` through a [`Shell`](batchbridge_core::shell::Shell), as the user the
 /// shell logs in as: core's [`RemoteBackend`] driving [`At`].
@@ -129,11 +129,7 @@ impl CliScheduler for At {
     const UNREACHABLE: &'static [&'static str] = &[];
 
     fn configure(config: AtConfig) -> Result<(Self, WorkSettings)> {
-        let settings = WorkSettings {
-            work_dir: config.work_dir,
-            command_timeout: config.command_timeout,
-        };
-        Ok((Self, settings))
+        Ok((Self, config.work))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -356,6 +352,8 @@ pub struct ReadmeDoctests;
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
 
     use batchbridge_core::conformance::scripted::scripted_shell;
     use batchbridge_core::remote::parse_job_files;

@@ -57,7 +57,7 @@ fn at_backend() -> BackendFactory {
         })?;
         let mut config = AtConfig::default();
         if let Some(work_dir) = &spec.work_dir {
-            config.work_dir.clone_from(work_dir);
+            config.work.work_dir.clone_from(work_dir);
         }
         let backend: Arc<dyn BatchBackend> =
             Arc::new(AtBackend::new(Arc::new(SshShell::new(ssh)?), config)?);
