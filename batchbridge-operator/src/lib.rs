@@ -45,6 +45,9 @@ pub mod status;
 
 pub use controller::Operator;
 
+/// The field manager of everything the operator writes with server-side apply.
+pub const FIELD_MANAGER: &str = "batchbridge-operator";
+
 /// Resolves when the process is asked to stop: SIGTERM (Kubernetes stopping the pod) or
 /// Ctrl-C. Pass it to [`Operator::run`], as the `batchbridge-operator` binary does; a
 /// binary that registers its own backends does the same.

@@ -13,7 +13,6 @@ use std::time::Duration;
 use batchbridge_core::follow::{ArrayOutputFollower, OutputFollower, TaskHeadings};
 use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{JobId, JobOutput, OutputRequest, Tracker};
-use batchbridge_slurm::SubmitDefaults;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, Container, EmptyDirVolumeSource, EnvVar, Pod, PodSecurityContext,
@@ -23,14 +22,34 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use std::sync::Arc;
 
 use crate::cluster::credentials::{BASIC_AUTH_TYPE, PASSWORD, SSH_PRIVATE_KEY};
-use crate::cluster::{Connection, OUTPUT_FETCHES_AT_ONCE, ssh_backend};
-use crate::controller::{Context, FIELD_MANAGER, ReconcileError};
+use crate::cluster::registry::ssh_backend;
+use crate::cluster::{Connection, OUTPUT_FETCHES_AT_ONCE};
 use crate::crd::names::{JOB_UID_LABEL, derived_name};
 use crate::crd::{BatchClusterSpec, BatchJob, OutputPolicy, Scheduler, TaskOutput};
+
+/// What a job's output objects are written with: the API client, the field manager of the
+/// writes, and the image the log pods run.
+#[derive(Clone)]
+pub struct Writer {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The field manager of the ConfigMap writes.
+    pub field_manager: String,
+    /// The image log pods run (the operator's own).
+    pub image: String,
+}
+
+/// Why a log pod was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
 
 /// The most output a ConfigMap keeps, per stream: two of these stay under the 1 MiB
 /// object limit with room for the metadata. An array's tasks share it.
@@ -153,7 +172,7 @@ impl Plan {
 /// Only fetching fails the collection: an object the API server does not take is reported
 /// in [`Collected::unwritten`], so the job's end is written whatever becomes of its objects.
 pub async fn collect(
-    ctx: &Context,
+    writer: &Writer,
     job: &BatchJob,
     connection: &Connection,
     id: &JobId,
@@ -178,13 +197,13 @@ pub async fn collect(
     };
     if policy.config_map {
         let map = config_map(job, &plan, &outputs);
-        let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace);
-        let written = tried(|| write_config_map(&api, job, &map)).await;
+        let api = Api::<ConfigMap>::namespaced(writer.client.clone(), &namespace);
+        let written = tried(|| write_config_map(&api, &writer.field_manager, job, &map)).await;
         sort(format!("ConfigMap {}", map.name_any()), written);
     }
     if policy.log_pod {
-        let pod = log_pod(job, &connection.spec, id, &ctx.image);
-        let api = Api::<Pod>::namespaced(ctx.client.clone(), &namespace);
+        let pod = log_pod(job, &connection.spec, id, &writer.image);
+        let api = Api::<Pod>::namespaced(writer.client.clone(), &namespace);
         let written = tried(|| replace_pod(&api, job, &pod)).await;
         sort(format!("Pod {}", pod.name_any()), written);
     }
@@ -238,16 +257,14 @@ fn answer(err: &kube::Error) -> String {
 /// unless one already prints it. False, with nothing changed, when the pod's name belongs
 /// to another pod.
 pub async fn show(
-    ctx: &Context,
+    writer: &Writer,
     job: &BatchJob,
     connection: &Connection,
     id: &JobId,
-) -> Result<bool, ReconcileError> {
-    let pod = log_pod(job, &connection.spec, id, &ctx.image);
-    let api = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    replace_pod(&api, job, &pod)
-        .await
-        .map_err(ReconcileError::Kube)
+) -> Result<bool, Error> {
+    let pod = log_pod(job, &connection.spec, id, &writer.image);
+    let api = Api::namespaced(writer.client.clone(), &job.namespace().unwrap_or_default());
+    Ok(replace_pod(&api, job, &pod).await?)
 }
 
 /// What `collect` reports of `outputs` (task `i`'s at `i`, as `plan` fetched them).
@@ -324,12 +341,13 @@ fn owned_by(object: &ObjectMeta, job: &BatchJob) -> bool {
 /// attempt's). False, with nothing written, when the name belongs to another object.
 async fn write_config_map(
     api: &Api<ConfigMap>,
+    field_manager: &str,
     job: &BatchJob,
     map: &ConfigMap,
 ) -> kube::Result<bool> {
     let name = map.name_any();
     let create = PostParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(field_manager.into()),
         ..PostParams::default()
     };
     match api.create(&create, map).await {
@@ -343,7 +361,7 @@ async fn write_config_map(
     }
     api.patch(
         &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(field_manager).force(),
         &Patch::Apply(map),
     )
     .await?;
@@ -602,12 +620,8 @@ pub async fn fetch_output_to(
     .port(port);
     let shell = Arc::new(SshShell::new(config)?);
     let work_dir = vars("BATCHBRIDGE_WORK_DIR");
-    let backend = ssh_backend(
-        &scheduler,
-        shell,
-        work_dir.as_deref(),
-        SubmitDefaults::default(),
-    )?;
+    // Reading output submits nothing: no submit defaults.
+    let backend = ssh_backend(&scheduler, shell, work_dir.as_deref(), None)?;
     let tasks = match vars("BATCHBRIDGE_TASKS") {
         Some(count) => Some(count.parse().map_err(|_| {
             batchbridge_core::Error::invalid_input(

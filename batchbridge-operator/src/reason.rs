@@ -254,6 +254,17 @@ impl Reason {
     }
 }
 
+/// Why a cluster cannot be used right now, for the jobs that use it and the cluster's own
+/// status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterProblem {
+    /// Which problem: BatchClusterNotFound, SecretNotFound, SecretMalformed, Unreachable,
+    /// HostKeyMismatch, AuthenticationFailed, UnknownScheduler...
+    pub reason: Reason,
+    /// What is wrong and what to do about it.
+    pub message: String,
+}
+
 #[cfg(test)]
 mod tests {
     use batchbridge_core::{CancelledBy, JobState};

@@ -7,8 +7,7 @@ use batchbridge_core::shell::{HostKeys, Password, SshAuth, SshConfig};
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::crd::BatchClusterSpec;
-use crate::decision::ClusterProblem;
-use crate::reason::Reason;
+use crate::reason::{ClusterProblem, Reason};
 
 /// The Secret type holding an SSH private key under [`SSH_PRIVATE_KEY`].
 pub const SSH_AUTH_TYPE: &str = "kubernetes.io/ssh-auth";

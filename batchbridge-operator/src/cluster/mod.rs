@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod credentials;
 pub mod poller;
+pub mod registry;
 pub mod targets;
 
 use std::collections::HashMap;
@@ -14,11 +15,8 @@ use std::time::Duration;
 
 use batchbridge_core::shell::{Shell, SshConfig, SshShell};
 use batchbridge_core::{
-    BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
+    BatchBackend, Error, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
 };
-use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
-use batchbridge_pbs::{PbsBackend, PbsConfig};
-use batchbridge_slurm::{SlurmBackend, SlurmConfig, SubmitDefaults};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
@@ -26,9 +24,9 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Placement, Scheduler};
-use crate::decision::{CLUSTER_RECHECK, ClusterProblem};
+use crate::decision::CLUSTER_RECHECK;
 use crate::metrics::{ClusterLabels, Metrics};
-use crate::reason::Reason;
+use crate::reason::{ClusterProblem, Reason};
 use budget::{BudgetedShell, ConnectBudget};
 use poller::{HealthReport, Poller};
 use targets::SshTargets;
@@ -116,48 +114,6 @@ impl Connection {
     /// The partition or queue for jobs that do not choose one.
     pub fn default_queue(&self) -> Option<&str> {
         self.spec.defaults.as_ref()?.partition.as_deref()
-    }
-}
-
-/// The built-in backend of `scheduler` (slurm, htcondor or pbs) on the login node `shell`
-/// reaches, with its job directories under `work_dir` (the backend's default when absent)
-/// and, for SLURM and PBS, `defaults` (PBS takes the partition as its queue); any other
-/// scheduler is Unsupported.
-pub fn ssh_backend(
-    scheduler: &Scheduler,
-    shell: Arc<dyn Shell>,
-    work_dir: Option<&str>,
-    defaults: SubmitDefaults,
-) -> batchbridge_core::Result<Arc<dyn BatchBackend>> {
-    match scheduler {
-        Scheduler::Slurm => {
-            let mut config = SlurmConfig::default();
-            config.defaults = defaults;
-            if let Some(dir) = work_dir {
-                config.work_dir = dir.to_owned();
-            }
-            Ok(Arc::new(SlurmBackend::new(shell, config)?))
-        }
-        Scheduler::Htcondor => {
-            let mut config = HtcondorConfig::default();
-            if let Some(dir) = work_dir {
-                config.work_dir = dir.to_owned();
-            }
-            Ok(Arc::new(HtcondorBackend::new(shell, config)?))
-        }
-        Scheduler::Pbs => {
-            let mut config = PbsConfig::default();
-            config.defaults.queue = defaults.partition;
-            config.defaults.account = defaults.account;
-            if let Some(dir) = work_dir {
-                config.work_dir = dir.to_owned();
-            }
-            Ok(Arc::new(PbsBackend::new(shell, config)?))
-        }
-        other => Err(Error::new(
-            ErrorKind::Unsupported,
-            format!("no built-in backend reaches a {other} scheduler over SSH"),
-        )),
     }
 }
 
@@ -470,18 +426,13 @@ impl Clusters {
                         .clean_environment(),
                 )
             }
-            Scheduler::Slurm | Scheduler::Htcondor | Scheduler::Pbs => {
-                let mut defaults = SubmitDefaults::default();
-                defaults.partition = spec.defaults.as_ref().and_then(|d| d.partition.clone());
-                defaults.account = spec.defaults.as_ref().and_then(|d| d.account.clone());
-                ssh_backend(
-                    &spec.scheduler,
-                    ssh(secret)?,
-                    spec.work_dir.as_deref(),
-                    defaults,
-                )
-                .map_err(invalid)?
-            }
+            Scheduler::Slurm | Scheduler::Htcondor | Scheduler::Pbs => registry::ssh_backend(
+                &spec.scheduler,
+                ssh(secret)?,
+                spec.work_dir.as_deref(),
+                spec.defaults.as_ref(),
+            )
+            .map_err(invalid)?,
             Scheduler::Custom(name) => {
                 let factory = self.custom.get(name).ok_or_else(|| ClusterProblem {
                     reason: Reason::UnknownScheduler,

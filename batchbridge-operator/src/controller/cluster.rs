@@ -10,8 +10,8 @@ use kube::runtime::controller::Action as Requeue;
 use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::BatchCluster;
-use crate::decision::{ClusterProblem, event_type};
-use crate::reason::{ConditionType, Reason};
+use crate::decision::event_type;
+use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::{condition, set_condition, time};
 /// How often a reachable cluster is probed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(60);

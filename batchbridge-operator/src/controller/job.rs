@@ -1,4 +1,4 @@
-//! The BatchJob reconciler: glue that turns what happened into an [`Event`], asks
+//! The BatchJob reconciler: glue that turns what happened into a [`Finding`], asks
 //! [`decision::step`] what it means, and performs the [`Effect`]s (the status written
 //! through server-side apply first; a submit, an output collection or a placement handed
 //! to [`Actions`](super::actions::Actions), whose result is stepped by [`step_done`] or
@@ -15,23 +15,23 @@ use batchbridge_core::placement::{Answer, Candidate, Seen, Skipped};
 use batchbridge_core::{ErrorKind, JobId, JobKey, Withdrawal};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::controller::Action as Requeue;
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::ObjectRef;
 
 use super::actions::ActionKind;
 use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::names::check_job;
-use crate::crd::{BatchJob, BatchJobStatus, Phase};
+use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
 use crate::decision::{
-    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, ClusterProblem, CollectOutcome,
-    Done, Effect, Event, Failure, Placed, Purpose, Removal, Spec, Step, SubmitOutcome, Target,
-    attempt_key, removal, step_done, step_placed, transitions,
+    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, CollectOutcome, Done, Effect,
+    Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target, removal,
+    step_done, step_placed, transitions,
 };
 use crate::output;
-use crate::reason::Reason;
+use crate::reason::{ClusterProblem, Reason};
 
 /// The finalizer that makes deletion wait for the job's cancellation and the removal of its
 /// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name
@@ -40,13 +40,13 @@ use crate::reason::Reason;
 pub const FINALIZER: &str = "batchbridge.dev/cancel-on-delete";
 
 /// Reconciles one BatchJob.
-pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = job.namespace().unwrap_or_default();
     let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, job, |event| async {
         match event {
-            Finalizer::Apply(job) => apply(job, &ctx).await,
-            Finalizer::Cleanup(job) => remove(&job, &ctx).await,
+            Event::Apply(job) => apply(job, &ctx).await,
+            Event::Cleanup(job) => remove(&job, &ctx).await,
         }
     })
     .await
@@ -54,9 +54,9 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Requeue,
 }
 
 /// What of `job` the lifecycle depends on.
-fn spec_of(job: &BatchJob) -> Spec<'_> {
+fn rules_of(job: &BatchJob) -> Rules<'_> {
     let output = &job.spec.output_policy;
-    Spec {
+    Rules {
         generation: job.metadata.generation.unwrap_or_default(),
         retry_policy: job.spec.retry_policy.as_ref(),
         keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
@@ -87,10 +87,10 @@ fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a s
     }
 }
 
-async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
+async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Action, ReconcileError> {
     if ctx.actions.is_running(&job) {
         // The action writes what came of it and wakes the job when it is over.
-        return Ok(Requeue::await_change());
+        return Ok(Action::await_change());
     }
     // An action wrote the status, and the watch may not have brought that write yet (the
     // action's wake-up, or another request for this job, came first). Stepping from the
@@ -132,12 +132,12 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Requeue, Reconc
         _ => None,
     };
     let event = match &problem {
-        Some(problem) => Event::ClusterProblem(problem),
-        None => Event::Observed(observation.as_ref()),
+        Some(problem) => Finding::ClusterProblem(problem),
+        None => Finding::Observed(observation.as_ref()),
     };
-    let step = decision::step(&spec_of(&job), &status, &event, SystemTime::now());
+    let step = decision::step(&rules_of(&job), &status, &event, SystemTime::now());
     let requeue = perform(ctx, &job, &connection, &status, step).await?;
-    Ok(requeue.map_or_else(Requeue::await_change, Requeue::requeue))
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Writes the status `step` decided and performs its effects; returns when to look at the
@@ -200,7 +200,7 @@ async fn perform(
                     if let Some(connection) = usable(connection, &mut unusable) {
                         // The collection starts the pod anyway: a failure here costs only
                         // the live part of the output.
-                        if let Err(err) = output::show(ctx, job, connection, &id).await {
+                        if let Err(err) = output::show(&ctx.output, job, connection, &id).await {
                             tracing::warn!(job = %job.name_any(), error = %err, "cannot start the log pod");
                         }
                     }
@@ -232,9 +232,9 @@ async fn perform(
             return Ok(step.requeue);
         };
         step = decision::step(
-            &spec_of(job),
+            &rules_of(job),
             &written,
-            &Event::ClusterProblem(&problem),
+            &Finding::ClusterProblem(&problem),
             SystemTime::now(),
         );
         current = Cow::Owned(written);
@@ -297,7 +297,7 @@ async fn finish_on_cluster(
     done: &Done<'_>,
     kind: ActionKind,
 ) -> Option<Duration> {
-    let step = step_done(&spec_of(job), current, done, SystemTime::now());
+    let step = step_done(&rules_of(job), current, done, SystemTime::now());
     finish_action(ctx, job, current, step, kind, |effect| match effect {
         ActionEffect::Follow(id) => connection.poller.follow(id, ObjectRef::from(&**job)),
         ActionEffect::Forget(id) => connection.poller.forget(&id),
@@ -350,7 +350,7 @@ async fn collect(
     id: &JobId,
     current: BatchJobStatus,
 ) -> Option<Duration> {
-    let outcome = match output::collect(ctx, job, connection, id).await {
+    let outcome = match output::collect(&ctx.output, job, connection, id).await {
         Ok(collected) => CollectOutcome::Collected {
             tail: collected.tail,
             task_outputs: collected.task_outputs,
@@ -445,7 +445,7 @@ async fn place(
         seen: &seen,
         at: placement.at,
     };
-    let step = step_placed(&spec_of(job), &current, &placed, SystemTime::now());
+    let step = step_placed(&rules_of(job), &current, &placed, SystemTime::now());
     // A placement's answer has no effect to perform: the reconcile its end wakes submits.
     finish_action(
         ctx,
@@ -518,22 +518,22 @@ async fn expire(ctx: &Context, job: &BatchJob) -> Result<(), ReconcileError> {
     Ok(())
 }
 
-async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError> {
+async fn remove(job: &BatchJob, ctx: &Context) -> Result<Action, ReconcileError> {
     if ctx.actions.is_running(job) {
         // Cancelling now could miss a job its submit is about to create, and removing the
         // files could pull them from under an output collection; the action wakes the job
         // when it is over.
-        return Ok(Requeue::await_change());
+        return Ok(Action::await_change());
     }
     // What the last action wrote no longer matters: the job is going away.
     ctx.actions.wrote(job, None);
     let status = job.status.clone().unwrap_or_default();
     let removal = removal(Some(&status), job.spec.cleanup);
     if removal.is_nothing() {
-        return Ok(Requeue::await_change());
+        return Ok(Action::await_change());
     }
     let Err(error) = remove_from_cluster(job, ctx, &removal).await else {
-        return Ok(Requeue::await_change());
+        return Ok(Action::await_change());
     };
     let deleted_at = job
         .metadata
@@ -560,7 +560,7 @@ async fn remove(job: &BatchJob, ctx: &Context) -> Result<Requeue, ReconcileError
         "Reconcile",
     )
     .await;
-    Ok(Requeue::await_change())
+    Ok(Action::await_change())
 }
 
 /// Cancels what may run, then removes every attempt's files from every cluster an attempt

@@ -18,7 +18,7 @@ use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
-use kube::runtime::controller::{Action as Requeue, Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -32,14 +32,12 @@ use tokio::sync::{Semaphore, mpsc};
 use crate::cluster::targets::SshTargets;
 use crate::cluster::{BackendFactory, Clusters};
 use crate::crd::{BatchCluster, BatchJob};
-use crate::decision::ClusterProblem;
 use crate::endpoints::{Endpoints, Readiness};
 use crate::leader::LeaderElection;
 use crate::metrics::Metrics;
+use crate::reason::ClusterProblem;
+use crate::{FIELD_MANAGER, output};
 use actions::Actions;
-
-/// The field manager of everything the operator writes with server-side apply.
-pub const FIELD_MANAGER: &str = "batchbridge-operator";
 
 /// Why a reconcile failed; the controller tries again later.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +76,8 @@ pub struct Context {
     pub clusters: Clusters,
     /// Publishes Events.
     pub recorder: Recorder,
-    /// The operator's own image, which log pods run.
-    pub image: String,
+    /// Writes the jobs' output objects.
+    pub output: output::Writer,
     /// The operator's metrics.
     pub metrics: Arc<Metrics>,
     /// The BatchJobs' actions in progress on their clusters.
@@ -371,7 +369,11 @@ impl Operator {
             ),
             recorder: Recorder::new(self.client.clone(), reporter),
             client: self.client.clone(),
-            image: self.image.clone(),
+            output: output::Writer {
+                client: self.client.clone(),
+                field_manager: FIELD_MANAGER.to_owned(),
+                image: self.image.clone(),
+            },
             metrics: Arc::clone(&self.metrics),
             removal_deadline: self.removal_deadline,
             placer: Placer::default(),
@@ -512,18 +514,18 @@ async fn publish<K: Resource<DynamicType = ()>>(
 }
 
 /// Normal for a condition that holds, Warning for one that does not.
-fn requeue_job(job: Arc<BatchJob>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+fn requeue_job(job: Arc<BatchJob>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed("BatchJob", error.reason());
     tracing::warn!(job = %kube::runtime::reflector::ObjectRef::from(job.as_ref()), %error, "reconcile failed");
-    Requeue::requeue(job::retry_after(error))
+    Action::requeue(job::retry_after(error))
 }
 
 fn requeue_cluster(
     cluster: Arc<BatchCluster>,
     error: &ReconcileError,
     ctx: Arc<Context>,
-) -> Requeue {
+) -> Action {
     ctx.metrics.reconcile_failed("BatchCluster", error.reason());
     tracing::warn!(cluster = %kube::runtime::reflector::ObjectRef::from(cluster.as_ref()), %error, "reconcile failed");
-    Requeue::requeue(Duration::from_secs(15))
+    Action::requeue(Duration::from_secs(15))
 }

@@ -3,7 +3,6 @@
 use batchbridge_core::spec::MAX_NAME_LEN;
 use batchbridge_core::{Error, JobKey, JobSpec, JobState, Result};
 
-use crate::decision::attempt_key;
 use bytesize::ByteSize;
 
 use super::job::{
@@ -83,6 +82,22 @@ impl BatchJobSpec {
         spec.passthrough.clone_from(&self.passthrough);
         spec.validate()?;
         Ok(spec)
+    }
+}
+
+/// The idempotency key of `attempt` of the resource with UID `uid`.
+///
+/// ```
+/// use batchbridge_operator::crd::attempt_key;
+///
+/// assert_eq!(attempt_key("3f2a9c1e-7b4d", 1), "3f2a9c1e-7b4d");
+/// assert_eq!(attempt_key("3f2a9c1e-7b4d", 3), "3f2a9c1e-7b4d.3");
+/// ```
+pub fn attempt_key(uid: &str, attempt: u32) -> String {
+    if attempt <= 1 {
+        uid.to_owned()
+    } else {
+        format!("{uid}.{attempt}")
     }
 }
 

@@ -122,6 +122,7 @@ pub use cluster::{
     BatchCluster, BatchClusterSpec, BatchClusterStatus, ClusterDefaults, Scheduler,
     SecretReference, SshEndpoint,
 };
+pub use convert::attempt_key;
 pub use job::{
     ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
     ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,

@@ -6,15 +6,15 @@ use std::time::{Duration, SystemTime};
 use batchbridge_core::JobStatus;
 
 use crate::crd::{BatchJobStatus, Phase, RetryPolicy, RetryReason};
-use crate::reason::{ConditionType, Reason};
+use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::{holds, observed, set_condition};
 
-use super::{ClusterProblem, Spec, retry_backoff};
+use super::{Rules, retry_backoff};
 
 /// Starts attempt `attempt` of the current spec on `cluster`: a clean status that says
 /// Submitted (what placement saw and the moves are kept).
 pub(super) fn start_attempt(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     attempt: u32,
     retries: u32,
@@ -30,7 +30,7 @@ pub(super) fn start_attempt(
         message: Some(format!("submitting attempt {attempt}")),
         attempts: attempt,
         retries,
-        observed_generation: Some(spec.generation),
+        observed_generation: Some(rules.generation),
         conditions,
         cluster: Some(cluster.to_owned()),
         placement: next.placement.take(),
@@ -71,14 +71,14 @@ pub(super) fn with_cluster_used(mut used: Vec<String>, cluster: &str) -> Vec<Str
 /// The attempt ended as `job` reports: its status written, RetryPending when the policy
 /// retries it, else final.
 pub(super) fn end_attempt(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     job: &JobStatus,
     now: SystemTime,
 ) {
     *next = observed(next, job);
     if next.phase == Some(Phase::Failed)
-        && let Some(policy) = spec.retry_policy
+        && let Some(policy) = rules.retry_policy
         && retryable(next, policy)
     {
         next.phase = Some(Phase::RetryPending);

@@ -1,5 +1,5 @@
 //! A BatchJob's lifecycle as one pure step: [`step`] takes the status as written, one
-//! [`Event`] (a reconcile's observation, or a cluster problem) and the time, and returns
+//! [`Finding`] (a reconcile's observation, or a cluster problem) and the time, and returns
 //! the status to write (at most one write per decided change), the [`Effect`]s to perform
 //! and when to look at the job again. What an action brought back (the end of a submit or
 //! of an output collection, [`Done`]; the candidates' answers, [`Placed`]) is stepped by
@@ -25,7 +25,7 @@ use batchbridge_core::placement::{Policy, Seen};
 use batchbridge_core::{Error, ErrorKind, JobId, JobStatus};
 
 use crate::crd::{BatchJobStatus, CleanupPolicy, RetryPolicy, TaskOutput};
-use crate::reason::Reason;
+use crate::reason::{ClusterProblem, Reason};
 
 mod attempt;
 mod events;
@@ -78,19 +78,9 @@ pub const MOVE_MARGIN: Duration = Duration::from_secs(300);
 /// How often, at most, the candidates are asked whether a waiting job should move.
 pub const MOVE_RECHECK: Duration = Duration::from_secs(60);
 
-/// Why a job's cluster cannot be used right now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterProblem {
-    /// Which problem: BatchClusterNotFound, SecretNotFound, SecretMalformed, Unreachable,
-    /// HostKeyMismatch, AuthenticationFailed, UnknownScheduler...
-    pub reason: Reason,
-    /// What is wrong and what to do about it.
-    pub message: String,
-}
-
 /// What of the BatchJob's spec and metadata the lifecycle depends on.
 #[derive(Debug, Clone, Copy)]
-pub struct Spec<'a> {
+pub struct Rules<'a> {
     /// The resource's `metadata.generation`: which spec is current.
     pub generation: i64,
     /// The spec's retry policy.
@@ -140,7 +130,7 @@ pub enum Purpose {
 
 /// What a reconcile found.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event<'a> {
+pub enum Finding<'a> {
     /// The job's cluster is usable; the poller's latest report on `status.jobId`, if it has
     /// one. A spec changed since the last attempt shows here, as a generation the status
     /// has not observed.
@@ -396,22 +386,6 @@ impl<E> Plan<E> {
     }
 }
 
-/// The idempotency key of `attempt` of the resource with UID `uid`.
-///
-/// ```
-/// use batchbridge_operator::decision::attempt_key;
-///
-/// assert_eq!(attempt_key("3f2a9c1e-7b4d", 1), "3f2a9c1e-7b4d");
-/// assert_eq!(attempt_key("3f2a9c1e-7b4d", 3), "3f2a9c1e-7b4d.3");
-/// ```
-pub fn attempt_key(uid: &str, attempt: u32) -> String {
-    if attempt <= 1 {
-        uid.to_owned()
-    } else {
-        format!("{uid}.{attempt}")
-    }
-}
-
 /// How long after a failure retry number `retry` (from 0) is submitted: 10 s, doubling, at
 /// most 5 minutes.
 pub fn retry_backoff(retry: u32) -> Duration {
@@ -427,27 +401,32 @@ pub fn retry_backoff(retry: u32) -> Duration {
 }
 
 /// One step of a job's life: what a reconcile's `event` makes of `status` at `now`.
-pub fn step(spec: &Spec<'_>, status: &BatchJobStatus, event: &Event<'_>, now: SystemTime) -> Step {
+pub fn step(
+    rules: &Rules<'_>,
+    status: &BatchJobStatus,
+    event: &Finding<'_>,
+    now: SystemTime,
+) -> Step {
     let mut next = status.clone();
     let mut plan = Plan::new();
     match event {
-        Event::Observed(observation) => {
-            if !awaits_placement(spec, &next) {
+        Finding::Observed(observation) => {
+            if !awaits_placement(rules, &next) {
                 mark_cluster_ready(&mut next, now);
             }
-            observe(spec, &mut next, *observation, now, &mut plan);
+            observe(rules, &mut next, *observation, now, &mut plan);
         }
-        Event::ClusterProblem(problem) => {
+        Finding::ClusterProblem(problem) => {
             cluster_problem(&mut next, problem, now);
             plan.requeue(CLUSTER_RECHECK);
         }
     }
-    finish(spec, status, next, plan)
+    finish(rules, status, next, plan)
 }
 
 /// What the end of an action on the job's cluster, `done`, makes of `status` at `now`.
 pub fn step_done(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     status: &BatchJobStatus,
     done: &Done<'_>,
     now: SystemTime,
@@ -456,7 +435,7 @@ pub fn step_done(
     let mut plan = Plan::new();
     match done {
         Done::Submit { attempt, outcome } => {
-            submitted(spec, &mut next, *attempt, outcome, now, &mut plan);
+            submitted(rules, &mut next, *attempt, outcome, now, &mut plan);
         }
         Done::Collect {
             outcome,
@@ -466,19 +445,19 @@ pub fn step_done(
                 && next.phase.is_some_and(|phase| !phase.spec_editable())
                 && let Some(id) = next.job_id.as_deref().map(JobId::from)
             {
-                end_attempt(spec, &mut next, job, now);
+                end_attempt(rules, &mut next, job, now);
                 plan.push(ActionEffect::Forget(id));
             }
             collected(&mut next, outcome, now, &mut plan);
         }
     }
-    finish(spec, status, next, plan)
+    finish(rules, status, next, plan)
 }
 
 /// What the candidates' answers, `placed`, make of `status` at `now`: a status and a
 /// requeue, no effect (the reconcile the placement's end wakes submits or cancels).
 pub fn step_placed(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     status: &BatchJobStatus,
     placed: &Placed<'_>,
     now: SystemTime,
@@ -487,23 +466,23 @@ pub fn step_placed(
     let mut plan = Plan::new();
     match placed.purpose {
         Purpose::Attempt { attempt, retries } => {
-            place_attempt(spec, &mut next, (attempt, retries), placed, now, &mut plan);
+            place_attempt(rules, &mut next, (attempt, retries), placed, now, &mut plan);
         }
-        Purpose::Move => consider_move(spec, &mut next, placed.seen, placed.at, now, &mut plan),
+        Purpose::Move => consider_move(rules, &mut next, placed.seen, placed.at, now, &mut plan),
     }
-    finish(spec, status, next, plan)
+    finish(rules, status, next, plan)
 }
 
 /// The step's status, its conditions stamped with the spec's generation, written only
 /// when it changed.
 fn finish<E>(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     status: &BatchJobStatus,
     mut next: BatchJobStatus,
     plan: Plan<E>,
 ) -> Step<E> {
     for c in &mut next.conditions {
-        c.observed_generation = Some(spec.generation);
+        c.observed_generation = Some(rules.generation);
     }
     Step {
         status: (next != *status).then_some(next),

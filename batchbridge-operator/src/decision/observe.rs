@@ -1,22 +1,21 @@
 //! A reconcile with the job's cluster usable: what the poller's report (or none) makes of
-//! each phase.
+//! each phase, a job being moved included.
 
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::{JobId, JobState, JobStatus};
 
-use crate::crd::{BatchJobStatus, Phase};
+use crate::crd::{BatchJobStatus, MoveOutcome, Phase};
 use crate::reason::ConditionType;
 use crate::status::{condition, observed};
 
-use super::attempt::end_attempt;
-use super::attempt::{retry_wait, set_finished, start_attempt};
-use super::placement::{move_wait, moving};
-use super::{Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Spec, Target};
+use super::attempt::{end_attempt, retry_wait, set_finished, start_attempt};
+use super::placement::move_wait;
+use super::{ACTION_RETRY, Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Rules, Target};
 
 /// A reconcile with the cluster usable.
 pub(super) fn observe(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     observation: Option<&JobStatus>,
     now: SystemTime,
@@ -26,11 +25,11 @@ pub(super) fn observe(
     let id = next.job_id.as_deref().map(JobId::from);
     let edited = next
         .observed_generation
-        .is_some_and(|generation| generation != spec.generation);
+        .is_some_and(|generation| generation != rules.generation);
     match (phase, id) {
         (Phase::Pending, _) => {
             let retries = if edited { 0 } else { next.retries };
-            begin_attempt(spec, next, next.attempts + 1, retries, now, plan);
+            begin_attempt(rules, next, next.attempts + 1, retries, now, plan);
         }
         // Stopped between asking the backend and writing its answer: ask again, same key.
         (Phase::Submitted, None) => plan.push(Effect::Submit {
@@ -38,31 +37,31 @@ pub(super) fn observe(
         }),
         (phase, id) if phase.spec_editable() && edited => {
             plan.extend(id.map(Effect::Forget));
-            begin_attempt(spec, next, next.attempts + 1, 0, now, plan);
+            begin_attempt(rules, next, next.attempts + 1, 0, now, plan);
         }
-        (Phase::RetryPending, _) => match (uncollected(spec, next), retry_wait(next, now)) {
+        (Phase::RetryPending, _) => match (uncollected(rules, next), retry_wait(next, now)) {
             // The operator stopped during the collection: the failed attempt's output first.
             (Some(id), _) => plan.push(Effect::Collect { id }),
-            (None, _) => retry(spec, next, now, plan),
+            (None, _) => retry(rules, next, now, plan),
         },
         (phase, id) if phase.is_terminal() => {
             plan.extend(id.map(Effect::Forget));
-            rest(spec, next, now, plan);
+            rest(rules, next, now, plan);
         }
-        (_, Some(id)) if next.moving.is_some() => moving(spec, next, observation, id, now, plan),
+        (_, Some(id)) if next.moving.is_some() => moving(rules, next, observation, id, now, plan),
         (_, Some(id)) => match observation {
             // The end is written with the output, in one write: collect it first (the
             // poller keeps following the job until then).
-            Some(job) if Phase::from(job.state).is_terminal() && spec.keeps_output => {
+            Some(job) if Phase::from(job.state).is_terminal() && rules.keeps_output => {
                 plan.push(Effect::Collect { id });
             }
             Some(job) if Phase::from(job.state).is_terminal() => {
-                end_attempt(spec, next, job, now);
+                end_attempt(rules, next, job, now);
                 plan.push(Effect::Forget(id));
                 if next.phase == Some(Phase::RetryPending) {
-                    retry(spec, next, now, plan);
+                    retry(rules, next, now, plan);
                 } else {
-                    rest(spec, next, now, plan);
+                    rest(rules, next, now, plan);
                 }
             }
             _ => {
@@ -78,7 +77,7 @@ pub(super) fn observe(
                         None => {
                             let started = next.phase != Some(Phase::Running);
                             *next = observed(next, job);
-                            if spec.log_pod && started && next.phase == Some(Phase::Running) {
+                            if rules.log_pod && started && next.phase == Some(Phase::Running) {
                                 plan.push(Effect::ShowOutput(id.clone()));
                             }
                         }
@@ -87,7 +86,7 @@ pub(super) fn observe(
                 set_finished(next, now);
                 plan.push(Effect::Follow(id));
                 let waiting = observation.is_some_and(|job| job.state == JobState::Queued);
-                match move_wait(spec, next, now).filter(|_| waiting) {
+                match move_wait(rules, next, now).filter(|_| waiting) {
                     Some(Duration::ZERO) => {
                         plan.push(Effect::Place(Purpose::Move));
                         plan.requeue(recheck);
@@ -98,7 +97,7 @@ pub(super) fn observe(
             }
         },
         // An active phase without an id is only ever written as Submitted, handled above.
-        (_, None) => begin_attempt(spec, next, next.attempts + 1, 0, now, plan),
+        (_, None) => begin_attempt(rules, next, next.attempts + 1, 0, now, plan),
     }
 }
 
@@ -127,30 +126,30 @@ pub(super) fn held_back(
 
 /// A job in RetryPending: waits out its backoff, then its next attempt starts.
 pub(super) fn retry(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     now: SystemTime,
     plan: &mut Plan<Effect>,
 ) {
     match retry_wait(next, now) {
         Some(wait) => plan.requeue(wait),
-        None => begin_attempt(spec, next, next.attempts + 1, next.retries + 1, now, plan),
+        None => begin_attempt(rules, next, next.attempts + 1, next.retries + 1, now, plan),
     }
 }
 
 /// A job over for good: kept until its ttl expires, if it has one.
 pub(super) fn rest(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &BatchJobStatus,
     now: SystemTime,
     plan: &mut Plan<Effect>,
 ) {
-    if let Some(id) = uncollected(spec, next) {
+    if let Some(id) = uncollected(rules, next) {
         // The operator stopped during the collection.
         plan.push(Effect::Collect { id });
         return;
     }
-    let Some(ttl) = spec.ttl_after_finished else {
+    let Some(ttl) = rules.ttl_after_finished else {
         return;
     };
     let finished = next
@@ -164,27 +163,69 @@ pub(super) fn rest(
 }
 
 /// The ended attempt whose output the policy keeps and that is not collected yet.
-pub(super) fn uncollected(spec: &Spec<'_>, status: &BatchJobStatus) -> Option<JobId> {
+pub(super) fn uncollected(rules: &Rules<'_>, status: &BatchJobStatus) -> Option<JobId> {
     let collected = condition(&status.conditions, ConditionType::OutputCollected).is_some();
-    (spec.keeps_output && !collected)
+    (rules.keeps_output && !collected)
         .then(|| status.job_id.as_deref().map(JobId::from))
         .flatten()
 }
 
 /// Starts attempt `attempt` on the job's fixed cluster, or asks where to place it first.
 pub(super) fn begin_attempt(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     attempt: u32,
     retries: u32,
     now: SystemTime,
     plan: &mut Plan<Effect>,
 ) {
-    match spec.target {
+    match rules.target {
         Target::Fixed(cluster) => {
-            start_attempt(spec, next, attempt, retries, cluster, now);
+            start_attempt(rules, next, attempt, retries, cluster, now);
             plan.push(Effect::Submit { attempt });
         }
         Target::Placed { .. } => plan.push(Effect::Place(Purpose::Attempt { attempt, retries })),
+    }
+}
+
+/// A job being moved, as its cluster's poller reports it: cancelled without having started,
+/// it is submitted to the move's target under its next attempt's key; started or ended
+/// first, it stays (and never moves again); still waiting, it is cancelled again.
+fn moving(
+    rules: &Rules<'_>,
+    next: &mut BatchJobStatus,
+    observation: Option<&JobStatus>,
+    id: JobId,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    let Some(job) = observation else {
+        // The poller has no report yet: nothing is known, nothing is done.
+        plan.push(Effect::Follow(id));
+        plan.requeue(ACTION_RETRY);
+        return;
+    };
+    let Some(mut record) = next.moving.take() else {
+        return;
+    };
+    let phase = Phase::from(job.state);
+    let started = job.started_at.is_some() || next.start_time.is_some();
+    if phase == Phase::Cancelled && !started {
+        record.outcome = MoveOutcome::Moved;
+        let to = record.to.clone();
+        next.moves.push(record);
+        plan.push(Effect::Forget(id));
+        let (attempt, retries) = (next.attempts + 1, next.retries);
+        start_attempt(rules, next, attempt, retries, &to, now);
+        plan.push(Effect::Submit { attempt });
+    } else if started || phase.is_terminal() || matches!(phase, Phase::Running | Phase::Suspended) {
+        record.outcome = MoveOutcome::StartedFirst;
+        next.moves.push(record);
+        observe(rules, next, Some(job), now, plan);
+    } else {
+        next.moving = Some(record);
+        plan.push(Effect::Follow(id.clone()));
+        plan.push(Effect::Withdraw(id));
+        plan.requeue(ACTION_RETRY);
     }
 }

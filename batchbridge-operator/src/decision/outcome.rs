@@ -4,17 +4,17 @@
 use std::time::{Duration, SystemTime};
 
 use crate::crd::{BatchJobStatus, Phase};
-use crate::reason::{ConditionType, Reason};
+use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::{set_condition, time};
 
 use super::attempt::{cluster_problem, set_finished};
 use super::{
-    ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, ClusterProblem, CollectOutcome, Failure, Plan,
-    SUBMIT_AGAIN, Spec, SubmitOutcome, Target,
+    ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, CollectOutcome, Failure, Plan, Rules,
+    SUBMIT_AGAIN, SubmitOutcome, Target,
 };
 
 pub(super) fn submitted(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     attempt: u32,
     outcome: &SubmitOutcome,
@@ -47,11 +47,11 @@ pub(super) fn submitted(
             // for its cluster as if it had never been submitted.
             next.phase = Some(Phase::Pending);
             next.attempts = attempt.saturating_sub(1);
-            if matches!(spec.target, Target::Placed { .. }) {
+            if matches!(rules.target, Target::Placed { .. }) {
                 // Placed again: the next placement sees this cluster unreachable.
                 next.cluster = None;
             }
-            next.observed_generation = (next.attempts > 0).then_some(spec.generation);
+            next.observed_generation = (next.attempts > 0).then_some(rules.generation);
             next.conditions
                 .retain(|c| c.type_ != ConditionType::Submitted.as_str());
             cluster_problem(next, problem, now);

@@ -1,36 +1,33 @@
-//! Placement (spec.placement): where an attempt goes, whether a waiting job moves, and the
-//! steps of a move.
+//! Placement (spec.placement): where an attempt goes, and whether and when a waiting job
+//! moves (a move under way is observed as any job is, in `observe`).
 
 use std::convert::Infallible;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::placement::{Answer, Seen, Skipped, choose};
-use batchbridge_core::{JobId, JobStatus};
 
 use crate::crd::{
     BatchJobStatus, CandidateAnswer, Estimate, Move, MoveOutcome, Phase, PlacementStatus,
 };
-use crate::reason::Reason;
+use crate::reason::{ClusterProblem, Reason};
 use crate::status::time;
 
 use super::attempt::{cluster_problem, start_attempt};
-use super::observe::observe;
 use super::{
-    ACTION_RETRY, CLUSTER_RECHECK, ClusterProblem, Effect, MOVE_MARGIN, MOVE_RECHECK, Placed, Plan,
-    Spec, Target,
+    ACTION_RETRY, CLUSTER_RECHECK, MOVE_MARGIN, MOVE_RECHECK, Placed, Plan, Rules, Target,
 };
 
 /// Whether the job waits for placement to choose its cluster: a placed job not yet
 /// submitted has no cluster whose readiness would mean anything.
-pub(super) fn awaits_placement(spec: &Spec<'_>, status: &BatchJobStatus) -> bool {
-    matches!(spec.target, Target::Placed { .. })
+pub(super) fn awaits_placement(rules: &Rules<'_>, status: &BatchJobStatus) -> bool {
+    matches!(rules.target, Target::Placed { .. })
         && status.phase.unwrap_or(Phase::Pending) == Phase::Pending
 }
 
 /// The candidates answered where to submit `attempt`: it starts on the chosen one, or the
 /// job waits, `ClusterReady` false with reason `NoClusterAvailable`, when none can take it.
 pub(super) fn place_attempt(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     (attempt, retries): (u32, u32),
     &Placed {
@@ -41,7 +38,7 @@ pub(super) fn place_attempt(
 ) {
     // An answer overtaken by another step (the attempt started, the job changed) is old.
     let phase = next.phase.unwrap_or(Phase::Pending);
-    if !matches!(spec.target, Target::Placed { .. })
+    if !matches!(rules.target, Target::Placed { .. })
         || !phase.spec_editable()
         || next.attempts + 1 != attempt
     {
@@ -54,7 +51,7 @@ pub(super) fn place_attempt(
                 time: time(at),
                 candidates,
             });
-            start_attempt(spec, next, attempt, retries, cluster, now);
+            start_attempt(rules, next, attempt, retries, cluster, now);
         }
         None => {
             // The same answers again change nothing: no write every recheck.
@@ -78,17 +75,17 @@ pub(super) fn place_attempt(
 /// cluster promises a clearly earlier start ([`MOVE_MARGIN`]), the move begins
 /// (status.moving, written before anything is cancelled).
 pub(super) fn consider_move(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     seen: &[Seen],
     at: SystemTime,
     now: SystemTime,
     plan: &mut Plan<Infallible>,
 ) {
-    let Target::Placed { policy, .. } = spec.target else {
+    let Target::Placed { policy, .. } = rules.target else {
         return;
     };
-    if next.phase != Some(Phase::Queued) || move_wait(spec, next, now) != Some(Duration::ZERO) {
+    if next.phase != Some(Phase::Queued) || move_wait(rules, next, now) != Some(Duration::ZERO) {
         return;
     }
     let (Some(from), Some(id)) = (next.cluster.clone(), next.job_id.clone()) else {
@@ -125,53 +122,11 @@ pub(super) fn consider_move(
     }
 }
 
-/// A job being moved, as its cluster's poller reports it: cancelled without having started,
-/// it is submitted to the move's target under its next attempt's key; started or ended
-/// first, it stays (and never moves again); still waiting, it is cancelled again.
-pub(super) fn moving(
-    spec: &Spec<'_>,
-    next: &mut BatchJobStatus,
-    observation: Option<&JobStatus>,
-    id: JobId,
-    now: SystemTime,
-    plan: &mut Plan<Effect>,
-) {
-    let Some(job) = observation else {
-        // The poller has no report yet: nothing is known, nothing is done.
-        plan.push(Effect::Follow(id));
-        plan.requeue(ACTION_RETRY);
-        return;
-    };
-    let Some(mut record) = next.moving.take() else {
-        return;
-    };
-    let phase = Phase::from(job.state);
-    let started = job.started_at.is_some() || next.start_time.is_some();
-    if phase == Phase::Cancelled && !started {
-        record.outcome = MoveOutcome::Moved;
-        let to = record.to.clone();
-        next.moves.push(record);
-        plan.push(Effect::Forget(id));
-        let (attempt, retries) = (next.attempts + 1, next.retries);
-        start_attempt(spec, next, attempt, retries, &to, now);
-        plan.push(Effect::Submit { attempt });
-    } else if started || phase.is_terminal() || matches!(phase, Phase::Running | Phase::Suspended) {
-        record.outcome = MoveOutcome::StartedFirst;
-        next.moves.push(record);
-        observe(spec, next, Some(job), now, plan);
-    } else {
-        next.moving = Some(record);
-        plan.push(Effect::Follow(id.clone()));
-        plan.push(Effect::Withdraw(id));
-        plan.requeue(ACTION_RETRY);
-    }
-}
-
 /// How long until the waiting job may be considered for a move (`Some(ZERO)`: now); `None`
 /// when it never moves (no moveAfter, its moves used up, a move under way or given up, or
 /// it started).
 pub(super) fn move_wait(
-    spec: &Spec<'_>,
+    rules: &Rules<'_>,
     status: &BatchJobStatus,
     now: SystemTime,
 ) -> Option<Duration> {
@@ -179,7 +134,7 @@ pub(super) fn move_wait(
         move_after: Some(after),
         max_moves,
         ..
-    } = spec.target
+    } = rules.target
     else {
         return None;
     };

@@ -22,7 +22,7 @@ pub enum Cancel {
 }
 
 /// What to do on deletion, before the finalizer is removed: cancel what may run, then
-/// remove the files of attempts 1 to `remove_files` (each under its [`attempt_key`](super::attempt_key)).
+/// remove the files of attempts 1 to `remove_files` (each under its [`attempt_key`](crate::crd::attempt_key)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Removal {
     /// What to cancel first.

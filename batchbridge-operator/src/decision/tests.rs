@@ -14,8 +14,8 @@ fn now() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
-fn spec() -> Spec<'static> {
-    Spec {
+fn spec() -> Rules<'static> {
+    Rules {
         generation: GENERATION,
         retry_policy: None,
         keeps_output: true,
@@ -111,7 +111,7 @@ fn accepted(ago: u64) -> BatchJobStatus {
     let submitted = step(
         &spec(),
         &BatchJobStatus::default(),
-        &Event::Observed(None),
+        &Finding::Observed(None),
         at,
     )
     .status
@@ -147,12 +147,12 @@ fn waiting(state: JobState, reason: &str) -> JobStatus {
 
 /// What a case steps: a reconcile's event, or what came of an action.
 enum On<'a> {
-    Reconcile(Event<'a>),
+    Reconcile(Finding<'a>),
     Action(Done<'a>),
 }
 
-impl<'a> From<Event<'a>> for On<'a> {
-    fn from(event: Event<'a>) -> Self {
+impl<'a> From<Finding<'a>> for On<'a> {
+    fn from(event: Finding<'a>) -> Self {
         Self::Reconcile(event)
     }
 }
@@ -164,7 +164,7 @@ impl<'a> From<Done<'a>> for On<'a> {
 }
 
 /// The step `on` asks for, its action's effects as the effects they are.
-fn step_on(spec: &Spec<'_>, status: &BatchJobStatus, on: &On<'_>, now: SystemTime) -> Step {
+fn step_on(spec: &Rules<'_>, status: &BatchJobStatus, on: &On<'_>, now: SystemTime) -> Step {
     match on {
         On::Reconcile(event) => step(spec, status, event, now),
         On::Action(done) => {
@@ -209,12 +209,12 @@ fn case(name: &'static str, status: BatchJobStatus, event: impl Into<On<'static>
     }
 }
 
-fn observed(job: JobStatus) -> Event<'static> {
-    Event::Observed(Some(Box::leak(Box::new(job))))
+fn observed(job: JobStatus) -> Finding<'static> {
+    Finding::Observed(Some(Box::leak(Box::new(job))))
 }
 
-fn cluster(reason: Reason) -> Event<'static> {
-    Event::ClusterProblem(Box::leak(Box::new(problem(reason))))
+fn cluster(reason: Reason) -> Finding<'static> {
+    Finding::ClusterProblem(Box::leak(Box::new(problem(reason))))
 }
 
 /// The output collection of an attempt whose end the poller reported as `job`.
@@ -248,7 +248,7 @@ fn submit_failed(failure: Failure) -> Done<'static> {
 
 fn run(case: &Case) -> Step {
     let policy = case.policy.clone().map(|p| &*Box::leak(Box::new(p)));
-    let spec = Spec {
+    let spec = Rules {
         generation: case.generation,
         retry_policy: policy,
         keeps_output: case.keeps_output,
@@ -318,7 +318,7 @@ fn steps() {
             ..case(
                 "a new job is submitted as attempt 1",
                 BatchJobStatus::default(),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -354,7 +354,7 @@ fn steps() {
             ..case(
                 "stopped between submit and the id's write: the same key again",
                 with(at(Phase::Submitted), |s| s.job_id = None),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -365,7 +365,7 @@ fn steps() {
                     s.job_id = None;
                     s.attempts = 3;
                 }),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -436,7 +436,7 @@ fn steps() {
             ..case(
                 "a submitted job is followed",
                 with(at(Phase::Submitted), |s| set_finished(s, now())),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -654,7 +654,7 @@ fn steps() {
             ..case(
                 "a finished job's uncollected output is collected",
                 at(Phase::Succeeded),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -662,7 +662,7 @@ fn steps() {
             ..case(
                 "a collected, succeeded job rests",
                 collected(at(Phase::Succeeded)),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -672,7 +672,7 @@ fn steps() {
             ..case(
                 "editing a succeeded job runs it again",
                 collected(at(Phase::Succeeded)),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -682,7 +682,7 @@ fn steps() {
             ..case(
                 "editing a failed job starts its retries afresh",
                 failed(Phase::Failed, Reason::NonZeroExitCode, 2, 60),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -692,7 +692,7 @@ fn steps() {
             ..case(
                 "editing a job waiting for its retry runs the new spec at once",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -704,7 +704,7 @@ fn steps() {
                 with(at(Phase::Pending), |s| {
                     s.observed_generation = Some(GENERATION)
                 }),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -756,7 +756,7 @@ fn steps() {
             ..case(
                 "a retry is submitted after the backoff",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 60),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -765,7 +765,7 @@ fn steps() {
             ..case(
                 "but not before",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -774,7 +774,7 @@ fn steps() {
             ..case(
                 "the second retry waits twice as long",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 1, 3),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -785,7 +785,7 @@ fn steps() {
                 with(at(Phase::RetryPending), |s| {
                     s.finish_time = Some(time(now() - Duration::from_secs(600)))
                 }),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -851,7 +851,7 @@ fn steps() {
             ..case(
                 "a finished job is looked at again when its ttl expires",
                 collected(at(Phase::Succeeded)),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -860,7 +860,7 @@ fn steps() {
             ..case(
                 "and deleted once it has",
                 collected(at(Phase::Succeeded)),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -869,7 +869,7 @@ fn steps() {
             ..case(
                 "but never before its output was collected",
                 at(Phase::Succeeded),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -879,7 +879,7 @@ fn steps() {
             ..case(
                 "nor while a retry is due",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -890,7 +890,7 @@ fn steps() {
             ..case(
                 "an edited spec runs it again instead",
                 collected(at(Phase::Succeeded)),
-                Event::Observed(None),
+                Finding::Observed(None),
             )
         },
     ];
@@ -942,7 +942,7 @@ fn a_whole_life() {
         max_retries: 1,
         retry_on: vec![RetryReason::NonZeroExitCode],
     };
-    let mut spec = Spec {
+    let mut spec = Rules {
         retry_policy: Some(&policy),
         ttl_after_finished: Some(Duration::from_secs(600)),
         ..spec()
@@ -950,7 +950,7 @@ fn a_whole_life() {
     let mut status = BatchJobStatus::default();
     let clock = std::cell::Cell::new(now());
     // The effects and the requeue of each step.
-    let walk = |spec: &Spec<'_>, status: &mut BatchJobStatus, on: On<'_>, after: u64| {
+    let walk = |spec: &Rules<'_>, status: &mut BatchJobStatus, on: On<'_>, after: u64| {
         clock.set(clock.get() + Duration::from_secs(after));
         let step = step_on(spec, status, &on, clock.get());
         if let Some(next) = step.status {
@@ -966,7 +966,7 @@ fn a_whole_life() {
         walk(
             &spec,
             &mut status,
-            Event::ClusterProblem(&missing).into(),
+            Finding::ClusterProblem(&missing).into(),
             0
         ),
         (vec![], Some(CLUSTER_RECHECK))
@@ -977,7 +977,7 @@ fn a_whole_life() {
     );
     // The Secret is there: attempt 1 is submitted; the login is refused.
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 15),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 15),
         (vec![Submit { attempt: 1 }], None)
     );
     assert_eq!(status.phase, Some(Phase::Submitted));
@@ -1008,7 +1008,7 @@ fn a_whole_life() {
     );
     // Fixed: submitted again as attempt 1, accepted as job 7.
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 15),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 15),
         (vec![Submit { attempt: 1 }], None)
     );
     let accepted = |attempt: u32, id: &str| Done::Submit {
@@ -1028,7 +1028,7 @@ fn a_whole_life() {
         (Some(Phase::Queued), Some("7"), Some(Reason::Queued))
     );
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 1),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 1),
         (vec![Follow(JobId::from("7"))], Some(RECHECK))
     );
     // Queued with a backfill estimate: the first poll says what the acceptance wrote
@@ -1039,7 +1039,12 @@ fn a_whole_life() {
     queued.queue = Some("debug".into());
     let unchanged = status.clone();
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(Some(&queued)).into(), 5),
+        walk(
+            &spec,
+            &mut status,
+            Finding::Observed(Some(&queued)).into(),
+            5
+        ),
         (
             vec![Follow(JobId::from("7"))],
             Some(QUEUE_REPORT_HOLD - Duration::from_secs(6))
@@ -1051,7 +1056,7 @@ fn a_whole_life() {
     walk(
         &spec,
         &mut status,
-        Event::Observed(Some(&queued)).into(),
+        Finding::Observed(Some(&queued)).into(),
         54,
     );
     assert_eq!(status.message.as_deref(), Some("Resources"));
@@ -1071,7 +1076,7 @@ fn a_whole_life() {
     walk(
         &spec,
         &mut status,
-        Event::Observed(Some(&running)).into(),
+        Finding::Observed(Some(&running)).into(),
         5,
     );
     assert_eq!(
@@ -1085,7 +1090,7 @@ fn a_whole_life() {
     let effects = walk(
         &spec,
         &mut status,
-        Event::Observed(Some(&failed)).into(),
+        Finding::Observed(Some(&failed)).into(),
         20,
     );
     assert_eq!(
@@ -1131,12 +1136,12 @@ fn a_whole_life() {
     );
     assert_eq!(status.output_tail.as_deref(), Some("boom\n"));
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 1),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 1),
         (vec![], Some(Duration::from_secs(8)))
     );
     // The backoff passes: attempt 2, retry 1, from a clean status.
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 8),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 8),
         (vec![Submit { attempt: 2 }], None)
     );
     assert_eq!(
@@ -1157,7 +1162,12 @@ fn a_whole_life() {
         Some("attempt 2 submitted as job 8")
     );
     // Fails again: no retry left, Failed for good.
-    let effects = walk(&spec, &mut status, Event::Observed(Some(failed)).into(), 30);
+    let effects = walk(
+        &spec,
+        &mut status,
+        Finding::Observed(Some(failed)).into(),
+        30,
+    );
     assert_eq!(
         effects,
         (
@@ -1183,7 +1193,7 @@ fn a_whole_life() {
     );
     // Edited: the new spec runs as attempt 3, its retries afresh, and succeeds.
     spec.generation += 1;
-    let effects = walk(&spec, &mut status, Event::Observed(None).into(), 60);
+    let effects = walk(&spec, &mut status, Finding::Observed(None).into(), 60);
     assert_eq!(
         effects,
         (vec![Forget(JobId::from("8")), Submit { attempt: 3 }], None)
@@ -1193,7 +1203,7 @@ fn a_whole_life() {
     let mut done = job(JobState::Succeeded).with_exit_code(0);
     done.ended_at = Some(clock.get() + Duration::from_secs(10));
     let done: &'static JobStatus = Box::leak(Box::new(done));
-    walk(&spec, &mut status, Event::Observed(Some(done)).into(), 10);
+    walk(&spec, &mut status, Finding::Observed(Some(done)).into(), 10);
     let quiet = CollectOutcome::Collected {
         tail: None,
         task_outputs: Vec::new(),
@@ -1215,14 +1225,14 @@ fn a_whole_life() {
     assert_eq!(complete.as_deref(), Some("True"));
     // Kept for its ttl, then deleted; deletion removes the files of all three attempts.
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 1),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 1),
         (
             vec![Forget(JobId::from("9"))],
             Some(Duration::from_secs(598))
         )
     );
     assert_eq!(
-        walk(&spec, &mut status, Event::Observed(None).into(), 598),
+        walk(&spec, &mut status, Finding::Observed(None).into(), 598),
         (vec![Forget(JobId::from("9")), Expire], None)
     );
     assert_eq!(
@@ -1242,8 +1252,8 @@ mod placement {
 
     const MOVE_AFTER: Duration = Duration::from_secs(600);
 
-    fn placed_spec(max_moves: u32) -> Spec<'static> {
-        Spec {
+    fn placed_spec(max_moves: u32) -> Rules<'static> {
+        Rules {
             target: Target::Placed {
                 policy: Policy::EarliestStart,
                 move_after: Some(MOVE_AFTER),
@@ -1334,7 +1344,7 @@ mod placement {
     fn a_placed_job_is_placed_before_each_attempt() {
         let spec = placed_spec(1);
         let fresh = BatchJobStatus::default();
-        let step1 = step(&spec, &fresh, &Event::Observed(None), now());
+        let step1 = step(&spec, &fresh, &Finding::Observed(None), now());
         assert_eq!(
             step1.status, None,
             "nothing is written before placement answers"
@@ -1359,7 +1369,7 @@ mod placement {
         );
         assert_eq!(candidates[0].message.as_deref(), Some("connection refused"));
         assert_eq!(
-            step(&spec, &written, &Event::Observed(None), now()).effects,
+            step(&spec, &written, &Finding::Observed(None), now()).effects,
             [Effect::Submit { attempt: 1 }],
             "the reconcile the placement's end wakes submits"
         );
@@ -1390,7 +1400,7 @@ mod placement {
             (Some(Phase::Pending), None, 0)
         );
         assert_eq!(
-            step(&spec, &undone, &Event::Observed(None), now()).effects,
+            step(&spec, &undone, &Finding::Observed(None), now()).effects,
             [Effect::Place(FIRST)]
         );
     }
@@ -1432,7 +1442,7 @@ mod placement {
         };
         assert_eq!(step_placed(&spec, &waiting, &again, later).status, None);
         assert_eq!(
-            step(&spec, &waiting, &Event::Observed(None), later).status,
+            step(&spec, &waiting, &Finding::Observed(None), later).status,
             None
         );
     }
@@ -1538,7 +1548,7 @@ mod placement {
     type MoveCase = (
         &'static str,
         BatchJobStatus,
-        Event<'static>,
+        Finding<'static>,
         Option<Moved>,
         Vec<Effect>,
         Option<Duration>,
@@ -1562,7 +1572,7 @@ mod placement {
         #[rustfmt::skip]
         let cases: Vec<MoveCase> = vec![
             ("restart before the cancel: cancelled again", moving_to_b(700), observed(waiting_job()), None, vec![Follow(id()), Withdraw(id())], Some(ACTION_RETRY)),
-            ("no report yet: nothing done", moving_to_b(700), Event::Observed(None), None, vec![Follow(id())], Some(ACTION_RETRY)),
+            ("no report yet: nothing done", moving_to_b(700), Finding::Observed(None), None, vec![Follow(id())], Some(ACTION_RETRY)),
             ("confirmed cancelled, never started: submitted to b as attempt 2", moving_to_b(700), observed(cancelled(false)),
                 Some((Some(Phase::Submitted), Some("b".into()), 2, false, vec![MoveOutcome::Moved])), vec![Forget(id()), Submit { attempt: 2 }], None),
             ("started before the cancel took: kept, never moves again", moving_to_b(700), observed(job(JobState::Running)),
@@ -1574,7 +1584,7 @@ mod placement {
             ("restart after the move was written: the same key submitted to b", with(at(Phase::Submitted), |s| {
                     s.job_id = None; s.attempts = 2; s.cluster = Some("b".into());
                     s.moves = vec![Move { from: "a".into(), to: "b".into(), job_id: "42".into(), time: time(now()), outcome: MoveOutcome::Moved }];
-                }), Event::Observed(None), None, vec![Submit { attempt: 2 }], None),
+                }), Finding::Observed(None), None, vec![Submit { attempt: 2 }], None),
             ("moves used up: waits where it is", with(queued_on_a(7000), |s| {
                     s.moves = vec![Move { from: "b".into(), to: "a".into(), job_id: "7".into(), time: time(now()), outcome: MoveOutcome::Moved }];
                 }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::Moved])), vec![Follow(id())], Some(RECHECK)),
