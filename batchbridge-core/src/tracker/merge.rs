@@ -20,9 +20,9 @@ use std::time::SystemTime;
 
 use crate::backend::JobId;
 use crate::events::{EventKind, NATIVE_STATE_EVENT};
-use crate::wrapper::{NOT_STARTED_EXIT_CODE, TaskEnd};
 use crate::spec::MAX_ARRAY_TASKS;
 use crate::state::{JobState, JobStatus};
+use crate::wrapper::{NOT_STARTED_EXIT_CODE, TaskEnd};
 
 /// The highest exit code that can only be the script's own `exit`: a shell reports a
 /// script ended by signal N as 128 + N.
