@@ -1,8 +1,8 @@
 # The local backend's job wrapper, run as `bash -c "$WRAPPER" bash JOB_DIR SLOTS_DIR CAPACITY
 # TASKS MAX_PARALLEL CPUS WORKING_DIR` in a process group of its own, with `enter_working_dir`
-# (batchbridge_core::remote::ENTER_WORKING_DIR), `job_event` (JOB_EVENT: each task's start
+# (batchbridge_core::wrapper::ENTER_WORKING_DIR), `job_event` (JOB_EVENT: each task's start
 # and exit code as an event file) and core's exit codes filled in by
-# batchbridge_core::remote::render_script. Every value arrives as a positional parameter,
+# batchbridge_core::wrapper::render_script. Every value arrives as a positional parameter,
 # never as code. It outlives the program that started it; all state
 # is in files.
 @ENTER_WORKING_DIR@

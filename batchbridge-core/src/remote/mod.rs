@@ -1,6 +1,7 @@
-//! Backends that drive a scheduler's command-line tools over a [`Shell`](crate::shell::Shell): the shared
-//! skeleton, the job directories they keep on the cluster, and the remote commands that
-//! create and read them. SLURM, HTCondor and the at example are built on it.
+//! Backends that drive a scheduler's command-line tools over a
+//! [`Shell`](crate::shell::Shell): the shared skeleton, the job directories they keep on
+//! the cluster, and the remote commands that create and read them. SLURM, HTCondor, PBS
+//! and the at example are built on it.
 //!
 //! # Writing a command-line backend
 //!
@@ -8,11 +9,13 @@
 //! impl: implement [`CliScheduler`] (render the submit, find a key's job in the
 //! scheduler's own records, ask about many jobs at once and parse the answer, the cancel
 //! and version commands, the words that make a failure temporary), and
-//! [`RemoteBackend<YourScheduler>`](RemoteBackend) is the [`BatchBackend`](crate::BatchBackend). It brings
-//! the rest, the same for every scheduler:
+//! [`RemoteBackend<YourScheduler>`](RemoteBackend) is the
+//! [`BatchBackend`](crate::BatchBackend). It brings the rest, the same for every
+//! scheduler:
 //!
-//! - validation ([`JobSpec::validate`](crate::JobSpec::validate), [`Capabilities::check`](crate::Capabilities::check),
-//!   then [`CliScheduler::check`]) before anything is sent;
+//! - validation ([`JobSpec::validate`](crate::JobSpec::validate),
+//!   [`Capabilities::check`](crate::Capabilities::check), then [`CliScheduler::check`])
+//!   before anything is sent;
 //! - the idempotent submit: one remote command that claims `WORK/jobs/KEY` with an atomic
 //!   `mkdir`, writes the script, `env.sh`, `tasks` and the scheduler's files, runs its
 //!   command and records the id it prints, so a key never makes two jobs; a second submit
@@ -47,8 +50,8 @@
 //!
 //! A backend whose job wrapper records how each task ended, `exit N` or `signal N` in
 //! `task-N.exit` (written to a temporary name and renamed), and whose cancel leaves a
-//! `cancel-requested` file, reads both for any number of jobs with one [`JobDirs::job_files`]: the
-//! end of a job its scheduler has forgotten.
+//! `cancel-requested` file, reads both for any number of jobs with one
+//! [`JobDirs::job_files`]: the end of a job its scheduler has forgotten.
 //!
 //! They, and the job's event files, stay until [`JobDirs::cleanup`] removes them, once the
 //! job has ended.

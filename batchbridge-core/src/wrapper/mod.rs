@@ -2,13 +2,16 @@
 //! leaves in its job directory, and what reads it back. The local backend's wrapper and
 //! every command-line backend's ([`crate::remote`]) keep it, so this module depends on
 //! neither: [`render_script`] fills in the shell functions and exit codes every wrapper
-//! shares, [`job_wrapper`] a template's per-job values, [`TaskEnd`] and [`JobFiles`] read
-//! how tasks ended, [`WrapperEvents`] follows the events wrappers record, and
-//! [`job_number`] is what a job id must look like to reach a path or a command line.
+//! shares, [`job_wrapper`] a template's per-job values, [`BatchJobWrapper`] is the one
+//! wrapper batch schedulers (SLURM, PBS) run, [`TaskEnd`] and [`JobFiles`] read how tasks
+//! ended (and [`JobFiles::overrule`] puts that over a scheduler's answer),
+//! [`WrapperEvents`] follows the events wrappers record, and [`job_number`] is what a job
+//! id must look like to reach a path or a command line.
 //!
 //! The job wrapper is the script the scheduler runs for each task (`job.sh` among
-//! [`SubmitCommand::files`](crate::remote::SubmitCommand::files), or SLURM's batch script); it is the backend's, and
-//! [`RemoteBackend`](crate::remote::RemoteBackend) reads what it leaves. In the job directory `WORK/jobs/KEY` (`DIR`):
+//! [`SubmitCommand::files`](crate::remote::SubmitCommand::files), or SLURM's batch
+//! script); it is the backend's, and [`RemoteBackend`](crate::remote::RemoteBackend) reads
+//! what it leaves. In the job directory `WORK/jobs/KEY` (`DIR`):
 //!
 //! | file | written by | what it holds, and who reads it |
 //! | --- | --- | --- |
@@ -29,8 +32,9 @@
 //! [`JOB_EVENT`]) and the exit codes (`@NOT_STARTED@` and the other `*_EXIT_CODE`s); a
 //! wrapper that a batch scheduler runs with the spec's values written in goes through
 //! [`job_wrapper`], which adds `@KEY@`, `@DIR@`, `@WORKDIR@`, `@RUNNER@` and
-//! `@RUNNER_ARGS@` (the container runtime). [`CliScheduler`](crate::remote::CliScheduler)'s example is a whole wrapper
-//! of ten lines that keeps this protocol.
+//! `@RUNNER_ARGS@` (the container runtime).
+//! [`CliScheduler`](crate::remote::CliScheduler)'s example is a whole wrapper of ten lines
+//! that keeps this protocol.
 
 mod events;
 mod job_number;
