@@ -1367,8 +1367,27 @@ fn the_chart_switches_add_what_they_name() {
     );
 }
 
+/// promtool's output for `args`, run in `dir`; panics unless it succeeds.
+fn promtool(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|err| {
+            panic!("promtool: {err} (apt-get install prometheus, as .ci/run does)")
+        });
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "promtool {args:?}: {said}");
+    said
+}
+
 /// The PrometheusRule's alerts: `promtool check rules` (Debian's `prometheus` package;
-/// .ci/run installs it) accepts its groups, and every metric an expression names is one the
+/// .ci/run installs it) accepts its groups, `promtool test rules` shows them firing when and
+/// as they should, and every metric an expression names is one the
 /// operator exports (a `# TYPE` line of its /metrics text once the calls that count it ran).
 fn check_alerts(rule_spec: &Value) {
     let alerts: Vec<&str> = rule_spec["groups"]
@@ -1387,19 +1406,64 @@ fn check_alerts(rule_spec: &Value) {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("rules.json");
-    std::fs::write(&file, serde_json::to_string(rule_spec).unwrap()).unwrap();
-    let mut promtool = Command::new("promtool");
-    promtool.args(["check", "rules"]).arg(&file);
-    let output = promtool.output().unwrap_or_else(|err| {
-        panic!("promtool: {err} (apt-get install prometheus, as .ci/run does)")
-    });
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && said.contains("SUCCESS: 2 rules found"),
-        "promtool check rules: {said}{}",
-        String::from_utf8_lossy(&output.stderr)
+    std::fs::write(
+        dir.path().join("rules.json"),
+        serde_json::to_string(rule_spec).unwrap(),
+    )
+    .unwrap();
+    let said = promtool(dir.path(), &["check", "rules", "rules.json"]);
+    assert!(said.contains("SUCCESS: 2 rules found"), "{said}");
+
+    // And they fire when they should, with the words they should: half of cluster hpc's
+    // submits fail (fires once pending 15 minutes), a tenth of cluster fine's do not; the
+    // BatchJob controller's reconciles fail every minute, the BatchCluster one's do not.
+    let scraped = r#"instance="10.0.0.1:8080",pod="operator-1""#;
+    let series = |name: &str, labels: &str, per_minute: u32| json!({"series": format!("{name}{{{labels},{scraped}}}"), "values": format!("0+{per_minute}x60")});
+    let (hpc, fine) = (
+        r#"namespace="research",cluster="hpc""#,
+        r#"namespace="research",cluster="fine""#,
     );
+    let ratio_alert = json!({
+        "exp_labels": {"severity": "warning", "namespace": "research", "cluster": "hpc"},
+        "exp_annotations": {
+            "summary": "batchbridge submits to a cluster are failing",
+            "description": "50% of the submits to the cluster this alert's labels name failed \
+                over the last 15 minutes. kubectl describe on its BatchCluster and its failed \
+                BatchJobs says why.",
+        },
+    });
+    let reconcile_alert = json!({
+        "exp_labels": {"severity": "warning", "controller": "BatchJob", "reason": "Kube"},
+        "exp_annotations": {
+            "summary": "batchbridge BatchJob reconciles are failing (Kube)",
+            "description": "Reconciles of the BatchJob controller have failed with Kube for 15 \
+                minutes. The operator's log and the objects' Events say which and why.",
+        },
+    });
+    let tests = json!({
+        "rule_files": ["rules.json"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                series("batchbridge_submits_total", hpc, 10),
+                series("batchbridge_submit_failures_total", hpc, 5),
+                series("batchbridge_submits_total", fine, 10),
+                series("batchbridge_submit_failures_total", fine, 1),
+                series("batchbridge_reconcile_errors_total", r#"controller="BatchJob",reason="Kube""#, 1),
+                series("batchbridge_reconcile_errors_total", r#"controller="BatchCluster",reason="Kube""#, 0),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "10m", "alertname": "BatchbridgeSubmitFailureRatioHigh"},
+                {"eval_time": "10m", "alertname": "BatchbridgeReconcileErrors"},
+                {"eval_time": "30m", "alertname": "BatchbridgeSubmitFailureRatioHigh", "exp_alerts": [ratio_alert]},
+                {"eval_time": "30m", "alertname": "BatchbridgeReconcileErrors", "exp_alerts": [reconcile_alert]},
+            ],
+        }],
+    });
+    std::fs::write(dir.path().join("tests.json"), tests.to_string()).unwrap();
+    let said = promtool(dir.path(), &["test", "rules", "tests.json"]);
+    assert!(said.contains("SUCCESS"), "{said}");
 
     // Every family the operator registers shows in /metrics once it has a sample: record
     // one of each the alerts use, through the calls the controllers make.
