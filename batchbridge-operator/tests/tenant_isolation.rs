@@ -40,7 +40,9 @@ fn chart_env(sets: &[&str]) -> Vec<(String, String)> {
         .env("HELM_DATA_HOME", home.path().join("data"))
         .args(["template", "batchbridge-operator"])
         .arg(&chart)
-        .args(["--namespace", "batchbridge-system"]);
+        .args(["--namespace", "batchbridge-system"])
+        // The chart has no default image (no registry publishes one).
+        .args(["--set", "image.repository=batchbridge-operator"]);
     for set in sets {
         command.args(["--set", set]);
     }
