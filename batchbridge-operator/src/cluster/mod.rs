@@ -300,10 +300,13 @@ impl Clusters {
         let namespace = cluster.namespace().unwrap_or_default();
         let key = ObjectRef::from(cluster);
         // Before any request: a name the CRD now refuses may be a path or a query.
-        crate::crd::names::check_cluster(&cluster.spec).map_err(|message| ClusterProblem {
-            reason: Reason::SpecInvalid,
-            message,
-        })?;
+        cluster
+            .spec
+            .check_names()
+            .map_err(|message| ClusterProblem {
+                reason: Reason::SpecInvalid,
+                message,
+            })?;
         let secret = match &cluster.spec.secret_ref {
             Some(reference) => Api::<Secret>::namespaced(self.client.clone(), &namespace)
                 .get_opt(&reference.name)

@@ -23,7 +23,6 @@ use kube::runtime::reflector::ObjectRef;
 use super::actions::ActionKind;
 use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
-use crate::crd::names::check_job;
 use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
 use crate::decision::{
     self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, CollectOutcome, Done, Effect,
@@ -100,7 +99,7 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Action, Reconci
     let namespace = job.namespace().unwrap_or_default();
     let status = job.status.clone().unwrap_or_default();
     // A name the CRD now refuses, in a job stored before it did, is never looked up.
-    let invalid = check_job(&job.spec).err().map(|message| ClusterProblem {
+    let invalid = job.spec.check_names().err().map(|message| ClusterProblem {
         reason: Reason::SpecInvalid,
         message,
     });

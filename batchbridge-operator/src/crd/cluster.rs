@@ -13,7 +13,10 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
-use super::names::{DNS_SUBDOMAIN, HOST, USER};
+use super::names::{
+    DNS_SUBDOMAIN, HOST, HOST_RULE, SUBDOMAIN_RULE, USER, USER_RULE, is_dns_subdomain, is_host,
+    is_user, refused,
+};
 
 /// The desired state of a BatchCluster: which scheduler, where it is, and the credentials
 /// and defaults to use with it.
@@ -246,6 +249,27 @@ pub struct SecretReference {
     /// letters, digits, '-' and '.').
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     pub name: String,
+}
+
+impl BatchClusterSpec {
+    /// What is wrong with the names and addresses of this spec, if anything: one line a
+    /// tenant can act on, naming the field and the rule (never the operator's identity).
+    pub fn check_names(&self) -> Result<(), String> {
+        if let Some(secret) = &self.secret_ref
+            && !is_dns_subdomain(&secret.name)
+        {
+            return Err(refused("spec.secretRef.name", &secret.name, SUBDOMAIN_RULE));
+        }
+        if let Some(ssh) = &self.ssh {
+            if !is_host(&ssh.host) {
+                return Err(refused("spec.ssh.host", &ssh.host, HOST_RULE));
+            }
+            if !is_user(&ssh.user) {
+                return Err(refused("spec.ssh.user", &ssh.user, USER_RULE));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Defaults the cluster applies to jobs that do not choose.

@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::DURATION_OF_AT_LEAST_1S;
-use super::names::DNS_SUBDOMAIN;
+use super::names::{
+    DNS_SUBDOMAIN, LABEL_RULE, SUBDOMAIN_RULE, is_dns_label, is_dns_subdomain, refused,
+};
 use super::placement::{Move, Placement, PlacementStatus};
 // `Reason` alone is kube's CEL validation reason, which the derives bring into scope.
 use crate::reason::Reason as StatusReason;
@@ -129,6 +131,22 @@ const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.sta
 const SPEC_FROZEN_MESSAGE: &str = "'spec cannot change while the job is ' + oldSelf.status.phase + ': wait until it finishes, or delete it (which cancels it)'";
 
 impl BatchJobSpec {
+    /// What is wrong with the names this spec refers to, if anything (see
+    /// [`BatchClusterSpec::check_names`](super::BatchClusterSpec::check_names)).
+    pub fn check_names(&self) -> Result<(), String> {
+        if let Some(name) = self.fixed_cluster()
+            && !is_dns_subdomain(name)
+        {
+            return Err(refused("spec.clusterRef.name", name, SUBDOMAIN_RULE));
+        }
+        if let Some(placement) = &self.placement
+            && let Some(name) = placement.clusters.iter().find(|name| !is_dns_label(name))
+        {
+            return Err(refused("spec.placement.clusters", name, LABEL_RULE));
+        }
+        Ok(())
+    }
+
     /// The BatchCluster the job is bound to by spec.clusterRef, if it names one.
     pub fn fixed_cluster(&self) -> Option<&str> {
         self.cluster_ref

@@ -1,16 +1,18 @@
 //! The shapes of the names and addresses a tenant writes, checked twice: by the API server
 //! (the CRDs carry these patterns) and by the operator before it uses one
-//! ([`check_cluster`], [`check_job`]), for objects stored before the CRD checked them. A
-//! name that reaches a request path or a command line must be one Kubernetes or ssh
-//! cannot misread: `../other-namespace/secrets/x` would be a path, `login?x=1` a query,
-//! `-oProxyCommand=…` an option.
+//! ([`BatchClusterSpec::check_names`], [`BatchJobSpec::check_names`], built from the rules
+//! here), for objects stored before the CRD checked them. A name that reaches a request
+//! path or a command line must be one Kubernetes or ssh cannot misread:
+//! `../other-namespace/secrets/x` would be a path, `login?x=1` a query, `-oProxyCommand=…`
+//! an option.
 //!
 //! Also the names the operator derives from a BatchJob's ([`derived_name`]): a BatchJob
 //! name may have 253 characters, so `NAME-output` may not fit, and a label value (63) never
 //! holds every name; the objects a job owns are labelled with its UID instead
 //! ([`JOB_UID_LABEL`]).
-
-use crate::crd::{BatchClusterSpec, BatchJobSpec};
+//!
+//! [`BatchClusterSpec::check_names`]: super::BatchClusterSpec::check_names
+//! [`BatchJobSpec::check_names`]: super::BatchJobSpec::check_names
 
 /// A DNS subdomain (RFC 1123), what Kubernetes requires of most object names, Secrets,
 /// ConfigMaps and custom resources among them: at most 253 lowercase letters, digits, '-'
@@ -136,52 +138,17 @@ fn fnv1a(text: &str) -> u64 {
     })
 }
 
-/// What is wrong with the names and addresses of a BatchCluster's spec, if anything: one
-/// line a tenant can act on, naming the field and the rule (never the operator's identity).
-pub fn check_cluster(spec: &BatchClusterSpec) -> Result<(), String> {
-    if let Some(secret) = &spec.secret_ref
-        && !is_dns_subdomain(&secret.name)
-    {
-        return Err(refused("spec.secretRef.name", &secret.name, SUBDOMAIN_RULE));
-    }
-    if let Some(ssh) = &spec.ssh {
-        if !is_host(&ssh.host) {
-            return Err(refused("spec.ssh.host", &ssh.host, HOST_RULE));
-        }
-        if !is_user(&ssh.user) {
-            return Err(refused("spec.ssh.user", &ssh.user, USER_RULE));
-        }
-    }
-    Ok(())
-}
-
-/// What is wrong with the names a BatchJob's spec refers to, if anything (see
-/// [`check_cluster`]).
-pub fn check_job(spec: &BatchJobSpec) -> Result<(), String> {
-    if let Some(name) = spec.fixed_cluster()
-        && !is_dns_subdomain(name)
-    {
-        return Err(refused("spec.clusterRef.name", name, SUBDOMAIN_RULE));
-    }
-    if let Some(placement) = &spec.placement
-        && let Some(name) = placement.clusters.iter().find(|name| !is_dns_label(name))
-    {
-        return Err(refused("spec.placement.clusters", name, LABEL_RULE));
-    }
-    Ok(())
-}
-
-const SUBDOMAIN_RULE: &str = "a name is at most 253 lowercase letters, digits, '-' and '.', \
+pub(super) const SUBDOMAIN_RULE: &str = "a name is at most 253 lowercase letters, digits, '-' and '.', \
                               each '.'-separated part starting and ending with a letter or digit";
-const LABEL_RULE: &str = "a candidate's name is at most 63 lowercase letters, digits and '-', \
+pub(super) const LABEL_RULE: &str = "a candidate's name is at most 63 lowercase letters, digits and '-', \
                           starting and ending with a letter or digit";
-const HOST_RULE: &str =
+pub(super) const HOST_RULE: &str =
     "a host is a DNS name or an IPv4 or IPv6 address, and never starts with '-'";
-const USER_RULE: &str =
+pub(super) const USER_RULE: &str =
     "a user is at most 64 letters, digits, '.', '_' and '-', and never starts with '-'";
 
 /// The message for `value` of `field` breaking `rule`, quoting at most 64 characters of it.
-fn refused(field: &str, value: &str, rule: &str) -> String {
+pub(super) fn refused(field: &str, value: &str, rule: &str) -> String {
     let shown: String = value.chars().take(64).collect();
     let more = if shown.len() < value.len() { "…" } else { "" };
     format!(
@@ -193,6 +160,7 @@ fn refused(field: &str, value: &str, rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::{BatchClusterSpec, BatchJobSpec};
 
     #[test]
     fn names_are_checked_as_kubernetes_checks_them() {
@@ -360,7 +328,7 @@ mod tests {
             "knownHosts": "login ssh-ed25519 AAAA",
         }))
         .unwrap_or_else(|err| panic!("{err}"));
-        let message = check_cluster(&cluster).err().unwrap_or_default();
+        let message = cluster.check_names().err().unwrap_or_default();
         assert!(
             message.starts_with(
                 "spec.secretRef.name \"../../acc-t2/secrets/t2-secret\" is not valid: a name is"
@@ -377,7 +345,7 @@ mod tests {
             if let Some(slot) = ssh {
                 *slot = value.to_owned();
             }
-            check_cluster(&spec)
+            spec.check_names()
         };
         assert_eq!(with("host", "login"), Ok(()));
         assert!(with("host", "-oProxyCommand=x").is_err_and(|m| m.starts_with("spec.ssh.host")));
@@ -391,7 +359,7 @@ mod tests {
         }))
         .unwrap_or_else(|err| panic!("{err}"));
         assert!(
-            check_job(&job)
+            job.check_names()
                 .is_err_and(|m| m.starts_with("spec.clusterRef.name \"login?x=1#frag\""))
         );
         let placed: BatchJobSpec = serde_json::from_value(serde_json::json!({
@@ -400,7 +368,9 @@ mod tests {
         }))
         .unwrap_or_else(|err| panic!("{err}"));
         assert!(
-            check_job(&placed).is_err_and(|m| m.starts_with("spec.placement.clusters \"a.b\""))
+            placed
+                .check_names()
+                .is_err_and(|m| m.starts_with("spec.placement.clusters \"a.b\""))
         );
     }
 }
