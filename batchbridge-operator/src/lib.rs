@@ -1,16 +1,18 @@
 //! The batchbridge Kubernetes operator: `BatchJob` and `BatchCluster` custom resources
 //! reconciled onto any `BatchBackend`.
 //!
-//! A `BatchCluster` names a batch system (SLURM, HTCondor, the local backend or a custom
-//! one) and how to reach it over SSH; a `BatchJob` is a script to run there. Both live in
-//! the API group `batchbridge.dev`, version `v1alpha1`, and are namespaced: a job uses a
-//! cluster, and the cluster a Secret, of its own namespace.
+//! A `BatchCluster` names a batch system (SLURM, HTCondor, PBS, the local backend or a
+//! custom one) and how to reach it over SSH; a `BatchJob` is a script to run there. Both
+//! live in the API group `batchbridge.dev`, version `v1alpha1`, and are namespaced: a job
+//! uses a cluster, and the cluster a Secret, of its own namespace.
 //!
 //! - [`crd`]: the resource types and their CRDs; the `crdgen` binary prints them as YAML, or
 //!   writes them to `deploy/crds/` with `--write`.
 //! - [`decision`] and [`status`]: the lifecycle as one pure step ([`decision::step`]) and
-//!   the status mapping; [`reason`]: the reasons and condition types they write.
-//! - [`cluster`]: one connection (backend, SSH connection, poller) per BatchCluster.
+//!   the status mapping; [`reason`]: the reasons and condition types they write, and why a
+//!   cluster cannot be used.
+//! - [`cluster`]: one connection (backend, SSH connection, poller) per BatchCluster; its
+//!   [`registry`](cluster::registry) is the one place that names the built-in backends.
 //! - [`controller`]: the kube glue; [`Operator`] runs both controllers.
 //! - [`output`]: what is kept of a finished job's output, and the log pods' `fetch-output`
 //!   mode.

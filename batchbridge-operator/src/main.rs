@@ -141,7 +141,8 @@ async fn fetch_output() -> ExitCode {
 
 /// The kernel's host name (a pod's name), for a replica's identity without `POD_NAME`.
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .unwrap_or_else(|_| format!("batchbridge-operator-{}", std::process::id()))
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_else(|| format!("batchbridge-operator-{}", std::process::id()))
 }

@@ -72,7 +72,9 @@ fn moved_less_than(at: SystemTime, written: &Time, slack: Duration) -> bool {
     moved < slack
 }
 
-/// How long a job ran from `start` to `finish`, in whole seconds as `2h3m4s`, `1m5s`, `5s`.
+/// How long a job ran from `start` to `finish`, in whole seconds as `2h3m4s`, `1m5s`, `5s`:
+/// humantime's units without its spaces, as kubectl prints ages, so the printer column
+/// stays one word. From a day on the days are counted apart (`1day2h3m4s`).
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -81,18 +83,17 @@ fn moved_less_than(at: SystemTime, written: &Time, slack: Duration) -> bool {
 /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
 /// let took = |secs| run_time(&time(start), &time(start + Duration::from_secs(secs)));
 /// assert_eq!((took(5), took(65), took(7384)), ("5s".into(), "1m5s".into(), "2h3m4s".into()));
+/// assert_eq!((took(0), took(93784)), ("0s".into(), "1day2h3m4s".into()));
 /// ```
 pub fn run_time(start: &Time, finish: &Time) -> String {
-    let secs = SystemTime::from(finish.0)
+    let ran = SystemTime::from(finish.0)
         .duration_since(SystemTime::from(start.0))
-        .unwrap_or_default()
-        .as_secs();
-    let (hours, minutes, seconds) = (secs / 3600, secs / 60 % 60, secs % 60);
-    match (hours, minutes) {
-        (0, 0) => format!("{seconds}s"),
-        (0, _) => format!("{minutes}m{seconds}s"),
-        _ => format!("{hours}h{minutes}m{seconds}s"),
-    }
+        .unwrap_or_default();
+    // Whole seconds: the times are written to the second.
+    let seconds = Duration::from_secs(ran.as_secs());
+    humantime::format_duration(seconds)
+        .to_string()
+        .replace(' ', "")
 }
 
 /// The status's `reason` and `message` for what the backend reports. A failed job's
