@@ -1282,24 +1282,26 @@ fn a_cancelled_job_shows_one_exit_status_everywhere() {
     let user = User::new();
     let long = user.script("long.sh", "sleep 300\n");
     let long = long.to_str().unwrap();
-    let array = user.submit(&["-c", "local", "--array", "3%2", long]);
     let quick = user.script("quick.sh", "true\n");
     let done = user.submit(&["-c", "local", "--wait", quick.to_str().unwrap()]);
     assert_eq!(exit_shown(&user, &done), ("0".to_owned(), "0".to_owned()));
-    let jobs: Vec<String> = ["local", "slurm", "condor", "pbs"]
-        .iter()
-        .map(|cluster| user.submit(&["-c", cluster, long]))
-        .collect();
+    // Cancelled before the other jobs start: the local cluster runs a task a CPU.
+    let array = user.submit(&["-c", "local", "--array", "2", long]);
     user.wait_state(&array, "Running");
     assert_eq!(
         exit_shown(&user, &array),
         (String::new(), String::new()),
         "a running array"
     );
+    assert_eq!(code(&user.run(&["cancel", &array])), 0);
+    let jobs: Vec<String> = ["local", "slurm", "condor", "pbs"]
+        .iter()
+        .map(|cluster| user.submit(&["-c", cluster, long]))
+        .collect();
     for job in &jobs {
         user.wait_state(job, "Running");
     }
-    let mut cancel = vec!["cancel", array.as_str()];
+    let mut cancel = vec!["cancel"];
     cancel.extend(jobs.iter().map(String::as_str));
     assert_eq!(code(&user.run(&cancel)), 0);
     let mut wait = vec!["wait", "--timeout", "2m"];
