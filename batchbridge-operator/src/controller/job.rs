@@ -378,8 +378,8 @@ async fn collect(
 }
 
 /// Asks the job's candidates (spec.placement) through the operator's [`Placer`] and feeds
-/// what they answered back to [`step`]. A candidate whose BatchCluster or Secret cannot be
-/// used, or whose polls fail, is skipped as unreachable without being asked.
+/// what they answered back to [`step_placed`]. A candidate whose BatchCluster or Secret
+/// cannot be used, or whose polls fail, is skipped as unreachable without being asked.
 ///
 /// [`Placer`]: batchbridge_core::placement::Placer
 async fn place(

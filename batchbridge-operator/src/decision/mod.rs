@@ -6,8 +6,11 @@
 //! [`step_done`] and [`step_placed`], whose effects ([`ActionEffect`]; none for a
 //! placement) are only those an action may perform: the reconcile its end wakes decides
 //! the rest. The kube glue (`controller::job`) performs the effects and feeds their
-//! results back as events; it decides nothing itself. Every rule is tested here, in tables, and one test walks a whole
-//! life. ARCHITECTURE.md draws the event and effect tables.
+//! results back; it decides nothing itself. The rules live in `observe` (a reconcile),
+//! `outcome` (an action's end), `placement`, `attempt` (what starting, ending and retrying
+//! an attempt write), `removal` (the deletion) and `events` (the Events a status change is
+//! worth). Every rule is tested in tables, beside it or in `tests.rs`,
+//! where one test walks a whole life. ARCHITECTURE.md draws the event and effect tables.
 //!
 //! A job moves through attempts. Each attempt is submitted under its own idempotency key
 //! (the resource's UID, then `UID.N` for attempt N > 1), and the status says `Submitted`
