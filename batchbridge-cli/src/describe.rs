@@ -108,7 +108,13 @@ mod tests {
 
     /// A case: what it is, the state, exit code and signal a backend reported, and the EXIT
     /// column shown.
-    type Case = (&'static str, JobState, Option<i32>, Option<i32>, &'static str);
+    type Case = (
+        &'static str,
+        JobState,
+        Option<i32>,
+        Option<i32>,
+        &'static str,
+    );
 
     /// Each backend's report of a job, as it came before this rule, and what is shown: the
     /// column, and the JSON's exit code and signal (the same by construction, checked).

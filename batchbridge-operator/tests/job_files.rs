@@ -267,7 +267,9 @@ async fn deleting_a_job_removes_its_files_from_every_cluster_it_ran_on() {
     )
     .await;
     let (key, _) = finished(&bed, "rerun").await;
-    let pool_work = batchbridge_htcondor::HtcondorConfig::default().work.work_dir;
+    let pool_work = batchbridge_htcondor::HtcondorConfig::default()
+        .work
+        .work_dir;
     let on_pool = || async {
         let shell = batchbridge_testbed::htcondor_shell();
         let found = shell

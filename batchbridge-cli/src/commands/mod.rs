@@ -8,6 +8,7 @@ mod context;
 mod forget;
 mod logs;
 mod run;
+mod sent;
 mod status;
 mod submit;
 mod wait;

@@ -4,7 +4,7 @@
 use batchbridge_core::{JobId, JobState};
 
 use super::context::{Context, poll_interval, tracker};
-use super::submit::{Submitted, send};
+use super::sent::{Submitted, send};
 use crate::cli::JobArgs;
 use crate::config::Cluster;
 use crate::exit::{CliResult, Exit, job_exit_code};
