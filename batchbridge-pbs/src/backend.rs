@@ -269,16 +269,12 @@ impl CliScheduler for Pbs {
     /// `qsub -f OPTIONS DIR/job.sh`; -f: no background helper left holding the session's
     /// output open.
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
-        let options = qsub_options(spec, &self.defaults, dir)?;
-        let command = ["qsub".to_owned(), "-f".to_owned()]
-            .into_iter()
-            .chain(options)
-            .chain([format!("{dir}/job.sh")])
-            .collect();
-        Ok(SubmitCommand {
-            files: vec![("job.sh", job_script(spec, dir)?)],
-            command,
-        })
+        Ok(SubmitCommand::batch_job(
+            &["qsub", "-f"],
+            qsub_options(spec, &self.defaults, dir)?,
+            dir,
+            job_script(spec, dir)?,
+        ))
     }
 
     fn refusal(&self, refusal: &Output) -> Option<Refusal> {

@@ -276,16 +276,12 @@ impl CliScheduler for Slurm {
     }
 
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {
-        let options = sbatch_options(spec, &self.config.defaults, dir)?;
-        let command = ["sbatch".to_owned(), "--parsable".to_owned()]
-            .into_iter()
-            .chain(options)
-            .chain([format!("{dir}/job.sh")])
-            .collect();
-        Ok(SubmitCommand {
-            files: vec![("job.sh", batch_script(spec, dir)?)],
-            command,
-        })
+        Ok(SubmitCommand::batch_job(
+            &["sbatch", "--parsable"],
+            sbatch_options(spec, &self.config.defaults, dir)?,
+            dir,
+            batch_script(spec, dir)?,
+        ))
     }
 
     fn refusal(&self, refusal: &Output) -> Option<Refusal> {

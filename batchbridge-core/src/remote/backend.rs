@@ -45,6 +45,37 @@ pub struct SubmitCommand {
     pub command: Vec<String>,
 }
 
+impl SubmitCommand {
+    /// A batch scheduler's submit of one wrapper: `wrapper` written as `DIR/job.sh`, and
+    /// `tool` (the program and the flags that make it print the id alone), then `options`,
+    /// then the wrapper's path. SLURM's and PBS's submits are this.
+    ///
+    /// ```
+    /// use batchbridge_core::remote::SubmitCommand;
+    ///
+    /// let submit = SubmitCommand::batch_job(
+    ///     &["sbatch", "--parsable"],
+    ///     vec!["--job-name=n".to_owned()],
+    ///     "/w/jobs/k",
+    ///     "#!/bin/sh\n".to_owned(),
+    /// );
+    /// assert_eq!(submit.command, ["sbatch", "--parsable", "--job-name=n", "/w/jobs/k/job.sh"]);
+    /// assert_eq!(submit.files, [("job.sh", "#!/bin/sh\n".to_owned())]);
+    /// ```
+    pub fn batch_job(tool: &[&str], options: Vec<String>, dir: &str, wrapper: String) -> Self {
+        let command = tool
+            .iter()
+            .map(|word| (*word).to_owned())
+            .chain(options)
+            .chain([format!("{dir}/job.sh")])
+            .collect();
+        Self {
+            files: vec![("job.sh", wrapper)],
+            command,
+        }
+    }
+}
+
 /// The part of a command-line backend that is its scheduler's: how a submit is rendered,
 /// how the scheduler is asked about many jobs at once and its answer read, the cancel and
 /// version commands, and which of its failures mean "it did not answer" (temporary). The
