@@ -11,9 +11,10 @@
 #     depends on the four crates by path, builds, implements BatchBackend through core's
 #     re-exports alone (no async-trait of its own) and runs a job on the local backend.
 #  3. Packaging: `cargo publish --workspace --dry-run` builds each package as crates.io would
-#     get it; each package holds src/lib.rs, README.md and LICENSE but no tests/ (they
-#     need the test bed and the unpublished batchbridge-testbed crate), and the tests it
-#     does hold pass.
+#     get it, the CLI's (batchbridge-cli) against the packaged library crates; each package
+#     holds src/lib.rs (the CLI: src/main.rs and Cargo.lock, which `cargo install --locked`
+#     uses), README.md and LICENSE but no tests/ (they need the test bed and the
+#     unpublished batchbridge-testbed crate), and the library crates' tests pass as packaged.
 # Builds go to target/library-check (debuginfo off), so a second run is incremental.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -134,9 +135,11 @@ grep -qx '{"backends":\["local","slurm","htcondor","pbs","closed"\],"submitted":
 
 echo "== packages" >&2
 # --allow-dirty: the check is of the tree it runs in, committed or not.
-for crate in "${library[@]}"; do
+for crate in "${library[@]}" batchbridge-cli; do
     files=$(cargo package -q --list --allow-dirty -p "$crate")
-    for needed in src/lib.rs README.md LICENSE; do
+    needs=(src/lib.rs)
+    [[ $crate == batchbridge-cli ]] && needs=(src/main.rs Cargo.lock)
+    for needed in "${needs[@]}" README.md LICENSE; do
         grep -qx "$needed" <<<"$files" || { echo "$crate: the package lacks $needed" >&2; exit 1; }
     done
     if grep -q '^tests/' <<<"$files"; then

@@ -178,6 +178,15 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Print the manual page (roff), for packagers: `batchbridge man > batchbridge.1`.
+    /// Hidden: `--help` is the user's manual, and the page is made from it.
+    #[command(hide = true)]
+    Man {
+        /// Write batchbridge.1 and a page per command (batchbridge-submit.1, ...) into this
+        /// directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// A state `status --state` shows.

@@ -7,11 +7,14 @@ mod completions;
 mod context;
 mod forget;
 mod logs;
+mod man;
 mod run;
 mod sent;
 mod status;
 mod submit;
 mod wait;
+
+use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::exit::{CliResult, Exit};
@@ -19,8 +22,11 @@ use context::Context;
 
 /// Runs the command line's command; `Ok` holds the exit code.
 pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
-    if let Command::Completions { shell } = cli.command {
-        return completions::print(shell);
+    // Generated from the command line alone: no config is read, no cluster opened.
+    match &cli.command {
+        Command::Completions { shell } => return completions::print(*shell),
+        Command::Man { dir } => return man::print(dir.as_deref()),
+        _ => {}
     }
     let mut context = Context::new(&cli)?;
     // run and submit --follow ask what to do on Ctrl-C themselves. Elsewhere Ctrl-C ends the
@@ -61,5 +67,16 @@ async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
         Command::Clusters => clusters::clusters(context).await,
         Command::Forget { jobs, ended } => forget::forget(context, &jobs, ended).await,
         Command::Completions { shell } => completions::print(shell),
+        Command::Man { dir } => man::print(dir.as_deref()),
+    }
+}
+
+/// Writes `text` (a completion script, a manual page) to standard output; a reader that
+/// stops early (`| head`) is no failure of ours.
+fn print_generated(text: &[u8]) -> CliResult<u8> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+        _ => Ok(Exit::Success as u8),
     }
 }
