@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kube::runtime::controller::Action as Requeue;
+use kube::runtime::controller::Action;
 
 use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
@@ -26,7 +26,7 @@ pub const POLLED_FAILURE_AGE: Duration = Duration::from_secs(2);
 pub async fn reconcile(
     cluster: Arc<BatchCluster>,
     ctx: Arc<Context>,
-) -> Result<Requeue, ReconcileError> {
+) -> Result<Action, ReconcileError> {
     let now = SystemTime::now();
     let mut status = cluster.status.clone().unwrap_or_default();
     let probed = match ctx.clusters.refresh(&cluster).await {
@@ -84,7 +84,7 @@ pub async fn reconcile(
         )
         .await;
     }
-    Ok(Requeue::requeue(requeue))
+    Ok(Action::requeue(requeue))
 }
 
 /// Asks the scheduler for its version, and records the answer as the jobs' view of the

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
-use kube::runtime::controller::{Action as Requeue, Error as ControllerError};
+use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
@@ -203,7 +203,7 @@ pub fn requests(
 
 /// The job a controller result is about, if it names one.
 pub fn reconciled_job<E, Q>(
-    result: &Result<(ObjectRef<BatchJob>, Requeue), ControllerError<E, Q>>,
+    result: &Result<(ObjectRef<BatchJob>, Action), ControllerError<E, Q>>,
 ) -> Option<ObjectRef<BatchJob>> {
     match result {
         Ok((job, _)) => Some(job.clone()),
@@ -417,12 +417,12 @@ mod tests {
     #[test]
     fn results_name_their_job() {
         type Result = std::result::Result<
-            (ObjectRef<BatchJob>, Requeue),
+            (ObjectRef<BatchJob>, Action),
             ControllerError<std::io::Error, std::io::Error>,
         >;
         let erased = || Box::new(job("a").erase());
         let cases: Vec<(Result, Option<ObjectRef<BatchJob>>)> = vec![
-            (Ok((job("a"), Requeue::await_change())), Some(job("a"))),
+            (Ok((job("a"), Action::await_change())), Some(job("a"))),
             (
                 Err(ControllerError::ObjectNotFound(erased())),
                 Some(job("a")),
