@@ -164,24 +164,35 @@ pub(super) fn retryable(status: &BatchJobStatus, policy: &RetryPolicy) -> bool {
         && (policy.retry_on.is_empty() || policy.retry_on.contains(&RetryReason::from(reason)))
 }
 
+/// A cluster problem on a job that has not started yet: ClusterReady=False, and the
+/// problem as the job's reason while it is Pending.
 pub(super) fn cluster_problem(
     next: &mut BatchJobStatus,
     problem: &ClusterProblem,
     now: SystemTime,
 ) {
+    mark_cluster_not_ready(next, problem, now);
+    if next.phase.unwrap_or(Phase::Pending) == Phase::Pending {
+        next.phase = Some(Phase::Pending);
+        next.reason = Some(problem.reason);
+        next.message = Some(problem.message.clone());
+    }
+}
+
+/// ClusterReady=False with the problem's reason and message; the phase stays as it is.
+pub(super) fn mark_cluster_not_ready(
+    status: &mut BatchJobStatus,
+    problem: &ClusterProblem,
+    now: SystemTime,
+) {
     set_condition(
-        &mut next.conditions,
+        &mut status.conditions,
         ConditionType::ClusterReady,
         false,
         problem.reason,
         &problem.message,
         now,
     );
-    if next.phase.unwrap_or(Phase::Pending) == Phase::Pending {
-        next.phase = Some(Phase::Pending);
-        next.reason = Some(problem.reason);
-        next.message = Some(problem.message.clone());
-    }
 }
 
 pub(super) fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {

@@ -7,7 +7,7 @@ use crate::crd::{BatchJobStatus, Phase};
 use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::{set_condition, time};
 
-use super::attempt::{cluster_problem, set_finished};
+use super::attempt::{cluster_problem, mark_cluster_not_ready, set_finished};
 use super::{
     ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, CollectOutcome, Failure, Plan, Rules,
     SUBMIT_AGAIN, SubmitOutcome, Target,
@@ -61,14 +61,7 @@ pub(super) fn submitted(
             // The status still says Submitted without an id: the same key is submitted
             // again, and the backend returns the job if this attempt reached it.
             if let Some(problem) = problem {
-                set_condition(
-                    &mut next.conditions,
-                    ConditionType::ClusterReady,
-                    false,
-                    problem.reason,
-                    &problem.message,
-                    now,
-                );
+                mark_cluster_not_ready(next, problem, now);
             }
             plan.requeue(action_retry(problem.as_ref()));
         }
@@ -155,14 +148,7 @@ pub(super) fn collected(
             },
         ) => {
             plan.requeue(CLUSTER_RECHECK);
-            set_condition(
-                &mut next.conditions,
-                ConditionType::ClusterReady,
-                false,
-                problem.reason,
-                &problem.message,
-                now,
-            );
+            mark_cluster_not_ready(next, problem, now);
             return;
         }
         CollectOutcome::Failed(
