@@ -1,54 +1,159 @@
 //! The operator binary.
 //!
-//! `batchbridge-operator` runs the controllers. It reads its settings from the environment:
-//! `WATCH_NAMESPACE` (watch only that namespace; every namespace when unset),
-//! `OPERATOR_IMAGE` (the image log pods run), `ENABLE_LOCAL_SCHEDULER` (`true` enables the
-//! `local` scheduler, whose jobs run with the operator's rights; off by default, see
-//! SECURITY.md), `LOCAL_STATE_DIR` (where `local` clusters keep their jobs),
-//! `XDG_RUNTIME_DIR` (where the SSH connections keep their private directories; the
-//! system's temporary directory when unset), `RUST_LOG` (log filter, default `info`),
-//! `LOG_FORMAT=json` for structured logs, `METRICS_ADDR` (where `/metrics`, `/healthz` and
-//! `/readyz` are served, default `0.0.0.0:8080`), `ALLOWED_SSH_TARGETS` (the login nodes
-//! BatchClusters may connect to, comma-separated `HOST[:PORTS]`, see
-//! [`SshTargets`](batchbridge_operator::cluster::targets::SshTargets); any when unset or
-//! blank), and for leader election `LEASE_NAMESPACE`
-//! (turns it on: the namespace of the Lease, the operator's own), `LEASE_NAME` (default
-//! `batchbridge-operator`) and `POD_NAME` (this replica's identity).
+//! `batchbridge-operator [run]` runs the controllers; `batchbridge-operator --help` lists its
+//! settings, each a flag and an environment variable of the same meaning (the chart and the
+//! kustomize base set the environment variables). `XDG_RUNTIME_DIR` is read by the SSH
+//! connections for their private directories (the system's temporary directory when unset).
 //!
 //! `batchbridge-operator fetch-output` is the log pods' mode: it prints one job's output,
 //! reading the cluster and job from the environment and the credential from
-//! `/var/run/batchbridge/credentials`.
+//! `/var/run/batchbridge/credentials`. The admission policy in `deploy/rbac` allows log pods
+//! whose arguments are exactly `fetch-output`, so that spelling is an interface.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use batchbridge_operator::cluster::targets::SshTargets;
+use batchbridge_operator::cluster::targets::{SshTargets, TargetsError};
 use batchbridge_operator::leader::LeaderElection;
 use batchbridge_operator::{Operator, output};
+use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("LOG_FORMAT").as_deref() == Ok("json") {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        None | Some("run") => run().await,
-        Some("fetch-output") => fetch_output().await,
-        Some(other) => {
-            tracing::error!("unknown command {other:?}: use run (the default) or fetch-output");
-            ExitCode::from(2)
-        }
+/// The batchbridge Kubernetes operator: runs BatchJobs on the batch clusters that
+/// BatchClusters describe.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    after_help = "XDG_RUNTIME_DIR: where the SSH connections keep their private directories \
+                  (the system's temporary directory when unset)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+/// What the binary does; `run` when none is named.
+#[derive(Debug, PartialEq, Eq, Subcommand)]
+enum Command {
+    /// Run the controllers (the default).
+    Run,
+    /// Print one job's output (the log pods' mode; reads the job from the environment).
+    FetchOutput,
+}
+
+/// The operator's settings. Blank environment variables count as unset, as they did before
+/// the settings went through clap (the chart renders unset values as "").
+#[derive(Debug, clap::Args)]
+struct Settings {
+    /// Watch only this namespace's BatchJobs and BatchClusters (every namespace when unset).
+    #[arg(long, env = "WATCH_NAMESPACE", global = true)]
+    watch_namespace: Option<String>,
+    /// The image the log pods run (this operator's own image).
+    #[arg(long, env = "OPERATOR_IMAGE", global = true)]
+    operator_image: Option<String>,
+    /// Enable the `local` scheduler, whose jobs run with the operator's rights (see SECURITY.md).
+    #[arg(
+        long,
+        env = "ENABLE_LOCAL_SCHEDULER",
+        global = true,
+        value_name = "true|false",
+        action = clap::ArgAction::Set,
+        default_value = "false",
+        value_parser = parse_switch
+    )]
+    enable_local_scheduler: bool,
+    /// Where `local` clusters keep their jobs [default: <temporary directory>/batchbridge-operator].
+    #[arg(long, env = "LOCAL_STATE_DIR", global = true)]
+    local_state_dir: Option<PathBuf>,
+    /// The login nodes BatchClusters may connect to, comma-separated HOST[:PORTS] (any when blank).
+    #[arg(
+        long,
+        env = "ALLOWED_SSH_TARGETS",
+        global = true,
+        default_value = "",
+        hide_default_value = true,
+        value_parser = parse_targets
+    )]
+    allowed_ssh_targets: SshTargets,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(
+        long,
+        env = "METRICS_ADDR",
+        global = true,
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_addr: String,
+    /// The log filter (tracing's EnvFilter syntax, e.g. `batchbridge_operator=debug,info`).
+    #[arg(long, env = "RUST_LOG", global = true, default_value = "info")]
+    log_filter: String,
+    /// How log lines are written.
+    #[arg(long, env = "LOG_FORMAT", global = true, default_value = "text")]
+    log_format: LogFormat,
+    /// Turn on leader election on a Lease in this namespace (the operator's own).
+    #[arg(long, env = "LEASE_NAMESPACE", global = true)]
+    lease_namespace: Option<String>,
+    /// The Lease's name.
+    #[arg(
+        long,
+        env = "LEASE_NAME",
+        global = true,
+        default_value = "batchbridge-operator"
+    )]
+    lease_name: String,
+    /// This replica's identity in the election [default: the host name].
+    #[arg(long, env = "POD_NAME", global = true)]
+    pod_name: Option<String>,
+}
+
+/// The log lines' format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// `true` or `false`; blank is `false`, as an unset variable.
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value {
+        "" | "false" => Ok(false),
+        "true" => Ok(true),
+        other => Err(format!("{other:?}: use true or false")),
     }
 }
 
-async fn run() -> ExitCode {
+fn parse_targets(value: &str) -> Result<SshTargets, TargetsError> {
+    value.parse()
+}
+
+/// A blank value is an unset one.
+fn non_blank(value: Option<String>) -> Option<String> {
+    value.filter(|value| !value.is_empty())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = cli.settings;
+    let filter =
+        EnvFilter::try_new(&settings.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match settings.log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.init(),
+    }
+    match cli.command.unwrap_or(Command::Run) {
+        Command::Run => run(settings).await,
+        Command::FetchOutput => fetch_output().await,
+    }
+}
+
+async fn run(settings: Settings) -> ExitCode {
     let client = match kube::Client::try_default().await {
         Ok(client) => client,
         Err(err) => {
@@ -57,50 +162,34 @@ async fn run() -> ExitCode {
         }
     };
     let mut operator = Operator::new(client);
-    if let Ok(namespace) = std::env::var("WATCH_NAMESPACE")
-        && !namespace.is_empty()
-    {
+    if let Some(namespace) = non_blank(settings.watch_namespace) {
         operator = operator.namespace(namespace);
     }
-    if let Ok(image) = std::env::var("OPERATOR_IMAGE") {
+    if let Some(image) = settings.operator_image {
         operator = operator.image(image);
     }
-    match std::env::var("ENABLE_LOCAL_SCHEDULER").as_deref() {
-        Err(_) | Ok("" | "false") => {}
-        Ok("true") => {
-            let dir = std::env::var_os("LOCAL_STATE_DIR").map_or_else(
-                || std::env::temp_dir().join("batchbridge-operator"),
-                std::path::PathBuf::from,
-            );
-            tracing::warn!(
-                state_dir = %dir.display(),
-                "the local scheduler is enabled: local jobs run with the operator's rights"
-            );
-            operator = operator.local_scheduler(dir);
-        }
-        Ok(other) => {
-            tracing::error!("ENABLE_LOCAL_SCHEDULER={other:?}: use true or false");
-            return ExitCode::from(2);
-        }
+    if settings.enable_local_scheduler {
+        let dir = settings
+            .local_state_dir
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or_else(|| std::env::temp_dir().join("batchbridge-operator"));
+        tracing::warn!(
+            state_dir = %dir.display(),
+            "the local scheduler is enabled: local jobs run with the operator's rights"
+        );
+        operator = operator.local_scheduler(dir);
     }
-    match std::env::var("ALLOWED_SSH_TARGETS")
-        .unwrap_or_default()
-        .parse::<SshTargets>()
-    {
-        Ok(targets) if targets.allows_any() => tracing::warn!(
+    let targets = settings.allowed_ssh_targets;
+    if targets.allows_any() {
+        tracing::warn!(
             "ALLOWED_SSH_TARGETS is unset: BatchClusters may make the operator connect to any \
              host and port (SECURITY.md recommends naming the sites' login nodes)"
-        ),
-        Ok(targets) => {
-            tracing::info!(%targets, "BatchClusters may connect only to the allowed SSH targets");
-            operator = operator.ssh_targets(targets);
-        }
-        Err(err) => {
-            tracing::error!("ALLOWED_SSH_TARGETS: {err}");
-            return ExitCode::from(2);
-        }
+        );
+    } else {
+        tracing::info!(%targets, "BatchClusters may connect only to the allowed SSH targets");
+        operator = operator.ssh_targets(targets);
     }
-    let address = std::env::var("METRICS_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
+    let address = settings.metrics_addr;
     match tokio::net::TcpListener::bind(&address).await {
         Ok(listener) => operator = operator.endpoints(listener),
         Err(err) => {
@@ -108,14 +197,9 @@ async fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    if let Ok(namespace) = std::env::var("LEASE_NAMESPACE")
-        && !namespace.is_empty()
-    {
-        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| hostname());
-        let mut election = LeaderElection::new(namespace, identity);
-        if let Ok(name) = std::env::var("LEASE_NAME") {
-            election = election.lease_name(name);
-        }
+    if let Some(namespace) = non_blank(settings.lease_namespace) {
+        let identity = settings.pod_name.unwrap_or_else(hostname);
+        let election = LeaderElection::new(namespace, identity).lease_name(settings.lease_name);
         operator = operator.leader_election(election);
     }
     tracing::info!(
@@ -126,7 +210,6 @@ async fn run() -> ExitCode {
     tracing::info!("batchbridge-operator stopped");
     ExitCode::SUCCESS
 }
-
 async fn fetch_output() -> ExitCode {
     let credentials = std::path::Path::new("/var/run/batchbridge/credentials");
     let vars = |name: &str| std::env::var(name).ok();
@@ -145,4 +228,153 @@ fn hostname() -> String {
         .ok()
         .and_then(|name| name.into_string().ok())
         .unwrap_or_else(|| format!("batchbridge-operator-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Each setting's flag, the environment variable the chart and kustomize set, a value,
+    /// and what the parsed settings hold for it.
+    #[test]
+    fn every_setting_parses_from_its_flag_and_reads_its_variable() {
+        type Check = fn(&Settings) -> bool;
+        let table: [(&str, &str, &str, Check); 11] = [
+            ("--watch-namespace", "WATCH_NAMESPACE", "team-a", |s| {
+                s.watch_namespace.as_deref() == Some("team-a")
+            }),
+            ("--operator-image", "OPERATOR_IMAGE", "img:1", |s| {
+                s.operator_image.as_deref() == Some("img:1")
+            }),
+            (
+                "--enable-local-scheduler",
+                "ENABLE_LOCAL_SCHEDULER",
+                "true",
+                |s| s.enable_local_scheduler,
+            ),
+            ("--local-state-dir", "LOCAL_STATE_DIR", "/state", |s| {
+                s.local_state_dir.as_deref() == Some(std::path::Path::new("/state"))
+            }),
+            (
+                "--allowed-ssh-targets",
+                "ALLOWED_SSH_TARGETS",
+                "login.example:22",
+                |s| !s.allowed_ssh_targets.allows_any(),
+            ),
+            ("--metrics-addr", "METRICS_ADDR", "127.0.0.1:9090", |s| {
+                s.metrics_addr == "127.0.0.1:9090"
+            }),
+            ("--log-filter", "RUST_LOG", "debug", |s| {
+                s.log_filter == "debug"
+            }),
+            ("--log-format", "LOG_FORMAT", "json", |s| {
+                s.log_format == LogFormat::Json
+            }),
+            ("--lease-namespace", "LEASE_NAMESPACE", "ops", |s| {
+                s.lease_namespace.as_deref() == Some("ops")
+            }),
+            ("--lease-name", "LEASE_NAME", "other", |s| {
+                s.lease_name == "other"
+            }),
+            ("--pod-name", "POD_NAME", "replica-0", |s| {
+                s.pod_name.as_deref() == Some("replica-0")
+            }),
+        ];
+        let command = Cli::command();
+        for (flag, variable, value, holds) in table {
+            let id = flag.trim_start_matches("--").replace('-', "_");
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == id.as_str())
+                .unwrap_or_else(|| panic!("{flag} is not a setting"));
+            assert_eq!(
+                arg.get_env(),
+                Some(std::ffi::OsStr::new(variable)),
+                "{flag}"
+            );
+            // Before and after the subcommand: the log pods' and the Deployment's spelling.
+            for args in [
+                vec!["batchbridge-operator", flag, value],
+                vec!["batchbridge-operator", "run", flag, value],
+            ] {
+                let cli =
+                    Cli::try_parse_from(&args).unwrap_or_else(|err| panic!("{args:?}: {err}"));
+                assert!(holds(&cli.settings), "{args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn settings_keep_their_defaults_and_refuse_bad_values() {
+        let command = Cli::command();
+        let default = |id: &str| {
+            let arg = command.get_arguments().find(|arg| arg.get_id() == id);
+            arg.map(|arg| arg.get_default_values().to_vec())
+        };
+        assert_eq!(default("metrics_addr"), Some(vec!["0.0.0.0:8080".into()]));
+        assert_eq!(default("log_filter"), Some(vec!["info".into()]));
+        assert_eq!(default("log_format"), Some(vec!["text".into()]));
+        assert_eq!(
+            default("lease_name"),
+            Some(vec!["batchbridge-operator".into()])
+        );
+        assert_eq!(
+            default("enable_local_scheduler"),
+            Some(vec!["false".into()])
+        );
+        assert_eq!(parse_switch(""), Ok(false));
+        assert!(parse_switch("yes").is_err());
+        for bad in [
+            ["--enable-local-scheduler", "yes"],
+            ["--allowed-ssh-targets", "host:notaport"],
+            ["--log-format", "xml"],
+        ] {
+            let args = ["batchbridge-operator", bad[0], bad[1]];
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn modes_keep_their_names() {
+        let mode = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.command).ok();
+        assert_eq!(mode(&["batchbridge-operator"]), Some(None));
+        assert_eq!(
+            mode(&["batchbridge-operator", "run"]),
+            Some(Some(Command::Run))
+        );
+        // deploy/rbac/log-pod-policy.yaml admits log pods whose args are exactly this.
+        assert_eq!(
+            mode(&["batchbridge-operator", "fetch-output"]),
+            Some(Some(Command::FetchOutput))
+        );
+        assert_eq!(mode(&["batchbridge-operator", "unknown"]), None);
+    }
+
+    /// `--help` names every environment variable the chart and the kustomize base set.
+    #[test]
+    fn help_names_every_variable_the_deployments_set() {
+        let help = Cli::command().render_long_help().to_string();
+        for variable in [
+            "WATCH_NAMESPACE",
+            "OPERATOR_IMAGE",
+            "ENABLE_LOCAL_SCHEDULER",
+            "LOCAL_STATE_DIR",
+            "ALLOWED_SSH_TARGETS",
+            "METRICS_ADDR",
+            "RUST_LOG",
+            "LOG_FORMAT",
+            "LEASE_NAMESPACE",
+            "LEASE_NAME",
+            "POD_NAME",
+            "XDG_RUNTIME_DIR",
+        ] {
+            assert!(
+                help.contains(variable),
+                "--help does not name {variable}:\n{help}"
+            );
+        }
+        Cli::command().debug_assert();
+    }
 }
