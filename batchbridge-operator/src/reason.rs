@@ -178,8 +178,9 @@ words! {
         OutputCollected,
         /// BatchCluster: whether the last probe logged in and the scheduler answered.
         Reachable,
-        /// BatchCluster: ready for jobs, the summary kstatus, Argo CD and Flux read; true
-        /// when Reachable is.
+        /// The summary kstatus, Argo CD and Flux read. BatchCluster: ready for jobs, true
+        /// when Reachable is. BatchJob: true once the job succeeded, false (with the
+        /// status's reason) while it is on its way or when it ended otherwise.
         Ready,
     }
 }

@@ -22,7 +22,11 @@ pub(super) fn start_attempt(
     now: SystemTime,
 ) {
     let mut conditions = std::mem::take(&mut next.conditions);
-    conditions.retain(|c| c.type_ == ConditionType::ClusterReady.as_str());
+    // Ready stays too: False before and after, its transition time is the job's, not the
+    // attempt's.
+    conditions.retain(|c| {
+        c.type_ == ConditionType::ClusterReady.as_str() || c.type_ == ConditionType::Ready.as_str()
+    });
     let clusters_used = with_cluster_used(std::mem::take(&mut next.clusters_used), cluster);
     *next = BatchJobStatus {
         phase: Some(Phase::Submitted),
@@ -147,6 +151,33 @@ pub(super) fn set_finished(next: &mut BatchJobStatus, now: SystemTime) {
     conditions.retain(|c| {
         c.type_ != ConditionType::Complete.as_str() && c.type_ != ConditionType::Failed.as_str()
     });
+}
+
+/// Sets Ready, the summary condition kstatus (and Argo CD and Flux with it) reads, so no
+/// custom health check is needed: True once the job reached the end it is for (Succeeded),
+/// False while it is on its way or when it ended otherwise, with the status's reason. It
+/// follows the phase and reason, so it changes only in a write that happens anyway.
+pub(super) fn set_ready(next: &mut BatchJobStatus, now: SystemTime) {
+    let phase = next.phase.unwrap_or(Phase::Pending);
+    let (reason, message) = match phase {
+        Phase::Succeeded => (Reason::Succeeded, "the job succeeded".to_owned()),
+        phase if phase.is_terminal() => (
+            next.reason.unwrap_or(Reason::Unknown),
+            format!("the job ended {phase:?}; editing its spec runs it again"),
+        ),
+        phase => (
+            next.reason.unwrap_or(Reason::NotFinished),
+            format!("the job is {phase:?}, not finished yet"),
+        ),
+    };
+    set_condition(
+        &mut next.conditions,
+        ConditionType::Ready,
+        phase == Phase::Succeeded,
+        reason,
+        &message,
+        now,
+    );
 }
 
 /// How long a job in RetryPending still waits for its retry; `None` when it is due.

@@ -40,7 +40,7 @@ mod removal;
 mod tests;
 
 pub use attempt::MAX_CLUSTERS_USED;
-use attempt::{cluster_problem, end_attempt, mark_cluster_ready};
+use attempt::{cluster_problem, end_attempt, mark_cluster_ready, set_ready};
 pub use events::{Notice, event_type, transitions};
 use observe::observe;
 use outcome::{collected, submitted};
@@ -424,7 +424,7 @@ pub fn step(
             plan.requeue(CLUSTER_RECHECK);
         }
     }
-    finish(rules, status, next, plan)
+    finish(rules, status, next, plan, now)
 }
 
 /// What the end of an action on the job's cluster, `done`, makes of `status` at `now`.
@@ -454,7 +454,7 @@ pub fn step_done(
             collected(&mut next, outcome, now, &mut plan);
         }
     }
-    finish(rules, status, next, plan)
+    finish(rules, status, next, plan, now)
 }
 
 /// What the candidates' answers, `placed`, make of `status` at `now`: a status and a
@@ -473,17 +473,21 @@ pub fn step_placed(
         }
         Purpose::Move => consider_move(rules, &mut next, placed.seen, placed.at, now, &mut plan),
     }
-    finish(rules, status, next, plan)
+    finish(rules, status, next, plan, now)
 }
 
-/// The step's status, its conditions stamped with the spec's generation, written only
-/// when it changed.
+/// The step's status, written only when it changed: then Ready follows its phase (in that
+/// write, never one of its own) and its conditions are stamped with the spec's generation.
 fn finish<E>(
     rules: &Rules<'_>,
     status: &BatchJobStatus,
     mut next: BatchJobStatus,
     plan: Plan<E>,
+    now: SystemTime,
 ) -> Step<E> {
+    if next != *status {
+        set_ready(&mut next, now);
+    }
     for c in &mut next.conditions {
         c.observed_generation = Some(rules.generation);
     }

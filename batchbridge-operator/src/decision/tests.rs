@@ -2,7 +2,7 @@
 
 use batchbridge_core::{FailureCause, JobState, Refusal};
 
-use super::attempt::set_finished;
+use super::attempt::{set_finished, set_ready};
 use super::*;
 use crate::crd::{Estimate, Move, MoveOutcome, Phase, PlacementStatus, RetryReason};
 use crate::reason::ConditionType;
@@ -45,6 +45,7 @@ fn at(phase: Phase) -> BatchJobStatus {
             _ => Reason::NonZeroExitCode,
         });
     }
+    set_ready(&mut status, now());
     status
 }
 
@@ -259,6 +260,7 @@ fn run(case: &Case) -> Step {
     };
     // The conditions as an earlier step wrote them, for the status's generation.
     let mut status = case.status.clone();
+    set_ready(&mut status, now());
     for c in &mut status.conditions {
         c.observed_generation = Some(GENERATION);
     }
@@ -302,6 +304,77 @@ fn an_unwritten_output_is_reported_once_and_never_fetched_again() {
     );
     let again = step(&spec, &written, &observed(job(JobState::Succeeded)), now());
     assert_eq!(again.effects, [Effect::Forget(id())], "no collection again");
+}
+
+/// Ready as kstatus (and Argo CD and Flux) read it: True only once the job succeeded, False
+/// with the status's reason on the way there and after any other end; written with the
+/// step's own change, never alone.
+#[test]
+fn ready_says_whether_the_job_reached_its_end() {
+    let cases = [
+        (
+            "a new job is being submitted",
+            case("", BatchJobStatus::default(), Finding::Observed(None)),
+            Some(("False", "Submitting")),
+        ),
+        (
+            "a new job waits for its cluster",
+            case(
+                "",
+                BatchJobStatus::default(),
+                cluster(Reason::SecretNotFound),
+            ),
+            Some(("False", "SecretNotFound")),
+        ),
+        (
+            "the job waits in the queue",
+            case("", at(Phase::Submitted), observed(job(JobState::Queued))),
+            Some(("False", "Queued")),
+        ),
+        (
+            "the job runs",
+            case("", at(Phase::Queued), observed(job(JobState::Running))),
+            Some(("False", "Running")),
+        ),
+        (
+            "the job succeeded",
+            case("", at(Phase::Running), ended(job(JobState::Succeeded))),
+            Some(("True", "Succeeded")),
+        ),
+        (
+            "the job failed for good",
+            case("", at(Phase::Running), ended(exited(3))),
+            Some(("False", "NonZeroExitCode")),
+        ),
+        (
+            "the job was cancelled",
+            case("", at(Phase::Running), ended(job(JobState::Cancelled))),
+            Some(("False", "Cancelled")),
+        ),
+        (
+            "a failed attempt waits for its retry",
+            Case {
+                policy: policy(1, &[RetryReason::NonZeroExitCode]),
+                ..case("", at(Phase::Running), ended(exited(3)))
+            },
+            Some(("False", "NonZeroExitCode")),
+        ),
+        (
+            "a finished job seen again writes nothing",
+            case("", collected(at(Phase::Succeeded)), Finding::Observed(None)),
+            None,
+        ),
+    ];
+    for (name, case, expected) in cases {
+        let ready = run(&case).status.map(|status| {
+            let ready = condition(&status.conditions, ConditionType::Ready)
+                .expect("every write carries Ready");
+            assert_eq!(ready.observed_generation, Some(GENERATION), "{name}");
+            (ready.status.clone(), ready.reason.clone())
+        });
+        let expected = expected.map(|(holds, reason)| (holds.to_owned(), reason.to_owned()));
+        assert_eq!(ready, expected, "{name}");
+    }
 }
 
 #[test]
@@ -1131,6 +1204,7 @@ fn a_whole_life() {
             ("ClusterReady", "True", "Ready"),
             ("Finished", "False", "RetryPending"),
             ("OutputCollected", "True", "Collected"),
+            ("Ready", "False", "NonZeroExitCode"),
             ("Submitted", "True", "Submitted")
         ])
     );
@@ -1188,6 +1262,7 @@ fn a_whole_life() {
             ("Failed", "True", "NonZeroExitCode"),
             ("Finished", "True", "NonZeroExitCode"),
             ("OutputCollected", "True", "Collected"),
+            ("Ready", "False", "NonZeroExitCode"),
             ("Submitted", "True", "Submitted"),
         ])
     );
@@ -1221,8 +1296,9 @@ fn a_whole_life() {
             .iter()
             .all(|c| c.observed_generation == Some(GENERATION + 1))
     );
-    let complete = condition(&status.conditions, ConditionType::Complete).map(|c| c.status.clone());
-    assert_eq!(complete.as_deref(), Some("True"));
+    for type_ in [ConditionType::Complete, ConditionType::Ready] {
+        assert_eq!(holds(&status.conditions, type_), Some(true), "{type_}");
+    }
     // Kept for its ttl, then deleted; deletion removes the files of all three attempts.
     assert_eq!(
         walk(&spec, &mut status, Finding::Observed(None).into(), 1),
