@@ -11,6 +11,8 @@
 //! | `batchbridge_ssh_connections_opened_total`, `batchbridge_ssh_reconnects_total` | counter | `namespace`, `cluster` |
 //! | `batchbridge_reconcile_errors_total` | counter | `controller`, `reason` |
 //! | `batchbridge_leader` | gauge | |
+//! | `batchbridge_build_info` | gauge | `version` |
+//! | `batchbridge_cluster_reachable` | gauge | `namespace`, `cluster` |
 //!
 //! `batchbridge_jobs` is counted from the BatchJob cache at each scrape, so it is exact and
 //! a deleted job leaves no stale series; a replica that is not the leader has no cache and
@@ -72,6 +74,12 @@ struct ErrorLabels {
     reason: String,
 }
 
+/// The operator's build, for `batchbridge_build_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
 type HistogramFamily = Family<ClusterLabels, Histogram, fn() -> Histogram>;
 
 /// Every metric of one operator.
@@ -99,6 +107,7 @@ pub struct Metrics {
     actions_in_progress: Family<ActionLabels, Gauge>,
     reconciles_waiting: Family<LaneLabels, Gauge>,
     leader: Gauge,
+    cluster_reachable: Family<ClusterLabels, Gauge>,
     jobs: Arc<JobCounts>,
 }
 
@@ -128,6 +137,7 @@ impl Metrics {
             actions_in_progress: Family::default(),
             reconciles_waiting: Family::default(),
             leader: Gauge::default(),
+            cluster_reachable: Family::default(),
             jobs: Arc::default(),
         };
         let mut registry = metrics.registry;
@@ -195,6 +205,22 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader Lease and runs the controllers",
             metrics.leader.clone(),
+        );
+        registry.register(
+            "cluster_reachable",
+            "1 while the BatchCluster's scheduler answers (its Reachable condition), 0 while it does not",
+            metrics.cluster_reachable.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the labels name the running operator's version",
+            build_info,
         );
         registry.register_collector(Box::new(Arc::clone(&metrics.jobs)));
         Self {
@@ -268,6 +294,18 @@ impl Metrics {
     /// Records whether this replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Records whether `cluster`'s scheduler answered the operator's last probe or poll.
+    pub fn set_cluster_reachable(&self, cluster: &ClusterLabels, reachable: bool) {
+        self.cluster_reachable
+            .get_or_create(cluster)
+            .set(i64::from(reachable));
+    }
+
+    /// Drops `cluster`'s reachability, the BatchCluster being gone.
+    pub fn forget_cluster(&self, cluster: &ClusterLabels) {
+        self.cluster_reachable.remove(cluster);
     }
 
     /// Counts `batchbridge_jobs` from `store` (the job controller's cache) from now on;
@@ -458,6 +496,33 @@ mod tests {
     }
 
     #[test]
+    fn cluster_reachability_is_one_series_per_batchcluster_until_forgotten() {
+        let metrics = Metrics::new();
+        let cluster = |name: &str| ClusterLabels {
+            namespace: "ns".into(),
+            cluster: name.into(),
+        };
+        metrics.set_cluster_reachable(&cluster("hpc"), true);
+        metrics.set_cluster_reachable(&cluster("condor"), true);
+        metrics.set_cluster_reachable(&cluster("condor"), false);
+        let text = metrics.encode();
+        for line in [
+            "# TYPE batchbridge_cluster_reachable gauge",
+            r#"batchbridge_cluster_reachable{namespace="ns",cluster="hpc"} 1"#,
+            r#"batchbridge_cluster_reachable{namespace="ns",cluster="condor"} 0"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
+        metrics.forget_cluster(&cluster("condor"));
+        let text = metrics.encode();
+        assert!(!text.contains(r#"cluster="condor""#), "{text}");
+        assert!(text.contains(r#"batchbridge_cluster_reachable{namespace="ns",cluster="hpc"} 1"#));
+    }
+
+    #[test]
     fn the_text_format_names_every_metric_with_help_and_type() {
         let metrics = Metrics::new();
         let hpc = ClusterLabels {
@@ -485,6 +550,12 @@ mod tests {
             r#"batchbridge_poll_duration_seconds_count{namespace="ns",cluster="hpc"} 1"#,
             r#"batchbridge_reconcile_errors_total{controller="BatchJob",reason="Kube"} 1"#,
             "batchbridge_leader 1",
+            "# TYPE batchbridge_build_info gauge",
+            concat!(
+                r#"batchbridge_build_info{version=""#,
+                env!("CARGO_PKG_VERSION"),
+                r#""} 1"#
+            ),
             "# TYPE batchbridge_actions_in_progress gauge",
             r#"batchbridge_actions_in_progress{action="submit"} 1"#,
             "# TYPE batchbridge_jobs gauge",

@@ -117,6 +117,14 @@ impl Connection {
     }
 }
 
+/// The metrics' labels of BatchCluster `key`.
+fn labels_of(key: &ObjectRef<BatchCluster>) -> ClusterLabels {
+    ClusterLabels {
+        namespace: key.namespace.clone().unwrap_or_default(),
+        cluster: key.name.clone(),
+    }
+}
+
 /// The problem a failed command shows when it means the cluster cannot be used at all
 /// (not reached, host key or credentials refused), rather than something about one job.
 pub fn connection_problem(err: &Error) -> Option<ClusterProblem> {
@@ -240,6 +248,13 @@ impl Clusters {
         self.refresh(&cluster).await
     }
 
+    /// Records whether `cluster`'s scheduler answered, as its Reachable condition says, in
+    /// `batchbridge_cluster_reachable` (until the BatchCluster is forgotten).
+    pub fn record_reachable(&self, cluster: &BatchCluster, reachable: bool) {
+        self.metrics
+            .set_cluster_reachable(&labels_of(&ObjectRef::from(cluster)), reachable);
+    }
+
     /// Drops the connection to `cluster`, deleted: its SSH master, poller and events
     /// follower stop at once (jobs in the middle of a command on it finish that command).
     pub async fn forget(&self, cluster: &BatchCluster) {
@@ -251,6 +266,7 @@ impl Clusters {
             .is_some_and(|entry| entry.fingerprint().uid == cluster.metadata.uid)
         {
             entries.remove(&key);
+            self.metrics.forget_cluster(&labels_of(&key));
             tracing::info!(cluster = %key, "BatchCluster deleted: disconnected");
         }
     }
@@ -264,6 +280,7 @@ impl Clusters {
                 .get(key)
                 .is_some_and(|cluster| entry.fingerprint().uid == cluster.metadata.uid);
             if !kept {
+                self.metrics.forget_cluster(&labels_of(key));
                 tracing::info!(cluster = %key, "BatchCluster gone: disconnected");
             }
             kept
@@ -395,10 +412,7 @@ impl Clusters {
                     .into(),
             });
         }
-        let labels = ClusterLabels {
-            namespace: namespace.to_owned(),
-            cluster: cluster.name_any(),
-        };
+        let labels = labels_of(&ObjectRef::from(cluster));
         let invalid = |err: Error| ClusterProblem {
             reason: Reason::SpecInvalid,
             message: err.to_string(),

@@ -62,6 +62,7 @@ pub async fn reconcile(
             UNREACHABLE_PROBE_INTERVAL,
         ),
     };
+    ctx.clusters.record_reachable(&cluster, holds);
     // Ready is the summary condition generic tools read (kstatus, Argo CD, Flux): a
     // cluster is ready for jobs exactly when it is reachable.
     for type_ in [ConditionType::Reachable, ConditionType::Ready] {
