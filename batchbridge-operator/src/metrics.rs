@@ -13,6 +13,7 @@
 //! | `batchbridge_leader` | gauge | |
 //! | `batchbridge_build_info` | gauge | `version` |
 //! | `batchbridge_cluster_reachable` | gauge | `namespace`, `cluster` |
+//! | `batchbridge_job_queue_wait_seconds`, `batchbridge_job_run_time_seconds` | histogram | `namespace`, `cluster`, `outcome` |
 //!
 //! `batchbridge_jobs` is counted from the BatchJob cache at each scrape, so it is exact and
 //! a deleted job leaves no stale series; a replica that is not the leader has no cache and
@@ -35,7 +36,9 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::crd::{BatchJob, Phase};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::crd::{BatchJob, BatchJobStatus, Phase};
 
 /// Which BatchCluster a series is about.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,7 +83,22 @@ struct BuildLabels {
     version: &'static str,
 }
 
-type HistogramFamily = Family<ClusterLabels, Histogram, fn() -> Histogram>;
+/// An attempt that ended, by the BatchCluster it ran on and how it ended (its phase; a
+/// failure with a retry left is `Failed`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    namespace: String,
+    cluster: String,
+    outcome: String,
+}
+
+type HistogramFamily<Labels = ClusterLabels> = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// 1 s to 3 days (4 s, 16 s, 64 s, ~4 min, ~17 min, ~68 min, ~4.5 h, ~18 h, 3 days): batch
+/// jobs wait and run from seconds to days.
+fn job_duration_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 4.0, 10))
+}
 
 /// Every metric of one operator.
 ///
@@ -108,6 +126,8 @@ pub struct Metrics {
     reconciles_waiting: Family<LaneLabels, Gauge>,
     leader: Gauge,
     cluster_reachable: Family<ClusterLabels, Gauge>,
+    queue_wait: HistogramFamily<OutcomeLabels>,
+    run_time: HistogramFamily<OutcomeLabels>,
     jobs: Arc<JobCounts>,
 }
 
@@ -138,6 +158,8 @@ impl Metrics {
             reconciles_waiting: Family::default(),
             leader: Gauge::default(),
             cluster_reachable: Family::default(),
+            queue_wait: Family::new_with_constructor(job_duration_buckets),
+            run_time: Family::new_with_constructor(job_duration_buckets),
             jobs: Arc::default(),
         };
         let mut registry = metrics.registry;
@@ -210,6 +232,16 @@ impl Metrics {
             "cluster_reachable",
             "1 while the BatchCluster's scheduler answers (its Reachable condition), 0 while it does not",
             metrics.cluster_reachable.clone(),
+        );
+        registry.register(
+            "job_queue_wait_seconds",
+            "How long an attempt waited in the scheduler's queue, from submit to start, by how it ended",
+            metrics.queue_wait.clone(),
+        );
+        registry.register(
+            "job_run_time_seconds",
+            "How long an attempt ran, from start to finish, by how it ended",
+            metrics.run_time.clone(),
         );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
@@ -306,6 +338,42 @@ impl Metrics {
     /// Drops `cluster`'s reachability, the BatchCluster being gone.
     pub fn forget_cluster(&self, cluster: &ClusterLabels) {
         self.cluster_reachable.remove(cluster);
+    }
+
+    /// Observes the queue wait and run time of `job`'s attempt when the status write from
+    /// `before` to `after` is the one that records its end (once per attempt: a new
+    /// attempt starts without a finish time).
+    pub fn observe_attempt_end(
+        &self,
+        job: &BatchJob,
+        before: &BatchJobStatus,
+        after: &BatchJobStatus,
+    ) {
+        let (None, Some(finish)) = (&before.finish_time, &after.finish_time) else {
+            return;
+        };
+        let Some(start) = &after.start_time else {
+            // Ended before it started (cancelled while queued): neither wait nor run ended.
+            return;
+        };
+        let outcome = match after.phase.unwrap_or(Phase::Unknown) {
+            Phase::RetryPending => Phase::Failed,
+            phase => phase,
+        };
+        let labels = OutcomeLabels {
+            namespace: job.namespace().unwrap_or_default(),
+            cluster: after.cluster.clone().unwrap_or_default(),
+            outcome: format!("{outcome:?}"),
+        };
+        let seconds = |from: &Time, to: &Time| from.0.duration_until(to.0).as_secs_f64().max(0.0);
+        if let Some(submit) = &after.submit_time {
+            self.queue_wait
+                .get_or_create(&labels)
+                .observe(seconds(submit, start));
+        }
+        self.run_time
+            .get_or_create(&labels)
+            .observe(seconds(start, finish));
     }
 
     /// Counts `batchbridge_jobs` from `store` (the job controller's cache) from now on;
@@ -455,7 +523,8 @@ impl Shell for MeteredShell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{BatchJobSpec, BatchJobStatus};
+    use crate::crd::BatchJobSpec;
+    use crate::status::time;
 
     fn job(namespace: &str, cluster: &str, phase: Option<Phase>) -> BatchJob {
         let spec: BatchJobSpec = serde_json::from_value(
@@ -493,6 +562,50 @@ mod tests {
         ]
         .map(|(ns, c, p, n)| (ns.to_owned(), c.to_owned(), p.to_owned(), n));
         assert_eq!(counts, expected);
+    }
+
+    #[test]
+    fn an_attempt_is_timed_once_when_its_end_is_written() {
+        let metrics = Metrics::new();
+        let job = job("ns", "hpc", None);
+        let at = |secs: u64| {
+            Some(time(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+            ))
+        };
+        let running = BatchJobStatus {
+            phase: Some(Phase::Running),
+            cluster: Some("hpc".into()),
+            submit_time: at(1000),
+            start_time: at(1030),
+            ..BatchJobStatus::default()
+        };
+        let failed = BatchJobStatus {
+            phase: Some(Phase::RetryPending),
+            finish_time: at(1630),
+            ..running.clone()
+        };
+        metrics.observe_attempt_end(&job, &BatchJobStatus::default(), &running);
+        metrics.observe_attempt_end(&job, &running, &failed);
+        // A later write of the same ended attempt is not a second end.
+        metrics.observe_attempt_end(&job, &failed, &failed);
+        let text = metrics.encode();
+        for line in [
+            "# TYPE batchbridge_job_queue_wait_seconds histogram",
+            r#"batchbridge_job_queue_wait_seconds_sum{namespace="ns",cluster="hpc",outcome="Failed"} 30.0"#,
+            r#"batchbridge_job_queue_wait_seconds_count{namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
+            r#"batchbridge_job_queue_wait_seconds_bucket{le="64.0",namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
+            "# TYPE batchbridge_job_run_time_seconds histogram",
+            r#"batchbridge_job_run_time_seconds_sum{namespace="ns",cluster="hpc",outcome="Failed"} 600.0"#,
+            r#"batchbridge_job_run_time_seconds_count{namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
+            r#"batchbridge_job_run_time_seconds_bucket{le="256.0",namespace="ns",cluster="hpc",outcome="Failed"} 0"#,
+            r#"batchbridge_job_run_time_seconds_bucket{le="1024.0",namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
     }
 
     #[test]

@@ -713,6 +713,7 @@ async fn write_status(
     next: &BatchJobStatus,
 ) -> Result<BatchJob, ReconcileError> {
     let written = apply_status(ctx, job, next).await?;
+    ctx.metrics.observe_attempt_end(job, current, next);
     for event in transitions(current, next) {
         publish(
             ctx,
