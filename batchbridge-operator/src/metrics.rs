@@ -323,9 +323,14 @@ impl Metrics {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
-    /// Records whether this replica leads.
+    /// Records whether this replica leads. A replica that stops leading drops its clusters'
+    /// reachability: only the leader probes them, so its values would go stale (and keep an
+    /// unreachable alert firing, or hide one) while another replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+        if !leading {
+            self.cluster_reachable.clear();
+        }
     }
 
     /// Records whether `cluster`'s scheduler answered the operator's last probe or poll.
@@ -609,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn cluster_reachability_is_one_series_per_batchcluster_until_forgotten() {
+    fn cluster_reachability_is_one_series_per_batchcluster_until_forgotten_or_no_longer_led() {
         let metrics = Metrics::new();
         let cluster = |name: &str| ClusterLabels {
             namespace: "ns".into(),
@@ -633,6 +638,8 @@ mod tests {
         let text = metrics.encode();
         assert!(!text.contains(r#"cluster="condor""#), "{text}");
         assert!(text.contains(r#"batchbridge_cluster_reachable{namespace="ns",cluster="hpc"} 1"#));
+        metrics.set_leader(false);
+        assert!(!metrics.encode().contains("batchbridge_cluster_reachable{"));
     }
 
     #[test]
