@@ -63,7 +63,8 @@ words! {
         Held,
         /// Running.
         Running,
-        /// Started, then paused.
+        /// Started, then paused by the scheduler; or, for a job not submitted yet, held
+        /// back by spec.suspend.
         Suspended,
         /// Finished with exit code 0 (every task, for an array).
         Succeeded,
@@ -176,6 +177,9 @@ words! {
         Failed,
         /// BatchJob: whether the finished job's output was collected.
         OutputCollected,
+        /// BatchJob: held back by spec.suspend, not submitted, as batch/v1 Job's
+        /// `Suspended`.
+        Suspended,
         /// BatchCluster: whether the last probe logged in and the scheduler answered.
         Reachable,
         /// The summary kstatus, Argo CD and Flux read. BatchCluster: ready for jobs, true

@@ -57,6 +57,7 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
     let output = &job.spec.output_policy;
     Rules {
         generation: job.metadata.generation.unwrap_or_default(),
+        suspended: job.spec.suspend == Some(true),
         retry_policy: job.spec.retry_policy.as_ref(),
         keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
         log_pod: output.log_pod,

@@ -47,6 +47,10 @@ use crate::reason::Reason as StatusReason;
         .message(Message::Expression(SPEC_FROZEN_MESSAGE.into()))
         .field_path(".spec")
         .reason(Reason::FieldValueForbidden),
+    validation = Rule::new(SUSPEND_ONLY_BEFORE_SUBMIT)
+        .message(Message::Expression(SUSPEND_MESSAGE.into()))
+        .field_path(".spec.suspend")
+        .reason(Reason::FieldValueForbidden),
 )]
 #[x_kube(
     validation = Rule::new("has(self.clusterRef) != has(self.placement)")
@@ -119,6 +123,14 @@ pub struct BatchJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 2147483647))]
     pub ttl_seconds_after_finished: Option<u32>,
+    /// While true, the job is not submitted: it stays Pending with reason Suspended and the
+    /// condition Suspended=True, as a suspended batch/v1 Job creates no pods; clearing it
+    /// (false or absent) submits the job. This is how a queueing controller such as Kueue
+    /// gates a BatchJob: created suspended, released when admitted. It may be set only
+    /// while the job has not been submitted (phase Pending): a submitted job is not
+    /// suspended or cancelled by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
 }
 
 /// The root rule that freezes the spec of an active job. It is a transition rule (it reads
@@ -127,6 +139,13 @@ pub struct BatchJobSpec {
 /// `Pending` (not yet submitted), `RetryPending` (no attempt runs) and the terminal phases
 /// leave the spec editable ([`Phase::spec_editable`]).
 const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'RetryPending', 'Succeeded', 'Failed', 'Cancelled'] || self.spec == oldSelf.spec";
+
+/// The root rule that lets spec.suspend turn true only while the job has not been
+/// submitted (no status phase yet, or Pending), or keep it true: the operator holds back a
+/// job's submit, it does not suspend one the scheduler has. Clearing it is always allowed.
+const SUSPEND_ONLY_BEFORE_SUBMIT: &str = "!has(self.spec.suspend) || !self.spec.suspend || (has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || !has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending'";
+
+const SUSPEND_MESSAGE: &str = "'spec.suspend can be set only before the job is submitted; the job is ' + oldSelf.status.phase";
 
 const SPEC_FROZEN_MESSAGE: &str = "'spec cannot change while the job is ' + oldSelf.status.phase + ': wait until it finishes, or delete it (which cancels it)'";
 

@@ -86,6 +86,8 @@ pub const MOVE_RECHECK: Duration = Duration::from_secs(60);
 pub struct Rules<'a> {
     /// The resource's `metadata.generation`: which spec is current.
     pub generation: i64,
+    /// spec.suspend: the job is not submitted while it holds.
+    pub suspended: bool,
     /// The spec's retry policy.
     pub retry_policy: Option<&'a RetryPolicy>,
     /// Whether the output policy keeps anything (a tail, a ConfigMap or a log pod).

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 use batchbridge_core::{JobId, JobState, JobStatus};
 
 use crate::crd::{BatchJobStatus, MoveOutcome, Phase};
-use crate::reason::ConditionType;
-use crate::status::{condition, observed};
+use crate::reason::{ConditionType, Reason};
+use crate::status::{condition, observed, set_condition};
 
 use super::attempt::{end_attempt, retry_wait, set_finished, start_attempt};
 use super::placement::move_wait;
@@ -27,6 +27,7 @@ pub(super) fn observe(
         .observed_generation
         .is_some_and(|generation| generation != rules.generation);
     match (phase, id) {
+        (Phase::Pending, _) if rules.suspended => hold_suspended(next, now),
         (Phase::Pending, _) => {
             let retries = if edited { 0 } else { next.retries };
             begin_attempt(rules, next, next.attempts + 1, retries, now, plan);
@@ -99,6 +100,24 @@ pub(super) fn observe(
         // An active phase without an id is only ever written as Submitted, handled above.
         (_, None) => begin_attempt(rules, next, next.attempts + 1, 0, now, plan),
     }
+}
+
+/// A job not submitted yet whose spec.suspend is true: Pending, reason Suspended, the
+/// condition Suspended True, as a suspended batch/v1 Job has it; nothing to do until the
+/// spec changes (which wakes the job). Its submit drops the condition.
+fn hold_suspended(next: &mut BatchJobStatus, now: SystemTime) {
+    const WHY: &str = "spec.suspend is true: the job is submitted once it is cleared";
+    next.phase = Some(Phase::Pending);
+    next.reason = Some(Reason::Suspended);
+    next.message = Some(WHY.to_owned());
+    set_condition(
+        &mut next.conditions,
+        ConditionType::Suspended,
+        true,
+        Reason::Suspended,
+        WHY,
+        now,
+    );
 }
 
 /// How much longer the poller's report `job` waits for the job's next change, if it does:

@@ -17,6 +17,7 @@ fn now() -> SystemTime {
 fn spec() -> Rules<'static> {
     Rules {
         generation: GENERATION,
+        suspended: false,
         retry_policy: None,
         keeps_output: true,
         log_pod: false,
@@ -129,6 +130,21 @@ fn accepted(ago: u64) -> BatchJobStatus {
     accepted.expect("the acceptance is written")
 }
 
+/// A new job held back by spec.suspend, as its first reconcile wrote it.
+fn held() -> BatchJobStatus {
+    let suspended = Rules {
+        suspended: true,
+        ..spec()
+    };
+    let step = step(
+        &suspended,
+        &BatchJobStatus::default(),
+        &Finding::Observed(None),
+        now(),
+    );
+    step.status.expect("the hold is written")
+}
+
 /// A running job's status as its last observation wrote it.
 fn seen_running() -> BatchJobStatus {
     with(
@@ -184,6 +200,7 @@ struct Case {
     status: BatchJobStatus,
     event: On<'static>,
     generation: i64,
+    suspended: bool,
     policy: Option<RetryPolicy>,
     keeps_output: bool,
     log_pod: bool,
@@ -200,6 +217,7 @@ fn case(name: &'static str, status: BatchJobStatus, event: impl Into<On<'static>
         status,
         event: event.into(),
         generation: GENERATION,
+        suspended: false,
         policy: None,
         keeps_output: true,
         log_pod: false,
@@ -251,6 +269,7 @@ fn run(case: &Case) -> Step {
     let policy = case.policy.clone().map(|p| &*Box::leak(Box::new(p)));
     let spec = Rules {
         generation: case.generation,
+        suspended: case.suspended,
         retry_policy: policy,
         keeps_output: case.keeps_output,
         log_pod: case.log_pod,
@@ -304,6 +323,27 @@ fn an_unwritten_output_is_reported_once_and_never_fetched_again() {
     );
     let again = step(&spec, &written, &observed(job(JobState::Succeeded)), now());
     assert_eq!(again.effects, [Effect::Forget(id())], "no collection again");
+}
+
+/// A suspended job says why it waits as a suspended batch/v1 Job does (condition
+/// Suspended, and Ready False for it); its submit drops the condition.
+#[test]
+fn a_suspended_job_says_so_until_it_is_submitted() {
+    let status = held();
+    let said = |status: &BatchJobStatus, type_| {
+        condition(&status.conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let suspended = Some(("True".to_owned(), "Suspended".to_owned()));
+    assert_eq!(said(&status, ConditionType::Suspended), suspended);
+    assert_eq!(
+        said(&status, ConditionType::Ready),
+        Some(("False".to_owned(), "Suspended".to_owned()))
+    );
+    assert_eq!(status.reason, Some(Reason::Suspended));
+    let resumed = step(&spec(), &status, &Finding::Observed(None), now())
+        .status
+        .expect("the submit is written");
+    assert_eq!(said(&resumed, ConditionType::Suspended), None);
 }
 
 /// Ready as kstatus (and Argo CD and Flux) read it: True only once the job succeeded, False
@@ -391,6 +431,42 @@ fn steps() {
             ..case(
                 "a new job is submitted as attempt 1",
                 BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 0, 0)),
+            suspended: true,
+            ..case(
+                "a suspended new job is not submitted",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            suspended: true,
+            ..case(
+                "a suspended job seen again writes nothing",
+                held(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 1, 0)),
+            effects: vec![Submit { attempt: 1 }],
+            generation: GENERATION + 1,
+            ..case(
+                "a suspended job is submitted once suspend is cleared",
+                held(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            effects: vec![Forget(id())],
+            suspended: true,
+            ..case(
+                "a finished job ignores suspend",
+                collected(at(Phase::Succeeded)),
                 Finding::Observed(None),
             )
         },
