@@ -157,14 +157,13 @@ impl Tools {
     }
 
     /// Creates namespaces for real; they are deleted when the guard drops.
-    fn namespaces(&self, names: &[&str]) -> Namespaces<'_> {
+    fn namespaces(&self, names: &[&str]) -> DeletedOnDrop<'_> {
         for name in names {
             self.kubectl(&["create", "namespace", name]);
         }
-        Namespaces {
-            tools: self,
-            names: names.iter().map(|n| (*n).to_owned()).collect(),
-        }
+        let mut args = vec!["namespace".to_owned(), "--wait=false".to_owned()];
+        args.extend(names.iter().map(|n| (*n).to_owned()));
+        DeletedOnDrop { tools: self, args }
     }
 
     /// The server-side dry run of `yaml`: every object must be accepted. Returns what kubectl
@@ -196,25 +195,26 @@ impl Tools {
     }
 }
 
-/// Namespaces a test made; deleted on drop, also when the test panics.
-struct Namespaces<'a> {
+/// Objects a test made for real (namespaces, cluster-scoped objects), deleted on drop, also
+/// when the test panics: `kubectl delete --ignore-not-found ARGS`.
+struct DeletedOnDrop<'a> {
     tools: &'a Tools,
-    names: Vec<String>,
+    args: Vec<String>,
 }
 
-impl Drop for Namespaces<'_> {
+impl Drop for DeletedOnDrop<'_> {
     fn drop(&mut self) {
         let mut command = Command::new(&self.tools.kube.kubectl);
         command
             .arg("--kubeconfig")
             .arg(&self.tools.kube.kubeconfig)
-            .args(["delete", "namespace", "--wait=false", "--ignore-not-found"])
-            .args(&self.names);
+            .args(["delete", "--ignore-not-found"])
+            .args(&self.args);
         let output = command.output().unwrap();
         if !output.status.success() && !std::thread::panicking() {
             panic!(
-                "deleting namespaces {:?}: {}",
-                self.names,
+                "deleting {:?}: {}",
+                self.args,
                 String::from_utf8_lossy(&output.stderr)
             );
         }
@@ -1702,31 +1702,6 @@ fn the_chart_readme_lists_every_value() {
 /// One way to change a pod's JSON.
 type PodChange = dyn Fn(&mut Value);
 
-/// Cluster-scoped objects a test made for real, deleted on drop (also when it panics).
-struct ClusterObjects<'a> {
-    tools: &'a Tools,
-    names: Vec<String>,
-}
-
-impl Drop for ClusterObjects<'_> {
-    fn drop(&mut self) {
-        let mut command = Command::new(&self.tools.kube.kubectl);
-        command
-            .arg("--kubeconfig")
-            .arg(&self.tools.kube.kubeconfig)
-            .args(["delete", "--ignore-not-found"])
-            .args(&self.names);
-        let output = command.output().unwrap();
-        if !output.status.success() && !std::thread::panicking() {
-            panic!(
-                "deleting {:?}: {}",
-                self.names,
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-    }
-}
-
 /// The admission policy on the test bed's API server (v1.34): the chart's policy, binding
 /// and RBAC installed for real in a fresh namespace, a log pod made by the operator's own
 /// `output::log_pod` is admitted when the operator's ServiceAccount creates it, and the same
@@ -1759,9 +1734,9 @@ fn the_admission_policy_admits_only_the_operators_log_pods() {
         .unwrap();
     let policy = objects.only("ValidatingAdmissionPolicy");
     let policy_binding = objects.only("ValidatingAdmissionPolicyBinding");
-    let _cluster_objects = ClusterObjects {
+    let _cluster_objects = DeletedOnDrop {
         tools: &tools,
-        names: vec![
+        args: vec![
             format!("clusterrole/{}", name(role)),
             format!("validatingadmissionpolicy/{}", name(policy)),
             format!("validatingadmissionpolicybinding/{}", name(policy_binding)),
