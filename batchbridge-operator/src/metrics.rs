@@ -2,18 +2,22 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `batchbridge_jobs` | gauge | `namespace`, `cluster`, `phase` |
-//! | `batchbridge_submits_total`, `batchbridge_submit_failures_total` | counter | `namespace`, `cluster` |
+//! | `batchbridge_jobs` | gauge | `batchjob_namespace`, `batchcluster`, `phase` |
+//! | `batchbridge_submits_total`, `batchbridge_submit_failures_total` | counter | `batchjob_namespace`, `batchcluster` |
 //! | `batchbridge_actions_in_progress` | gauge | `action` |
-//! | `batchbridge_cancels_total`, `batchbridge_cancel_failures_total` | counter | `namespace`, `cluster` |
-//! | `batchbridge_poll_duration_seconds` | histogram | `namespace`, `cluster` |
-//! | `batchbridge_scheduler_commands_total` | counter | `namespace`, `cluster`, `command` |
-//! | `batchbridge_ssh_connections_opened_total`, `batchbridge_ssh_reconnects_total` | counter | `namespace`, `cluster` |
+//! | `batchbridge_cancels_total`, `batchbridge_cancel_failures_total` | counter | `batchjob_namespace`, `batchcluster` |
+//! | `batchbridge_poll_duration_seconds` | histogram | `batchjob_namespace`, `batchcluster` |
+//! | `batchbridge_scheduler_commands_total` | counter | `batchjob_namespace`, `batchcluster`, `command` |
+//! | `batchbridge_ssh_connections_opened_total`, `batchbridge_ssh_reconnects_total` | counter | `batchjob_namespace`, `batchcluster` |
 //! | `batchbridge_reconcile_errors_total` | counter | `controller`, `reason` |
 //! | `batchbridge_leader` | gauge | |
 //! | `batchbridge_build_info` | gauge | `version` |
-//! | `batchbridge_cluster_reachable` | gauge | `namespace`, `cluster` |
-//! | `batchbridge_job_queue_wait_seconds`, `batchbridge_job_run_time_seconds` | histogram | `namespace`, `cluster`, `outcome` |
+//! | `batchbridge_cluster_reachable` | gauge | `batchjob_namespace`, `batchcluster` |
+//! | `batchbridge_job_queue_wait_seconds`, `batchbridge_job_run_time_seconds` | histogram | `batchjob_namespace`, `batchcluster`, `outcome` |
+//!
+//! The per-cluster labels are `batchjob_namespace` and `batchcluster`, not `namespace` and
+//! `cluster`: a ServiceMonitor's scrape sets `namespace` to the operator's own (renaming ours
+//! to `exported_namespace`), and multi-cluster Prometheus setups add `cluster` themselves.
 //!
 //! `batchbridge_jobs` is counted from the BatchJob cache at each scrape, so it is exact and
 //! a deleted job leaves no stale series; a replica that is not the leader has no cache and
@@ -43,18 +47,18 @@ use crate::crd::{BatchJob, BatchJobStatus, Phase};
 /// Which BatchCluster a series is about.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
-    /// The BatchCluster's namespace.
-    pub namespace: String,
+    /// The BatchCluster's namespace (that of the BatchJobs it runs).
+    pub batchjob_namespace: String,
     /// The BatchCluster's name.
-    pub cluster: String,
+    pub batchcluster: String,
 }
 
 /// A command run on a cluster's login node, by tool (`squeue`, `condor_q`…; `sh` for the
 /// backends' small scripts, such as a submit that claims the job's key, then calls `sbatch`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CommandLabels {
-    namespace: String,
-    cluster: String,
+    batchjob_namespace: String,
+    batchcluster: String,
     command: String,
 }
 
@@ -87,8 +91,8 @@ struct BuildLabels {
 /// failure with a retry left is `Failed`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
-    namespace: String,
-    cluster: String,
+    batchjob_namespace: String,
+    batchcluster: String,
     outcome: String,
 }
 
@@ -106,9 +110,9 @@ fn job_duration_buckets() -> Histogram {
 /// use batchbridge_operator::metrics::{ClusterLabels, Metrics};
 ///
 /// let metrics = Metrics::new();
-/// let hpc = ClusterLabels { namespace: "research".into(), cluster: "hpc".into() };
+/// let hpc = ClusterLabels { batchjob_namespace: "research".into(), batchcluster: "hpc".into() };
 /// metrics.submitted(&hpc, true);
-/// assert!(metrics.encode().contains(r#"batchbridge_submits_total{namespace="research",cluster="hpc"} 1"#));
+/// assert!(metrics.encode().contains(r#"batchbridge_submits_total{batchjob_namespace="research",batchcluster="hpc"} 1"#));
 /// ```
 #[derive(Debug)]
 pub struct Metrics {
@@ -366,8 +370,8 @@ impl Metrics {
             phase => phase,
         };
         let labels = OutcomeLabels {
-            namespace: job.namespace().unwrap_or_default(),
-            cluster: after.cluster.clone().unwrap_or_default(),
+            batchjob_namespace: job.namespace().unwrap_or_default(),
+            batchcluster: after.cluster.clone().unwrap_or_default(),
             outcome: format!("{outcome:?}"),
         };
         let seconds = |from: &Time, to: &Time| from.0.duration_until(to.0).as_secs_f64().max(0.0);
@@ -436,8 +440,8 @@ impl Collector for JobCounts {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct PhaseLabels {
-    namespace: String,
-    cluster: String,
+    batchjob_namespace: String,
+    batchcluster: String,
     phase: String,
 }
 
@@ -452,8 +456,8 @@ fn count_by_phase<'a>(jobs: impl Iterator<Item = &'a BatchJob>) -> BTreeMap<Phas
             .and_then(|status| status.phase)
             .unwrap_or(Phase::Pending);
         let labels = PhaseLabels {
-            namespace: job.namespace().unwrap_or_default(),
-            cluster: job
+            batchjob_namespace: job.namespace().unwrap_or_default(),
+            batchcluster: job
                 .status
                 .as_ref()
                 .and_then(|status| status.cluster.as_deref())
@@ -486,8 +490,8 @@ impl MeteredShell {
     fn count(&self, command: &Command) {
         self.commands
             .get_or_create(&CommandLabels {
-                namespace: self.cluster.namespace.clone(),
-                cluster: self.cluster.cluster.clone(),
+                batchjob_namespace: self.cluster.batchjob_namespace.clone(),
+                batchcluster: self.cluster.batchcluster.clone(),
                 command: command.tool().to_owned(),
             })
             .inc();
@@ -557,7 +561,7 @@ mod tests {
         ];
         let counts: Vec<(String, String, String, i64)> = count_by_phase(jobs.iter())
             .into_iter()
-            .map(|(l, n)| (l.namespace, l.cluster, l.phase, n))
+            .map(|(l, n)| (l.batchjob_namespace, l.batchcluster, l.phase, n))
             .collect();
         let expected = [
             ("a", "condor", "Succeeded", 1),
@@ -597,14 +601,14 @@ mod tests {
         let text = metrics.encode();
         for line in [
             "# TYPE batchbridge_job_queue_wait_seconds histogram",
-            r#"batchbridge_job_queue_wait_seconds_sum{namespace="ns",cluster="hpc",outcome="Failed"} 30.0"#,
-            r#"batchbridge_job_queue_wait_seconds_count{namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
-            r#"batchbridge_job_queue_wait_seconds_bucket{le="64.0",namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
+            r#"batchbridge_job_queue_wait_seconds_sum{batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 30.0"#,
+            r#"batchbridge_job_queue_wait_seconds_count{batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 1"#,
+            r#"batchbridge_job_queue_wait_seconds_bucket{le="64.0",batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 1"#,
             "# TYPE batchbridge_job_run_time_seconds histogram",
-            r#"batchbridge_job_run_time_seconds_sum{namespace="ns",cluster="hpc",outcome="Failed"} 600.0"#,
-            r#"batchbridge_job_run_time_seconds_count{namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
-            r#"batchbridge_job_run_time_seconds_bucket{le="256.0",namespace="ns",cluster="hpc",outcome="Failed"} 0"#,
-            r#"batchbridge_job_run_time_seconds_bucket{le="1024.0",namespace="ns",cluster="hpc",outcome="Failed"} 1"#,
+            r#"batchbridge_job_run_time_seconds_sum{batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 600.0"#,
+            r#"batchbridge_job_run_time_seconds_count{batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 1"#,
+            r#"batchbridge_job_run_time_seconds_bucket{le="256.0",batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 0"#,
+            r#"batchbridge_job_run_time_seconds_bucket{le="1024.0",batchjob_namespace="ns",batchcluster="hpc",outcome="Failed"} 1"#,
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -617,8 +621,8 @@ mod tests {
     fn cluster_reachability_is_one_series_per_batchcluster_until_forgotten_or_no_longer_led() {
         let metrics = Metrics::new();
         let cluster = |name: &str| ClusterLabels {
-            namespace: "ns".into(),
-            cluster: name.into(),
+            batchjob_namespace: "ns".into(),
+            batchcluster: name.into(),
         };
         metrics.set_cluster_reachable(&cluster("hpc"), true);
         metrics.set_cluster_reachable(&cluster("condor"), true);
@@ -626,8 +630,8 @@ mod tests {
         let text = metrics.encode();
         for line in [
             "# TYPE batchbridge_cluster_reachable gauge",
-            r#"batchbridge_cluster_reachable{namespace="ns",cluster="hpc"} 1"#,
-            r#"batchbridge_cluster_reachable{namespace="ns",cluster="condor"} 0"#,
+            r#"batchbridge_cluster_reachable{batchjob_namespace="ns",batchcluster="hpc"} 1"#,
+            r#"batchbridge_cluster_reachable{batchjob_namespace="ns",batchcluster="condor"} 0"#,
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -636,8 +640,10 @@ mod tests {
         }
         metrics.forget_cluster(&cluster("condor"));
         let text = metrics.encode();
-        assert!(!text.contains(r#"cluster="condor""#), "{text}");
-        assert!(text.contains(r#"batchbridge_cluster_reachable{namespace="ns",cluster="hpc"} 1"#));
+        assert!(!text.contains(r#"batchcluster="condor""#), "{text}");
+        assert!(text.contains(
+            r#"batchbridge_cluster_reachable{batchjob_namespace="ns",batchcluster="hpc"} 1"#
+        ));
         metrics.set_leader(false);
         assert!(!metrics.encode().contains("batchbridge_cluster_reachable{"));
     }
@@ -646,8 +652,8 @@ mod tests {
     fn the_text_format_names_every_metric_with_help_and_type() {
         let metrics = Metrics::new();
         let hpc = ClusterLabels {
-            namespace: "ns".into(),
-            cluster: "hpc".into(),
+            batchjob_namespace: "ns".into(),
+            batchcluster: "hpc".into(),
         };
         metrics.submitted(&hpc, true);
         metrics.submitted(&hpc, false);
@@ -663,11 +669,11 @@ mod tests {
         let text = metrics.encode();
         for line in [
             "# TYPE batchbridge_submits counter",
-            r#"batchbridge_submits_total{namespace="ns",cluster="hpc"} 2"#,
-            r#"batchbridge_submit_failures_total{namespace="ns",cluster="hpc"} 1"#,
-            r#"batchbridge_cancels_total{namespace="ns",cluster="hpc"} 1"#,
+            r#"batchbridge_submits_total{batchjob_namespace="ns",batchcluster="hpc"} 2"#,
+            r#"batchbridge_submit_failures_total{batchjob_namespace="ns",batchcluster="hpc"} 1"#,
+            r#"batchbridge_cancels_total{batchjob_namespace="ns",batchcluster="hpc"} 1"#,
             "# TYPE batchbridge_poll_duration_seconds histogram",
-            r#"batchbridge_poll_duration_seconds_count{namespace="ns",cluster="hpc"} 1"#,
+            r#"batchbridge_poll_duration_seconds_count{batchjob_namespace="ns",batchcluster="hpc"} 1"#,
             r#"batchbridge_reconcile_errors_total{controller="BatchJob",reason="Kube"} 1"#,
             "batchbridge_leader 1",
             "# TYPE batchbridge_build_info gauge",

@@ -1423,11 +1423,11 @@ fn check_alerts(rule_spec: &Value) {
     let scraped = r#"instance="10.0.0.1:8080",pod="operator-1""#;
     let series = |name: &str, labels: &str, per_minute: u32| json!({"series": format!("{name}{{{labels},{scraped}}}"), "values": format!("0+{per_minute}x60")});
     let (hpc, fine) = (
-        r#"namespace="research",cluster="hpc""#,
-        r#"namespace="research",cluster="fine""#,
+        r#"batchjob_namespace="research",batchcluster="hpc""#,
+        r#"batchjob_namespace="research",batchcluster="fine""#,
     );
     let ratio_alert = json!({
-        "exp_labels": {"severity": "warning", "namespace": "research", "cluster": "hpc"},
+        "exp_labels": {"severity": "warning", "batchjob_namespace": "research", "batchcluster": "hpc"},
         "exp_annotations": {
             "summary": "batchbridge submits to a cluster are failing",
             "description": "50% of the submits to the cluster this alert's labels name failed \
@@ -1472,8 +1472,8 @@ fn check_alerts(rule_spec: &Value) {
     // one of each the alerts use, through the calls the controllers make.
     let metrics = batchbridge_operator::metrics::Metrics::new();
     let cluster = batchbridge_operator::metrics::ClusterLabels {
-        namespace: "research".into(),
-        cluster: "hpc".into(),
+        batchjob_namespace: "research".into(),
+        batchcluster: "hpc".into(),
     };
     metrics.submitted(&cluster, false);
     metrics.reconcile_failed("BatchJob", "Kube");

@@ -207,7 +207,7 @@ impl Operator {
     /// A counter of the BatchCluster `slurm` (0 when the series is absent).
     async fn counter(&self, name: &str) -> f64 {
         let series = format!(
-            r#"{name}{{namespace="{}",cluster="slurm"}}"#,
+            r#"{name}{{batchjob_namespace="{}",batchcluster="slurm"}}"#,
             self.namespace
         );
         metric(&self.process().metrics().await, &series).unwrap_or(0.0)

@@ -89,8 +89,12 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
     assert_eq!(b.submits(&ns).await, 0.0, "the standby did not");
     let a_metrics = a.metrics().await;
     for series in [
-        format!(r#"batchbridge_jobs{{namespace="{ns}",cluster="slurm",phase="Succeeded"}}"#),
-        format!(r#"batchbridge_ssh_connections_opened_total{{namespace="{ns}",cluster="slurm"}}"#),
+        format!(
+            r#"batchbridge_jobs{{batchjob_namespace="{ns}",batchcluster="slurm",phase="Succeeded"}}"#
+        ),
+        format!(
+            r#"batchbridge_ssh_connections_opened_total{{batchjob_namespace="{ns}",batchcluster="slurm"}}"#
+        ),
     ] {
         assert_eq!(
             metric(&a_metrics, &series),
@@ -99,9 +103,11 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
         );
     }
     for series in [
-        format!(r#"batchbridge_poll_duration_seconds_count{{namespace="{ns}",cluster="slurm"}}"#),
         format!(
-            r#"batchbridge_scheduler_commands_total{{namespace="{ns}",cluster="slurm",command="squeue"}}"#
+            r#"batchbridge_poll_duration_seconds_count{{batchjob_namespace="{ns}",batchcluster="slurm"}}"#
+        ),
+        format!(
+            r#"batchbridge_scheduler_commands_total{{batchjob_namespace="{ns}",batchcluster="slurm",command="squeue"}}"#
         ),
     ] {
         let value = metric(&a_metrics, &series).unwrap_or(0.0);

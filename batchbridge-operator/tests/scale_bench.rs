@@ -829,7 +829,10 @@ fn report(
     let (started, ticks, processes) = (phases.started, phases.ticks, phases.processes);
     let mut out = String::new();
     let ns = &bed.namespace;
-    let cluster = format!("namespace=\"{ns}\",cluster=\"{}\"", settings.scheduler);
+    let cluster = format!(
+        "batchjob_namespace=\"{ns}\",batchcluster=\"{}\"",
+        settings.scheduler
+    );
     let n = settings.jobs;
     let op = |s: &Snapshot, name: &str| total(&s.operator, name, &[&cluster]);
     let polls = |s: &Snapshot| op(s, "batchbridge_poll_duration_seconds_count");

@@ -120,8 +120,8 @@ impl Connection {
 /// The metrics' labels of BatchCluster `key`.
 fn labels_of(key: &ObjectRef<BatchCluster>) -> ClusterLabels {
     ClusterLabels {
-        namespace: key.namespace.clone().unwrap_or_default(),
-        cluster: key.name.clone(),
+        batchjob_namespace: key.namespace.clone().unwrap_or_default(),
+        batchcluster: key.name.clone(),
     }
 }
 

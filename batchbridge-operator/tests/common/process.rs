@@ -109,8 +109,9 @@ impl OperatorProcess {
 
     /// `batchbridge_submits_total` for the BatchCluster `slurm` of `namespace`.
     pub(crate) async fn submits(&self, namespace: &str) -> f64 {
-        let series =
-            format!(r#"batchbridge_submits_total{{namespace="{namespace}",cluster="slurm"}}"#);
+        let series = format!(
+            r#"batchbridge_submits_total{{batchjob_namespace="{namespace}",batchcluster="slurm"}}"#
+        );
         metric(&self.metrics().await, &series).unwrap_or(0.0)
     }
 
