@@ -115,6 +115,7 @@ json_escape() {
 # order; down.sh stops them in reverse. Later components may depend on earlier ones.
 TESTBED_COMPONENTS=(
     sshd
+    otp
     bastion
     ca
     at
