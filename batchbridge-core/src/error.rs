@@ -29,6 +29,9 @@ pub enum ErrorKind {
     HostKeyMismatch,
     /// The credentials were refused.
     AuthenticationFailed,
+    /// The credential has expired (an SSH certificate past its validity), so it was not
+    /// even offered: the same credential fails for good, a renewed one is tried at once.
+    CredentialExpired,
     /// An established connection broke; the command may or may not have run.
     ConnectionLost,
     /// A command did not finish within its time limit.
@@ -50,10 +53,6 @@ pub enum ErrorKind {
     /// The job is still active (or its state is not known), so it cannot be cleaned up:
     /// cancel it and wait until it ends first.
     JobActive,
-    /// The login needs a person at a terminal (a password or one-time password typed in)
-    /// and no such login is open: nothing that runs unattended may prompt, so the caller
-    /// has to open one interactively (the CLI's `batchbridge login`) and try again.
-    LoginRequired,
 }
 
 impl ErrorKind {
@@ -80,6 +79,7 @@ impl ErrorKind {
             Self::Unreachable => "host unreachable",
             Self::HostKeyMismatch => "host key verification failed",
             Self::AuthenticationFailed => "authentication failed",
+            Self::CredentialExpired => "credential expired",
             Self::ConnectionLost => "connection lost",
             Self::Timeout => "timed out",
             Self::CommandFailed => "command failed",
@@ -88,7 +88,6 @@ impl ErrorKind {
             Self::Io => "I/O error",
             Self::WaitTimedOut => "wait timed out",
             Self::JobActive => "job still active",
-            Self::LoginRequired => "interactive login required",
         }
     }
 }

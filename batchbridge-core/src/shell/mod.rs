@@ -7,6 +7,7 @@
 //! [`Command::to_shell_line`] quotes them with `shlex`.
 
 mod capture;
+mod certificate;
 mod lines;
 mod local;
 mod ssh;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub use certificate::Certificate;
 pub use local::LocalShell;
 pub use ssh::{HostKeys, Password, SshAuth, SshConfig, SshShell};
 

@@ -15,11 +15,13 @@ use batchbridge_core::estimate::{EstimatedStart, StartEstimate};
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 
+mod bastion;
 mod counting;
 pub mod events;
 
 pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
 pub use batchbridge_core::shell::MockShell;
+pub use bastion::{BastionHop, bastion_hops};
 pub use counting::CountingShell;
 
 /// The SSH facts of the test bed's sshd.
@@ -246,6 +248,83 @@ pub fn helm_facts() -> HelmFacts {
     HelmFacts {
         helm: facts.field("helm").into(),
         version: facts.field("version"),
+    }
+}
+
+/// The certificate login of the test bed (`tests/testbed/ca.sh`): an sshd that accepts only
+/// certificates signed by the test user CA.
+#[derive(Debug, Clone)]
+pub struct CaFacts {
+    /// Address of that sshd.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The user the certificates name.
+    pub user: String,
+    /// The user CA's private key, to issue certificates with.
+    pub ca_key: PathBuf,
+    /// The user's private key (no certificate of its own makes it log in).
+    pub user_key: PathBuf,
+    /// Its certificate valid for a day, beside it (`USER_KEY-cert.pub`).
+    pub certificate: PathBuf,
+    /// Its certificate that expired in 2020.
+    pub expired_certificate: PathBuf,
+    /// known_hosts holding the sshd's host key.
+    pub known_hosts: PathBuf,
+}
+
+/// Reads `ca/facts.json`.
+pub fn ca_facts() -> CaFacts {
+    let facts = Facts::read("ca/facts.json");
+    let field = |name: &str| PathBuf::from(facts.field(name));
+    CaFacts {
+        host: facts.field("host"),
+        port: facts.port(),
+        user: facts.field("user"),
+        ca_key: field("ca_key"),
+        user_key: field("user_key"),
+        certificate: field("certificate"),
+        expired_certificate: field("expired_certificate"),
+        known_hosts: field("known_hosts"),
+    }
+}
+
+impl CaFacts {
+    /// A new certificate of the user key, valid from now for `validity` in `ssh-keygen -V`
+    /// terms (`+2m`, `+1d`), as its one line of text.
+    pub fn issue(&self, validity: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let public = dir.path().join("key.pub");
+        std::fs::copy(self.user_key.with_extension("pub"), &public).unwrap();
+        let status = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-s"])
+            .arg(&self.ca_key)
+            .args([
+                "-I",
+                &format!("test-{validity}"),
+                "-n",
+                &self.user,
+                "-V",
+                validity,
+            ])
+            .arg(&public)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ssh-keygen -s: {status}");
+        std::fs::read_to_string(dir.path().join("key-cert.pub")).unwrap()
+    }
+
+    /// A config for the certificate login with the given credentials, failing fast.
+    pub fn config(&self, auth: SshAuth) -> SshConfig {
+        fail_fast(
+            SshConfig::new(
+                &self.host,
+                &self.user,
+                auth,
+                HostKeys::File(self.known_hosts.clone()),
+            )
+            .port(self.port),
+        )
     }
 }
 
