@@ -7,6 +7,7 @@
 //! [`Command::to_shell_line`] quotes them with `shlex`.
 
 mod capture;
+mod jump;
 mod certificate;
 mod lines;
 mod local;
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 use crate::error::{Error, ErrorKind, Result};
 
 pub use certificate::Certificate;
+pub use jump::JumpHost;
 pub use local::LocalShell;
 pub use ssh::{HostKeys, Password, SshAuth, SshConfig, SshShell};
 

@@ -27,6 +27,7 @@ use tokio::sync::{Mutex, Semaphore};
 
 use super::Certificate;
 use super::capture::exchange;
+use super::jump::{JumpChain, JumpHost, name_failing_hop};
 use super::lines::stream_lines;
 use super::{Command, LineStream, MAX_COMMAND_LINE, Output, Shell};
 use crate::error::{Error, ErrorKind, Result};
@@ -45,6 +46,11 @@ impl Password {
     /// Wraps a password.
     pub fn new(password: impl Into<String>) -> Self {
         Self(password.into())
+    }
+
+    /// The secret itself, for the file `ssh` reads it from.
+    pub(super) fn text(&self) -> &str {
+        &self.0
     }
 }
 
@@ -197,6 +203,9 @@ pub struct SshConfig {
     /// An ssh_config file to read; none is read when absent, so the behaviour does not
     /// depend on the user's or the system's configuration.
     pub ssh_config_file: Option<PathBuf>,
+    /// The jump hosts on the way to `host`, nearest first, each with its own credential and
+    /// host keys (see [`jump_host`](Self::jump_host)); empty for a direct connection.
+    pub jump_hosts: Vec<JumpHost>,
     /// Where the shell makes its private directory (mode 0700: the control socket, the
     /// master's log, known_hosts entries, and a credential while the master authenticates).
     /// When absent: `$XDG_RUNTIME_DIR` (a per-user, memory-backed directory) if set, else the
@@ -226,6 +235,7 @@ impl SshConfig {
             refused_login_backoff_max: Duration::from_secs(6 * 3600),
             ssh_program: PathBuf::from("ssh"),
             ssh_config_file: None,
+            jump_hosts: Vec::new(),
             runtime_dir: None,
         }
     }
@@ -233,6 +243,40 @@ impl SshConfig {
     /// Sets the port.
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;
+        self
+    }
+
+    /// Adds a jump host after those already added: the connection goes through the first
+    /// one added, from there to the next, and from the last to `host`.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::{HostKeys, JumpHost, SshAuth, SshConfig};
+    ///
+    /// let config = SshConfig::new(
+    ///     "login1.cluster.internal",
+    ///     "alice",
+    ///     SshAuth::KeyFile("/home/alice/.ssh/cluster_ed25519".into()),
+    ///     HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+    /// )
+    /// .jump_host(JumpHost::new(
+    ///     "bastion.example.org",
+    ///     "alice",
+    ///     SshAuth::KeyFile("/home/alice/.ssh/bastion_ed25519".into()),
+    ///     HostKeys::Entries("bastion.example.org ssh-ed25519 AAAAC3Nza…".into()),
+    /// ))
+    /// .jump_host(
+    ///     JumpHost::new(
+    ///         "gateway.cluster.internal",
+    ///         "alice",
+    ///         SshAuth::KeyFile("/home/alice/.ssh/gateway_ed25519".into()),
+    ///         HostKeys::File("/home/alice/.ssh/gateway_known_hosts".into()),
+    ///     )
+    ///     .port(2201),
+    /// );
+    /// assert_eq!(config.jump_hosts[1].address(), "gateway.cluster.internal:2201");
+    /// ```
+    pub fn jump_host(mut self, hop: JumpHost) -> Self {
+        self.jump_hosts.push(hop);
         self
     }
 
@@ -272,6 +316,8 @@ pub struct SshShell {
     /// Shared with the streams, which hold a session for as long as they run.
     sessions: Arc<Semaphore>,
     connections_opened: AtomicU64,
+    /// The jump hosts' ssh_config and known hosts in `dir`, when there are hops.
+    jumps: Option<JumpChain>,
 }
 
 /// Refused credentials: no login is tried again before `until`.
@@ -362,7 +408,15 @@ impl SshShell {
         if let SshAuth::Password(_) = &config.auth {
             write_private(&dir.path().join("askpass"), ASKPASS.as_bytes(), 0o700)?;
         }
+        let jumps = JumpChain::prepare(
+            &config.jump_hosts,
+            dir.path(),
+            &config.ssh_program,
+            &dir.path().join("master.log"),
+            config.connect_timeout.as_secs().max(1),
+        )?;
         Ok(Self {
+            jumps,
             target: config.target(),
             sessions: Arc::new(Semaphore::new(config.max_sessions.max(1))),
             config,
@@ -538,6 +592,11 @@ impl SshShell {
             "ForwardAgent=no".to_owned(),
             "ForwardX11=no".to_owned(),
         ];
+        // The hops' key texts, on disk until the master has authenticated, as its own.
+        let _hop_keys = self.jumps.as_ref().map(JumpChain::write_keys).transpose()?;
+        if let Some(jumps) = &self.jumps {
+            options.push(jumps.proxy_option().to_owned());
+        }
         let key_options = [
             "BatchMode=yes",
             "IdentitiesOnly=yes",
@@ -628,7 +687,13 @@ impl SshShell {
         loop {
             if let Some(status) = master.try_wait()? {
                 let log = std::fs::read_to_string(log).unwrap_or_default();
-                return Err(classify_connect_failure(&self.target, &log, status.code()));
+                let error = classify_connect_failure(&self.target, &log, status.code());
+                return Err(name_failing_hop(
+                    error,
+                    &self.target,
+                    &self.config.jump_hosts,
+                    &log,
+                ));
             }
             if control.exists() {
                 let session = Session::resume_mux(control.into(), Some(log.into()));
@@ -883,7 +948,7 @@ fn write_key(path: &Path, key: &Password) -> Result<()> {
 }
 
 /// Writes `contents` to a new file that has `mode` from its creation on, never a wider one.
-fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
+pub(super) fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
@@ -906,7 +971,7 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Turns the master's log into an error a user can act on.
-fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> Error {
+pub(super) fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> Error {
     let detail = log
         .lines()
         .map(str::trim)

@@ -1,0 +1,536 @@
+//! Jump hosts: the SSH servers a connection passes through on its way to the login host
+//! ([`SshConfig::jump_hosts`](super::SshConfig::jump_hosts)).
+//!
+//! Each hop is a `Host` block of an ssh_config file the shell writes into its private
+//! directory, with that hop's own address, user, credential and known hosts, strict host
+//! key checking and no forwarding of any kind. Hop N reaches hop N+1 through a
+//! `ProxyCommand` that runs `ssh -W` to hop N, and the master connection reaches the login
+//! host the same way through the last hop. `ProxyCommand` rather than `ProxyJump`, which
+//! is the same `ssh -W` written for us: the `ssh` that `ProxyJump` starts cannot be told
+//! where to log, so a hop's host-key or login failure would vanish with its stderr; ours
+//! log (`-E`) to the master's log, where [`name_failing_hop`] finds them.
+
+use std::path::{Path, PathBuf};
+
+use super::ssh::{HostKeys, SshAuth, write_private};
+use crate::error::{Error, ErrorKind, Result};
+
+/// One SSH server on the way to the login host, with its own credential and host keys.
+///
+/// Every hop's host key is checked strictly (an unknown or changed key is refused), and
+/// nothing is forwarded to it: no agent, no X11, no ports.
+///
+/// ```
+/// use batchbridge_core::shell::{HostKeys, JumpHost, SshAuth};
+///
+/// let bastion = JumpHost::new(
+///     "bastion.example.org",
+///     "alice",
+///     SshAuth::KeyFile("/home/alice/.ssh/bastion_ed25519".into()),
+///     HostKeys::Entries("[bastion.example.org]:2201 ssh-ed25519 AAAA…".into()),
+/// )
+/// .port(2201);
+/// assert_eq!(bastion.address(), "bastion.example.org:2201");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JumpHost {
+    /// Host name or address, as the previous hop (or this machine, for the first) reaches it.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// The user on this hop.
+    pub user: String,
+    /// This hop's credential: a key file, a key's text or an agent. Not a password: `ssh`
+    /// asks one askpass helper for every password on the way, and could be answered with
+    /// another hop's.
+    pub auth: SshAuth,
+    /// This hop's host keys; a hop whose key is not among them is refused.
+    pub host_keys: HostKeys,
+}
+
+impl JumpHost {
+    /// A hop on port 22.
+    pub fn new(
+        host: impl Into<String>,
+        user: impl Into<String>,
+        auth: SshAuth,
+        host_keys: HostKeys,
+    ) -> Self {
+        Self {
+            host: host.into(),
+            port: 22,
+            user: user.into(),
+            auth,
+            host_keys,
+        }
+    }
+
+    /// Sets the port.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// `host:port`, as messages name the hop.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// How `ssh` names this hop in known_hosts and in its messages: `[host]:port`, or
+    /// `host` on port 22 (lower-cased, as `ssh` does).
+    fn known_hosts_name(&self) -> String {
+        let host = self.host.to_lowercase();
+        if self.port == 22 {
+            host
+        } else {
+            format!("[{host}]:{}", self.port)
+        }
+    }
+}
+
+/// The files of a shell's jump hosts, in its private directory.
+#[derive(Debug)]
+pub(super) struct JumpChain {
+    /// `-o ProxyCommand=…` for the master connection: through the last hop.
+    proxy_option: String,
+    /// Where each hop's key text goes while the master authenticates, with the text.
+    key_texts: Vec<(PathBuf, String)>,
+}
+
+/// The alias of hop `index` (0-based) in the written ssh_config; no real host name looks
+/// like it, so no block meant for a hop matches the login host.
+fn alias(index: usize) -> String {
+    format!("batchbridge-jump-{}", index + 1)
+}
+
+impl JumpChain {
+    /// Checks the hops and writes their ssh_config and known hosts into `dir`; `None`
+    /// without hops. `ssh_program` runs each hop, `log` receives every hop's messages.
+    pub(super) fn prepare(
+        hops: &[JumpHost],
+        dir: &Path,
+        ssh_program: &Path,
+        log: &Path,
+        connect_timeout_secs: u64,
+    ) -> Result<Option<Self>> {
+        if hops.is_empty() {
+            return Ok(None);
+        }
+        let config = dir.join("jump_config");
+        // The shell `ssh` starts a ProxyCommand with gets the paths quoted, and `%` in them
+        // doubled: ssh would read it as one of its tokens, as in `[%h]:%p`.
+        let quoted = |path: &Path| -> Result<String> {
+            let text = path_text(path)?.replace('%', "%%");
+            shlex::try_quote(&text)
+                .map(|quoted| quoted.into_owned())
+                .map_err(|err| Error::invalid_input(format!("path {text:?}: {err}")))
+        };
+        let ssh_w = format!(
+            "{} -E {} -F {} -W '[%h]:%p'",
+            quoted(ssh_program)?,
+            quoted(log)?,
+            quoted(&config)?
+        );
+        let proxy_command = |through: usize| format!("{ssh_w} {}", alias(through));
+        let mut text = String::from(
+            "# Written by batchbridge: the jump hosts on the way to the login host, nearest first.\n",
+        );
+        let mut key_texts = Vec::new();
+        for (index, hop) in hops.iter().enumerate() {
+            let what = format!("jump host {} ({})", index + 1, hop.address());
+            plain_word(&hop.host, &what, "host")?;
+            plain_word(&hop.user, &what, "user")?;
+            // Each hop's own known hosts, never what an ssh_config would find.
+            let known_hosts = if let HostKeys::File(path) = &hop.host_keys {
+                path.clone()
+            } else if let HostKeys::Entries(entries) = &hop.host_keys {
+                let path = dir.join(format!("{}.known_hosts", alias(index)));
+                write_private(&path, entries.as_bytes(), 0o600)?;
+                path
+            } else {
+                return Err(Error::invalid_input(format!(
+                    "{what}: a jump host needs its own known hosts (a file or its lines)"
+                )));
+            };
+            text.push_str(&format!(
+                "\nHost {}\n    HostName {}\n    Port {}\n    User {}\n",
+                alias(index),
+                hop.host,
+                hop.port,
+                hop.user
+            ));
+            match &hop.auth {
+                SshAuth::KeyFile(path) => {
+                    std::fs::File::open(path).map_err(|err| {
+                        Error::invalid_input(format!(
+                            "{what}: cannot read the private key {}: {err}",
+                            path.display()
+                        ))
+                    })?;
+                    text.push_str(&identity_lines(path)?);
+                }
+                SshAuth::Key(key) => {
+                    let path = dir.join(format!("{}.id", alias(index)));
+                    text.push_str(&identity_lines(&path)?);
+                    key_texts.push((path, key.text().to_owned()));
+                }
+                SshAuth::Agent(socket) => {
+                    text.push_str(&format!("    IdentityAgent {}\n", config_path(socket)?));
+                }
+                // A password: `ssh` would ask one askpass helper for every hop's password.
+                _ => {
+                    return Err(Error::invalid_input(format!(
+                        "{what}: a jump host logs in with a key file, a key's text or an \
+                         ssh-agent, not a password"
+                    )));
+                }
+            }
+            text.push_str(&format!(
+                "    UserKnownHostsFile {}\n    GlobalKnownHostsFile /dev/null\n    \
+                 StrictHostKeyChecking yes\n    CheckHostIP no\n    BatchMode yes\n    \
+                 PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
+                 ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout {connect_timeout_secs}\n    \
+                 ServerAliveInterval 15\n    ServerAliveCountMax 3\n",
+                config_path(&known_hosts)?
+            ));
+            if index > 0 {
+                text.push_str(&format!("    ProxyCommand {}\n", proxy_command(index - 1)));
+            }
+        }
+        write_private(&config, text.as_bytes(), 0o600)?;
+        Ok(Some(Self {
+            proxy_option: format!("ProxyCommand={}", proxy_command(hops.len() - 1)),
+            key_texts,
+        }))
+    }
+
+    /// The option that sends the master connection through the hops.
+    pub(super) fn proxy_option(&self) -> &str {
+        &self.proxy_option
+    }
+
+    /// Writes the hops' key texts (0600) for the master to authenticate with; they are
+    /// removed when the returned guard drops.
+    pub(super) fn write_keys(&self) -> Result<KeyFiles> {
+        let mut written = KeyFiles(Vec::new());
+        for (path, text) in &self.key_texts {
+            let mut text = text.clone();
+            if !text.ends_with('\n') {
+                text.push('\n'); // OpenSSH refuses a key file without the final newline
+            }
+            write_private(path, text.as_bytes(), 0o600)?;
+            written.0.push(path.clone());
+        }
+        Ok(written)
+    }
+}
+
+/// Key files on disk while a master authenticates; removed on drop.
+#[derive(Debug)]
+pub(super) struct KeyFiles(Vec<PathBuf>);
+
+impl Drop for KeyFiles {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A host or user name as one ssh_config word: anything that could end the word, start a
+/// comment, be read as an option or an ssh token is refused.
+fn plain_word(value: &str, what: &str, field: &str) -> Result<()> {
+    let bad = value.is_empty()
+        || value.starts_with('-')
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "\"'#%\\=".contains(c));
+    if bad {
+        return Err(Error::invalid_input(format!(
+            "{what}: {field} {value:?} is not a plain name"
+        )));
+    }
+    Ok(())
+}
+
+/// `path` as a path argument of ssh_config: quoted, `%` escaped (ssh expands tokens in it).
+fn config_path(path: &Path) -> Result<String> {
+    let text = path_text(path)?;
+    if text.contains('"') {
+        return Err(Error::invalid_input(format!(
+            "path {text:?}: ssh_config cannot quote a path with a double quote"
+        )));
+    }
+    Ok(format!("\"{}\"", text.replace('%', "%%")))
+}
+
+fn identity_lines(path: &Path) -> Result<String> {
+    Ok(format!(
+        "    IdentityFile {}\n    IdentitiesOnly yes\n    IdentityAgent none\n",
+        config_path(path)?
+    ))
+}
+
+fn path_text(path: &Path) -> Result<&str> {
+    path.to_str()
+        .filter(|text| !text.chars().any(char::is_control))
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "path {}: not usable in an ssh_config",
+                path.display()
+            ))
+        })
+}
+
+/// Names the hop a host-key failure came from, with the `ssh-keyscan` line that shows its
+/// key, so that whoever reads the error knows which known hosts to fix and how. Other
+/// errors, and host-key failures of the login host itself, are returned as they are.
+pub(super) fn name_failing_hop(error: Error, target: &str, hops: &[JumpHost], log: &str) -> Error {
+    if error.kind() != ErrorKind::HostKeyMismatch {
+        return error;
+    }
+    // "No … host key is known for NAME and …" or "Host key for NAME has changed and …".
+    let Some((index, hop, line)) = hops.iter().enumerate().find_map(|(index, hop)| {
+        let needle = format!("for {} ", hop.known_hosts_name());
+        log.lines()
+            .find(|line| line.contains(&needle))
+            .map(|line| (index, hop, line.trim()))
+    }) else {
+        return error;
+    };
+    Error::new(
+        ErrorKind::HostKeyMismatch,
+        format!(
+            "{target}: jump host {} ({}) on the way: its host key is not among the hop's \
+             trusted host keys ({line}); see its key with `ssh-keyscan -p {} {}`, check the \
+             fingerprint with the hop's administrators, and add the line to that hop's known \
+             hosts",
+            index + 1,
+            hop.address(),
+            hop.port,
+            hop.host
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shell::Password;
+
+    fn hop(host: &str, port: u16, auth: SshAuth) -> JumpHost {
+        JumpHost::new(
+            host,
+            "batch",
+            auth,
+            HostKeys::Entries(format!("[{host}]:{port} ssh-ed25519 AAAA")),
+        )
+        .port(port)
+    }
+
+    fn config_text(dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("jump_config")).unwrap()
+    }
+
+    fn prepare(hops: &[JumpHost], dir: &Path) -> Result<Option<JumpChain>> {
+        JumpChain::prepare(
+            hops,
+            dir,
+            Path::new("/usr/bin/ssh"),
+            &dir.join("master.log"),
+            15,
+        )
+    }
+
+    #[test]
+    fn each_hop_is_a_block_with_its_own_credential_and_known_hosts_reached_through_the_one_before()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("hop1_key");
+        std::fs::write(&key_file, "key").unwrap();
+        let hops = [
+            hop("bastion1", 2230, SshAuth::KeyFile(key_file.clone())),
+            hop("bastion2", 2231, SshAuth::Key(Password::new("KEY TEXT"))),
+        ];
+        let chain = prepare(&hops, dir.path()).unwrap().unwrap();
+        let d = dir.path().display();
+        let ssh_w = format!("/usr/bin/ssh -E {d}/master.log -F {d}/jump_config -W '[%h]:%p'");
+        assert_eq!(
+            config_text(dir.path()),
+            format!(
+                "# Written by batchbridge: the jump hosts on the way to the login host, nearest first.\n\
+                 \n\
+                 Host batchbridge-jump-1\n    HostName bastion1\n    Port 2230\n    User batch\n    \
+                 IdentityFile \"{d}/hop1_key\"\n    IdentitiesOnly yes\n    IdentityAgent none\n    \
+                 UserKnownHostsFile \"{d}/batchbridge-jump-1.known_hosts\"\n    \
+                 GlobalKnownHostsFile /dev/null\n    StrictHostKeyChecking yes\n    CheckHostIP no\n    \
+                 BatchMode yes\n    PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
+                 ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout 15\n    \
+                 ServerAliveInterval 15\n    ServerAliveCountMax 3\n\
+                 \n\
+                 Host batchbridge-jump-2\n    HostName bastion2\n    Port 2231\n    User batch\n    \
+                 IdentityFile \"{d}/batchbridge-jump-2.id\"\n    IdentitiesOnly yes\n    IdentityAgent none\n    \
+                 UserKnownHostsFile \"{d}/batchbridge-jump-2.known_hosts\"\n    \
+                 GlobalKnownHostsFile /dev/null\n    StrictHostKeyChecking yes\n    CheckHostIP no\n    \
+                 BatchMode yes\n    PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
+                 ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout 15\n    \
+                 ServerAliveInterval 15\n    ServerAliveCountMax 3\n    \
+                 ProxyCommand {ssh_w} batchbridge-jump-1\n"
+            )
+        );
+        assert_eq!(
+            chain.proxy_option(),
+            format!("ProxyCommand={ssh_w} batchbridge-jump-2")
+        );
+        let known = std::fs::read_to_string(dir.path().join("batchbridge-jump-2.known_hosts"));
+        assert_eq!(known.unwrap(), "[bastion2]:2231 ssh-ed25519 AAAA");
+
+        // The key text is on disk only while the guard lives.
+        let key = dir.path().join("batchbridge-jump-2.id");
+        let guard = chain.write_keys().unwrap();
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), "KEY TEXT\n");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(guard);
+        assert!(!key.exists());
+    }
+
+    #[test]
+    fn no_hops_write_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(prepare(&[], dir.path()).unwrap().is_none());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_percent_in_a_path_is_not_an_ssh_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join("50%");
+        std::fs::create_dir(&odd).unwrap();
+        let chain = prepare(&[hop("b", 22, SshAuth::Agent("/a%h".into()))], &odd)
+            .unwrap()
+            .unwrap();
+        assert!(config_text(&odd).contains("IdentityAgent \"/a%%h\"\n"));
+        assert!(
+            chain
+                .proxy_option()
+                .ends_with("50%%/jump_config' -W '[%h]:%p' batchbridge-jump-1"),
+            "{}",
+            chain.proxy_option()
+        );
+    }
+
+    #[test]
+    fn hops_that_cannot_be_written_safely_are_refused_naming_the_hop() {
+        let cases = [
+            (
+                hop("evil\n    ProxyCommand x", 22, SshAuth::Agent("/s".into())),
+                "host",
+            ),
+            (
+                hop("-oProxyCommand=x", 22, SshAuth::Agent("/s".into())),
+                "host",
+            ),
+            (hop("%d", 22, SshAuth::Agent("/s".into())), "host"),
+            (hop("", 22, SshAuth::Agent("/s".into())), "host"),
+            (
+                hop("b", 22, SshAuth::Password(Password::new("pw"))),
+                "password",
+            ),
+            (
+                hop("b", 22, SshAuth::KeyFile("/nonexistent/key".into())),
+                "cannot read the private key /nonexistent/key",
+            ),
+            (hop("b", 22, SshAuth::Agent("/a\"b".into())), "double quote"),
+        ];
+        for (bad, says) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let fine = hop("first", 2230, SshAuth::Agent("/s".into()));
+            let err = prepare(&[fine, bad.clone()], dir.path()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+            assert!(err.message().contains(says), "{err}");
+            if !bad.host.is_empty() && !bad.host.contains('\n') {
+                assert!(
+                    err.message().contains("jump host 2 ") || says == "double quote",
+                    "{err}"
+                );
+            }
+        }
+        let mut bad_user = hop("b", 22, SshAuth::Agent("/s".into()));
+        bad_user.user = "a b".into();
+        let dir = tempfile::tempdir().unwrap();
+        let err = prepare(&[bad_user], dir.path()).unwrap_err();
+        assert!(
+            err.message().starts_with("jump host 1 (b:22): user "),
+            "{err}"
+        );
+    }
+
+    /// How the shell reports a master that failed with `log` on its way through `hops`.
+    fn classified(log: &str, hops: &[JumpHost]) -> Error {
+        let target = "batch@127.0.0.1:2222";
+        let error = super::super::ssh::classify_connect_failure(target, log, Some(255));
+        name_failing_hop(error, target, hops, log)
+    }
+
+    /// Real messages of `ssh` 9.2 through the test bed's jump chain (tests/testbed/bastion.sh)
+    /// with hop 2's known hosts wrong and empty.
+    #[test]
+    fn a_hop_whose_host_key_fails_is_named_with_its_keyscan_line() {
+        let hops = [
+            hop("127.0.0.1", 2230, SshAuth::Agent("/s".into())),
+            hop("127.0.0.1", 2231, SshAuth::Agent("/s".into())),
+        ];
+        let changed = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n\
+            @    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n\
+            @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n\
+            IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!\n\
+            Offending ED25519 key in /var/lib/batchbridge-testbed/bastion/hop2/wrong_known_hosts:1\n  \
+            remove with:\n  \
+            ssh-keygen -f \"/var/lib/batchbridge-testbed/bastion/hop2/wrong_known_hosts\" -R \"[127.0.0.1]:2231\"\n\
+            Host key for [127.0.0.1]:2231 has changed and you have requested strict checking.\n\
+            Host key verification failed.\n\
+            kex_exchange_identification: Connection closed by remote host\n\
+            Connection closed by UNKNOWN port 65535\n";
+        let unknown = "No ED25519 host key is known for [127.0.0.1]:2231 and you have requested strict checking.\n\
+            Host key verification failed.\n\
+            kex_exchange_identification: Connection closed by remote host\n\
+            Connection closed by UNKNOWN port 65535\n";
+        for log in [changed, unknown] {
+            let err = classified(log, &hops);
+            assert_eq!(err.kind(), ErrorKind::HostKeyMismatch, "{err}");
+            assert!(!err.is_temporary(), "{err}");
+            let message = err.message();
+            assert!(message.starts_with("batch@127.0.0.1:2222: "), "{err}");
+            assert!(message.contains("jump host 2 (127.0.0.1:2231)"), "{err}");
+            assert!(message.contains("`ssh-keyscan -p 2231 127.0.0.1`"), "{err}");
+            assert!(
+                message.contains(" for [127.0.0.1]:2231 "),
+                "ssh's own line: {err}"
+            );
+        }
+
+        // The login host's own key, and other failures, are left as they are.
+        let login = "No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\n\
+            Host key verification failed.\n";
+        let refused = "batch@127.0.0.1: Permission denied (publickey).\n";
+        for log in [login, refused] {
+            assert_eq!(
+                classified(log, &[]).message(),
+                classified(log, &hops).message()
+            );
+        }
+        // On port 22 ssh names the host without brackets or port.
+        let hop22 = [hop("Bastion.Example.org", 22, SshAuth::Agent("/s".into()))];
+        let log = "Host key for bastion.example.org has changed and you have requested strict checking.\n\
+            Host key verification failed.\n";
+        let err = classified(log, &hop22);
+        assert!(
+            err.message()
+                .contains("`ssh-keyscan -p 22 Bastion.Example.org`"),
+            "{err}"
+        );
+    }
+}

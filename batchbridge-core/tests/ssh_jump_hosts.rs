@@ -1,0 +1,124 @@
+//! `SshShell` through the test bed's jump chain (`tests/testbed/bastion.sh`): two bastions,
+//! each with its own key and host key, in front of the SLURM login on 127.0.0.1:2222.
+
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use batchbridge_core::ErrorKind;
+use batchbridge_core::shell::{Command, HostKeys, Password, Shell, SshAuth, SshConfig, SshShell};
+use batchbridge_testbed::{bastion_hops, ssh_facts};
+
+/// The SLURM login's config (its key, its host key) in `runtime_dir`, without hops.
+fn login_config(runtime_dir: &std::path::Path) -> SshConfig {
+    let login = ssh_facts();
+    let mut config = login.config(
+        SshAuth::KeyFile(login.private_key.clone()),
+        HostKeys::File(login.known_hosts.clone()),
+    );
+    config.runtime_dir = Some(runtime_dir.into());
+    config
+}
+
+#[tokio::test]
+async fn a_command_runs_on_the_slurm_login_through_two_hops() {
+    let runtime = tempfile::tempdir().unwrap();
+    let hops = bastion_hops();
+    // Hop 2's key and host keys as text, as a Secret gives them.
+    let mut second = hops[1].jump_host();
+    second.auth = SshAuth::Key(Password::new(
+        std::fs::read_to_string(&hops[1].key).unwrap(),
+    ));
+    second.host_keys = HostKeys::Entries(std::fs::read_to_string(&hops[1].known_hosts).unwrap());
+    let shell = SshShell::new(
+        login_config(runtime.path())
+            .jump_host(hops[0].jump_host())
+            .jump_host(second),
+    )
+    .unwrap();
+
+    let out = shell
+        .run(
+            &Command::new("sh")
+                .arg("-c")
+                .arg("id -un; command -v sbatch"),
+        )
+        .await
+        .unwrap()
+        .check("id")
+        .unwrap();
+    assert_eq!(out.stdout_text(), "batch\n/usr/bin/sbatch\n");
+    assert_eq!(shell.connections_opened(), 1);
+
+    // Hop 2's key text was on disk only while the master logged in.
+    let keys: Vec<_> = walk(runtime.path())
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|ext| ext == "id"))
+        .collect();
+    assert!(keys.is_empty(), "key files left behind: {keys:?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flat_map(|entry| {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_wrong_or_unknown_host_key_on_hop_2_names_hop_2_and_its_keyscan_line() {
+    let hops = bastion_hops();
+    let wrong = HostKeys::File(hops[1].wrong_known_hosts.clone());
+    let unknown = HostKeys::Entries(String::new());
+    for host_keys in [wrong, unknown] {
+        let runtime = tempfile::tempdir().unwrap();
+        let mut second = hops[1].jump_host();
+        second.host_keys = host_keys.clone();
+        let shell = SshShell::new(
+            login_config(runtime.path())
+                .jump_host(hops[0].jump_host())
+                .jump_host(second),
+        )
+        .unwrap();
+        let err = shell.connect().await.unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::HostKeyMismatch,
+            "{host_keys:?}: {err}"
+        );
+        assert!(!err.is_temporary(), "{err}");
+        let message = err.message();
+        assert!(message.starts_with("batch@127.0.0.1:2222: "), "{message}");
+        assert!(
+            message.contains(&format!("jump host 2 (127.0.0.1:{})", hops[1].port)),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("`ssh-keyscan -p {} 127.0.0.1`", hops[1].port)),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_hop_takes_its_own_key_only() {
+    let runtime = tempfile::tempdir().unwrap();
+    let hops = bastion_hops();
+    let mut second = hops[1].jump_host();
+    second.auth = SshAuth::KeyFile(hops[0].key.clone());
+    let shell = SshShell::new(
+        login_config(runtime.path())
+            .jump_host(hops[0].jump_host())
+            .jump_host(second),
+    )
+    .unwrap();
+    let err = shell.connect().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+}
