@@ -53,6 +53,10 @@ pub enum ErrorKind {
     /// The job is still active (or its state is not known), so it cannot be cleaned up:
     /// cancel it and wait until it ends first.
     JobActive,
+    /// The login needs a person at a terminal (a password or one-time password typed in)
+    /// and no such login is open: nothing that runs unattended may prompt, so the caller
+    /// has to open one interactively (the CLI's `batchbridge login`) and try again.
+    LoginRequired,
 }
 
 impl ErrorKind {
@@ -88,6 +92,7 @@ impl ErrorKind {
             Self::Io => "I/O error",
             Self::WaitTimedOut => "wait timed out",
             Self::JobActive => "job still active",
+            Self::LoginRequired => "interactive login required",
         }
     }
 }

@@ -82,6 +82,22 @@ pub enum SshAuth {
     /// # drop(auth);
     /// ```
     Agent(PathBuf),
+    /// What the ssh_config offers (`IdentityFile`, `CertificateFile`, the agent of
+    /// `IdentityAgent` or `$SSH_AUTH_SOCK`), as `ssh` itself would use it, but never a
+    /// prompt: the credential of a [`SshConfig::alias`].
+    FromSshConfig,
+    /// A master connection someone else opened and keeps, e.g. with a password and a
+    /// one-time password typed at a terminal ([`SshConfig::login_command`]), reached through
+    /// its control socket. The shell never opens a connection of its own: while nothing
+    /// lives at the socket, commands fail with
+    /// [`ErrorKind::LoginRequired`](crate::ErrorKind::LoginRequired).
+    ///
+    /// ```
+    /// use batchbridge_core::shell::SshAuth;
+    /// let auth = SshAuth::ControlMaster("/run/user/1000/batchbridge/hpc".into());
+    /// # drop(auth);
+    /// ```
+    ControlMaster(PathBuf),
     /// A private key file with its OpenSSH certificate, signed by a CA the server trusts
     /// (`TrustedUserCAKeys`); [`SshAuth::certified_key_file`] names the certificate as
     /// `ssh-keygen -s` does, beside the key. Both files are read at every login, so a
@@ -149,6 +165,10 @@ pub enum HostKeys {
     File(PathBuf),
     /// known_hosts lines, e.g. `[login1]:22 ssh-ed25519 AAAA…`.
     Entries(String),
+    /// The known-hosts files the ssh_config names (`UserKnownHostsFile`,
+    /// `GlobalKnownHostsFile`), else OpenSSH's (`~/.ssh/known_hosts`,
+    /// `/etc/ssh/ssh_known_hosts`). Checking stays strict whatever the ssh_config says.
+    FromSshConfig,
 }
 
 /// Where and how to connect.
@@ -200,9 +220,16 @@ pub struct SshConfig {
     pub refused_login_backoff_max: Duration,
     /// The `ssh` client binary.
     pub ssh_program: PathBuf,
-    /// An ssh_config file to read; none is read when absent, so the behaviour does not
-    /// depend on the user's or the system's configuration.
+    /// An ssh_config file to read. When absent, none is read, so the behaviour does not
+    /// depend on the user's or the system's configuration; unless `host` is an alias
+    /// ([`host_is_alias`](Self::host_is_alias)): then OpenSSH's own are, as for `ssh`.
     pub ssh_config_file: Option<PathBuf>,
+    /// `host` is an ssh_config `Host` alias: the ssh_config decides the host name, port,
+    /// user, `ProxyJump` and other options as for `ssh ALIAS`, so `port` and `user` are not
+    /// passed. Host-key checking (strict unless
+    /// [`accept_new_host_keys`](Self::accept_new_host_keys)), agent and X11 forwarding (off)
+    /// and port forwardings (none) stay as the shell sets them whatever the file says.
+    pub host_is_alias: bool,
     /// The jump hosts on the way to `host`, nearest first, each with its own credential and
     /// host keys (see [`jump_host`](Self::jump_host)); empty for a direct connection.
     pub jump_hosts: Vec<JumpHost>,
@@ -236,7 +263,26 @@ impl SshConfig {
             ssh_program: PathBuf::from("ssh"),
             ssh_config_file: None,
             jump_hosts: Vec::new(),
+            host_is_alias: false,
             runtime_dir: None,
+        }
+    }
+
+    /// A config for an ssh_config `Host` alias ([`host_is_alias`](Self::host_is_alias)),
+    /// with the ssh_config's credentials and known hosts.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::{SshAuth, SshConfig};
+    ///
+    /// // ~/.ssh/config: Host hpc / HostName login.hpc.example / ProxyJump bastion ...
+    /// let config = SshConfig::alias("hpc");
+    /// assert_eq!(config.auth, SshAuth::FromSshConfig);
+    /// assert_eq!(config.target(), "hpc");
+    /// ```
+    pub fn alias(alias: impl Into<String>) -> Self {
+        Self {
+            host_is_alias: true,
+            ..Self::new(alias, "", SshAuth::FromSshConfig, HostKeys::FromSshConfig)
         }
     }
 
@@ -280,11 +326,120 @@ impl SshConfig {
         self
     }
 
-    /// `user@host:port`, for messages.
+    /// `user@host:port`, or the alias, for messages.
     pub fn target(&self) -> String {
+        if self.host_is_alias {
+            return self.host.clone();
+        }
         format!("{}@{}:{}", self.user, self.host, self.port)
     }
+
+    /// The `ssh` command that opens, on the terminal it inherits, a master connection at
+    /// `control` that stays `persist` after its last command and goes to the background
+    /// once logged in; shells reach it by [`SshAuth::ControlMaster`]. `ssh` prompts as it
+    /// does for a person (password, one-time password). Credentials: a key file, the agent,
+    /// or the ssh_config's; a key's text or a password is no terminal login.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use batchbridge_core::shell::SshConfig;
+    ///
+    /// let control = std::path::Path::new("/run/user/1000/batchbridge/hpc");
+    /// let login = SshConfig::alias("hpc")
+    ///     .login_command(control, Duration::from_secs(8 * 3600))
+    ///     .unwrap();
+    /// let args: Vec<_> = login.get_args().collect();
+    /// assert!(args.contains(&"ControlPersist=28800s".as_ref()));
+    /// assert_eq!(args.last(), Some(&"hpc".as_ref()));
+    /// ```
+    pub fn login_command(
+        &self,
+        control: &Path,
+        persist: Duration,
+    ) -> Result<std::process::Command> {
+        let mut ssh = std::process::Command::new(&self.ssh_program);
+        ssh.args(["-f", "-N", "-M", "-S"])
+            .arg(control)
+            .args(self.destination_args());
+        let mut options = self.host_key_options(Path::new("/dev/null"));
+        options.extend(CONTAINED.map(str::to_owned));
+        options.extend([
+            format!("ControlPersist={}s", persist.as_secs().max(1)),
+            format!("ConnectTimeout={}", self.connect_timeout.as_secs().max(1)),
+            "ServerAliveInterval=15".to_owned(),
+            "ServerAliveCountMax=3".to_owned(),
+        ]);
+        match &self.auth {
+            SshAuth::KeyFile(path) => {
+                options.push("IdentitiesOnly=yes".to_owned());
+                ssh.arg("-i").arg(path);
+            }
+            SshAuth::Agent(socket) => options.push(format!("IdentityAgent={}", socket.display())),
+            SshAuth::FromSshConfig => {}
+            _ => {
+                return Err(Error::invalid_input(
+                    "a terminal login uses a key file, the ssh-agent or the ssh_config's \
+                     credentials",
+                ));
+            }
+        }
+        for option in options {
+            ssh.arg("-o").arg(option);
+        }
+        ssh.arg("--").arg(&self.host);
+        Ok(ssh)
+    }
+
+    /// `-F` with the ssh_config to read and, unless `host` is an alias, `-p` and `-l`.
+    fn destination_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        match (&self.ssh_config_file, self.host_is_alias) {
+            (Some(file), _) => args.extend(["-F".into(), file.into()]),
+            // OpenSSH's own files, as for `ssh ALIAS`.
+            (None, true) => {}
+            (None, false) => args.extend(["-F".into(), "none".into()]),
+        }
+        if !self.host_is_alias {
+            args.extend([
+                "-p".into(),
+                self.port.to_string().into(),
+                "-l".into(),
+                self.user.clone().into(),
+            ]);
+        }
+        args
+    }
+
+    /// Host-key checking, strict (or accept-new when asked) whatever an ssh_config says;
+    /// `entries_file` is where [`HostKeys::Entries`] were written.
+    fn host_key_options(&self, entries_file: &Path) -> Vec<String> {
+        let strict = if self.accept_new_host_keys {
+            "accept-new"
+        } else {
+            "yes"
+        };
+        let mut options = vec![format!("StrictHostKeyChecking={strict}")];
+        let known_hosts = match &self.host_keys {
+            HostKeys::File(path) => path,
+            HostKeys::Entries(_) => entries_file,
+            HostKeys::FromSshConfig => return options,
+        };
+        options.extend([
+            format!("UserKnownHostsFile={}", known_hosts.display()),
+            "GlobalKnownHostsFile=/dev/null".to_owned(),
+        ]);
+        options
+    }
 }
+
+/// What keeps a connection to itself whatever an ssh_config says: no agent or X11
+/// forwarding, no port forwarding, no local command.
+const CONTAINED: [&str; 4] = [
+    "ForwardAgent=no",
+    "ForwardX11=no",
+    "ClearAllForwardings=yes",
+    "PermitLocalCommand=no",
+];
 
 /// Runs commands on a remote host through one multiplexed OpenSSH connection, reopened with
 /// backoff when it dies.
@@ -352,8 +507,9 @@ impl Refusal {
 
 struct Connection {
     session: Arc<Session>,
-    /// The OpenSSH master; killed when the connection is dropped.
-    master: tokio::process::Child,
+    /// The OpenSSH master, killed when the connection is dropped; `None` for a master
+    /// someone else keeps ([`SshAuth::ControlMaster`]), which outlives the shell.
+    master: Option<tokio::process::Child>,
     generation: u64,
 }
 
@@ -427,7 +583,8 @@ impl SshShell {
         })
     }
 
-    /// How many SSH connections this shell has opened so far (1 while the first one lives).
+    /// How many SSH connections this shell has opened (or reused, see
+    /// [`SshAuth::ControlMaster`]) so far (1 while the first one lives).
     pub fn connections_opened(&self) -> u64 {
         self.connections_opened.load(Ordering::Relaxed)
     }
@@ -446,7 +603,11 @@ impl SshShell {
     async fn live_connection(&self) -> Result<(Arc<Session>, u64)> {
         let mut slot = self.connection.lock().await;
         if let Some(conn) = slot.as_mut() {
-            if matches!(conn.master.try_wait(), Ok(None)) {
+            let alive = conn
+                .master
+                .as_mut()
+                .is_none_or(|master| matches!(master.try_wait(), Ok(None)));
+            if alive {
                 return Ok((conn.session.clone(), conn.generation));
             }
             tracing::warn!(target = %self.target, "SSH master connection ended; reconnecting");
@@ -530,6 +691,9 @@ impl SshShell {
     }
 
     async fn open(&self) -> Result<Connection> {
+        if let SshAuth::ControlMaster(control) = &self.config.auth {
+            return self.resume(control).await;
+        }
         // The server would refuse an expired certificate as any wrong key, and that refusal
         // would hold back the next login (`Refusal`): say what it is, without connecting.
         if let Some(certificate) = self.config.auth.certificate()? {
@@ -558,30 +722,12 @@ impl SshShell {
             .arg(&control)
             .arg("-E")
             .arg(&log)
-            .arg("-F")
-            .arg(
-                self.config
-                    .ssh_config_file
-                    .as_deref()
-                    .unwrap_or(Path::new("none")),
-            )
-            .arg("-p")
-            .arg(self.config.port.to_string())
-            .arg("-l")
-            .arg(&self.config.user);
-        let known_hosts = match &self.config.host_keys {
-            HostKeys::File(path) => path.clone(),
-            HostKeys::Entries(_) => self.dir.path().join("known_hosts"),
-        };
-        let strict = if self.config.accept_new_host_keys {
-            "accept-new"
-        } else {
-            "yes"
-        };
-        let mut options = vec![
-            format!("StrictHostKeyChecking={strict}"),
-            format!("UserKnownHostsFile={}", known_hosts.display()),
-            "GlobalKnownHostsFile=/dev/null".to_owned(),
+            .args(self.config.destination_args());
+        let mut options = self
+            .config
+            .host_key_options(&self.dir.path().join("known_hosts"));
+        options.extend(CONTAINED.map(str::to_owned));
+        options.extend([
             format!(
                 "ConnectTimeout={}",
                 self.config.connect_timeout.as_secs().max(1)
@@ -589,9 +735,7 @@ impl SshShell {
             "ServerAliveInterval=15".to_owned(),
             "ServerAliveCountMax=3".to_owned(),
             "ControlPersist=no".to_owned(),
-            "ForwardAgent=no".to_owned(),
-            "ForwardX11=no".to_owned(),
-        ];
+        ]);
         // The hops' key texts, on disk until the master has authenticated, as its own.
         let _hop_keys = self.jumps.as_ref().map(JumpChain::write_keys).transpose()?;
         if let Some(jumps) = &self.jumps {
@@ -638,6 +782,11 @@ impl SshShell {
                 );
                 options.push(format!("IdentityAgent={}", socket.display()));
             }
+            SshAuth::FromSshConfig => {
+                // The ssh_config's keys, certificates and agent are the point; no prompt.
+                options.push("BatchMode=yes".to_owned());
+            }
+            SshAuth::ControlMaster(_) => unreachable!("a shell that reuses a master opens none"),
             SshAuth::Password(password) => {
                 write_private(&credential_file, password.0.as_bytes(), 0o600)?;
                 options.extend([
@@ -677,6 +826,29 @@ impl SshShell {
         result
     }
 
+    /// The master someone else keeps at `control` ([`SshAuth::ControlMaster`]).
+    async fn resume(&self, control: &Path) -> Result<Connection> {
+        let session = Session::resume_mux(control.into(), None);
+        session.check().await.map_err(|err| {
+            Error::new(
+                ErrorKind::LoginRequired,
+                format!(
+                    "{}: no login open at {} (its master connection ended or was never opened)",
+                    self.target,
+                    control.display()
+                ),
+            )
+            .with_source(err)
+        })?;
+        let generation = self.connections_opened.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::info!(target = %self.target, generation, control = %control.display(), "SSH master connection reused");
+        Ok(Connection {
+            session: Arc::new(session),
+            master: None,
+            generation,
+        })
+    }
+
     async fn await_master(
         &self,
         mut master: tokio::process::Child,
@@ -702,7 +874,7 @@ impl SshShell {
                     tracing::info!(target = %self.target, generation, "SSH master connection established");
                     return Ok(Connection {
                         session: Arc::new(session),
-                        master,
+                        master: Some(master),
                         generation,
                     });
                 }
@@ -1001,6 +1173,113 @@ pub(super) fn classify_connect_failure(target: &str, log: &str, exit_code: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(command: &std::process::Command) -> Vec<String> {
+        command
+            .get_args()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn an_alias_reads_the_ssh_config_but_host_keys_stay_strict() {
+        let control = Path::new("/run/user/1000/batchbridge/hpc");
+        let eight_hours = Duration::from_secs(8 * 3600);
+        let login = args(
+            &SshConfig::alias("hpc")
+                .login_command(control, eight_hours)
+                .unwrap(),
+        );
+        assert_eq!(
+            login[..5],
+            ["-f", "-N", "-M", "-S", &control.display().to_string()]
+        );
+        for absent in ["-F", "-p", "-l", "-i"] {
+            assert!(
+                !login.iter().any(|arg| arg == absent),
+                "{absent}: {login:?}"
+            );
+        }
+        assert!(
+            !login.iter().any(|arg| arg.contains("KnownHostsFile")),
+            "{login:?}"
+        );
+        for option in [
+            "StrictHostKeyChecking=yes",
+            "ForwardAgent=no",
+            "ClearAllForwardings=yes",
+            "ControlPersist=28800s",
+        ] {
+            assert!(login.iter().any(|arg| arg == option), "{option}: {login:?}");
+        }
+        assert_eq!(login[login.len() - 2..], ["--", "hpc"]);
+
+        let mut named = SshConfig::alias("hpc");
+        named.ssh_config_file = Some("/home/alice/.ssh/config".into());
+        let login = args(&named.login_command(control, eight_hours).unwrap());
+        assert_eq!(login[5..7], ["-F", "/home/alice/.ssh/config"]);
+    }
+
+    #[test]
+    fn a_host_reads_no_ssh_config_and_only_its_known_hosts() {
+        let config = SshConfig::new(
+            "login1",
+            "alice",
+            SshAuth::KeyFile("/home/alice/.ssh/id_ed25519".into()),
+            HostKeys::File("/home/alice/.ssh/known_hosts".into()),
+        )
+        .port(2222);
+        assert_eq!(
+            config.destination_args(),
+            ["-F", "none", "-p", "2222", "-l", "alice"]
+        );
+        assert_eq!(
+            config.host_key_options(Path::new("unused")),
+            [
+                "StrictHostKeyChecking=yes",
+                "UserKnownHostsFile=/home/alice/.ssh/known_hosts",
+                "GlobalKnownHostsFile=/dev/null",
+            ]
+        );
+        let login = args(
+            &config
+                .login_command(Path::new("/tmp/c"), Duration::from_secs(60))
+                .unwrap(),
+        );
+        assert!(
+            login
+                .windows(2)
+                .any(|pair| pair == ["-i", "/home/alice/.ssh/id_ed25519"])
+        );
+        assert!(login.iter().any(|arg| arg == "IdentitiesOnly=yes"));
+
+        let password = SshConfig::new(
+            "login1",
+            "alice",
+            SshAuth::Password(Password::new("x")),
+            HostKeys::File("/k".into()),
+        );
+        let err = password
+            .login_command(Path::new("/tmp/c"), Duration::from_secs(60))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    }
+
+    #[tokio::test]
+    async fn no_master_at_the_control_socket_is_a_login_required_every_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = SshConfig::alias("hpc");
+        config.auth = SshAuth::ControlMaster(dir.path().join("gone"));
+        config.runtime_dir = Some(dir.path().into());
+        let shell = SshShell::new(config).unwrap();
+        for _ in 0..2 {
+            let err = shell.run(&Command::new("true")).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::LoginRequired, "{err}");
+            assert!(!err.is_temporary(), "retrying cannot open a login");
+            assert!(err.message().starts_with("hpc: no login open at "), "{err}");
+        }
+        assert_eq!(shell.connections_opened(), 0);
+    }
 
     #[test]
     fn an_unreadable_key_file_is_named_not_blamed_on_the_server() {
