@@ -15,6 +15,7 @@ Examples:
   batchbridge logs -f hpc:4242      follow a running job's output
   batchbridge cancel hpc:4242
   batchbridge clusters              check that every cluster answers
+  batchbridge login site            log in once (password, one-time password)
 
 Jobs are named CLUSTER:ID as `submit` prints them; a bare ID is looked up among
 the jobs this tool submitted, then taken to be on the --cluster (or default)
@@ -34,6 +35,14 @@ Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
   work_dir = \"/scratch/alice/bb\"
   partition = \"short\"                 # slurm, and pbs's queue
   account = \"proj-17\"                 # slurm and pbs
+  [clusters.site]
+  scheduler = \"pbs\"
+  # a Host of your ~/.ssh/config: its HostName, Port, User, IdentityFile,
+  # CertificateFile, ProxyJump... apply as for `ssh site`; host keys stay strict
+  ssh_alias = \"site\"
+  # ssh_config = \"~/.ssh/config\"      # default: the files `ssh` reads
+  login = \"interactive\"               # password, one-time password: commands
+  login_persist = \"8h\"                # need `batchbridge login site` first
 
 Exit codes:
   0    done; for run and wait: the job succeeded
@@ -44,7 +53,8 @@ Exit codes:
   69   a cluster is unreachable or its scheduler did not answer
   70   any other failure (the scheduler refused, I/O)
   75   wait --timeout passed; the job goes on
-  77   SSH refused: unknown or changed host key, or key not accepted
+  77   SSH refused: unknown or changed host key, key not accepted, or no
+       `batchbridge login` open for a cluster that needs one
   78   the config file is wrong
   130  interrupted";
 
@@ -162,8 +172,28 @@ pub(crate) enum Command {
         #[arg(required = true)]
         jobs: Vec<String>,
     },
-    /// Check every cluster (or the --cluster given): reachable, scheduler version, accounting.
+    /// Check every cluster (or the --cluster given): reachable, scheduler version, accounting,
+    /// and whether a `login` is open.
     Clusters,
+    /// Log in once at this terminal (password, one-time password); later commands reuse it.
+    ///
+    /// The connection is an OpenSSH master: commands go through it without a prompt or a new
+    /// login until it has been unused for --persist, or `logout` closes it.
+    #[command(after_help = "Examples:\n  batchbridge login site\n  \
+        batchbridge login --persist 2h site\n  batchbridge logout site")]
+    Login {
+        /// The cluster (default: --cluster, else the config's default_cluster).
+        name: Option<String>,
+        /// Close the login once it has been unused this long (default: the cluster's
+        /// login_persist, else 8h).
+        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+        persist: Option<std::time::Duration>,
+    },
+    /// Close a cluster's login.
+    Logout {
+        /// The cluster (default: --cluster, else the config's default_cluster).
+        name: Option<String>,
+    },
     /// Remove ended jobs' files on their clusters and drop them from the record.
     Forget {
         /// Jobs as CLUSTER:ID or ID.

@@ -5,6 +5,7 @@
 //! point. Unknown fields are refused, so a typo never silently falls back to a default.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use batchbridge_pbs::{PbsBackend, PbsConfig};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::exit::{CliError, CliResult};
+use crate::exit::{CliError, CliResult, Exit};
 
 /// The name of the cluster that needs no config: jobs as processes on this machine.
 pub(crate) const LOCAL: &str = "local";
@@ -66,20 +67,73 @@ struct ClusterConfig {
     #[serde(default)]
     accept_new_host_keys: bool,
     connect_timeout_secs: Option<u64>,
+    /// An ssh_config `Host` alias, instead of host, port, user, key_file and known_hosts.
+    ssh_alias: Option<String>,
+    /// The ssh_config file `ssh_alias` is in; default OpenSSH's own.
+    ssh_config: Option<PathBuf>,
+    #[serde(default)]
+    login: LoginKind,
+    /// How long a `batchbridge login` stays open without a command, as humantime reads it.
+    login_persist: Option<String>,
     work_dir: Option<String>,
     partition: Option<String>,
     account: Option<String>,
 }
 
-/// Where a cluster is reached over SSH, for the hints of errors.
+/// How a cluster's commands log in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum LoginKind {
+    /// By themselves, with a key, the agent or what the ssh_config gives, never a prompt;
+    /// through a `batchbridge login` when one is open.
+    #[default]
+    Automatic,
+    /// Only through a `batchbridge login` (a password or one-time password typed at a
+    /// terminal): without one open, commands refuse.
+    Interactive,
+}
+
+/// How long a `batchbridge login` stays open without a command when the config says not.
+const DEFAULT_LOGIN_PERSIST: Duration = Duration::from_secs(8 * 3600);
+
+/// A cluster's `batchbridge login`: an OpenSSH master connection others reuse through its
+/// control socket.
 #[derive(Debug, Clone)]
-pub(crate) struct SshTarget {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) user: String,
-    /// `the key FILE` or `the ssh-agent's keys`.
-    pub(crate) credentials: String,
-    pub(crate) known_hosts: PathBuf,
+pub(crate) struct Login {
+    /// The master's control socket, in the private [`login_dir`](Clusters::login_dir).
+    pub(crate) socket: PathBuf,
+    /// Commands refuse without a login open (`login = "interactive"`).
+    pub(crate) required: bool,
+    /// How long the master stays after its last command.
+    pub(crate) persist: Duration,
+}
+
+impl Login {
+    /// Whether a master answers at the socket: a connect to a socket whose master ended is
+    /// refused, and one that never was finds no file.
+    pub(crate) fn is_open(&self) -> bool {
+        std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
+    }
+}
+
+/// Where a cluster is reached over SSH, for messages and the hints of errors.
+#[derive(Debug, Clone)]
+pub(crate) enum SshTarget {
+    /// `host`, `port` and `user` of the config.
+    Host {
+        host: String,
+        port: u16,
+        user: String,
+        /// `the key FILE` or `the ssh-agent's keys`.
+        credentials: String,
+        known_hosts: PathBuf,
+    },
+    /// `ssh_alias`: the ssh_config knows the rest.
+    Alias {
+        alias: String,
+        /// `ssh hpc`, or `ssh -F FILE hpc`, to try by hand.
+        command: String,
+    },
 }
 
 /// A cluster ready to use.
@@ -89,6 +143,9 @@ pub(crate) struct Cluster {
     pub(crate) scheduler: Scheduler,
     pub(crate) backend: Arc<dyn BatchBackend>,
     pub(crate) ssh: Option<SshTarget>,
+    /// Whether the cluster's commands go through an open `batchbridge login`; `None` for
+    /// this machine.
+    pub(crate) logged_in: Option<bool>,
 }
 
 impl Cluster {
@@ -101,43 +158,119 @@ impl Cluster {
             message: format!("{}: {}", self.name, error.message),
             ..error
         };
-        let Some(ssh) = &self.ssh else {
-            return error;
-        };
-        let (host, port, user) = (&ssh.host, ssh.port, &ssh.user);
-        match kind {
-            ErrorKind::HostKeyMismatch => error.with_hint(format!(
-                "{host}:{port}'s host key is not in {known}, or differs from the one there. \
-                 Compare the key's fingerprint with the one your cluster's admins publish \
-                 (ssh-keyscan -p {port} {host} | ssh-keygen -lf -), then add it:\n  \
-                 ssh-keyscan -p {port} {host} >> {known}",
-                known = ssh.known_hosts.display()
-            )),
-            ErrorKind::AuthenticationFailed => error.with_hint(format!(
-                "{user}@{host}:{port} refused {credentials}: check `user` and `key_file` of \
-                 [clusters.{name}], and that the key's public half is in ~/.ssh/authorized_keys \
-                 on the cluster (try: ssh -p {port} {user}@{host} true)",
-                credentials = ssh.credentials,
-                name = self.name
-            )),
-            ErrorKind::Unreachable | ErrorKind::ConnectionLost => error.with_hint(format!(
-                "check `host` and `port` of [clusters.{}] and your network \
-                 (try: ssh -p {port} {user}@{host} true)",
-                self.name
-            )),
-            ErrorKind::Timeout => error.with_hint(format!(
-                "the scheduler on {host} did not answer in time; it may be overloaded or down"
-            )),
-            _ => error,
+        if kind == ErrorKind::LoginRequired {
+            return error.with_hint(login_hint(&self.name));
+        }
+        match &self.ssh {
+            None => error,
+            Some(SshTarget::Alias { alias, command }) => {
+                explain_alias(&self.name, alias, command, kind, error)
+            }
+            Some(SshTarget::Host {
+                host,
+                port,
+                user,
+                credentials,
+                known_hosts,
+            }) => explain_host(
+                &self.name,
+                (host, *port, user),
+                credentials,
+                known_hosts,
+                kind,
+                error,
+            ),
         }
     }
 
-    /// `user@host:port` or `this machine`.
+    /// `user@host:port`, the ssh_config alias, or `this machine`.
     pub(crate) fn target(&self) -> String {
-        self.ssh.as_ref().map_or_else(
-            || "this machine".to_owned(),
-            |ssh| format!("{}@{}:{}", ssh.user, ssh.host, ssh.port),
-        )
+        match &self.ssh {
+            None => "this machine".to_owned(),
+            Some(SshTarget::Host {
+                host, port, user, ..
+            }) => format!("{user}@{host}:{port}"),
+            Some(SshTarget::Alias { alias, .. }) => format!("{alias} (ssh_config)"),
+        }
+    }
+}
+
+/// What to do when a cluster needs a `batchbridge login` and none is open.
+fn login_hint(name: &str) -> String {
+    format!(
+        "run `batchbridge login {name}` at a terminal: it asks what the cluster asks (password, \
+         one-time password) once, and commands use that login until it is left unused for \
+         `login_persist` (8h by default)"
+    )
+}
+
+/// The hint for a problem reaching `host`, `port` and `user` of [clusters.NAME].
+fn explain_host(
+    name: &str,
+    (host, port, user): (&str, u16, &str),
+    credentials: &str,
+    known_hosts: &Path,
+    kind: batchbridge_core::ErrorKind,
+    error: CliError,
+) -> CliError {
+    use batchbridge_core::ErrorKind;
+    match kind {
+        ErrorKind::HostKeyMismatch => error.with_hint(format!(
+            "{host}:{port}'s host key is not in {known}, or differs from the one there. \
+                 Compare the key's fingerprint with the one your cluster's admins publish \
+                 (ssh-keyscan -p {port} {host} | ssh-keygen -lf -), then add it:\n  \
+                 ssh-keyscan -p {port} {host} >> {known}",
+            known = known_hosts.display()
+        )),
+        ErrorKind::AuthenticationFailed => error.with_hint(format!(
+            "{user}@{host}:{port} refused {credentials}: check `user` and `key_file` of \
+                 [clusters.{name}], and that the key's public half is in ~/.ssh/authorized_keys \
+                 on the cluster (try: ssh -p {port} {user}@{host} true)"
+        )),
+        ErrorKind::Unreachable | ErrorKind::ConnectionLost => error.with_hint(format!(
+            "check `host` and `port` of [clusters.{name}] and your network \
+                 (try: ssh -p {port} {user}@{host} true)"
+        )),
+        ErrorKind::Timeout => error.with_hint(format!(
+            "the scheduler on {host} did not answer in time; it may be overloaded or down"
+        )),
+        _ => error,
+    }
+}
+
+/// The hint for a problem reaching `ssh_alias` of [clusters.NAME]: the ssh_config holds
+/// the host, port, user, credentials and known hosts, which `ssh -G ALIAS` shows.
+fn explain_alias(
+    name: &str,
+    alias: &str,
+    command: &str,
+    kind: batchbridge_core::ErrorKind,
+    error: CliError,
+) -> CliError {
+    use batchbridge_core::ErrorKind;
+    match kind {
+        ErrorKind::HostKeyMismatch => error.with_hint(format!(
+            "a host key on the way to {alias} (its login node's or a ProxyJump hop's) is not in \
+             the known hosts your ssh_config names, or differs from the one there; checking \
+             stays strict whatever the ssh_config says. `ssh -G {alias}` shows the hostname, \
+             port and userknownhostsfile: compare the key's fingerprint with the one your \
+             cluster's admins publish (ssh-keyscan -p PORT HOSTNAME | ssh-keygen -lf -), then \
+             add it to that file"
+        )),
+        ErrorKind::AuthenticationFailed => error.with_hint(format!(
+            "{alias} refused what your ssh_config offers (IdentityFile, CertificateFile, the \
+             agent; no prompt: try `{command} true`). A cluster that asks for a password or \
+             one-time password needs login = \"interactive\" in [clusters.{name}] and \
+             `batchbridge login {name}`"
+        )),
+        ErrorKind::Unreachable | ErrorKind::ConnectionLost => error.with_hint(format!(
+            "check `ssh_alias` of [clusters.{name}], its Host entry in your ssh_config and your \
+             network (try: {command} true)"
+        )),
+        ErrorKind::Timeout => error.with_hint(format!(
+            "the scheduler behind {alias} did not answer in time; it may be overloaded or down"
+        )),
+        _ => error,
     }
 }
 
@@ -147,6 +280,9 @@ pub(crate) struct Clusters {
     configs: BTreeMap<String, ClusterConfig>,
     state_dir: PathBuf,
     home: Option<PathBuf>,
+    /// Where the control sockets of `batchbridge login` are: `$XDG_RUNTIME_DIR/batchbridge`,
+    /// else `~/.cache/batchbridge/login`; `None` without either.
+    login_dir: Option<PathBuf>,
 }
 
 impl Clusters {
@@ -166,6 +302,7 @@ impl Clusters {
         for name in file.clusters.keys() {
             check_name(name).map_err(|err| err_in(path, err))?;
         }
+        let base = directories::BaseDirs::new();
         let default = file.default_cluster.unwrap_or_else(|| LOCAL.to_owned());
         if default != LOCAL && !file.clusters.contains_key(&default) {
             return Err(err_in(
@@ -177,7 +314,11 @@ impl Clusters {
             default,
             configs: file.clusters,
             state_dir: state_dir.to_path_buf(),
-            home: directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf()),
+            home: base.as_ref().map(|dirs| dirs.home_dir().to_path_buf()),
+            login_dir: base.as_ref().map(|dirs| match dirs.runtime_dir() {
+                Some(runtime) => runtime.join("batchbridge"),
+                None => dirs.cache_dir().join("batchbridge/login"),
+            }),
         })
     }
 
@@ -195,19 +336,24 @@ impl Clusters {
         names
     }
 
-    /// Opens cluster `name`: nothing connects until its backend is first used.
+    /// The config of cluster `name`.
+    fn config(&self, name: &str) -> CliResult<ClusterConfig> {
+        match self.configs.get(name) {
+            Some(config) => Ok(config.clone()),
+            None if name == LOCAL => Ok(ClusterConfig::local()),
+            None => Err(CliError::usage(format!(
+                "no cluster named {name:?}; known: {}",
+                self.names().join(", ")
+            ))
+            .with_hint("add it as a [clusters.NAME] table to the config file")),
+        }
+    }
+
+    /// Opens cluster `name`: nothing connects until its backend is first used. Commands go
+    /// through the cluster's `batchbridge login` when one is open; a cluster that needs one
+    /// (`login = "interactive"`) is refused without.
     pub(crate) fn open(&self, name: &str) -> CliResult<Cluster> {
-        let config = match self.configs.get(name) {
-            Some(config) => config.clone(),
-            None if name == LOCAL => ClusterConfig::local(),
-            None => {
-                return Err(CliError::usage(format!(
-                    "no cluster named {name:?}; known: {}",
-                    self.names().join(", ")
-                ))
-                .with_hint("add it as a [clusters.NAME] table to the config file"));
-            }
-        };
+        let config = self.config(name)?;
         let wrong = |message: String| CliError::config(format!("[clusters.{name}]: {message}"));
         if config.scheduler == Scheduler::Local {
             let backend =
@@ -217,10 +363,25 @@ impl Clusters {
                 scheduler: Scheduler::Local,
                 backend: Arc::new(backend),
                 ssh: None,
+                logged_in: None,
             });
         }
-        let (shell, target) = self.ssh_shell(&config).map_err(wrong)?;
-        let shell = Arc::new(shell);
+        let (mut ssh, target) = self.ssh_settings(&config).map_err(wrong)?;
+        let login = self.login(name, &config).map_err(wrong)?;
+        let logged_in = login.is_open();
+        if logged_in {
+            ssh.auth = SshAuth::ControlMaster(login.socket);
+        } else if login.required {
+            return Err(CliError::new(
+                Exit::Refused,
+                format!(
+                    "{name}: needs an interactive login (login = \"interactive\") and none is \
+                     open; nothing but `batchbridge login` prompts"
+                ),
+            )
+            .with_hint(login_hint(name)));
+        }
+        let shell = Arc::new(SshShell::new(ssh).map_err(|err| wrong(err.to_string()))?);
         let backend: Arc<dyn BatchBackend> = match config.scheduler {
             Scheduler::Slurm => {
                 let mut slurm = SlurmConfig::default();
@@ -270,10 +431,139 @@ impl Clusters {
             scheduler: config.scheduler,
             backend,
             ssh: Some(target),
+            logged_in: Some(logged_in),
         })
     }
 
-    fn ssh_shell(&self, config: &ClusterConfig) -> Result<(SshShell, SshTarget), String> {
+    /// What `batchbridge login` and `logout` need of cluster `name`: how to reach it, and
+    /// where its login's control socket is.
+    pub(crate) fn login_settings(&self, name: &str) -> CliResult<(SshConfig, Login)> {
+        let config = self.config(name)?;
+        if config.scheduler == Scheduler::Local {
+            return Err(CliError::usage(format!(
+                "{name} is this machine: there is nothing to log in to"
+            )));
+        }
+        let wrong = |message: String| CliError::config(format!("[clusters.{name}]: {message}"));
+        let (ssh, _) = self.ssh_settings(&config).map_err(&wrong)?;
+        let login = self.login(name, &config).map_err(wrong)?;
+        Ok((ssh, login))
+    }
+
+    /// The private directory of the login sockets, made (mode 0700) when missing; one that
+    /// another user owns or others may enter is refused, as a socket there could be theirs.
+    pub(crate) fn private_login_dir(&self) -> CliResult<PathBuf> {
+        let dir = self.login_dir.clone().ok_or_else(no_login_dir)?;
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => return Err(err.into()),
+            _ => {}
+        }
+        let meta = std::fs::symlink_metadata(&dir)?;
+        let mode = meta.permissions().mode();
+        if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || mode & 0o077 != 0 {
+            return Err(CliError::new(
+                Exit::Failure,
+                format!(
+                    "{} is not a private directory of yours (mode {:o}): it would hold the \
+                     control sockets of your logins",
+                    dir.display(),
+                    mode & 0o7777
+                ),
+            )
+            .with_hint(format!("remove it, or: chmod 700 {}", dir.display())));
+        }
+        Ok(dir)
+    }
+
+    /// Cluster `name`'s login: its socket, whether it is needed and how long it stays.
+    fn login(&self, name: &str, config: &ClusterConfig) -> Result<Login, String> {
+        let persist = match &config.login_persist {
+            Some(text) => humantime::parse_duration(text)
+                .map_err(|err| format!("`login_persist` {text:?}: {err} (e.g. 8h, 30m)"))?,
+            None => DEFAULT_LOGIN_PERSIST,
+        };
+        let dir = self
+            .login_dir
+            .as_ref()
+            .ok_or_else(|| no_login_dir().message)?;
+        Ok(Login {
+            socket: dir.join(name),
+            required: config.login == LoginKind::Interactive,
+            persist,
+        })
+    }
+
+    /// How cluster `config` is reached: a host, port and user of its own, or an ssh_config
+    /// alias.
+    fn ssh_settings(&self, config: &ClusterConfig) -> Result<(SshConfig, SshTarget), String> {
+        let (mut ssh, target) = match &config.ssh_alias {
+            Some(alias) => self.alias_settings(alias, config)?,
+            None => self.host_settings(config)?,
+        };
+        if let Some(secs) = config.connect_timeout_secs {
+            ssh.connect_timeout = Duration::from_secs(secs);
+        }
+        // One attempt: a person at a terminal wants the error now, not after retries.
+        ssh.connect_attempts = 1;
+        Ok((ssh, target))
+    }
+
+    /// `ssh_alias`: everything else is the ssh_config's, as for `ssh ALIAS`.
+    fn alias_settings(
+        &self,
+        alias: &str,
+        config: &ClusterConfig,
+    ) -> Result<(SshConfig, SshTarget), String> {
+        let own = [
+            ("host", config.host.is_some()),
+            ("port", config.port.is_some()),
+            ("user", config.user.is_some()),
+            ("key_file", config.key_file.is_some()),
+            ("known_hosts", config.known_hosts.is_some()),
+            ("accept_new_host_keys", config.accept_new_host_keys),
+        ];
+        let both: Vec<&str> = own
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(key, _)| *key)
+            .collect();
+        if !both.is_empty() {
+            return Err(format!(
+                "`ssh_alias` takes the host, port, user, credentials and known hosts from the \
+                 ssh_config: remove {}",
+                both.join(", ")
+            ));
+        }
+        check_ssh_word("ssh_alias", alias)?;
+        let mut ssh = SshConfig::alias(alias);
+        ssh.ssh_config_file = config.ssh_config.as_deref().map(|path| self.expand(path));
+        let command = match &ssh.ssh_config_file {
+            Some(file) => {
+                std::fs::File::open(file)
+                    .map_err(|err| format!("`ssh_config` {}: {err}", file.display()))?;
+                format!("ssh -F {} {alias}", file.display())
+            }
+            None => format!("ssh {alias}"),
+        };
+        let target = SshTarget::Alias {
+            alias: alias.to_owned(),
+            command,
+        };
+        Ok((ssh, target))
+    }
+
+    /// `host`, `port`, `user`, `key_file` and `known_hosts`, no ssh_config.
+    fn host_settings(&self, config: &ClusterConfig) -> Result<(SshConfig, SshTarget), String> {
+        if config.ssh_config.is_some() {
+            return Err(
+                "`ssh_config` is read for `ssh_alias` only: name the file's Host in `ssh_alias` \
+                 instead of `host`"
+                    .into(),
+            );
+        }
         let host = config
             .host
             .clone()
@@ -311,20 +601,14 @@ impl Clusters {
         let mut ssh =
             SshConfig::new(&host, &user, auth, HostKeys::File(known_hosts.clone())).port(port);
         ssh.accept_new_host_keys = config.accept_new_host_keys;
-        if let Some(secs) = config.connect_timeout_secs {
-            ssh.connect_timeout = Duration::from_secs(secs);
-        }
-        // One attempt: a person at a terminal wants the error now, not after retries.
-        ssh.connect_attempts = 1;
-        let shell = SshShell::new(ssh).map_err(|err| err.to_string())?;
-        let target = SshTarget {
+        let target = SshTarget::Host {
             host,
             port,
             user,
             credentials,
             known_hosts,
         };
-        Ok((shell, target))
+        Ok((ssh, target))
     }
 
     fn default_key(&self) -> Option<PathBuf> {
@@ -355,11 +639,19 @@ impl ClusterConfig {
             known_hosts: None,
             accept_new_host_keys: false,
             connect_timeout_secs: None,
+            ssh_alias: None,
+            ssh_config: None,
+            login: LoginKind::Automatic,
+            login_persist: None,
             work_dir: None,
             partition: None,
             account: None,
         }
     }
+}
+
+fn no_login_dir() -> CliError {
+    CliError::config("no directory for the logins' control sockets: set XDG_RUNTIME_DIR or HOME")
 }
 
 fn err_in(path: &Path, message: String) -> CliError {
@@ -448,6 +740,55 @@ mod tests {
                 (Err(err), None) => panic!("{text:?} refused: {}", err.message),
             }
         }
+    }
+
+    #[test]
+    fn an_ssh_alias_takes_everything_else_from_the_ssh_config() {
+        let open = |table: &str| {
+            load(&format!("[clusters.hpc]\nscheduler = \"slurm\"\n{table}"))
+                .and_then(|clusters| clusters.open("hpc"))
+                .map(|cluster| cluster.target())
+        };
+        let refused = [
+            (
+                "ssh_alias = \"hpc\"\nhost = \"h\"\nuser = \"u\"\n",
+                "remove host, user",
+            ),
+            (
+                "host = \"h\"\nssh_config = \"/etc/ssh/ssh_config\"\n",
+                "for `ssh_alias` only",
+            ),
+            (
+                "ssh_alias = \"-oProxyCommand=x\"\n",
+                "`ssh_alias` \"-oProxyCommand=x\"",
+            ),
+            (
+                "ssh_alias = \"hpc\"\nssh_config = \"/nonexistent\"\n",
+                "`ssh_config` /nonexistent",
+            ),
+            (
+                "ssh_alias = \"hpc\"\nlogin_persist = \"soon\"\n",
+                "`login_persist` \"soon\"",
+            ),
+        ];
+        for (table, problem) in refused {
+            let err = open(table).unwrap_err();
+            assert!(err.message.contains(problem), "{table:?}: {}", err.message);
+            assert_eq!(err.exit, Exit::Config);
+        }
+        assert_eq!(
+            open("ssh_alias = \"hpc\"\nlogin_persist = \"30m\"\n").unwrap(),
+            "hpc (ssh_config)"
+        );
+        let err =
+            open("ssh_alias = \"hpc-nobody-logged-in-to\"\nlogin = \"interactive\"\n").unwrap_err();
+        assert_eq!(err.exit, Exit::Refused);
+        assert!(
+            err.message.contains("needs an interactive login"),
+            "{}",
+            err.message
+        );
+        assert!(err.hint.unwrap().starts_with("run `batchbridge login hpc`"));
     }
 
     #[test]

@@ -100,7 +100,9 @@ pub(crate) fn exit_for(kind: ErrorKind) -> Exit {
         ErrorKind::Unreachable | ErrorKind::ConnectionLost | ErrorKind::Timeout => {
             Exit::Unreachable
         }
-        ErrorKind::HostKeyMismatch | ErrorKind::AuthenticationFailed => Exit::Refused,
+        ErrorKind::HostKeyMismatch | ErrorKind::AuthenticationFailed | ErrorKind::LoginRequired => {
+            Exit::Refused
+        }
         ErrorKind::WaitTimedOut => Exit::TimedOut,
         _ => Exit::Failure,
     }

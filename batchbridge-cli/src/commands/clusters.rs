@@ -14,8 +14,11 @@ struct Check {
     name: String,
     /// None for a cluster whose config could not be used.
     scheduler: Option<Scheduler>,
-    /// `user@host:port` or `this machine`.
+    /// `user@host:port`, `ALIAS (ssh_config)` or `this machine`.
     target: Option<String>,
+    /// Whether its commands go through an open `batchbridge login`; None for this machine
+    /// and a cluster whose config could not be used.
+    logged_in: Option<bool>,
     ok: bool,
     version: Option<String>,
     /// Whether the scheduler keeps ended jobs' records; None when it did not answer.
@@ -48,6 +51,7 @@ pub(super) async fn clusters(context: &mut Context) -> CliResult<u8> {
             name: name.clone(),
             scheduler: None,
             target: None,
+            logged_in: None,
             ok: true,
             version: None,
             accounting: None,
@@ -64,6 +68,7 @@ pub(super) async fn clusters(context: &mut Context) -> CliResult<u8> {
         };
         check.scheduler = Some(cluster.scheduler);
         check.target = Some(cluster.target());
+        check.logged_in = cluster.logged_in;
         check = match cluster.backend.version().await {
             Ok(version) => Check {
                 version: Some(version),
@@ -115,7 +120,10 @@ fn print_table(checks: &[Check]) {
                     .map(Scheduler::word)
                     .unwrap_or_default()
                     .to_owned(),
-                check.target.clone().unwrap_or_default(),
+                match (&check.target, check.logged_in) {
+                    (Some(target), Some(true)) => format!("{target}, logged in"),
+                    (target, _) => target.clone().unwrap_or_default(),
+                },
                 check.version.clone().unwrap_or_default(),
                 accounting.to_owned(),
             ]

@@ -6,6 +6,7 @@ mod clusters;
 mod completions;
 mod context;
 mod forget;
+mod login;
 mod logs;
 mod man;
 mod run;
@@ -65,6 +66,8 @@ async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
         } => logs::logs(context, &job, tail, follow, task).await,
         Command::Cancel { jobs } => cancel::cancel(context, &jobs).await,
         Command::Clusters => clusters::clusters(context).await,
+        Command::Login { name, persist } => login::login(context, name, persist).await,
+        Command::Logout { name } => login::logout(context, name).await,
         Command::Forget { jobs, ended } => forget::forget(context, &jobs, ended).await,
         Command::Completions { shell } => completions::print(shell),
         Command::Man { dir } => man::print(dir.as_deref()),
