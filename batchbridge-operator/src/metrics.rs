@@ -5,6 +5,7 @@
 //! | `batchbridge_jobs` | gauge | `batchjob_namespace`, `batchcluster`, `phase` |
 //! | `batchbridge_submits_total`, `batchbridge_submit_failures_total` | counter | `batchjob_namespace`, `batchcluster` |
 //! | `batchbridge_actions_in_progress` | gauge | `action` |
+//! | `batchbridge_reconciles_waiting` | gauge | `lane` |
 //! | `batchbridge_cancels_total`, `batchbridge_cancel_failures_total` | counter | `batchjob_namespace`, `batchcluster` |
 //! | `batchbridge_poll_duration_seconds` | histogram | `batchjob_namespace`, `batchcluster` |
 //! | `batchbridge_scheduler_commands_total` | counter | `batchjob_namespace`, `batchcluster`, `command` |

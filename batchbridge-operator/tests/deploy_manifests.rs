@@ -25,6 +25,8 @@
 // Helpers panic on purpose: a refused manifest or a missing test bed is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod catalog;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -716,6 +718,10 @@ fn the_chart_links_the_single_sources() {
             "files/log-pod-policy.yaml",
             "deploy/rbac/log-pod-policy.yaml",
         ),
+        (
+            "files/grafana-dashboard.json",
+            "deploy/grafana/batchbridge.json",
+        ),
     ];
     for (link, target) in links {
         let path = chart().join(link);
@@ -1229,11 +1235,12 @@ fn readme_deploy_examples_are_valid() {
 }
 
 /// The chart's switches that are off by default, turned on.
-fn every_switch_on() -> [&'static str; 3] {
+fn every_switch_on() -> [&'static str; 4] {
     [
         "podDisruptionBudget.enabled=true",
         "metrics.serviceMonitor.enabled=true",
         "metrics.prometheusRule.enabled=true",
+        "metrics.grafanaDashboard.enabled=true",
     ]
 }
 
@@ -1274,16 +1281,22 @@ fn install_prometheus_operator_crds(tools: &Tools) {
     ]);
 }
 
-/// The PodDisruptionBudget, ServiceMonitor and PrometheusRule switches: off by default; on,
-/// each renders an object that selects the operator's pods or Service, and the whole
-/// rendering passes [`check`]'s dry run (prometheus-operator's CRDs installed for it). The
-/// alerts pass `promtool check rules` and name only metrics the operator exports. The
-/// admission policy is on by default and its switch turns it off.
+/// The PodDisruptionBudget, ServiceMonitor, PrometheusRule and Grafana dashboard switches:
+/// off by default; on, each renders an object that selects the operator's pods or Service
+/// (the dashboard: a ConfigMap of deploy/grafana's JSON), and the whole rendering passes
+/// [`check`]'s dry run (prometheus-operator's CRDs installed for it). The alerts pass
+/// `promtool check rules` and `promtool test rules` and read only series the operator
+/// exports. The admission policy is on by default and its switch turns it off.
 #[test]
 fn the_chart_switches_add_what_they_name() {
     let tools = Tools::new();
     let defaults = Manifests::parse(&tools.template(&chart(), "batchbridge-system", &[]));
-    for kind in ["PodDisruptionBudget", "ServiceMonitor", "PrometheusRule"] {
+    for kind in [
+        "PodDisruptionBudget",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    ] {
         assert!(
             defaults.of_kind(kind).is_empty(),
             "{kind} is off by default"
@@ -1341,6 +1354,14 @@ fn the_chart_switches_add_what_they_name() {
     let rule = objects.only("PrometheusRule");
     check_alerts(&rule["spec"]);
 
+    // The dashboard's ConfigMap carries the Grafana sidecar's label and the dashboard as is.
+    let dashboard = objects.only("ConfigMap");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["batchbridge.json"].as_str().unwrap()).unwrap();
+    let source = std::fs::read_to_string(repo().join("deploy/grafana/batchbridge.json")).unwrap();
+    assert_eq!(shipped, serde_json::from_str::<Value>(&source).unwrap());
+
     check(
         &tools,
         &yaml,
@@ -1390,8 +1411,8 @@ fn promtool(dir: &Path, args: &[&str]) -> String {
 
 /// The PrometheusRule's alerts: `promtool check rules` (Debian's `prometheus` package;
 /// .ci/run installs it) accepts its groups, `promtool test rules` shows them firing when and
-/// as they should, and every metric an expression names is one the
-/// operator exports (a `# TYPE` line of its /metrics text once the calls that count it ran).
+/// as they should, and every metric an expression reads is a series the operator exports
+/// ([`catalog::exported_series`], from its registry's own text).
 fn check_alerts(rule_spec: &Value) {
     let alerts: Vec<&str> = rule_spec["groups"]
         .as_array()
@@ -1404,7 +1425,8 @@ fn check_alerts(rule_spec: &Value) {
         alerts,
         [
             "BatchbridgeReconcileErrors",
-            "BatchbridgeSubmitFailureRatioHigh"
+            "BatchbridgeSubmitFailureRatioHigh",
+            "BatchbridgeClusterUnreachable",
         ]
     );
 
@@ -1415,19 +1437,23 @@ fn check_alerts(rule_spec: &Value) {
     )
     .unwrap();
     let said = promtool(dir.path(), &["check", "rules", "rules.json"]);
-    assert!(said.contains("SUCCESS: 2 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 3 rules found"), "{said}");
 
-    // And they fire when they should, with the words they should: half of cluster hpc's
-    // submits fail (fires once pending 15 minutes), a tenth of cluster fine's do not; the
-    // BatchJob controller's reconciles fail every minute, the BatchCluster one's do not.
+    // And they fire when they should, with the words they should, over two hours from the
+    // Unix epoch (promtool's clock): half of cluster hpc's submits fail (fires once pending
+    // 15 minutes), a tenth of cluster fine's do not; the BatchJob controller's reconciles
+    // fail every minute, the BatchCluster one's do not; hpc stops answering at minute 10
+    // (fires after 5 minutes of it), fine answers throughout.
     let scraped = r#"instance="10.0.0.1:8080",pod="operator-1""#;
-    let series = |name: &str, labels: &str, per_minute: u32| json!({"series": format!("{name}{{{labels},{scraped}}}"), "values": format!("0+{per_minute}x60")});
+    let series = |name: &str, labels: &str, values: &str| json!({"series": format!("{name}{{{labels},{scraped}}}"), "values": values});
+    let per_minute = |n: u32| format!("0+{n}x120");
     let (hpc, fine) = (
         r#"batchjob_namespace="research",batchcluster="hpc""#,
         r#"batchjob_namespace="research",batchcluster="fine""#,
     );
+    let hpc_labels = |severity: &str| json!({"severity": severity, "batchjob_namespace": "research", "batchcluster": "hpc"});
     let ratio_alert = json!({
-        "exp_labels": {"severity": "warning", "batchjob_namespace": "research", "batchcluster": "hpc"},
+        "exp_labels": hpc_labels("warning"),
         "exp_annotations": {
             "summary": "batchbridge submits to a cluster are failing",
             "description": "50% of the submits to the cluster this alert's labels name failed \
@@ -1443,24 +1469,37 @@ fn check_alerts(rule_spec: &Value) {
                 minutes. The operator's log and the objects' Events say which and why.",
         },
     });
+    let unreachable_alert = json!({
+        "exp_labels": hpc_labels("critical"),
+        "exp_annotations": {
+            "summary": "BatchCluster research/hpc is unreachable",
+            "description": "The operator has not reached the scheduler of BatchCluster hpc in \
+                namespace research for 5 minutes. kubectl describe batchcluster says why (its \
+                Reachable condition's reason and message).",
+        },
+    });
     let tests = json!({
         "rule_files": ["rules.json"],
         "evaluation_interval": "1m",
         "tests": [{
             "interval": "1m",
             "input_series": [
-                series("batchbridge_submits_total", hpc, 10),
-                series("batchbridge_submit_failures_total", hpc, 5),
-                series("batchbridge_submits_total", fine, 10),
-                series("batchbridge_submit_failures_total", fine, 1),
-                series("batchbridge_reconcile_errors_total", r#"controller="BatchJob",reason="Kube""#, 1),
-                series("batchbridge_reconcile_errors_total", r#"controller="BatchCluster",reason="Kube""#, 0),
+                series("batchbridge_submits_total", hpc, &per_minute(10)),
+                series("batchbridge_submit_failures_total", hpc, &per_minute(5)),
+                series("batchbridge_submits_total", fine, &per_minute(10)),
+                series("batchbridge_submit_failures_total", fine, &per_minute(1)),
+                series("batchbridge_reconcile_errors_total", r#"controller="BatchJob",reason="Kube""#, &per_minute(1)),
+                series("batchbridge_reconcile_errors_total", r#"controller="BatchCluster",reason="Kube""#, &per_minute(0)),
+                series("batchbridge_cluster_reachable", hpc, "1x10 0x110"),
+                series("batchbridge_cluster_reachable", fine, "1x120"),
             ],
             "alert_rule_test": [
                 {"eval_time": "10m", "alertname": "BatchbridgeSubmitFailureRatioHigh"},
                 {"eval_time": "10m", "alertname": "BatchbridgeReconcileErrors"},
                 {"eval_time": "30m", "alertname": "BatchbridgeSubmitFailureRatioHigh", "exp_alerts": [ratio_alert]},
                 {"eval_time": "30m", "alertname": "BatchbridgeReconcileErrors", "exp_alerts": [reconcile_alert]},
+                {"eval_time": "14m", "alertname": "BatchbridgeClusterUnreachable"},
+                {"eval_time": "16m", "alertname": "BatchbridgeClusterUnreachable", "exp_alerts": [unreachable_alert]},
             ],
         }],
     });
@@ -1468,34 +1507,24 @@ fn check_alerts(rule_spec: &Value) {
     let said = promtool(dir.path(), &["test", "rules", "tests.json"]);
     assert!(said.contains("SUCCESS"), "{said}");
 
-    // Every family the operator registers shows in /metrics once it has a sample: record
-    // one of each the alerts use, through the calls the controllers make.
-    let metrics = batchbridge_operator::metrics::Metrics::new();
-    let cluster = batchbridge_operator::metrics::ClusterLabels {
-        batchjob_namespace: "research".into(),
-        batchcluster: "hpc".into(),
-    };
-    metrics.submitted(&cluster, false);
-    metrics.reconcile_failed("BatchJob", "Kube");
-    let exported = metrics.encode();
-    let families: BTreeSet<&str> = exported
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE "))
-        .filter_map(|line| line.split(' ').next())
-        .collect();
-    let rules = serde_json::to_string(rule_spec).unwrap();
-    let named: BTreeSet<&str> = rules
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|word| word.starts_with("batchbridge_"))
-        .collect();
-    assert!(!named.is_empty());
-    for metric in named {
-        // Counters are exported as NAME_total under a `# TYPE NAME counter` line.
-        let family = metric.strip_suffix("_total").unwrap_or(metric);
-        assert!(
-            families.contains(family),
-            "the alerts use {metric}, which the operator does not export: {families:?}"
-        );
+    let exported = catalog::exported_series();
+    for rule in rule_spec["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|group| group["rules"].as_array().unwrap())
+    {
+        let expr = rule["expr"].as_str().unwrap();
+        let read = catalog::metric_names(expr);
+        assert!(!read.is_empty(), "{expr}");
+        for metric in read {
+            assert!(
+                exported.contains_key(&metric),
+                "{} reads {metric}, which the operator does not export: {:?}",
+                rule["alert"],
+                exported.keys()
+            );
+        }
     }
 }
 
