@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use batchbridge_core::shell::{HostKeys, Password, SshAuth, SshConfig};
+use batchbridge_core::shell::{HostKeys, JumpHost, Password, SshAuth, SshConfig};
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::crd::BatchClusterSpec;
+use crate::crd::{BatchClusterSpec, SshJumpHost};
 use crate::reason::{ClusterProblem, Reason};
 
 /// The Secret type holding an SSH private key under [`SSH_PRIVATE_KEY`].
@@ -18,12 +18,14 @@ pub const SSH_PRIVATE_KEY: &str = "ssh-privatekey";
 /// The key of a basic-auth Secret's password.
 pub const PASSWORD: &str = "password";
 
-/// The SSH configuration to reach `spec`'s login node with the credential in `secret`
-/// (already read from the cluster's namespace; `None` when it does not exist).
+/// The SSH configuration to reach `spec`'s login node with the credential in `secret`, and
+/// through its jump hosts with theirs in `hop_secrets`, one per `spec.ssh.jumpHosts` in
+/// order (all already read from the cluster's namespace; `None` when one does not exist).
 pub fn ssh_config(
     namespace: &str,
     spec: &BatchClusterSpec,
     secret: Option<&Secret>,
+    hop_secrets: &[Option<Secret>],
 ) -> Result<SshConfig, ClusterProblem> {
     let endpoint = spec.ssh.as_ref().ok_or_else(|| {
         problem(
@@ -66,7 +68,53 @@ pub fn ssh_config(
     )
     .port(endpoint.port);
     config.connect_timeout = Duration::from_secs(10);
+    for (index, hop) in endpoint.jump_hosts.iter().enumerate() {
+        let secret = hop_secrets.get(index).and_then(Option::as_ref);
+        config = config.jump_host(jump_host(namespace, index, hop, secret)?);
+    }
     Ok(config)
+}
+
+/// Hop `index` of `spec.ssh.jumpHosts` with the key in `secret`.
+fn jump_host(
+    namespace: &str,
+    index: usize,
+    hop: &SshJumpHost,
+    secret: Option<&Secret>,
+) -> Result<JumpHost, ClusterProblem> {
+    let field = format!("spec.ssh.jumpHosts[{index}]");
+    if hop.known_hosts.trim().is_empty() {
+        return Err(problem(
+            Reason::SpecInvalid,
+            format!("{field}.knownHosts is required: every hop's host key is verified"),
+        ));
+    }
+    let name = &hop.secret_ref.name;
+    let secret = secret.ok_or_else(|| {
+        problem(
+            Reason::SecretNotFound,
+            format!("Secret {name:?} of {field} not found in namespace {namespace:?}"),
+        )
+    })?;
+    let auth = match auth(name, secret)? {
+        SshAuth::Password(_) => {
+            return Err(problem(
+                Reason::SecretMalformed,
+                format!(
+                    "Secret {name:?} of {field}: a jump host logs in with a key, not a \
+                     password; use a {SSH_AUTH_TYPE} Secret (key {SSH_PRIVATE_KEY})"
+                ),
+            ));
+        }
+        key => key,
+    };
+    Ok(JumpHost::new(
+        &hop.host,
+        &hop.user,
+        auth,
+        HostKeys::Entries(hop.known_hosts.clone()),
+    )
+    .port(hop.port))
 }
 
 fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
@@ -162,6 +210,7 @@ mod tests {
                 Some(SSH_AUTH_TYPE),
                 &[(SSH_PRIVATE_KEY, KEY.as_bytes())],
             )),
+            &[],
         )
         .unwrap_or_else(|p| panic!("{p:?}"));
         assert_eq!(config.target(), "alice@login.hpc.example.org:2222");
@@ -185,6 +234,7 @@ mod tests {
                 Some(BASIC_AUTH_TYPE),
                 &[("username", b"ignored"), (PASSWORD, b"hunter2")],
             )),
+            &[],
         )
         .unwrap_or_else(|p| panic!("{p:?}"));
         assert_eq!(config.auth, SshAuth::Password(Password::new("hunter2")));
@@ -267,7 +317,7 @@ mod tests {
             ),
         ];
         for (spec, secret, reason, message) in cases {
-            let problem = ssh_config("research", &spec, secret.as_ref()).expect_err(message);
+            let problem = ssh_config("research", &spec, secret.as_ref(), &[]).expect_err(message);
             assert_eq!(problem.reason, reason, "{problem:?}");
             assert!(
                 problem.message.contains(message),
@@ -280,6 +330,113 @@ mod tests {
         }
     }
 
+    fn key_secret() -> Secret {
+        secret(Some(SSH_AUTH_TYPE), &[(SSH_PRIVATE_KEY, KEY.as_bytes())])
+    }
+
+    /// `spec()` through two hops with the Secrets `bastion-key` and `gateway-key`.
+    fn spec_with_hops() -> BatchClusterSpec {
+        let mut spec = spec();
+        spec.ssh.as_mut().unwrap().jump_hosts = serde_json::from_value(serde_json::json!([
+            {"host": "bastion.example.org", "user": "alice",
+             "secretRef": {"name": "bastion-key"},
+             "knownHosts": "bastion.example.org ssh-ed25519 AAAAB"},
+            {"host": "gateway.hpc.internal", "port": 2201, "user": "gw",
+             "secretRef": {"name": "gateway-key"},
+             "knownHosts": "[gateway.hpc.internal]:2201 ssh-ed25519 AAAAG"},
+        ]))
+        .unwrap_or_else(|err| panic!("{err}"));
+        spec
+    }
+
+    #[test]
+    fn each_jump_host_gets_its_own_key_and_known_hosts_in_order() {
+        let gateway_key = KEY.replace("AAAAA", "GGGGG");
+        let hop_secrets = [
+            Some(key_secret()),
+            Some(secret(
+                Some(SSH_AUTH_TYPE),
+                &[(SSH_PRIVATE_KEY, gateway_key.as_bytes())],
+            )),
+        ];
+        let config = ssh_config(
+            "research",
+            &spec_with_hops(),
+            Some(&key_secret()),
+            &hop_secrets,
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(config.target(), "alice@login.hpc.example.org:2222");
+        let hops: Vec<_> = config
+            .jump_hosts
+            .iter()
+            .map(|hop| (hop.address(), hop.user.as_str(), &hop.auth, &hop.host_keys))
+            .collect();
+        assert_eq!(
+            hops,
+            [
+                (
+                    "bastion.example.org:22".to_owned(),
+                    "alice",
+                    &SshAuth::Key(Password::new(format!("{KEY}\n"))),
+                    &HostKeys::Entries("bastion.example.org ssh-ed25519 AAAAB".into()),
+                ),
+                (
+                    "gateway.hpc.internal:2201".to_owned(),
+                    "gw",
+                    &SshAuth::Key(Password::new(format!("{gateway_key}\n"))),
+                    &HostKeys::Entries("[gateway.hpc.internal]:2201 ssh-ed25519 AAAAG".into()),
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn jump_host_problems_name_the_hop_and_what_to_fix() {
+        let password = secret(Some(BASIC_AUTH_TYPE), &[(PASSWORD, b"hunter2")]);
+        let no_hosts = {
+            let mut spec = spec_with_hops();
+            spec.ssh.as_mut().unwrap().jump_hosts[1].known_hosts = " ".into();
+            spec
+        };
+        let cases: Vec<(BatchClusterSpec, Vec<Option<Secret>>, Reason, &str)> = vec![
+            (
+                spec_with_hops(),
+                vec![Some(key_secret()), None],
+                Reason::SecretNotFound,
+                "Secret \"gateway-key\" of spec.ssh.jumpHosts[1] not found in namespace \"research\"",
+            ),
+            (
+                spec_with_hops(),
+                vec![Some(password), Some(key_secret())],
+                Reason::SecretMalformed,
+                "Secret \"bastion-key\" of spec.ssh.jumpHosts[0]: a jump host logs in with a key",
+            ),
+            (
+                spec_with_hops(),
+                vec![Some(key_secret()), Some(secret(Some(SSH_AUTH_TYPE), &[]))],
+                Reason::SecretMalformed,
+                "Secret \"gateway-key\": has no key \"ssh-privatekey\"",
+            ),
+            (
+                no_hosts,
+                vec![Some(key_secret()), Some(key_secret())],
+                Reason::SpecInvalid,
+                "spec.ssh.jumpHosts[1].knownHosts is required",
+            ),
+        ];
+        for (spec, hop_secrets, reason, message) in cases {
+            let problem = ssh_config("research", &spec, Some(&key_secret()), &hop_secrets)
+                .expect_err(message);
+            assert_eq!(problem.reason, reason, "{problem:?}");
+            assert!(
+                problem.message.contains(message),
+                "{problem:?} lacks {message:?}"
+            );
+            assert!(!problem.message.contains("hunter2"), "{problem:?}");
+        }
+    }
+
     #[test]
     fn string_data_counts_too() {
         let secret = Secret {
@@ -288,7 +445,7 @@ mod tests {
             ..Secret::default()
         };
         let config =
-            ssh_config("research", &spec(), Some(&secret)).unwrap_or_else(|p| panic!("{p:?}"));
+            ssh_config("research", &spec(), Some(&secret), &[]).unwrap_or_else(|p| panic!("{p:?}"));
         assert_eq!(config.auth, SshAuth::Password(Password::new("s3cret")));
     }
 }

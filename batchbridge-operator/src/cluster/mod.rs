@@ -70,6 +70,16 @@ struct Fingerprint {
     uid: Option<String>,
     generation: Option<i64>,
     secret_version: Option<String>,
+    /// The versions of the jump hosts' Secrets, in `spec.ssh.jumpHosts` order.
+    hop_secret_versions: Vec<Option<String>>,
+}
+
+/// The Secrets a connection logs in with, read from the BatchCluster's namespace.
+struct Secrets<'a> {
+    /// `spec.secretRef`'s.
+    login: Option<&'a Secret>,
+    /// Each of `spec.ssh.jumpHosts`' own.
+    hops: &'a [Option<Secret>],
 }
 
 impl Fingerprint {
@@ -325,31 +335,27 @@ impl Clusters {
                 message,
             })?;
         let secret = match &cluster.spec.secret_ref {
-            Some(reference) => Api::<Secret>::namespaced(self.client.clone(), &namespace)
-                .get_opt(&reference.name)
-                .await
-                .map_err(|err| {
-                    // The answer may name the operator's service account: the log's, not
-                    // the tenant's.
-                    tracing::warn!(cluster = %key, secret = %reference.name, error = %err, "cannot read the Secret");
-                    ClusterProblem {
-                        reason: Reason::SecretUnreadable,
-                        message: format!(
-                            "the operator could not read Secret {:?} of this namespace (it \
-                             is tried again; if this persists, ask the cluster's \
-                             administrator, who can see why in the operator's log)",
-                            reference.name
-                        ),
-                    }
-                })?,
+            Some(reference) => self.read_secret(&key, &namespace, &reference.name).await?,
             None => None,
+        };
+        // Every hop's Secret, like the login's, only ever from the cluster's own namespace.
+        let mut hop_secrets = Vec::new();
+        for hop in cluster.spec.ssh.iter().flat_map(|ssh| &ssh.jump_hosts) {
+            hop_secrets.push(
+                self.read_secret(&key, &namespace, &hop.secret_ref.name)
+                    .await?,
+            );
+        }
+        let version = |secret: &Option<Secret>| {
+            secret
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone())
         };
         let fingerprint = Fingerprint {
             uid: cluster.metadata.uid.clone(),
             generation: cluster.metadata.generation,
-            secret_version: secret
-                .as_ref()
-                .and_then(|s| s.metadata.resource_version.clone()),
+            secret_version: version(&secret),
+            hop_secret_versions: hop_secrets.iter().map(version).collect(),
         };
         let mut entries = self.entries.lock().await;
         if let Some(Entry::Connected(connection)) = entries.get(&key)
@@ -360,7 +366,11 @@ impl Clusters {
         // The old connection (its SSH master, poller and events follower) goes before the
         // new one is built, not when the last job holding it lets go.
         entries.remove(&key);
-        match self.connect(&namespace, cluster, secret.as_ref(), fingerprint.clone()) {
+        let secrets = Secrets {
+            login: secret.as_ref(),
+            hops: &hop_secrets,
+        };
+        match self.connect(&namespace, cluster, &secrets, fingerprint.clone()) {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 tracing::info!(cluster = %key, scheduler = %cluster.spec.scheduler, "connected");
@@ -382,6 +392,31 @@ impl Clusters {
         }
     }
 
+    /// Secret `name` of `namespace` for BatchCluster `key`; `None` when it does not exist.
+    async fn read_secret(
+        &self,
+        key: &ObjectRef<BatchCluster>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Secret>, ClusterProblem> {
+        Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|err| {
+                // The answer may name the operator's service account: the log's, not the
+                // tenant's.
+                tracing::warn!(cluster = %key, secret = %name, error = %err, "cannot read the Secret");
+                ClusterProblem {
+                    reason: Reason::SecretUnreadable,
+                    message: format!(
+                        "the operator could not read Secret {name:?} of this namespace (it is \
+                         tried again; if this persists, ask the cluster's administrator, who \
+                         can see why in the operator's log)"
+                    ),
+                }
+            })
+    }
+
     /// The connection budget `namespace`'s BatchClusters share.
     fn connect_budget(&self, namespace: &str) -> Arc<ConnectBudget> {
         let mut budgets = self
@@ -395,30 +430,42 @@ impl Clusters {
         &self,
         namespace: &str,
         cluster: &BatchCluster,
-        secret: Option<&Secret>,
+        secrets: &Secrets<'_>,
         fingerprint: Fingerprint,
     ) -> Result<Connection, ClusterProblem> {
         let spec = &cluster.spec;
-        if let Some(ssh) = &spec.ssh
-            && !self.targets.allows(&ssh.host, ssh.port)
-        {
+        if let Some(ssh) = &spec.ssh {
             // Decided before any connection: the message must say nothing about the
-            // target that a connection attempt would have found.
-            return Err(ClusterProblem {
+            // target that a connection attempt would have found. A hop is held to the
+            // list like the login node: the operator connects to the first, and through
+            // it to the others.
+            let not_allowed = |what: String| ClusterProblem {
                 reason: Reason::HostNotAllowed,
-                message: "ssh.host and ssh.port are not among the login nodes this operator \
-                          may connect to: its administrator's list (Helm value \
-                          allowedSshTargets) must name them"
-                    .into(),
-            });
+                message: format!(
+                    "{what} are not among the login nodes this operator may connect to: its \
+                     administrator's list (Helm value allowedSshTargets) must name them"
+                ),
+            };
+            if !self.targets.allows(&ssh.host, ssh.port) {
+                return Err(not_allowed("ssh.host and ssh.port".into()));
+            }
+            if let Some(index) = ssh
+                .jump_hosts
+                .iter()
+                .position(|hop| !self.targets.allows(&hop.host, hop.port))
+            {
+                return Err(not_allowed(format!(
+                    "ssh.jumpHosts[{index}].host and its port"
+                )));
+            }
         }
         let labels = labels_of(&ObjectRef::from(cluster));
         let invalid = |err: Error| ClusterProblem {
             reason: Reason::SpecInvalid,
             message: err.to_string(),
         };
-        let ssh = |secret| -> Result<Arc<dyn Shell>, ClusterProblem> {
-            let config = credentials::ssh_config(namespace, spec, secret)?;
+        let ssh = || -> Result<Arc<dyn Shell>, ClusterProblem> {
+            let config = credentials::ssh_config(namespace, spec, secrets.login, secrets.hops)?;
             let shell = SshShell::new(config).map(Arc::new).map_err(invalid)?;
             let metered = Arc::new(self.metrics.metered(Arc::clone(&shell), labels.clone()));
             Ok(Arc::new(BudgetedShell::new(
@@ -445,7 +492,7 @@ impl Clusters {
             }
             Scheduler::Slurm | Scheduler::Htcondor | Scheduler::Pbs => registry::ssh_backend(
                 &spec.scheduler,
-                ssh(secret)?,
+                ssh()?,
                 spec.work_dir.as_deref(),
                 spec.defaults.as_ref(),
             )
@@ -458,7 +505,12 @@ impl Clusters {
                     ),
                 })?;
                 let config = match spec.ssh {
-                    Some(_) => Some(credentials::ssh_config(namespace, spec, secret)?),
+                    Some(_) => Some(credentials::ssh_config(
+                        namespace,
+                        spec,
+                        secrets.login,
+                        secrets.hops,
+                    )?),
                     None => None,
                 };
                 factory(spec, config).map_err(invalid)?

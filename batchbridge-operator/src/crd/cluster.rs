@@ -236,6 +236,40 @@ pub struct SshEndpoint {
     /// letters, digits, '.', '_' and '-', not starting with '-'.
     #[schemars(length(min = 1, max = 64), regex(pattern = USER))]
     pub user: String,
+    /// The SSH servers (bastions, gateways) the connection passes through on its way to
+    /// host, nearest first: the operator connects to the first, which forwards to the
+    /// next, and the last to host. Each has its own credential and known hosts, its host
+    /// key is always verified, and nothing (agent, ports) is forwarded to it. At most 4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4))]
+    pub jump_hosts: Vec<SshJumpHost>,
+}
+
+/// One SSH server on the way to the login node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SshJumpHost {
+    /// The host name or address of this hop, as the previous hop (or the operator, for the
+    /// first) reaches it; the same rules as ssh.host, and the operator's allowed SSH
+    /// targets apply to it as to ssh.host.
+    #[schemars(length(min = 1, max = 253), regex(pattern = HOST))]
+    pub host: String,
+    /// This hop's SSH port, 1 to 65535.
+    #[serde(default = "default_ssh_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// The user to log in to this hop as (the same rules as ssh.user).
+    #[schemars(length(min = 1, max = 64), regex(pattern = USER))]
+    pub user: String,
+    /// The Secret in this namespace holding this hop's SSH key: of type
+    /// kubernetes.io/ssh-auth (a private key under the key ssh-privatekey). A hop logs in
+    /// with a key, never a password.
+    pub secret_ref: SecretReference,
+    /// This hop's host keys in OpenSSH known_hosts format (what "ssh-keyscan -p PORT HOST"
+    /// prints for it, checked out of band): a hop whose key is not among them is refused,
+    /// and the BatchCluster's Reachable condition names it.
+    #[schemars(length(min = 1))]
+    pub known_hosts: String,
 }
 
 fn default_ssh_port() -> u16 {
@@ -266,6 +300,22 @@ impl BatchClusterSpec {
             }
             if !is_user(&ssh.user) {
                 return Err(refused("spec.ssh.user", &ssh.user, USER_RULE));
+            }
+            for (index, hop) in ssh.jump_hosts.iter().enumerate() {
+                let field = |name: &str| format!("spec.ssh.jumpHosts[{index}].{name}");
+                if !is_host(&hop.host) {
+                    return Err(refused(&field("host"), &hop.host, HOST_RULE));
+                }
+                if !is_user(&hop.user) {
+                    return Err(refused(&field("user"), &hop.user, USER_RULE));
+                }
+                if !is_dns_subdomain(&hop.secret_ref.name) {
+                    return Err(refused(
+                        &field("secretRef.name"),
+                        &hop.secret_ref.name,
+                        SUBDOMAIN_RULE,
+                    ));
+                }
             }
         }
         Ok(())

@@ -120,7 +120,7 @@ use kube::CustomResourceExt;
 
 pub use cluster::{
     BatchCluster, BatchClusterSpec, BatchClusterStatus, ClusterDefaults, Scheduler,
-    SecretReference, SshEndpoint,
+    SecretReference, SshEndpoint, SshJumpHost,
 };
 pub use convert::attempt_key;
 pub use job::{
