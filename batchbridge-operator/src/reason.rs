@@ -63,9 +63,12 @@ words! {
         Held,
         /// Running.
         Running,
-        /// Started, then paused by the scheduler; or, for a job not submitted yet, held
-        /// back by spec.suspend.
+        /// Started, then paused by the scheduler; or held back by spec.suspend: not
+        /// submitted, or its attempt cancelled on the cluster and not counted as a failure.
         Suspended,
+        /// spec.suspend is true and the job's attempt is being cancelled on its cluster; it
+        /// is Suspended once the scheduler says the job ended.
+        Suspending,
         /// Finished with exit code 0 (every task, for an array).
         Succeeded,
         /// Removed before it finished.
@@ -177,8 +180,10 @@ words! {
         Failed,
         /// BatchJob: whether the finished job's output was collected.
         OutputCollected,
-        /// BatchJob: held back by spec.suspend, not submitted, as batch/v1 Job's
-        /// `Suspended`.
+        /// BatchJob: held back by spec.suspend, as batch/v1 Job's `Suspended`: True once
+        /// nothing runs on the cluster (not submitted, or the attempt's cancel confirmed),
+        /// False with reason `Suspending` while the attempt is being cancelled; gone once
+        /// the job is submitted again.
         Suspended,
         /// BatchCluster: whether the last probe logged in and the scheduler answered.
         Reachable,

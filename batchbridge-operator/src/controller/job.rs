@@ -2,9 +2,10 @@
 //! [`decision::step`] what it means, and performs the [`Effect`]s (the status written
 //! through server-side apply first; a submit, an output collection or a placement handed
 //! to [`Actions`](super::actions::Actions), whose result is stepped by [`step_done`] or
-//! [`step_placed`]; the deletion of a job whose ttlSecondsAfterFinished passed), inside a
-//! finalizer that cancels an active job and removes the job's files from the cluster
-//! before its resource goes away. It decides nothing itself.
+//! [`step_placed`]; the cancel of a job suspended by spec.suspend; the deletion of a job
+//! whose ttlSecondsAfterFinished passed), inside a finalizer that cancels an active job and
+//! removes the job's files from the cluster before its resource goes away. It decides
+//! nothing itself.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -57,6 +58,7 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
     let output = &job.spec.output_policy;
     Rules {
         generation: job.metadata.generation.unwrap_or_default(),
+        spec_digest: job.spec.digest(),
         suspended: job.spec.suspend == Some(true),
         retry_policy: job.spec.retry_policy.as_ref(),
         keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
@@ -180,6 +182,11 @@ async fn perform(
                         let (ctx, job, current) = acting;
                         place(&ctx, &job, purpose, current).await
                     });
+                }
+                Effect::Cancel(id) => {
+                    if let Some(connection) = usable(connection, &mut unusable) {
+                        suspend(ctx, job, connection, &id).await;
+                    }
                 }
                 Effect::Withdraw(id) => {
                     if let Some(connection) = usable(connection, &mut unusable) {
@@ -487,6 +494,34 @@ async fn withdraw(ctx: &Context, job: &BatchJob, connection: &Connection, id: &J
     ctx.metrics.cancelled(&connection.labels, done);
 }
 
+/// Cancels job `id` because its BatchJob's spec.suspend is true, started or not; the polls
+/// then say when it ended. A failure is logged: the next reconcile cancels again while the
+/// job is suspending.
+async fn suspend(ctx: &Context, job: &BatchJob, connection: &Connection, id: &JobId) {
+    match cancel_on_cluster(ctx, connection, id).await {
+        Ok(()) => {
+            tracing::info!(job = %ObjectRef::from(job), %id, "cancelled: spec.suspend is true")
+        }
+        Err(err) => {
+            tracing::warn!(job = %ObjectRef::from(job), %id, %err, "cannot cancel the suspended job")
+        }
+    }
+}
+
+/// Cancels job `id` on `connection`'s cluster (Ok if it ended already) and counts the try.
+async fn cancel_on_cluster(
+    ctx: &Context,
+    connection: &Connection,
+    id: &JobId,
+) -> Result<(), batchbridge_core::Error> {
+    let cancelled = match connection.backend.cancel(id).await {
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+        cancelled => cancelled,
+    };
+    ctx.metrics.cancelled(&connection.labels, cancelled.is_ok());
+    cancelled
+}
+
 /// Deletes a BatchJob whose ttlSecondsAfterFinished has passed; its finalizer then removes
 /// its files. The UID precondition keeps a job created since under the same name safe.
 async fn expire(ctx: &Context, job: &BatchJob) -> Result<(), ReconcileError> {
@@ -680,16 +715,9 @@ async fn cancel(
     connection: &Connection,
     id: &JobId,
 ) -> Result<(), ReconcileError> {
-    let cancelled = connection.backend.cancel(id).await;
-    ctx.metrics.cancelled(
-        &connection.labels,
-        cancelled.is_ok() || matches!(&cancelled, Err(err) if err.kind() == ErrorKind::NotFound),
-    );
-    match cancelled {
-        Ok(()) => {}
-        Err(err) if err.kind() == ErrorKind::NotFound => {}
-        Err(err) => return Err(ReconcileError::Backend(err)),
-    }
+    cancel_on_cluster(ctx, connection, id)
+        .await
+        .map_err(ReconcileError::Backend)?;
     connection.poller.forget(id);
     tracing::info!(job = %ObjectRef::from(job), %id, "cancelled on deletion");
     // A pass repeated while the cancelled job ends says it again; Events count repeats.

@@ -20,8 +20,9 @@ use super::placement::{Move, Placement, PlacementStatus};
 use crate::reason::Reason as StatusReason;
 
 /// The desired state of a BatchJob: the script and what it needs. It cannot change while
-/// the job is active (status.phase Submitted, Queued, Held, Running, Suspended or Unknown);
-/// editing the spec of a finished job, or of one waiting for its retry, runs it again.
+/// the job is active (status.phase Submitted, Queued, Held, Running, Suspended or Unknown),
+/// except suspend; editing the spec of a finished job, or of one waiting for its retry,
+/// runs it again (setting or clearing suspend alone does not).
 // The printer columns repeat `type_ = "string"`, which clippy takes for a repeated attribute.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,10 +47,6 @@ use crate::reason::Reason as StatusReason;
     validation = Rule::new(SPEC_FROZEN_WHILE_ACTIVE)
         .message(Message::Expression(SPEC_FROZEN_MESSAGE.into()))
         .field_path(".spec")
-        .reason(Reason::FieldValueForbidden),
-    validation = Rule::new(SUSPEND_ONLY_BEFORE_SUBMIT)
-        .message(Message::Expression(SUSPEND_MESSAGE.into()))
-        .field_path(".spec.suspend")
         .reason(Reason::FieldValueForbidden),
 )]
 #[x_kube(
@@ -123,29 +120,62 @@ pub struct BatchJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 2147483647))]
     pub ttl_seconds_after_finished: Option<u32>,
-    /// While true, the job is not submitted: it stays Pending with reason Suspended and the
-    /// condition Suspended=True, as a suspended batch/v1 Job creates no pods; clearing it
-    /// (false or absent) submits the job. This is how a queueing controller such as Kueue
-    /// gates a BatchJob: created suspended, released when admitted. It may be set only
-    /// while the job has not been submitted (phase Pending): a submitted job is not
-    /// suspended or cancelled by it.
+    /// While true, the job does not run, as a suspended batch/v1 Job has no pods: a job not
+    /// submitted yet is not submitted, and a queued or running one is cancelled on its
+    /// cluster (reason and condition Suspended False with reason Suspending until the
+    /// scheduler confirms its end). It then waits Pending with reason Suspended and the
+    /// condition Suspended True; the cancelled attempt is not counted as a failure (retries
+    /// and retryPolicy are untouched). Clearing it (false or absent) submits the job again as
+    /// its next attempt, never before the cancelled one ended. A job waiting for its retry
+    /// keeps RetryPending and gets the condition Suspended True; a finished job is not
+    /// affected. This is how a queueing controller such as Kueue gates a BatchJob: created
+    /// suspended, released when admitted, suspended again when preempted. It is the one
+    /// field that may change while the job is active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
 }
 
-/// The root rule that freezes the spec of an active job. It is a transition rule (it reads
-/// oldSelf), so the API server checks it on updates only; status updates go through the
-/// status subresource, which never changes the spec, so the operator is never refused.
-/// `Pending` (not yet submitted), `RetryPending` (no attempt runs) and the terminal phases
-/// leave the spec editable ([`Phase::spec_editable`]).
-const SPEC_FROZEN_WHILE_ACTIVE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'RetryPending', 'Succeeded', 'Failed', 'Cancelled'] || self.spec == oldSelf.spec";
+/// The CEL test that the spec's fields named (optional ones, each present in both or in
+/// neither, and equal) are as they were, after the required script.
+macro_rules! unchanged {
+    ($($field:literal),+ $(,)?) => {
+        concat!(
+            "self.spec.script == oldSelf.spec.script",
+            $(
+                " && has(self.spec.", $field, ") == has(oldSelf.spec.", $field, ")",
+                " && (!has(self.spec.", $field, ") || self.spec.", $field, " == oldSelf.spec.", $field, ")",
+            )+
+        )
+    };
+}
 
-/// The root rule that lets spec.suspend turn true only while the job has not been
-/// submitted (no status phase yet, or Pending), or keep it true: the operator holds back a
-/// job's submit, it does not suspend one the scheduler has. Clearing it is always allowed.
-const SUSPEND_ONLY_BEFORE_SUBMIT: &str = "!has(self.spec.suspend) || !self.spec.suspend || (has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || !has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending'";
-
-const SUSPEND_MESSAGE: &str = "'spec.suspend can be set only before the job is submitted; the job is ' + oldSelf.status.phase";
+/// The root rule that freezes the spec of an active job, suspend excepted (setting it is
+/// how an active job is suspended). It is a transition rule (it reads oldSelf), so the API
+/// server checks it on updates only; status updates go through the status subresource,
+/// which never changes the spec, so the operator is never refused. `Pending` (not yet
+/// submitted), `RetryPending` (no attempt runs) and the terminal phases leave the spec
+/// editable ([`Phase::spec_editable`]). CEL cannot compare an object less one field, so
+/// the rule names every other field of the spec (a test keeps the list whole), with
+/// `has()` rather than optionals (`.?`), whose cost the API server's estimate cannot bound.
+const SPEC_FROZEN_WHILE_ACTIVE: &str = concat!(
+    "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase in ['Pending', 'RetryPending', 'Succeeded', 'Failed', 'Cancelled'] || (",
+    unchanged!(
+        "clusterRef",
+        "placement",
+        "resources",
+        "queue",
+        "environment",
+        "workingDir",
+        "array",
+        "container",
+        "passthrough",
+        "retryPolicy",
+        "outputPolicy",
+        "cleanup",
+        "ttlSecondsAfterFinished",
+    ),
+    ")"
+);
 
 const SPEC_FROZEN_MESSAGE: &str = "'spec cannot change while the job is ' + oldSelf.status.phase + ': wait until it finishes, or delete it (which cancels it)'";
 
@@ -164,6 +194,36 @@ impl BatchJobSpec {
             return Err(refused("spec.placement.clusters", name, LABEL_RULE));
         }
         Ok(())
+    }
+
+    /// A digest of the spec with suspend left out (64-bit FNV-1a of its JSON): two
+    /// generations with the same digest differ only in suspend, which runs nothing again.
+    /// FNV-1a because its value is written to the status, so it must not change with the
+    /// Rust release as `std`'s hasher may; collisions need no defence here.
+    ///
+    /// ```
+    /// use batchbridge_operator::crd::BatchJobSpec;
+    ///
+    /// let spec: BatchJobSpec = serde_json::from_str(r#"{"clusterRef": {"name": "hpc"}, "script": "true"}"#)?;
+    /// let suspended = BatchJobSpec { suspend: Some(true), ..spec.clone() };
+    /// let edited = BatchJobSpec { script: "false".into(), ..spec.clone() };
+    /// assert_eq!(spec.digest(), suspended.digest());
+    /// assert_ne!(spec.digest(), edited.digest());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn digest(&self) -> String {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let unsuspended = Self {
+            suspend: None,
+            ..self.clone()
+        };
+        // A spec is plain data: serialising it cannot fail.
+        let json = serde_json::to_vec(&unsuspended).unwrap_or_default();
+        let hash = json.iter().fold(OFFSET, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+        });
+        format!("{hash:016x}")
     }
 
     /// The BatchCluster the job is bound to by spec.clusterRef, if it names one.
@@ -439,9 +499,16 @@ pub struct BatchJobStatus {
     /// edit starts again at 0); the retry policy's maxRetries bounds it.
     #[serde(default)]
     pub retries: u32,
-    /// The metadata.generation of the spec the current attempt runs.
+    /// The metadata.generation of the spec the current attempt runs (a generation that only
+    /// set or cleared suspend is observed as the same spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The digest of the spec the current attempt runs, suspend left out: a new generation
+    /// with the same digest only set or cleared suspend, which is no edit that runs the job
+    /// again or restarts its retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    pub spec_digest: Option<String>,
     /// How the tasks of an array job are spread over states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<TaskCounts>,
@@ -552,6 +619,26 @@ mod tests {
             let listed = SPEC_FROZEN_WHILE_ACTIVE
                 .contains(&format!("'{}'", name.as_str().unwrap_or_default()));
             assert_eq!(listed, phase.spec_editable(), "{phase:?}");
+        }
+    }
+
+    /// The rule compares every field of the spec but suspend: a field added to the spec
+    /// and not to the rule would be editable while the job runs.
+    #[test]
+    fn the_frozen_spec_rule_names_every_field_but_suspend() {
+        let crd =
+            serde_json::to_value(<BatchJob as kube::CustomResourceExt>::crd()).unwrap_or_default();
+        let fields = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"];
+        let names: Vec<&String> = fields
+            .as_object()
+            .map(|f| f.keys().collect())
+            .unwrap_or_default();
+        assert!(names.len() > 10, "{names:?}");
+        for name in names {
+            let compared = SPEC_FROZEN_WHILE_ACTIVE
+                .contains(&format!("self.spec.{name} == oldSelf.spec.{name}"));
+            assert_eq!(compared, name != "suspend", "{name}");
         }
     }
 }

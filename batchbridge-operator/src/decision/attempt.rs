@@ -35,6 +35,7 @@ pub(super) fn start_attempt(
         attempts: attempt,
         retries,
         observed_generation: Some(rules.generation),
+        spec_digest: Some(rules.spec_digest.clone()),
         conditions,
         cluster: Some(cluster.to_owned()),
         placement: next.placement.take(),
@@ -73,7 +74,8 @@ pub(super) fn with_cluster_used(mut used: Vec<String>, cluster: &str) -> Vec<Str
 }
 
 /// The attempt ended as `job` reports: its status written, RetryPending when the policy
-/// retries it, else final.
+/// retries it, else final. An end that came before a suspension's cancel took ends the
+/// suspension with it.
 pub(super) fn end_attempt(
     rules: &Rules<'_>,
     next: &mut BatchJobStatus,
@@ -81,6 +83,8 @@ pub(super) fn end_attempt(
     now: SystemTime,
 ) {
     *next = observed(next, job);
+    next.conditions
+        .retain(|c| c.type_ != ConditionType::Suspended.as_str());
     if next.phase == Some(Phase::Failed)
         && let Some(policy) = rules.retry_policy
         && retryable(next, policy)

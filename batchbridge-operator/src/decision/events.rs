@@ -112,6 +112,19 @@ pub fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notic
             &format!("SubmitAttempt{attempt}"),
         ));
     }
+    if current.reason != Some(Reason::Suspending)
+        && next.reason == Some(Reason::Suspending)
+        && let Some(message) = &next.message
+    {
+        events.push(notice(
+            EventType::Normal,
+            Reason::Suspending.as_str(),
+            message.clone(),
+            // Each attempt suspended gets an Event of its own, not a repeat folded into
+            // the first one's series.
+            &format!("SuspendAttempt{}", next.attempts),
+        ));
+    }
     if current.phase != next.phase
         && let Some(phase) = next.phase
         && phase != Phase::Submitted
@@ -127,7 +140,12 @@ pub fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notic
             .clone()
             .or_else(|| next.reason.map(|reason| reason.to_string()))
             .unwrap_or_else(|| format!("{phase:?}"));
-        events.push(notice(type_, &format!("{phase:?}"), note, "Reconcile"));
+        // A job held back by spec.suspend is Pending, but what a user reads is why.
+        let reason = match (phase, next.reason) {
+            (Phase::Pending, Some(Reason::Suspended)) => Reason::Suspended.to_string(),
+            _ => format!("{phase:?}"),
+        };
+        events.push(notice(type_, &reason, note, "Reconcile"));
     }
     events
 }

@@ -82,11 +82,14 @@ pub const MOVE_MARGIN: Duration = Duration::from_secs(300);
 pub const MOVE_RECHECK: Duration = Duration::from_secs(60);
 
 /// What of the BatchJob's spec and metadata the lifecycle depends on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Rules<'a> {
     /// The resource's `metadata.generation`: which spec is current.
     pub generation: i64,
-    /// spec.suspend: the job is not submitted while it holds.
+    /// The spec's digest, suspend left out ([`BatchJobSpec::digest`](crate::crd::BatchJobSpec::digest)):
+    /// a generation that changed only suspend is no edit.
+    pub spec_digest: String,
+    /// spec.suspend: nothing of the job runs while it holds (not submitted, or cancelled).
     pub suspended: bool,
     /// The spec's retry policy.
     pub retry_policy: Option<&'a RetryPolicy>,
@@ -302,6 +305,9 @@ pub enum Effect {
     /// Ask the candidates when the job would start and choose one (spec.placement); the
     /// answer comes back as [`Placed`].
     Place(Purpose),
+    /// Cancel this job on its cluster, started or not, because spec.suspend is true (the
+    /// next polls confirm that it ended; the status says Suspending until then).
+    Cancel(JobId),
     /// Withdraw this waiting job from its cluster (cancel it only if it has not started),
     /// for the move in status.moving (the next polls confirm whether it ended without
     /// starting).
@@ -414,6 +420,7 @@ pub fn step(
 ) -> Step {
     let mut next = status.clone();
     let mut plan = Plan::new();
+    observe_suspend_change(rules, &mut next);
     match event {
         Finding::Observed(observation) => {
             if !awaits_placement(rules, &next) {
@@ -427,6 +434,20 @@ pub fn step(
         }
     }
     finish(rules, status, next, plan, now)
+}
+
+/// A generation the status has not observed that changed only spec.suspend (its digest is
+/// the one the status's attempt runs) is observed at once: setting or clearing suspend is
+/// no edit, which would run the job again with its retries afresh. What suspend itself
+/// does is `observe`'s.
+fn observe_suspend_change(rules: &Rules<'_>, next: &mut BatchJobStatus) {
+    if next
+        .observed_generation
+        .is_some_and(|seen| seen != rules.generation)
+        && next.spec_digest.as_deref() == Some(rules.spec_digest.as_str())
+    {
+        next.observed_generation = Some(rules.generation);
+    }
 }
 
 /// What the end of an action on the job's cluster, `done`, makes of `status` at `now`.
@@ -492,6 +513,16 @@ fn finish<E>(
     }
     for c in &mut next.conditions {
         c.observed_generation = Some(rules.generation);
+    }
+    // Written by an operator before the digest: the attempt runs the spec of the
+    // generation observed, so the current one's digest is its own (added to a write that
+    // happens anyway, never in one of its own).
+    if next != *status
+        && next.spec_digest.is_none()
+        && next.attempts > 0
+        && next.observed_generation == Some(rules.generation)
+    {
+        next.spec_digest = Some(rules.spec_digest.clone());
     }
     Step {
         status: (next != *status).then_some(next),

@@ -27,18 +27,30 @@ pub(super) fn observe(
         .observed_generation
         .is_some_and(|generation| generation != rules.generation);
     match (phase, id) {
-        (Phase::Pending, _) if rules.suspended => hold_suspended(next, now),
+        // Held already (its message may name the attempt cancelled for it): nothing new.
+        (Phase::Pending, _) if rules.suspended => {
+            if next.reason != Some(Reason::Suspended) {
+                hold(next, HELD, now);
+            }
+        }
         (Phase::Pending, _) => {
             let retries = if edited { 0 } else { next.retries };
             begin_attempt(rules, next, next.attempts + 1, retries, now, plan);
         }
-        // Stopped between asking the backend and writing its answer: ask again, same key.
+        // Stopped between asking the backend and writing its answer: ask again, same key
+        // (suspended or not: the scheduler may have the job, which is then cancelled).
         (Phase::Submitted, None) => plan.push(Effect::Submit {
             attempt: next.attempts.max(1),
         }),
         (phase, id) if phase.spec_editable() && edited => {
             plan.extend(id.map(Effect::Forget));
-            begin_attempt(rules, next, next.attempts + 1, 0, now, plan);
+            if rules.suspended {
+                // The edited spec runs once suspend is cleared; its retries start afresh
+                // then, as the generation is still not observed.
+                hold(next, HELD, now);
+            } else {
+                begin_attempt(rules, next, next.attempts + 1, 0, now, plan);
+            }
         }
         (Phase::RetryPending, _) => match (uncollected(rules, next), retry_wait(next, now)) {
             // The operator stopped during the collection: the failed attempt's output first.
@@ -50,74 +62,173 @@ pub(super) fn observe(
             rest(rules, next, now, plan);
         }
         (_, Some(id)) if next.moving.is_some() => moving(rules, next, observation, id, now, plan),
-        (_, Some(id)) => match observation {
-            // The end is written with the output, in one write: collect it first (the
-            // poller keeps following the job until then).
-            Some(job) if Phase::from(job.state).is_terminal() && rules.keeps_output => {
-                plan.push(Effect::Collect { id });
-            }
-            Some(job) if Phase::from(job.state).is_terminal() => {
-                end_attempt(rules, next, job, now);
-                plan.push(Effect::Forget(id));
-                if next.phase == Some(Phase::RetryPending) {
-                    retry(rules, next, now, plan);
-                } else {
-                    rest(rules, next, now, plan);
-                }
-            }
-            _ => {
-                let mut recheck = RECHECK;
-                if let Some(job) = observation {
-                    match held_back(next, job, now) {
-                        Some(hold_left) => {
-                            // Written when the hold ends, not at the next change, which may
-                            // be minutes away: until then the status only says which job the
-                            // attempt is, and a user waits to read why it waits.
-                            recheck = hold_left;
-                        }
-                        None => {
-                            let started = next.phase != Some(Phase::Running);
-                            *next = observed(next, job);
-                            if rules.log_pod && started && next.phase == Some(Phase::Running) {
-                                plan.push(Effect::ShowOutput(id.clone()));
-                            }
-                        }
-                    }
-                }
-                set_finished(next, now);
-                plan.push(Effect::Follow(id));
-                let waiting = observation.is_some_and(|job| job.state == JobState::Queued);
-                match move_wait(rules, next, now).filter(|_| waiting) {
-                    Some(Duration::ZERO) => {
-                        plan.push(Effect::Place(Purpose::Move));
-                        plan.requeue(recheck);
-                    }
-                    Some(wait) => plan.requeue(wait.min(recheck)),
-                    None => plan.requeue(recheck),
-                }
-            }
-        },
+        (_, Some(id)) if rules.suspended || suspending(next) => {
+            suspend(rules, next, observation, id, now, plan);
+        }
+        (_, Some(id)) => follow(rules, next, observation, id, now, plan),
         // An active phase without an id is only ever written as Submitted, handled above.
         (_, None) => begin_attempt(rules, next, next.attempts + 1, 0, now, plan),
     }
 }
 
-/// A job not submitted yet whose spec.suspend is true: Pending, reason Suspended, the
-/// condition Suspended True, as a suspended batch/v1 Job has it; nothing to do until the
-/// spec changes (which wakes the job). Its submit drops the condition.
-fn hold_suspended(next: &mut BatchJobStatus, now: SystemTime) {
-    const WHY: &str = "spec.suspend is true: the job is submitted once it is cleared";
-    next.phase = Some(Phase::Pending);
-    next.reason = Some(Reason::Suspended);
-    next.message = Some(WHY.to_owned());
+/// The message of a job held back by spec.suspend with no attempt cancelled for it.
+const HELD: &str = "spec.suspend is true: the job is submitted once it is cleared";
+
+/// The job held back by spec.suspend, nothing of it on the cluster: Pending, reason
+/// Suspended, the condition Suspended True, as a suspended batch/v1 Job has it; of its
+/// attempts only their count, retries and clusters are left (the next submit starts the
+/// next attempt). Nothing to do until the spec changes, which wakes the job.
+fn hold(next: &mut BatchJobStatus, message: &str, now: SystemTime) {
+    let mut conditions = std::mem::take(&mut next.conditions);
+    conditions.retain(|c| {
+        c.type_ == ConditionType::ClusterReady.as_str() || c.type_ == ConditionType::Ready.as_str()
+    });
     set_condition(
-        &mut next.conditions,
+        &mut conditions,
         ConditionType::Suspended,
         true,
         Reason::Suspended,
-        WHY,
+        message,
         now,
     );
+    *next = BatchJobStatus {
+        phase: Some(Phase::Pending),
+        reason: Some(Reason::Suspended),
+        message: Some(message.to_owned()),
+        attempts: next.attempts,
+        retries: next.retries,
+        observed_generation: next.observed_generation,
+        spec_digest: next.spec_digest.take(),
+        conditions,
+        cluster: next.cluster.take(),
+        placement: next.placement.take(),
+        moves: std::mem::take(&mut next.moves),
+        clusters_used: std::mem::take(&mut next.clusters_used),
+        ..BatchJobStatus::default()
+    };
+}
+
+/// Whether the job's attempt is being cancelled for spec.suspend (the condition Suspended
+/// False, reason Suspending), whatever spec.suspend says now: the attempt is over for the
+/// operator once it ended on the cluster, and the next one waits for that.
+fn suspending(status: &BatchJobStatus) -> bool {
+    condition(&status.conditions, ConditionType::Suspended)
+        .is_some_and(|c| c.reason == Reason::Suspending.as_str())
+}
+
+/// An attempt the scheduler has while spec.suspend is true, or had when it was set:
+/// cancelled (Suspending) until the poller reports it ended. Ended cancelled, it is not
+/// counted as a failure: the job waits suspended (Pending) or, when suspend was cleared
+/// meanwhile, its next attempt starts, never before. Ended otherwise before the cancel took
+/// (succeeded, failed), it ends as it did.
+fn suspend(
+    rules: &Rules<'_>,
+    next: &mut BatchJobStatus,
+    observation: Option<&JobStatus>,
+    id: JobId,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    let attempt = next.attempts;
+    match observation.map(|job| Phase::from(job.state)) {
+        Some(Phase::Cancelled) => {
+            plan.push(Effect::Forget(id.clone()));
+            if rules.suspended {
+                let message = format!(
+                    "spec.suspend is true: attempt {attempt} (job {id}) was cancelled, not \
+                     counted as a failure; attempt {} is submitted once suspend is cleared",
+                    attempt + 1
+                );
+                hold(next, &message, now);
+            } else {
+                begin_attempt(rules, next, attempt + 1, next.retries, now, plan);
+            }
+        }
+        Some(phase) if phase.is_terminal() => follow(rules, next, observation, id, now, plan),
+        _ => {
+            if let Some(job) = observation {
+                *next = observed(next, job);
+            }
+            let message = format!(
+                "spec.suspend is true: cancelling attempt {attempt} (job {id}) on the cluster"
+            );
+            next.reason = Some(Reason::Suspending);
+            next.message = Some(message.clone());
+            set_condition(
+                &mut next.conditions,
+                ConditionType::Suspended,
+                false,
+                Reason::Suspending,
+                &message,
+                now,
+            );
+            set_finished(next, now);
+            // Cancelled again at each look until its end is seen: a cancel lost with a
+            // broken connection, or an operator stopped before it, is repeated.
+            plan.push(Effect::Follow(id.clone()));
+            plan.push(Effect::Cancel(id));
+            plan.requeue(ACTION_RETRY);
+        }
+    }
+}
+
+/// An attempt the scheduler has, as the poller reports it: its end collected or written,
+/// its changes written, followed until then.
+fn follow(
+    rules: &Rules<'_>,
+    next: &mut BatchJobStatus,
+    observation: Option<&JobStatus>,
+    id: JobId,
+    now: SystemTime,
+    plan: &mut Plan<Effect>,
+) {
+    match observation {
+        // The end is written with the output, in one write: collect it first (the
+        // poller keeps following the job until then).
+        Some(job) if Phase::from(job.state).is_terminal() && rules.keeps_output => {
+            plan.push(Effect::Collect { id });
+        }
+        Some(job) if Phase::from(job.state).is_terminal() => {
+            end_attempt(rules, next, job, now);
+            plan.push(Effect::Forget(id));
+            if next.phase == Some(Phase::RetryPending) {
+                retry(rules, next, now, plan);
+            } else {
+                rest(rules, next, now, plan);
+            }
+        }
+        _ => {
+            let mut recheck = RECHECK;
+            if let Some(job) = observation {
+                match held_back(next, job, now) {
+                    Some(hold_left) => {
+                        // Written when the hold ends, not at the next change, which may
+                        // be minutes away: until then the status only says which job the
+                        // attempt is, and a user waits to read why it waits.
+                        recheck = hold_left;
+                    }
+                    None => {
+                        let started = next.phase != Some(Phase::Running);
+                        *next = observed(next, job);
+                        if rules.log_pod && started && next.phase == Some(Phase::Running) {
+                            plan.push(Effect::ShowOutput(id.clone()));
+                        }
+                    }
+                }
+            }
+            set_finished(next, now);
+            plan.push(Effect::Follow(id));
+            let waiting = observation.is_some_and(|job| job.state == JobState::Queued);
+            match move_wait(rules, next, now).filter(|_| waiting) {
+                Some(Duration::ZERO) => {
+                    plan.push(Effect::Place(Purpose::Move));
+                    plan.requeue(recheck);
+                }
+                Some(wait) => plan.requeue(wait.min(recheck)),
+                None => plan.requeue(recheck),
+            }
+        }
+    }
 }
 
 /// How much longer the poller's report `job` waits for the job's next change, if it does:
@@ -143,13 +254,32 @@ pub(super) fn held_back(
         .filter(|left| !left.is_zero())
 }
 
-/// A job in RetryPending: waits out its backoff, then its next attempt starts.
+/// A job in RetryPending: waits out its backoff, then its next attempt starts. While
+/// spec.suspend is true it keeps RetryPending (the retry is one of the policy's) and says
+/// so with the condition Suspended True, and waits for suspend to be cleared.
 pub(super) fn retry(
     rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     now: SystemTime,
     plan: &mut Plan<Effect>,
 ) {
+    if rules.suspended {
+        let message = format!(
+            "spec.suspend is true: the retry, attempt {}, is submitted once it is cleared",
+            next.attempts + 1
+        );
+        set_condition(
+            &mut next.conditions,
+            ConditionType::Suspended,
+            true,
+            Reason::Suspended,
+            &message,
+            now,
+        );
+        return;
+    }
+    next.conditions
+        .retain(|c| c.type_ != ConditionType::Suspended.as_str());
     match retry_wait(next, now) {
         Some(wait) => plan.requeue(wait),
         None => begin_attempt(rules, next, next.attempts + 1, next.retries + 1, now, plan),
@@ -234,6 +364,12 @@ fn moving(
         let to = record.to.clone();
         next.moves.push(record);
         plan.push(Effect::Forget(id));
+        if rules.suspended {
+            // Suspended while it was withdrawn: it left its cluster, and is placed again
+            // once suspend is cleared.
+            hold(next, HELD, now);
+            return;
+        }
         let (attempt, retries) = (next.attempts + 1, next.retries);
         start_attempt(rules, next, attempt, retries, &to, now);
         plan.push(Effect::Submit { attempt });

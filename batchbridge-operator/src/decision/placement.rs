@@ -36,9 +36,11 @@ pub(super) fn place_attempt(
     now: SystemTime,
     plan: &mut Plan<Infallible>,
 ) {
-    // An answer overtaken by another step (the attempt started, the job changed) is old.
+    // An answer overtaken by another step (the attempt started, the job changed) is old;
+    // a job suspended meanwhile is held by the reconcile the answer's end wakes.
     let phase = next.phase.unwrap_or(Phase::Pending);
     if !matches!(rules.target, Target::Placed { .. })
+        || rules.suspended
         || !phase.spec_editable()
         || next.attempts + 1 != attempt
     {

@@ -10,6 +10,9 @@ use crate::status::{condition, holds, set_condition, time};
 
 const GENERATION: i64 = 4;
 
+/// The digest of the spec every case's status runs, unless it says otherwise.
+const DIGEST: &str = "0123456789abcdef";
+
 fn now() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
@@ -17,6 +20,7 @@ fn now() -> SystemTime {
 fn spec() -> Rules<'static> {
     Rules {
         generation: GENERATION,
+        spec_digest: DIGEST.to_owned(),
         suspended: false,
         retry_policy: None,
         keeps_output: true,
@@ -140,6 +144,47 @@ fn held() -> BatchJobStatus {
         &suspended,
         &BatchJobStatus::default(),
         &Finding::Observed(None),
+        now(),
+    );
+    step.status.expect("the hold is written")
+}
+
+/// `status` as the spec of [`DIGEST`] runs it: a new generation changed only suspend.
+fn runs_digest(status: BatchJobStatus) -> BatchJobStatus {
+    with(status, |s| s.spec_digest = Some(DIGEST.to_owned()))
+}
+
+/// A running job whose spec.suspend was just set, as its first step since wrote it: the
+/// cancel sent, Suspending until the end is seen.
+fn suspending() -> BatchJobStatus {
+    let suspended = Rules {
+        suspended: true,
+        ..spec()
+    };
+    let step = step(
+        &suspended,
+        &seen_running(),
+        &observed(job(JobState::Running)),
+        now(),
+    );
+    step.status.expect("the suspension is written")
+}
+
+/// A job whose attempt `attempts` was cancelled for spec.suspend after `retries` retries,
+/// as its step wrote it; its spec has not changed since.
+fn suspended_after(attempts: u32, retries: u32) -> BatchJobStatus {
+    let suspended = Rules {
+        suspended: true,
+        ..spec()
+    };
+    let running = with(suspending(), |s| {
+        s.attempts = attempts;
+        s.retries = retries;
+    });
+    let step = step(
+        &suspended,
+        &running,
+        &observed(job(JobState::Cancelled)),
         now(),
     );
     step.status.expect("the hold is written")
@@ -269,6 +314,7 @@ fn run(case: &Case) -> Step {
     let policy = case.policy.clone().map(|p| &*Box::leak(Box::new(p)));
     let spec = Rules {
         generation: case.generation,
+        spec_digest: DIGEST.to_owned(),
         suspended: case.suspended,
         retry_policy: policy,
         keeps_output: case.keeps_output,
@@ -346,6 +392,217 @@ fn a_suspended_job_says_so_until_it_is_submitted() {
     assert_eq!(said(&resumed, ConditionType::Suspended), None);
 }
 
+/// A running job suspended and resumed, as Kueue's preemption and readmission do: the
+/// attempt is cancelled (Suspending), then, its end seen, the job waits Pending with
+/// Suspended True and nothing on the cluster; resumed, the next attempt runs and succeeds.
+/// The cancelled attempt counts as an attempt, never as a failure. Every status is
+/// checked as `kubectl wait` and a user read it (reason, conditions, Events).
+#[test]
+fn a_job_suspended_while_it_runs_and_resumed() {
+    let policy = RetryPolicy {
+        max_retries: 1,
+        retry_on: Vec::new(),
+    };
+    let mut rules = Rules {
+        retry_policy: Some(&policy),
+        ..spec()
+    };
+    let mut status = BatchJobStatus::default();
+    let mut events = Vec::new();
+    let mut walk = |rules: &Rules<'_>, status: &mut BatchJobStatus, on: On<'_>| {
+        let step = step_on(rules, status, &on, now());
+        if let Some(next) = step.status {
+            events.extend(transitions(status, &next).into_iter().map(|e| e.reason));
+            *status = next;
+        }
+        step.effects
+    };
+    let said = |status: &BatchJobStatus, type_| {
+        condition(&status.conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let pair = |holds: &str, reason: &str| Some((holds.to_owned(), reason.to_owned()));
+    let accepted = |attempt: u32, id: &str| Done::Submit {
+        attempt,
+        outcome: SubmitOutcome::Accepted {
+            id: JobId::from(id),
+            queue: None,
+            user: None,
+        },
+    };
+    use Effect::{Collect, Follow, Forget, Submit};
+    walk(&rules, &mut status, Finding::Observed(None).into());
+    walk(&rules, &mut status, accepted(1, "7").into());
+    walk(&rules, &mut status, observed(job(JobState::Running)).into());
+    assert_eq!(status.phase, Some(Phase::Running));
+
+    // Suspended (a new generation, the same digest): cancelled, Suspending.
+    rules.generation += 1;
+    rules.suspended = true;
+    let effects = walk(&rules, &mut status, observed(job(JobState::Running)).into());
+    let seven = JobId::from("7");
+    assert_eq!(
+        effects,
+        [Follow(seven.clone()), Effect::Cancel(seven.clone())]
+    );
+    assert_eq!(
+        (status.phase, status.reason),
+        (Some(Phase::Running), Some(Reason::Suspending))
+    );
+    assert_eq!(
+        said(&status, ConditionType::Suspended),
+        pair("False", "Suspending")
+    );
+    assert_eq!(
+        said(&status, ConditionType::Ready),
+        pair("False", "Suspending")
+    );
+    assert_eq!(status.observed_generation, Some(rules.generation));
+    assert_eq!(
+        removal(Some(&status), CleanupPolicy::OnDelete).cancel,
+        Cancel::Job(seven.clone()),
+        "deleted while suspending: the job is cancelled as any running one"
+    );
+
+    // The cancel took: suspended, nothing on the cluster, no failure counted.
+    let effects = walk(
+        &rules,
+        &mut status,
+        observed(job(JobState::Cancelled)).into(),
+    );
+    assert_eq!(effects, [Forget(seven)]);
+    assert_eq!(
+        (status.phase, status.reason, status.job_id.as_deref()),
+        (Some(Phase::Pending), Some(Reason::Suspended), None)
+    );
+    assert_eq!((status.attempts, status.retries), (1, 0));
+    assert_eq!(
+        said(&status, ConditionType::Suspended),
+        pair("True", "Suspended")
+    );
+    assert_eq!(
+        said(&status, ConditionType::Ready),
+        pair("False", "Suspended")
+    );
+    assert_eq!(said(&status, ConditionType::Failed), None);
+    assert_eq!(said(&status, ConditionType::Finished), None);
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "spec.suspend is true: attempt 1 (job 7) was cancelled, not counted as a failure; \
+             attempt 2 is submitted once suspend is cleared"
+        )
+    );
+    assert_eq!(
+        removal(Some(&status), CleanupPolicy::OnDelete),
+        Removal {
+            cancel: Cancel::Nothing,
+            remove_files: 1
+        },
+        "deleted while suspended: nothing to cancel, the attempt's files removed"
+    );
+    assert_eq!(
+        walk(&rules, &mut status, Finding::Observed(None).into()),
+        []
+    );
+
+    // Resumed: attempt 2 under its own key, retries untouched; it succeeds.
+    rules.generation += 1;
+    rules.suspended = false;
+    let effects = walk(&rules, &mut status, Finding::Observed(None).into());
+    assert_eq!(effects, [Submit { attempt: 2 }]);
+    assert_eq!(said(&status, ConditionType::Suspended), None);
+    walk(&rules, &mut status, accepted(2, "8").into());
+    let eight = JobId::from("8");
+    walk(&rules, &mut status, observed(job(JobState::Running)).into());
+    let effects = walk(
+        &rules,
+        &mut status,
+        observed(job(JobState::Succeeded)).into(),
+    );
+    assert_eq!(effects, [Collect { id: eight }]);
+    walk(&rules, &mut status, ended(job(JobState::Succeeded)).into());
+    assert_eq!(
+        (status.phase, status.attempts, status.retries),
+        (Some(Phase::Succeeded), 2, 0)
+    );
+    assert_eq!(
+        said(&status, ConditionType::Ready),
+        pair("True", "Succeeded")
+    );
+    assert_eq!(status.observed_generation, Some(rules.generation));
+    assert_eq!(
+        events,
+        [
+            "Submitted",
+            "Running",
+            "Suspending",
+            "Suspended",
+            "Submitted",
+            "Running",
+            "Succeeded"
+        ]
+    );
+}
+
+/// A job suspended while its move's withdraw is under way is not submitted to the move's
+/// target once withdrawn; an answer of the candidates that comes after the suspension
+/// starts nothing either.
+#[test]
+fn a_job_suspended_during_a_move_waits_instead_of_moving() {
+    let rules = Rules {
+        suspended: true,
+        target: Target::Placed {
+            policy: batchbridge_core::placement::Policy::EarliestStart,
+            move_after: Some(Duration::from_secs(600)),
+            max_moves: 1,
+        },
+        ..spec()
+    };
+    let moving = with(at(Phase::Queued), |s| {
+        s.cluster = Some("a".into());
+        s.moving = Some(Move {
+            from: "a".into(),
+            to: "b".into(),
+            job_id: "42".into(),
+            time: time(now()),
+            outcome: MoveOutcome::Cancelling,
+        });
+    });
+    let mut withdrawn = job(JobState::Cancelled);
+    withdrawn.started_at = None;
+    let step = step(&rules, &moving, &observed(withdrawn), now());
+    assert_eq!(step.effects, [Effect::Forget(id())], "nothing submitted");
+    let held = step.status.expect("the hold is written");
+    assert_eq!(
+        (held.phase, held.reason, held.attempts),
+        (Some(Phase::Pending), Some(Reason::Suspended), 1)
+    );
+    assert_eq!(
+        held.moves.iter().map(|m| m.outcome).collect::<Vec<_>>(),
+        [MoveOutcome::Moved]
+    );
+    let seen: &'static [batchbridge_core::placement::Seen] = Box::leak(Box::new([]));
+    let late = step_placed(
+        &rules,
+        &BatchJobStatus::default(),
+        &Placed {
+            purpose: Purpose::Attempt {
+                attempt: 1,
+                retries: 0,
+            },
+            chosen: Some("b"),
+            seen,
+            at: now(),
+        },
+        now(),
+    );
+    assert_eq!(
+        late,
+        Step::default(),
+        "the reconcile it wakes holds the job"
+    );
+}
+
 /// Ready as kstatus (and Argo CD and Flux) read it: True only once the job succeeded, False
 /// with the status's reason on the way there and after any other end; written with the
 /// step's own change, never alone.
@@ -419,7 +676,7 @@ fn ready_says_whether_the_job_reached_its_end() {
 
 #[test]
 fn steps() {
-    use Effect::{Collect, Expire, Follow, Forget, ShowOutput, Submit};
+    use Effect::{Cancel, Collect, Expire, Follow, Forget, ShowOutput, Submit};
     let interrupted = |problem: Option<ClusterProblem>| Failure::Interrupted {
         message: "broken pipe".into(),
         problem,
@@ -467,6 +724,220 @@ fn steps() {
             ..case(
                 "a finished job ignores suspend",
                 collected(at(Phase::Succeeded)),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Running, 1, 0)),
+            effects: vec![Follow(id()), Cancel(id())],
+            requeue: Some(ACTION_RETRY),
+            suspended: true,
+            generation: GENERATION + 1,
+            ..case(
+                "a running job suspended is cancelled, Suspending until its end is seen",
+                runs_digest(seen_running()),
+                observed(job(JobState::Running)),
+            )
+        },
+        Case {
+            writes: Some((Phase::Queued, 1, 0)),
+            effects: vec![Follow(id()), Cancel(id())],
+            requeue: Some(ACTION_RETRY),
+            suspended: true,
+            ..case(
+                "so is a queued one",
+                accepted(5),
+                observed(waiting(JobState::Queued, "Priority")),
+            )
+        },
+        Case {
+            effects: vec![Follow(id()), Cancel(id())],
+            requeue: Some(ACTION_RETRY),
+            suspended: true,
+            ..case(
+                "suspend during its cancel: cancelled again until the end is seen, nothing new written",
+                suspending(),
+                observed(job(JobState::Running)),
+            )
+        },
+        Case {
+            effects: vec![Follow(id()), Cancel(id())],
+            requeue: Some(ACTION_RETRY),
+            suspended: true,
+            ..case(
+                "and with no report yet",
+                suspending(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 1, 0)),
+            effects: vec![Forget(id())],
+            suspended: true,
+            ..case(
+                "its cancel seen: suspended, the attempt no failure, nothing to do",
+                suspending(),
+                observed(job(JobState::Cancelled)),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 2, 1)),
+            effects: vec![Forget(id())],
+            suspended: true,
+            policy: policy(1, &[]),
+            ..case(
+                "retries untouched: the policy's budget is not spent on a suspension",
+                with(suspending(), |s| {
+                    s.attempts = 2;
+                    s.retries = 1;
+                }),
+                observed(job(JobState::Cancelled)),
+            )
+        },
+        Case {
+            suspended: true,
+            ..case(
+                "a suspended job seen again writes nothing",
+                suspended_after(1, 0),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 2, 0)),
+            effects: vec![Submit { attempt: 2 }],
+            generation: GENERATION + 1,
+            ..case(
+                "resumed: submitted again as the next attempt",
+                suspended_after(1, 0),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 3, 1)),
+            effects: vec![Submit { attempt: 3 }],
+            generation: GENERATION + 1,
+            policy: policy(1, &[]),
+            ..case(
+                "with its retries as they were: a suspend and resume is no edit",
+                suspended_after(2, 1),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 3, 0)),
+            effects: vec![Submit { attempt: 3 }],
+            generation: GENERATION + 1,
+            policy: policy(1, &[]),
+            ..case(
+                "but an edit made while it was suspended starts the retries afresh",
+                with(suspended_after(2, 1), |s| {
+                    s.spec_digest = Some("edited".into())
+                }),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Running, 1, 0)),
+            effects: vec![Follow(id()), Cancel(id())],
+            requeue: Some(ACTION_RETRY),
+            generation: GENERATION + 1,
+            ..case(
+                "resumed before the cancel took: still cancelled, the next attempt waits for its end",
+                suspending(),
+                observed(job(JobState::Running)),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 2, 0)),
+            effects: vec![Forget(id()), Submit { attempt: 2 }],
+            generation: GENERATION + 1,
+            ..case(
+                "then, its end seen, the next attempt is submitted",
+                suspending(),
+                observed(job(JobState::Cancelled)),
+            )
+        },
+        Case {
+            effects: vec![Collect { id: id() }],
+            suspended: true,
+            ..case(
+                "a job that succeeded before the cancel took has its output collected",
+                suspending(),
+                observed(job(JobState::Succeeded)),
+            )
+        },
+        Case {
+            writes: Some((Phase::Succeeded, 1, 0)),
+            effects: vec![Forget(id())],
+            suspended: true,
+            ..case(
+                "and has succeeded",
+                suspending(),
+                ended(job(JobState::Succeeded)),
+            )
+        },
+        Case {
+            writes: Some((Phase::Succeeded, 1, 0)),
+            effects: vec![Forget(id())],
+            suspended: true,
+            generation: GENERATION + 1,
+            ..case(
+                "a finished job suspended is not run again; only the generation is observed",
+                runs_digest(collected(at(Phase::Succeeded))),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Failed, 1, 0)),
+            effects: vec![Forget(id())],
+            generation: GENERATION + 1,
+            ..case(
+                "nor when suspend is cleared",
+                runs_digest(failed(Phase::Failed, Reason::NonZeroExitCode, 0, 60)),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 1, 0)),
+            effects: vec![Forget(id())],
+            suspended: true,
+            generation: GENERATION + 1,
+            ..case(
+                "a finished job edited while suspended waits to run again",
+                collected(at(Phase::Succeeded)),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::RetryPending, 1, 0)),
+            suspended: true,
+            policy: policy(2, &[]),
+            ..case(
+                "a job waiting for its retry keeps RetryPending, suspended",
+                failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 60),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 2, 1)),
+            effects: vec![Submit { attempt: 2 }],
+            policy: policy(2, &[]),
+            generation: GENERATION + 1,
+            ..case(
+                "resumed, its retry is the policy's",
+                runs_digest(with(
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 60),
+                    |s| {
+                        set_condition(
+                            &mut s.conditions,
+                            ConditionType::Suspended,
+                            true,
+                            Reason::Suspended,
+                            "",
+                            now(),
+                        )
+                    },
+                )),
                 Finding::Observed(None),
             )
         },
@@ -1344,6 +1815,7 @@ fn a_whole_life() {
     );
     // Edited: the new spec runs as attempt 3, its retries afresh, and succeeds.
     spec.generation += 1;
+    spec.spec_digest = "edited".into();
     let effects = walk(&spec, &mut status, Finding::Observed(None).into(), 60);
     assert_eq!(
         effects,
