@@ -7,44 +7,6 @@
 mod catalog;
 
 use std::collections::BTreeSet;
-use std::path::Path;
-
-use serde_json::Value;
-
-fn dashboard() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/batchbridge.json");
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
-        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
-}
-
-/// Every PromQL expression of the dashboard, with where it stands: each panel target's
-/// `expr`, and each variable's `label_values(SELECTOR, LABEL)` query as its selector.
-fn queries(dashboard: &Value) -> Vec<(String, String)> {
-    let mut queries = Vec::new();
-    for panel in dashboard["panels"].as_array().unwrap() {
-        let title = panel["title"].as_str().unwrap();
-        for target in panel["targets"].as_array().unwrap() {
-            queries.push((
-                title.to_owned(),
-                target["expr"].as_str().unwrap().to_owned(),
-            ));
-        }
-    }
-    for variable in dashboard["templating"]["list"].as_array().unwrap() {
-        if variable["type"] != "query" {
-            continue;
-        }
-        let query = variable["query"]["query"].as_str().unwrap();
-        let selector = query
-            .strip_prefix("label_values(")
-            .and_then(|args| args.rsplit_once(','))
-            .map(|(selector, _)| selector)
-            .unwrap_or_else(|| panic!("variable query {query:?} is not label_values(…, label)"));
-        let name = variable["name"].as_str().unwrap();
-        queries.push((format!("variable {name}"), selector.to_owned()));
-    }
-    queries
-}
 
 /// Every metric of metrics.rs's table is exported with exactly the documented labels, and
 /// every exported series is documented: the catalog the checks below rely on is complete.
@@ -78,8 +40,7 @@ fn readme_documents_the_metrics_as_metrics_rs_does() {
 #[test]
 fn every_query_reads_series_the_operator_exports() {
     let exported = catalog::exported_series();
-    let dashboard = dashboard();
-    let queries = queries(&dashboard);
+    let queries = catalog::dashboard_queries(&catalog::dashboard());
     assert!(queries.len() > 10, "{queries:?}");
     for (place, expr) in queries {
         let read = catalog::metric_names(&expr);
@@ -98,7 +59,7 @@ fn every_query_reads_series_the_operator_exports() {
 /// The panels issue 33 asks for and README shows, each with a query.
 #[test]
 fn the_dashboard_has_its_panels() {
-    let dashboard = dashboard();
+    let dashboard = catalog::dashboard();
     let titles: BTreeSet<&str> = dashboard["panels"]
         .as_array()
         .unwrap()

@@ -6,10 +6,13 @@
 //! released) hands over to the other replica once the Lease expires; a graceful stop
 //! (SIGTERM) releases the Lease, and the standby takes it when it next looks (at the latest
 //! when the Lease would have expired); every job runs exactly once; both replicas never
-//! report leading at the same moment; and the metrics, health and readiness endpoints answer.
+//! report leading at the same moment; and the metrics, health and readiness endpoints answer,
+//! the leader's /metrics with every metric the Grafana dashboard and the chart's alerts read,
+//! labelled as documented (issue 33).
 
 #![allow(clippy::unwrap_used)]
 
+mod catalog;
 mod common;
 
 use std::sync::Arc;
@@ -102,6 +105,7 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
             "{series} in:\n{a_metrics}"
         );
     }
+    every_used_metric_is_scraped_as_documented(&a_metrics);
     for series in [
         format!(
             r#"batchbridge_poll_duration_seconds_count{{batchjob_namespace="{ns}",batchcluster="slurm"}}"#
@@ -179,4 +183,38 @@ async fn only_the_lease_holder_acts_and_the_other_replica_takes_over() {
     eprintln!("takeover after a crash: {takeover:?}; after a graceful stop: {handover:?}");
     drop(a);
     bed.clean_up().await;
+}
+
+/// Metrics the dashboard or the alerts read that a run without faults does not make, and
+/// why: none of its submits fails, none of its reconciles fails, and the test bed's
+/// BatchCluster logs in with a key, not a certificate that expires.
+const MADE_ONLY_BY_FAULTS: &[&str] = &[
+    "batchbridge_submit_failures_total",
+    "batchbridge_reconcile_errors_total",
+    "batchbridge_credential_expiry_timestamp_seconds",
+];
+
+/// Every metric the Grafana dashboard and the chart's alerts read is in the leader's scrape
+/// after a job ran, with exactly the labels metrics.rs documents (a histogram as its
+/// `_bucket`, `_sum` and `_count`; a bucket's `le` aside), unless only a fault makes it.
+fn every_used_metric_is_scraped_as_documented(scrape: &str) {
+    let scraped = catalog::series_in(scrape);
+    let documented = catalog::documented_metrics();
+    for used in catalog::used_metrics() {
+        let metric = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| used.strip_suffix(suffix))
+            .filter(|family| documented.contains_key(*family))
+            .unwrap_or(&used);
+        let labels = documented
+            .get(metric)
+            .unwrap_or_else(|| panic!("{used} is read but not documented in metrics.rs"));
+        match scraped.get(&used) {
+            Some(got) => assert_eq!(got, labels, "the labels of {used} in:\n{scrape}"),
+            None => assert!(
+                MADE_ONLY_BY_FAULTS.contains(&metric),
+                "{used} is not in the scrape:\n{scrape}"
+            ),
+        }
+    }
 }

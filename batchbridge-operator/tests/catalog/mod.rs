@@ -12,7 +12,7 @@ use std::sync::Arc;
 use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshShell};
 use batchbridge_operator::crd::{BatchJob, BatchJobStatus};
 use batchbridge_operator::metrics::{ClusterLabels, Metrics};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Label names by series name.
 pub(crate) type Series = BTreeMap<String, BTreeSet<String>>;
@@ -147,6 +147,71 @@ pub(crate) fn samples_of(metric: &str, exported: &Series) -> Vec<String> {
     } else {
         vec![metric.to_owned()]
     }
+}
+
+/// deploy/grafana/batchbridge.json, parsed.
+pub(crate) fn dashboard() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/batchbridge.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// Every PromQL expression of the dashboard, with where it stands: each panel target's
+/// `expr`, and each variable's `label_values(SELECTOR, LABEL)` query as its selector.
+pub(crate) fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        let title = panel["title"].as_str().unwrap();
+        for target in panel["targets"].as_array().unwrap() {
+            queries.push((
+                title.to_owned(),
+                target["expr"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if variable["type"] != "query" {
+            continue;
+        }
+        let query = variable["query"]["query"].as_str().unwrap();
+        let selector = query
+            .strip_prefix("label_values(")
+            .and_then(|args| args.rsplit_once(','))
+            .map(|(selector, _)| selector)
+            .unwrap_or_else(|| panic!("variable query {query:?} is not label_values(…, label)"));
+        let name = variable["name"].as_str().unwrap();
+        queries.push((format!("variable {name}"), selector.to_owned()));
+    }
+    queries
+}
+
+/// The metrics the dashboard and the chart's alerts read (the PrometheusRule template's
+/// `expr:` blocks, read as text: they hold no Helm syntax but a value's threshold).
+pub(crate) fn used_metrics() -> BTreeSet<String> {
+    let mut used: BTreeSet<String> = dashboard_queries(&dashboard())
+        .iter()
+        .flat_map(|(_, expr)| metric_names(expr))
+        .collect();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/helm/batchbridge-operator/templates/prometheusrule.yaml");
+    let template = std::fs::read_to_string(path).unwrap();
+    let mut in_expr = false;
+    for line in template.lines() {
+        let trimmed = line.trim_start();
+        if let Some(expr) = trimmed.strip_prefix("expr:") {
+            in_expr = true;
+            used.extend(metric_names(expr.trim_start_matches(" >-")));
+        } else if in_expr && !trimmed.contains(':') {
+            used.extend(metric_names(&trimmed.replace("{{", "").replace("}}", "")));
+        } else {
+            in_expr = false;
+        }
+    }
+    assert!(
+        used.contains("batchbridge_reconcile_errors_total"),
+        "{used:?}"
+    );
+    used
 }
 
 /// PromQL's words that are not metric names when they stand alone: operators, and the
