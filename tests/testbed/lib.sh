@@ -118,6 +118,7 @@ TESTBED_COMPONENTS=(
     otp
     bastion
     ca
+    kdc
     at
     slurm
     htcondor
