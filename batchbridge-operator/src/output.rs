@@ -3,15 +3,15 @@
 //!
 //! The log pod runs the operator's own image in its `fetch-output` mode
 //! ([`fetch_output_to`]). It reaches the cluster itself, with the BatchCluster's Secret
-//! mounted read-only and the rest passed as environment variables, so it needs no access
-//! to the Kubernetes API at all.
+//! (and each jump host's) mounted read-only and the rest passed as environment variables,
+//! so it needs no access to the Kubernetes API at all.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
 use batchbridge_core::follow::{ArrayOutputFollower, OutputFollower, TaskHeadings};
-use batchbridge_core::shell::{HostKeys, SshAuth, SshConfig, SshShell};
+use batchbridge_core::shell::{HostKeys, JumpHost, SshAuth, SshConfig, SshShell};
 use batchbridge_core::{JobId, JobOutput, OutputRequest, Tracker};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
@@ -67,6 +67,12 @@ const IMAGE_GROUP: i64 = 65532;
 
 /// Where the log pod mounts the cluster's Secret.
 const SECRET_MOUNT: &str = "/var/run/batchbridge/credentials";
+
+/// Where the log pod finds the Secret of jump host `number` (from 1): beside the cluster's
+/// own, `credentials`.
+fn jump_host_mount(credentials: &std::path::Path, number: usize) -> std::path::PathBuf {
+    credentials.with_file_name(format!("jump-host-{number}"))
+}
 /// What the log pod asks for and may use: one ssh client and a process that copies its
 /// output, about 10 MiB and no CPU to speak of. A namespace with a ResourceQuota on CPU or
 /// memory refuses pods that name none.
@@ -447,7 +453,7 @@ pub fn log_pod_name(job: &BatchJob) -> String {
 }
 
 /// A pod that runs `image` in fetch-output mode to print job `id`'s output, owned by the
-/// job. Everything it needs is in its environment and the mounted Secret.
+/// job. Everything it needs is in its environment and the mounted Secrets.
 pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &str) -> Pod {
     let mut env = vec![
         env_var("BATCHBRIDGE_SCHEDULER", cluster.scheduler.as_str()),
@@ -456,10 +462,24 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
     if let Some(array) = &job.spec.array {
         env.push(env_var("BATCHBRIDGE_TASKS", &array.count.to_string()));
     }
+    let jump_hosts = cluster.ssh.iter().flat_map(|ssh| &ssh.jump_hosts);
     if let Some(ssh) = &cluster.ssh {
         env.push(env_var("BATCHBRIDGE_SSH_HOST", &ssh.host));
         env.push(env_var("BATCHBRIDGE_SSH_PORT", &ssh.port.to_string()));
         env.push(env_var("BATCHBRIDGE_SSH_USER", &ssh.user));
+        if !ssh.jump_hosts.is_empty() {
+            env.push(env_var(
+                "BATCHBRIDGE_JUMP_HOSTS",
+                &ssh.jump_hosts.len().to_string(),
+            ));
+        }
+    }
+    for (number, hop) in (1..).zip(jump_hosts.clone()) {
+        let var = |field: &str| format!("BATCHBRIDGE_JUMP_HOST_{number}_{field}");
+        env.push(env_var(&var("HOST"), &hop.host));
+        env.push(env_var(&var("PORT"), &hop.port.to_string()));
+        env.push(env_var(&var("USER"), &hop.user));
+        env.push(env_var(&var("KNOWN_HOSTS"), &hop.known_hosts));
     }
     if let Some(hosts) = &cluster.known_hosts {
         env.push(env_var("BATCHBRIDGE_KNOWN_HOSTS", hosts));
@@ -492,6 +512,26 @@ pub fn log_pod(job: &BatchJob, cluster: &BatchClusterSpec, id: &JobId, image: &s
         mounts.push(VolumeMount {
             name: "credentials".into(),
             mount_path: SECRET_MOUNT.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    for (number, hop) in (1..).zip(jump_hosts) {
+        let name = format!("jump-host-{number}");
+        volumes.push(Volume {
+            name: name.clone(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(hop.secret_ref.name.clone()),
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(VolumeMount {
+            name,
+            mount_path: jump_host_mount(std::path::Path::new(SECRET_MOUNT), number)
+                .display()
+                .to_string(),
             read_only: Some(true),
             ..VolumeMount::default()
         });
@@ -611,13 +651,40 @@ pub async fn fetch_output_to(
     let port = need("BATCHBRIDGE_SSH_PORT")?.parse().map_err(|_| {
         batchbridge_core::Error::invalid_input("fetch-output: BATCHBRIDGE_SSH_PORT is not a port")
     })?;
-    let config = SshConfig::new(
+    let mut config = SshConfig::new(
         need("BATCHBRIDGE_SSH_HOST")?,
         need("BATCHBRIDGE_SSH_USER")?,
         auth,
         HostKeys::Entries(need("BATCHBRIDGE_KNOWN_HOSTS")?),
     )
     .port(port);
+    let hops: usize = vars("BATCHBRIDGE_JUMP_HOSTS")
+        .map(|count| count.parse())
+        .transpose()
+        .map_err(|_| {
+            batchbridge_core::Error::invalid_input(
+                "fetch-output: BATCHBRIDGE_JUMP_HOSTS is not a count",
+            )
+        })?
+        .unwrap_or(0);
+    for number in 1..=hops {
+        let var = |field: &str| need(&format!("BATCHBRIDGE_JUMP_HOST_{number}_{field}"));
+        let port = var("PORT")?.parse().map_err(|_| {
+            batchbridge_core::Error::invalid_input(format!(
+                "fetch-output: BATCHBRIDGE_JUMP_HOST_{number}_PORT is not a port"
+            ))
+        })?;
+        let key = jump_host_mount(credentials, number).join(SSH_PRIVATE_KEY);
+        config = config.jump_host(
+            JumpHost::new(
+                var("HOST")?,
+                var("USER")?,
+                SshAuth::KeyFile(key),
+                HostKeys::Entries(var("KNOWN_HOSTS")?),
+            )
+            .port(port),
+        );
+    }
     let shell = Arc::new(SshShell::new(config)?);
     let work_dir = vars("BATCHBRIDGE_WORK_DIR");
     // Reading output submits nothing: no submit defaults.
@@ -971,5 +1038,71 @@ mod tests {
                 .and_then(|s| s.secret_name.as_deref()),
             Some("hpc-key")
         );
+    }
+
+    #[test]
+    fn a_log_pod_goes_through_the_jump_hosts_with_each_hops_secret_mounted() {
+        let cluster: BatchClusterSpec = serde_json::from_value(serde_json::json!({
+            "scheduler": "slurm",
+            "ssh": {"host": "login", "user": "alice", "jumpHosts": [
+                {"host": "bastion", "user": "a", "secretRef": {"name": "bastion-key"},
+                 "knownHosts": "bastion ssh-ed25519 AAAA"},
+                {"host": "gateway", "port": 2201, "user": "b", "secretRef": {"name": "gw-key"},
+                 "knownHosts": "[gateway]:2201 ssh-ed25519 AAAA"},
+            ]},
+            "secretRef": {"name": "hpc-key"},
+            "knownHosts": "login ssh-ed25519 AAAA",
+        }))
+        .unwrap_or_else(|err| panic!("{err}"));
+        let pod = log_pod(&job(), &cluster, &JobId::from("42"), "operator:test");
+        let spec = pod.spec.unwrap_or_default();
+        let container = &spec.containers[0];
+        let env: BTreeMap<String, String> = container
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap_or_default()))
+            .collect();
+        let hop_env: Vec<_> = env
+            .iter()
+            .filter(|(name, _)| name.starts_with("BATCHBRIDGE_JUMP_HOST"))
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        assert_eq!(
+            hop_env,
+            [
+                "BATCHBRIDGE_JUMP_HOSTS=2",
+                "BATCHBRIDGE_JUMP_HOST_1_HOST=bastion",
+                "BATCHBRIDGE_JUMP_HOST_1_KNOWN_HOSTS=bastion ssh-ed25519 AAAA",
+                "BATCHBRIDGE_JUMP_HOST_1_PORT=22",
+                "BATCHBRIDGE_JUMP_HOST_1_USER=a",
+                "BATCHBRIDGE_JUMP_HOST_2_HOST=gateway",
+                "BATCHBRIDGE_JUMP_HOST_2_KNOWN_HOSTS=[gateway]:2201 ssh-ed25519 AAAA",
+                "BATCHBRIDGE_JUMP_HOST_2_PORT=2201",
+                "BATCHBRIDGE_JUMP_HOST_2_USER=b",
+            ]
+        );
+        let mounted: Vec<_> = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|mount| (mount.name.as_str(), mount.mount_path.as_str()))
+            .collect();
+        assert_eq!(
+            mounted[1..],
+            [
+                ("credentials", "/var/run/batchbridge/credentials"),
+                ("jump-host-1", "/var/run/batchbridge/jump-host-1"),
+                ("jump-host-2", "/var/run/batchbridge/jump-host-2"),
+            ]
+        );
+        let secrets: Vec<_> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|volume| volume.secret.as_ref()?.secret_name.as_deref())
+            .collect();
+        assert_eq!(secrets, ["hpc-key", "bastion-key", "gw-key"]);
     }
 }

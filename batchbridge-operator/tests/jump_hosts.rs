@@ -1,0 +1,213 @@
+//! BatchClusters reached through jump hosts (`spec.ssh.jumpHosts`), against the test bed's
+//! two bastions (`tests/testbed/bastion.sh`) in front of the SLURM login, with the real
+//! kube-apiserver: a BatchJob runs through both hops and its log pod follows it the same
+//! way; a wrong host key on the second hop is a condition that names that hop.
+
+// Helpers panic on purpose: anything unexpected is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use batchbridge_operator::crd::{BatchCluster, Phase};
+use batchbridge_testbed::{BastionHop, Login, bastion_hops, login};
+use common::Cluster;
+use common::operator::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+/// A BatchCluster for the SLURM login through `hops`, each with the Secret `jump-N-key`
+/// (from 1) and the known hosts in `known_hosts` (the hop's own by default).
+fn cluster_through(name: &str, login: &Login, hops: &[(BastionHop, std::path::PathBuf)]) -> Value {
+    let jump_hosts: Vec<Value> = hops
+        .iter()
+        .enumerate()
+        .map(|(index, (hop, known_hosts))| {
+            json!({
+                "host": hop.host, "port": hop.port, "user": hop.user,
+                "secretRef": {"name": format!("jump-{}-key", index + 1)},
+                "knownHosts": std::fs::read_to_string(known_hosts).unwrap(),
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "batchbridge.dev/v1alpha1",
+        "kind": "BatchCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "scheduler": "slurm",
+            "ssh": {"host": login.host, "port": login.port, "user": login.user,
+                    "jumpHosts": jump_hosts},
+            "secretRef": {"name": "cluster-key"},
+            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
+            "pollInterval": "1s",
+            "defaults": {"partition": "debug"},
+        },
+    })
+}
+
+async fn create(bed: &Cluster, cluster: Value) {
+    let cluster: BatchCluster = serde_json::from_value(cluster).unwrap();
+    bed.clusters()
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+}
+
+/// The log pod of job `name` run here as its container would: its environment, and each
+/// Secret where the pod mounts it (the cluster's, then each hop's beside it).
+async fn log_pod_through_hops(
+    bed: &Cluster,
+    name: &str,
+    login: &Login,
+    hops: &[BastionHop],
+) -> String {
+    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
+        .get(name)
+        .await
+        .unwrap();
+    let env: BTreeMap<String, String> = pod.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect();
+    let mounts = tempfile::tempdir().unwrap();
+    let credentials = mounts.path().join("credentials");
+    std::fs::create_dir(&credentials).unwrap();
+    std::fs::copy(&login.private_key, credentials.join("ssh-privatekey")).unwrap();
+    for (number, hop) in (1..).zip(hops) {
+        let dir = mounts.path().join(format!("jump-host-{number}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::copy(&hop.key, dir.join("ssh-privatekey")).unwrap();
+    }
+    let mut printed = Vec::new();
+    batchbridge_operator::output::fetch_output_to(
+        &|name: &str| env.get(name).cloned(),
+        &credentials,
+        &mut printed,
+    )
+    .await
+    .unwrap();
+    String::from_utf8(printed).unwrap()
+}
+
+/// Waits until BatchCluster `name` has Reachable=False; returns that condition.
+async fn unreachable(
+    bed: &Cluster,
+    name: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = bed
+            .clusters()
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        if let Some(c) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Reachable" && c.status == "False")
+        {
+            return c.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: never unreachable: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batchjob_runs_through_two_jump_hosts_and_a_wrong_hop_key_is_named() {
+    let bed = Cluster::new("jump-hosts").await;
+    let login = login("ssh");
+    let hops = bastion_hops();
+    create_secret(&bed, "cluster-key", &login).await;
+    for (number, hop) in (1..).zip(&hops) {
+        let hop_login = Login {
+            private_key: hop.key.clone(),
+            ..login.clone()
+        };
+        create_secret(&bed, &format!("jump-{number}-key"), &hop_login).await;
+    }
+    let right: Vec<_> = hops
+        .iter()
+        .map(|hop| (hop.clone(), hop.known_hosts.clone()))
+        .collect();
+    create(&bed, cluster_through("bastioned", &login, &right)).await;
+    let mut wrong = right.clone();
+    wrong[1].1 = hops[1].wrong_known_hosts.clone();
+    create(&bed, cluster_through("impostor-hop", &login, &wrong)).await;
+    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
+
+    create_job(
+        &bed,
+        "through",
+        json!({
+            "clusterRef": {"name": "bastioned"},
+            "script": "echo \"through the bastions to $(hostname)\"\n",
+            "outputPolicy": {"logPod": true},
+        }),
+    )
+    .await;
+    create_job(
+        &bed,
+        "careful",
+        json!({"clusterRef": {"name": "impostor-hop"}, "script": "echo never\n"}),
+    )
+    .await;
+
+    let through = status(&wait_for_phase(&bed, "through", Phase::Succeeded).await);
+    assert_eq!((through.exit_code, through.attempts), (Some(0), 1));
+    let through =
+        status(&wait_for(&bed, "through", "the output", |s| s.output_tail.is_some()).await);
+    assert!(
+        through
+            .output_tail
+            .as_ref()
+            .is_some_and(|tail| tail.contains("through the bastions to ")),
+        "{through:?}"
+    );
+    let printed = log_pod_through_hops(&bed, "through-log", &login, &hops).await;
+    assert!(printed.contains("through the bastions to "), "{printed}");
+
+    // The second hop presents a key its knownHosts does not hold: nothing is submitted,
+    // and the job and the cluster say which hop and how to see its key.
+    let hop2 = format!("jump host 2 (127.0.0.1:{})", hops[1].port);
+    let keyscan = format!("`ssh-keyscan -p {} 127.0.0.1`", hops[1].port);
+    let careful = status(
+        &wait_for(&bed, "careful", "a HostKeyMismatch condition", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ClusterReady" && c.reason == "HostKeyMismatch")
+        })
+        .await,
+    );
+    assert_eq!(
+        (careful.phase, careful.job_id.as_deref()),
+        (Some(Phase::Pending), None)
+    );
+    let ready = careful
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ClusterReady")
+        .unwrap();
+    assert!(ready.message.contains(&hop2), "{ready:?}");
+    assert!(ready.message.contains(&keyscan), "{ready:?}");
+    let reachable = unreachable(&bed, "impostor-hop").await;
+    assert_eq!(reachable.reason, "HostKeyMismatch", "{reachable:?}");
+    assert!(reachable.message.contains(&hop2), "{reachable:?}");
+    assert!(reachable.message.contains(&keyscan), "{reachable:?}");
+    eprintln!("a wrong host key on hop 2: {}", reachable.message);
+
+    operator.stop().await;
+    bed.clean_up().await;
+}
