@@ -337,16 +337,19 @@ impl SshConfig {
     /// The `ssh` command that opens, on the terminal it inherits, a master connection at
     /// `control` that stays `persist` after its last command and goes to the background
     /// once logged in; shells reach it by [`SshAuth::ControlMaster`]. `ssh` prompts as it
-    /// does for a person (password, one-time password). Credentials: a key file, the agent,
-    /// or the ssh_config's; a key's text or a password is no terminal login.
+    /// does for a person (password, one-time password), on the way through jump hosts too.
+    /// Credentials: a key file (with its certificate), the agent, or the ssh_config's; a
+    /// key's text or a password is no terminal login. For an alias, the ssh_config it is
+    /// read through is written beside `control` (`CONTROL.ssh_config`, mode 0600).
     ///
     /// ```
     /// use std::time::Duration;
     /// use batchbridge_core::shell::SshConfig;
     ///
-    /// let control = std::path::Path::new("/run/user/1000/batchbridge/hpc");
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let control = dir.path().join("hpc");
     /// let login = SshConfig::alias("hpc")
-    ///     .login_command(control, Duration::from_secs(8 * 3600))
+    ///     .login_command(&control, Duration::from_secs(8 * 3600))
     ///     .unwrap();
     /// let args: Vec<_> = login.get_args().collect();
     /// assert!(args.contains(&"ControlPersist=28800s".as_ref()));
@@ -357,10 +360,20 @@ impl SshConfig {
         control: &Path,
         persist: Duration,
     ) -> Result<std::process::Command> {
+        let mut alias_config = control.as_os_str().to_owned();
+        alias_config.push(".ssh_config");
+        let alias_config = PathBuf::from(alias_config);
+        if self.host_is_alias {
+            write_private(
+                &alias_config,
+                self.alias_ssh_config(false).as_bytes(),
+                0o600,
+            )?;
+        }
         let mut ssh = std::process::Command::new(&self.ssh_program);
         ssh.args(["-f", "-N", "-M", "-S"])
             .arg(control)
-            .args(self.destination_args());
+            .args(self.destination_args(&alias_config));
         let mut options = self.host_key_options(Path::new("/dev/null"));
         options.extend(CONTAINED.map(str::to_owned));
         options.extend([
@@ -373,6 +386,13 @@ impl SshConfig {
             SshAuth::KeyFile(path) => {
                 options.push("IdentitiesOnly=yes".to_owned());
                 ssh.arg("-i").arg(path);
+            }
+            SshAuth::CertifiedKeyFile { key, certificate } => {
+                options.extend([
+                    "IdentitiesOnly=yes".to_owned(),
+                    format!("CertificateFile={}", certificate.display()),
+                ]);
+                ssh.arg("-i").arg(key);
             }
             SshAuth::Agent(socket) => options.push(format!("IdentityAgent={}", socket.display())),
             SshAuth::FromSshConfig => {}
@@ -390,35 +410,57 @@ impl SshConfig {
         Ok(ssh)
     }
 
-    /// `-F` with the ssh_config to read and, unless `host` is an alias, `-p` and `-l`.
-    fn destination_args(&self) -> Vec<std::ffi::OsString> {
-        let mut args: Vec<std::ffi::OsString> = Vec::new();
-        match (&self.ssh_config_file, self.host_is_alias) {
-            (Some(file), _) => args.extend(["-F".into(), file.into()]),
-            // OpenSSH's own files, as for `ssh ALIAS`.
-            (None, true) => {}
-            (None, false) => args.extend(["-F".into(), "none".into()]),
+    /// `-F` with the ssh_config to read (for an alias, `alias_config`, written from
+    /// [`alias_ssh_config`](Self::alias_ssh_config)) and, unless `host` is an alias, `-p` and
+    /// `-l`.
+    fn destination_args(&self, alias_config: &Path) -> Vec<std::ffi::OsString> {
+        if self.host_is_alias {
+            return vec!["-F".into(), alias_config.into()];
         }
-        if !self.host_is_alias {
-            args.extend([
-                "-p".into(),
-                self.port.to_string().into(),
-                "-l".into(),
-                self.user.clone().into(),
-            ]);
+        let file = self.ssh_config_file.as_deref().unwrap_or(Path::new("none"));
+        vec![
+            "-F".into(),
+            file.into(),
+            "-p".into(),
+            self.port.to_string().into(),
+            "-l".into(),
+            self.user.clone().into(),
+        ]
+    }
+
+    /// The ssh_config an alias is read through: host-key checking, no forwarding and,
+    /// `unattended`, no prompt, ahead of the user's files (`ssh_config_file`, else OpenSSH's
+    /// own), so that they hold for ProxyJump hops too. `ssh` gives a hop's `ssh` its `-F`
+    /// file but none of its `-o` options, and in an ssh_config the first value wins.
+    fn alias_ssh_config(&self, unattended: bool) -> String {
+        let mut text = format!(
+            "# Written by batchbridge: ahead of the files included, so for every host and hop.\n\
+             StrictHostKeyChecking {}\nForwardAgent no\nForwardX11 no\n",
+            self.strictness()
+        );
+        if unattended {
+            text.push_str("BatchMode yes\n");
         }
-        args
+        match &self.ssh_config_file {
+            Some(file) => text.push_str(&format!("Include \"{}\"\n", file.display())),
+            None => text.push_str("Include ~/.ssh/config /etc/ssh/ssh_config\n"),
+        }
+        text
+    }
+
+    /// `StrictHostKeyChecking`: `yes`, or `accept-new` when asked.
+    fn strictness(&self) -> &'static str {
+        if self.accept_new_host_keys {
+            "accept-new"
+        } else {
+            "yes"
+        }
     }
 
     /// Host-key checking, strict (or accept-new when asked) whatever an ssh_config says;
     /// `entries_file` is where [`HostKeys::Entries`] were written.
     fn host_key_options(&self, entries_file: &Path) -> Vec<String> {
-        let strict = if self.accept_new_host_keys {
-            "accept-new"
-        } else {
-            "yes"
-        };
-        let mut options = vec![format!("StrictHostKeyChecking={strict}")];
+        let mut options = vec![format!("StrictHostKeyChecking={}", self.strictness())];
         let known_hosts = match &self.host_keys {
             HostKeys::File(path) => path,
             HostKeys::Entries(_) => entries_file,
@@ -563,6 +605,10 @@ impl SshShell {
         }
         if let SshAuth::Password(_) = &config.auth {
             write_private(&dir.path().join("askpass"), ASKPASS.as_bytes(), 0o700)?;
+        }
+        if config.host_is_alias {
+            let text = config.alias_ssh_config(true);
+            write_private(&dir.path().join("ssh_config"), text.as_bytes(), 0o600)?;
         }
         let jumps = JumpChain::prepare(
             &config.jump_hosts,
@@ -722,7 +768,10 @@ impl SshShell {
             .arg(&control)
             .arg("-E")
             .arg(&log)
-            .args(self.config.destination_args());
+            .args(
+                self.config
+                    .destination_args(&self.dir.path().join("ssh_config")),
+            );
         let mut options = self
             .config
             .host_key_options(&self.dir.path().join("known_hosts"));
@@ -803,11 +852,15 @@ impl SshShell {
         for option in options {
             ssh.arg("-o").arg(option);
         }
+        // -E takes the master's own messages; a ProxyJump hop's ssh (of an alias's
+        // ssh_config) writes its own, such as a hop's unknown host key, to the stderr it
+        // inherits: into the log too, where the failure is classified.
+        let hop_messages = std::fs::OpenOptions::new().append(true).open(&log)?;
         ssh.arg("--")
             .arg(&self.config.host)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(hop_messages)
             .kill_on_drop(true);
         die_with_parent(&mut ssh);
 
@@ -1183,18 +1236,28 @@ mod tests {
 
     #[test]
     fn an_alias_reads_the_ssh_config_but_host_keys_stay_strict() {
-        let control = Path::new("/run/user/1000/batchbridge/hpc");
+        let dir = tempfile::tempdir().unwrap();
+        let control = dir.path().join("hpc");
+        let written = dir.path().join("hpc.ssh_config");
         let eight_hours = Duration::from_secs(8 * 3600);
         let login = args(
             &SshConfig::alias("hpc")
-                .login_command(control, eight_hours)
+                .login_command(&control, eight_hours)
                 .unwrap(),
         );
         assert_eq!(
-            login[..5],
-            ["-f", "-N", "-M", "-S", &control.display().to_string()]
+            login[..7],
+            [
+                "-f",
+                "-N",
+                "-M",
+                "-S",
+                &control.display().to_string(),
+                "-F",
+                &written.display().to_string()
+            ]
         );
-        for absent in ["-F", "-p", "-l", "-i"] {
+        for absent in ["-p", "-l", "-i"] {
             assert!(
                 !login.iter().any(|arg| arg == absent),
                 "{absent}: {login:?}"
@@ -1213,11 +1276,33 @@ mod tests {
             assert!(login.iter().any(|arg| arg == option), "{option}: {login:?}");
         }
         assert_eq!(login[login.len() - 2..], ["--", "hpc"]);
+        // A ProxyJump hop's ssh reads the -F file and none of the -o options: the file
+        // says it first, and a terminal login may prompt.
+        let text = std::fs::read_to_string(&written).unwrap();
+        assert!(
+            text.contains("\nStrictHostKeyChecking yes\n") && !text.contains("BatchMode"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\nInclude ~/.ssh/config /etc/ssh/ssh_config\n"),
+            "{text}"
+        );
+        let mode = std::fs::metadata(&written).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
 
         let mut named = SshConfig::alias("hpc");
         named.ssh_config_file = Some("/home/alice/.ssh/config".into());
-        let login = args(&named.login_command(control, eight_hours).unwrap());
-        assert_eq!(login[5..7], ["-F", "/home/alice/.ssh/config"]);
+        named.accept_new_host_keys = true;
+        let text = named.alias_ssh_config(true);
+        assert!(
+            text.contains("\nStrictHostKeyChecking accept-new\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nBatchMode yes\n"), "{text}");
+        assert!(
+            text.ends_with("\nInclude \"/home/alice/.ssh/config\"\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1230,7 +1315,7 @@ mod tests {
         )
         .port(2222);
         assert_eq!(
-            config.destination_args(),
+            config.destination_args(Path::new("unused")),
             ["-F", "none", "-p", "2222", "-l", "alice"]
         );
         assert_eq!(
