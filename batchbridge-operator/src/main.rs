@@ -105,6 +105,16 @@ struct Settings {
     /// This replica's identity in the election [default: the host name].
     #[arg(long, env = "POD_NAME", global = true)]
     pod_name: Option<String>,
+    /// How long before a BatchCluster's SSH certificate expires its CredentialValid
+    /// condition turns False (CredentialExpiring), e.g. `24h`, `90s`.
+    #[arg(
+        long,
+        env = "CREDENTIAL_EXPIRY_WARNING",
+        global = true,
+        default_value = "24h",
+        value_parser = humantime::parse_duration
+    )]
+    credential_expiry_warning: std::time::Duration,
 }
 
 /// The log lines' format.
@@ -161,7 +171,8 @@ async fn run(settings: Settings) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut operator = Operator::new(client);
+    let mut operator =
+        Operator::new(client).credential_expiry_warning(settings.credential_expiry_warning);
     if let Some(namespace) = non_blank(settings.watch_namespace) {
         operator = operator.namespace(namespace);
     }

@@ -14,6 +14,7 @@
 //! | `batchbridge_leader` | gauge | |
 //! | `batchbridge_build_info` | gauge | `version` |
 //! | `batchbridge_cluster_reachable` | gauge | `batchjob_namespace`, `batchcluster` |
+//! | `batchbridge_credential_expiry_timestamp_seconds` | gauge | `batchjob_namespace`, `batchcluster` |
 //! | `batchbridge_job_queue_wait_seconds`, `batchbridge_job_run_time_seconds` | histogram | `batchjob_namespace`, `batchcluster`, `outcome` |
 //!
 //! The per-cluster labels are `batchjob_namespace` and `batchcluster`, not `namespace` and
@@ -27,6 +28,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use batchbridge_core::Result;
@@ -131,6 +133,7 @@ pub struct Metrics {
     reconciles_waiting: Family<LaneLabels, Gauge>,
     leader: Gauge,
     cluster_reachable: Family<ClusterLabels, Gauge>,
+    credential_expiry: Family<ClusterLabels, Gauge>,
     queue_wait: HistogramFamily<OutcomeLabels>,
     run_time: HistogramFamily<OutcomeLabels>,
     jobs: Arc<JobCounts>,
@@ -163,6 +166,7 @@ impl Metrics {
             reconciles_waiting: Family::default(),
             leader: Gauge::default(),
             cluster_reachable: Family::default(),
+            credential_expiry: Family::default(),
             queue_wait: Family::new_with_constructor(job_duration_buckets),
             run_time: Family::new_with_constructor(job_duration_buckets),
             jobs: Arc::default(),
@@ -237,6 +241,11 @@ impl Metrics {
             "cluster_reachable",
             "1 while the BatchCluster's scheduler answers (its Reachable condition), 0 while it does not",
             metrics.cluster_reachable.clone(),
+        );
+        registry.register(
+            "credential_expiry_timestamp_seconds",
+            "When the SSH certificate the BatchCluster logs in with expires, in seconds since the Unix epoch; no series for a credential that does not expire",
+            metrics.credential_expiry.clone(),
         );
         registry.register(
             "job_queue_wait_seconds",
@@ -335,6 +344,7 @@ impl Metrics {
         self.leader.set(i64::from(leading));
         if !leading {
             self.cluster_reachable.clear();
+            self.credential_expiry.clear();
         }
     }
 
@@ -345,9 +355,28 @@ impl Metrics {
             .set(i64::from(reachable));
     }
 
-    /// Drops `cluster`'s reachability, the BatchCluster being gone.
+    /// Records when the SSH certificate `cluster` logs in with expires; `None` drops the
+    /// series (no certificate, or one valid for ever).
+    pub fn set_credential_expiry(&self, cluster: &ClusterLabels, expires: Option<SystemTime>) {
+        match expires {
+            Some(at) => {
+                let seconds = at
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |since| since.as_secs());
+                self.credential_expiry
+                    .get_or_create(cluster)
+                    .set(i64::try_from(seconds).unwrap_or(i64::MAX));
+            }
+            None => {
+                self.credential_expiry.remove(cluster);
+            }
+        }
+    }
+
+    /// Drops `cluster`'s reachability and credential expiry, the BatchCluster being gone.
     pub fn forget_cluster(&self, cluster: &ClusterLabels) {
         self.cluster_reachable.remove(cluster);
+        self.credential_expiry.remove(cluster);
     }
 
     /// Observes the queue wait and run time of `job`'s attempt when the status write from
@@ -647,6 +676,36 @@ mod tests {
         ));
         metrics.set_leader(false);
         assert!(!metrics.encode().contains("batchbridge_cluster_reachable{"));
+    }
+
+    #[test]
+    fn credential_expiry_is_a_timestamp_per_batchcluster_while_it_has_one() {
+        let metrics = Metrics::new();
+        let hpc = ClusterLabels {
+            batchjob_namespace: "ns".into(),
+            batchcluster: "hpc".into(),
+        };
+        let at = UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        metrics.set_credential_expiry(&hpc, Some(at));
+        let line = r#"batchbridge_credential_expiry_timestamp_seconds{batchjob_namespace="ns",batchcluster="hpc"} 1800000000"#;
+        assert!(
+            metrics.encode().lines().any(|l| l == line),
+            "{}",
+            metrics.encode()
+        );
+        metrics.set_credential_expiry(&hpc, None);
+        assert!(
+            !metrics
+                .encode()
+                .contains("credential_expiry_timestamp_seconds{")
+        );
+        metrics.set_credential_expiry(&hpc, Some(at));
+        metrics.forget_cluster(&hpc);
+        assert!(
+            !metrics
+                .encode()
+                .contains("credential_expiry_timestamp_seconds{")
+        );
     }
 
     #[test]

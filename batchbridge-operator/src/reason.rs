@@ -141,6 +141,16 @@ words! {
         HostKeyMismatch,
         /// The login was refused.
         AuthenticationFailed,
+        /// The Secret's SSH certificate is valid for longer than the operator's warning
+        /// time (CREDENTIAL_EXPIRY_WARNING).
+        CredentialValid,
+        /// The Secret's SSH certificate expires within the operator's warning time; the
+        /// message says when. Jobs go on; renew it before then.
+        CredentialExpiring,
+        /// The Secret's SSH certificate has expired (the message says when), so the operator
+        /// no longer logs in with it: jobs wait, none is failed, until the Secret holds a
+        /// valid one.
+        CredentialExpired,
         /// An established SSH connection broke.
         ConnectionLost,
         /// A command on the login node did not finish in time.
@@ -187,6 +197,11 @@ words! {
         Suspended,
         /// BatchCluster: whether the last probe logged in and the scheduler answered.
         Reachable,
+        /// BatchCluster whose Secret holds an SSH certificate: whether it stays valid for
+        /// longer than the operator's warning time; False with reason CredentialExpiring
+        /// before its expiry, CredentialExpired after. Absent for credentials that do not
+        /// expire.
+        CredentialValid,
         /// The summary kstatus, Argo CD and Flux read. BatchCluster: ready for jobs, true
         /// when Reachable is. BatchJob: true once the job succeeded, false (with the
         /// status's reason) while it is on its way or when it ended otherwise.
@@ -257,6 +272,7 @@ impl Reason {
             ErrorKind::Unreachable => Some(Self::Unreachable),
             ErrorKind::HostKeyMismatch => Some(Self::HostKeyMismatch),
             ErrorKind::AuthenticationFailed => Some(Self::AuthenticationFailed),
+            ErrorKind::CredentialExpired => Some(Self::CredentialExpired),
             ErrorKind::ConnectionLost => Some(Self::ConnectionLost),
             ErrorKind::Timeout => Some(Self::CommandTimedOut),
             _ => None,
@@ -411,6 +427,7 @@ mod tests {
             (Unreachable, Some(Reason::Unreachable)),
             (HostKeyMismatch, Some(Reason::HostKeyMismatch)),
             (AuthenticationFailed, Some(Reason::AuthenticationFailed)),
+            (CredentialExpired, Some(Reason::CredentialExpired)),
             (ConnectionLost, Some(Reason::ConnectionLost)),
             (Timeout, Some(Reason::CommandTimedOut)),
             (Rejected, None),

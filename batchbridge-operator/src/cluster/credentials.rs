@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use batchbridge_core::shell::{HostKeys, JumpHost, Password, SshAuth, SshConfig};
+use batchbridge_core::shell::{Certificate, HostKeys, JumpHost, Password, SshAuth, SshConfig};
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::crd::{BatchClusterSpec, SshJumpHost};
@@ -17,6 +17,9 @@ pub const BASIC_AUTH_TYPE: &str = "kubernetes.io/basic-auth";
 pub const SSH_PRIVATE_KEY: &str = "ssh-privatekey";
 /// The key of a basic-auth Secret's password.
 pub const PASSWORD: &str = "password";
+/// The key of an ssh-auth Secret's OpenSSH certificate of its private key, when the login
+/// node trusts a user CA (optional).
+pub const SSH_CERTIFICATE: &str = "ssh-certificate";
 
 /// The SSH configuration to reach `spec`'s login node with the credential in `secret`, and
 /// through its jump hosts with theirs in `hop_secrets`, one per `spec.ssh.jumpHosts` in
@@ -151,7 +154,17 @@ fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
             }
             // OpenSSH refuses a key file without its final newline.
             let key = if key.ends_with('\n') { key } else { key + "\n" };
-            Ok(SshAuth::Key(Password::new(key)))
+            if !has(secret, SSH_CERTIFICATE) {
+                return Ok(SshAuth::Key(Password::new(key)));
+            }
+            let certificate = value(SSH_CERTIFICATE)?;
+            // Read now, so that what is not a certificate is the Secret's fault, said so.
+            Certificate::parse(&certificate)
+                .map_err(|err| malformed(format!("{SSH_CERTIFICATE:?}: {}", err.message())))?;
+            Ok(SshAuth::CertifiedKey {
+                key: Password::new(key),
+                certificate,
+            })
         }
         Some(BASIC_AUTH_TYPE) => Ok(SshAuth::Password(Password::new(value(PASSWORD)?))),
         other => Err(malformed(format!(
@@ -160,6 +173,36 @@ fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
             other.unwrap_or("Opaque")
         ))),
     }
+}
+
+/// The SSH certificate `secret` holds under [`SSH_CERTIFICATE`], when it holds a readable
+/// one (one it cannot read makes [`ssh_config`] refuse the Secret as malformed).
+pub fn certificate(secret: &Secret) -> Option<Certificate> {
+    let text = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(SSH_CERTIFICATE))
+        .and_then(|bytes| std::str::from_utf8(&bytes.0).ok())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|data| data.get(SSH_CERTIFICATE))
+                .map(String::as_str)
+        })?;
+    Certificate::parse(text).ok()
+}
+
+/// Whether `secret` has `key`, in data or stringData.
+fn has(secret: &Secret, key: &str) -> bool {
+    secret
+        .data
+        .as_ref()
+        .is_some_and(|data| data.contains_key(key))
+        || secret
+            .string_data
+            .as_ref()
+            .is_some_and(|data| data.contains_key(key))
 }
 
 fn problem(reason: Reason, message: impl Into<String>) -> ClusterProblem {
@@ -223,6 +266,46 @@ mod tests {
             !config.accept_new_host_keys,
             "host keys are always verified"
         );
+    }
+
+    #[test]
+    fn a_key_secret_with_a_certificate_gives_a_certified_key_login() {
+        use crate::controller::credential::tests::CERTIFICATE;
+        let with = |certificate: &str| {
+            secret(
+                Some(SSH_AUTH_TYPE),
+                &[
+                    (SSH_PRIVATE_KEY, KEY.as_bytes()),
+                    (SSH_CERTIFICATE, certificate.as_bytes()),
+                ],
+            )
+        };
+        let good = with(CERTIFICATE);
+        let config =
+            ssh_config("research", &spec(), Some(&good), &[]).unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(
+            config.auth,
+            SshAuth::CertifiedKey {
+                key: Password::new(format!("{KEY}\n")),
+                certificate: CERTIFICATE.to_owned(),
+            }
+        );
+        assert_eq!(
+            certificate(&good).map(|c| c.key_id().to_owned()).as_deref(),
+            Some("alice")
+        );
+
+        let bad = with("ssh-ed25519 AAAA not a certificate");
+        let problem = ssh_config("research", &spec(), Some(&bad), &[]).unwrap_err();
+        assert_eq!(problem.reason, Reason::SecretMalformed);
+        assert!(
+            problem
+                .message
+                .starts_with("Secret \"hpc-key\": \"ssh-certificate\": not an OpenSSH certificate"),
+            "{}",
+            problem.message
+        );
+        assert_eq!(certificate(&bad), None);
     }
 
     #[test]

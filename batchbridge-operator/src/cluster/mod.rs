@@ -11,9 +11,9 @@ pub mod targets;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use batchbridge_core::shell::{Shell, SshConfig, SshShell};
+use batchbridge_core::shell::{Certificate, Shell, SshConfig, SshShell};
 use batchbridge_core::{
     BatchBackend, Error, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
 };
@@ -49,6 +49,8 @@ pub struct Connection {
     pub spec: BatchClusterSpec,
     /// The cluster's labels in the metrics.
     pub labels: ClusterLabels,
+    /// The SSH certificate of the Secret the connection logs in with, when it has one.
+    pub certificate: Option<Certificate>,
     submit_slots: Semaphore,
     output_slots: Semaphore,
     fingerprint: Fingerprint,
@@ -263,6 +265,14 @@ impl Clusters {
     pub fn record_reachable(&self, cluster: &BatchCluster, reachable: bool) {
         self.metrics
             .set_cluster_reachable(&labels_of(&ObjectRef::from(cluster)), reachable);
+    }
+
+    /// Records when `cluster`'s SSH certificate expires, as its status shows it, in
+    /// `batchbridge_credential_expiry_timestamp_seconds` (until the BatchCluster is
+    /// forgotten; no series without a certificate).
+    pub fn record_credential_expiry(&self, cluster: &BatchCluster, expires: Option<SystemTime>) {
+        self.metrics
+            .set_credential_expiry(&labels_of(&ObjectRef::from(cluster)), expires);
     }
 
     /// Drops the connection to `cluster`, deleted: its SSH master, poller and events
@@ -534,6 +544,7 @@ impl Clusters {
             backend,
             spec: spec.clone(),
             labels,
+            certificate: secrets.login.and_then(credentials::certificate),
             submit_slots: Semaphore::new(SUBMITS_AT_ONCE),
             output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
             fingerprint,

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use kube::runtime::controller::Action;
 
-use super::{Context, ReconcileError, apply_status, publish};
+use batchbridge_core::shell::Certificate;
+
+use super::{Context, ReconcileError, apply_status, credential, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::BatchCluster;
 use crate::decision::event_type;
@@ -29,7 +31,12 @@ pub async fn reconcile(
 ) -> Result<Action, ReconcileError> {
     let now = SystemTime::now();
     let mut status = cluster.status.clone().unwrap_or_default();
-    let probed = match ctx.clusters.refresh(&cluster).await {
+    let refreshed = ctx.clusters.refresh(&cluster).await;
+    let certificate = refreshed
+        .as_ref()
+        .ok()
+        .and_then(|connection| connection.certificate.clone());
+    let probed = match refreshed {
         Ok(connection) => {
             status.active_jobs =
                 Some(u32::try_from(connection.poller.followed()).unwrap_or(u32::MAX));
@@ -68,6 +75,17 @@ pub async fn reconcile(
     for type_ in [ConditionType::Reachable, ConditionType::Ready] {
         set_condition(&mut status.conditions, type_, holds, reason, &message, now);
     }
+    let credential_before = credential_valid(&status);
+    let recheck = credential::record(
+        &mut status,
+        certificate.as_ref(),
+        ctx.credential_expiry_warning,
+        now,
+    );
+    ctx.clusters.record_credential_expiry(
+        &cluster,
+        certificate.as_ref().and_then(Certificate::valid_before),
+    );
     for c in &mut status.conditions {
         c.observed_generation = cluster.metadata.generation;
     }
@@ -85,7 +103,31 @@ pub async fn reconcile(
         )
         .await;
     }
+    if let Some(after) = credential_valid(&status)
+        && credential_before.as_ref() != Some(&after)
+    {
+        let (holds, reason, message) = after;
+        publish(
+            &ctx,
+            cluster.as_ref(),
+            event_type(holds),
+            &reason,
+            &message,
+            "CheckCredential",
+        )
+        .await;
+    }
+    // A second past the moment the credential's condition changes by itself, so that it
+    // has changed when the reconciler looks.
+    let requeue = recheck.map_or(requeue, |left| requeue.min(left + Duration::from_secs(1)));
     Ok(Action::requeue(requeue))
+}
+
+/// The CredentialValid condition as an Event tells it: whether it holds, its reason and
+/// message; the message alone changing (a renewed certificate) is an Event too.
+fn credential_valid(status: &crate::crd::BatchClusterStatus) -> Option<(bool, String, String)> {
+    condition(&status.conditions, ConditionType::CredentialValid)
+        .map(|c| (c.status == "True", c.reason.clone(), c.message.clone()))
 }
 
 /// Asks the scheduler for its version, and records the answer as the jobs' view of the

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod cluster;
+pub mod credential;
 pub mod intake;
 pub mod job;
 
@@ -84,6 +85,9 @@ pub struct Context {
     pub actions: Actions,
     /// How long a deleted BatchJob's cancellation and file removal are tried.
     pub removal_deadline: Duration,
+    /// How long before a BatchCluster's SSH certificate expires its CredentialValid
+    /// condition turns False (CredentialExpiring).
+    pub credential_expiry_warning: Duration,
     /// Places the jobs with spec.placement; one for the operator, so that placing many
     /// jobs of one shape asks each candidate once per interval.
     pub placer: Placer,
@@ -124,6 +128,7 @@ pub struct Operator {
     endpoints: Option<TcpListener>,
     election: Option<LeaderElection>,
     removal_deadline: Duration,
+    credential_expiry_warning: Duration,
 }
 
 /// A future every part of the operator can wait on.
@@ -145,6 +150,7 @@ impl Operator {
             endpoints: None,
             election: None,
             removal_deadline: crate::decision::REMOVAL_DEADLINE,
+            credential_expiry_warning: credential::DEFAULT_EXPIRY_WARNING,
         }
     }
 
@@ -219,6 +225,15 @@ impl Operator {
     /// Event; [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE) by default.
     pub fn removal_deadline(mut self, deadline: Duration) -> Self {
         self.removal_deadline = deadline;
+        self
+    }
+
+    /// How long before a BatchCluster's SSH certificate (its Secret's `ssh-certificate`)
+    /// expires its CredentialValid condition turns False with reason CredentialExpiring,
+    /// with a Warning Event;
+    /// [`DEFAULT_EXPIRY_WARNING`](credential::DEFAULT_EXPIRY_WARNING) by default.
+    pub fn credential_expiry_warning(mut self, warning: Duration) -> Self {
+        self.credential_expiry_warning = warning;
         self
     }
 
@@ -376,6 +391,7 @@ impl Operator {
             },
             metrics: Arc::clone(&self.metrics),
             removal_deadline: self.removal_deadline,
+            credential_expiry_warning: self.credential_expiry_warning,
             placer: Placer::default(),
             placing: Semaphore::new(PLACEMENTS_AT_ONCE),
         });

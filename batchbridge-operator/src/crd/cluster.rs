@@ -359,4 +359,22 @@ pub struct BatchClusterStatus {
     /// The metadata.generation of the spec this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The validity of the Secret's SSH certificate, when it holds one (`ssh-certificate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<CredentialStatus>,
+}
+
+/// What the operator read of the SSH certificate a BatchCluster logs in with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialStatus {
+    /// The key id its issuer gave it (`ssh-keygen -I`), which the login node logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// When it became valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_after: Option<Time>,
+    /// When it expires; absent for a certificate valid for ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
 }

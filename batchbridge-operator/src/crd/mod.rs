@@ -119,8 +119,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 pub use cluster::{
-    BatchCluster, BatchClusterSpec, BatchClusterStatus, ClusterDefaults, Scheduler,
-    SecretReference, SshEndpoint, SshJumpHost,
+    BatchCluster, BatchClusterSpec, BatchClusterStatus, ClusterDefaults, CredentialStatus,
+    Scheduler, SecretReference, SshEndpoint, SshJumpHost,
 };
 pub use convert::attempt_key;
 pub use job::{
