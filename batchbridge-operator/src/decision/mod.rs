@@ -28,7 +28,8 @@ use batchbridge_core::placement::{Policy, Seen};
 use batchbridge_core::{Error, ErrorKind, JobId, JobStatus};
 
 use crate::crd::{BatchJobStatus, CleanupPolicy, RetryPolicy, TaskOutput};
-use crate::reason::{ClusterProblem, Reason};
+use crate::reason::{ClusterProblem, ConditionType, Reason};
+use crate::status::holds;
 
 mod attempt;
 mod events;
@@ -438,8 +439,10 @@ pub fn step(
 
 /// A generation the status has not observed that changed only spec.suspend (its digest is
 /// the one the status's attempt runs) is observed at once: setting or clearing suspend is
-/// no edit, which would run the job again with its retries afresh. What suspend itself
-/// does is `observe`'s.
+/// no edit, which would run the job again with its retries afresh. A hold (the condition
+/// Suspended True) ends as soon as suspend is cleared, whatever else the step finds (its
+/// cluster unusable, a retry's backoff): a queueing controller reads the condition. What
+/// suspend itself does is `observe`'s.
 fn observe_suspend_change(rules: &Rules<'_>, next: &mut BatchJobStatus) {
     if next
         .observed_generation
@@ -447,6 +450,10 @@ fn observe_suspend_change(rules: &Rules<'_>, next: &mut BatchJobStatus) {
         && next.spec_digest.as_deref() == Some(rules.spec_digest.as_str())
     {
         next.observed_generation = Some(rules.generation);
+    }
+    if !rules.suspended && holds(&next.conditions, ConditionType::Suspended) == Some(true) {
+        next.conditions
+            .retain(|c| c.type_ != ConditionType::Suspended.as_str());
     }
 }
 

@@ -37,6 +37,16 @@ pub(super) fn observe(
             let retries = if edited { 0 } else { next.retries };
             begin_attempt(rules, next, next.attempts + 1, retries, now, plan);
         }
+        // The scheduler refused this attempt's key for now (a submit limit, a closed queue):
+        // it has no job of it, so the attempt is undone, as one that never reached the
+        // cluster, and the job held back instead of submitted again.
+        (Phase::Submitted, None)
+            if rules.suspended
+                && matches!(next.reason, Some(Reason::SubmitLimit | Reason::QueueClosed)) =>
+        {
+            next.attempts = next.attempts.saturating_sub(1);
+            hold(next, HELD, now);
+        }
         // Stopped between asking the backend and writing its answer: ask again, same key
         // (suspended or not: the scheduler may have the job, which is then cancelled).
         (Phase::Submitted, None) => plan.push(Effect::Submit {
@@ -278,8 +288,6 @@ pub(super) fn retry(
         );
         return;
     }
-    next.conditions
-        .retain(|c| c.type_ != ConditionType::Suspended.as_str());
     match retry_wait(next, now) {
         Some(wait) => plan.requeue(wait),
         None => begin_attempt(rules, next, next.attempts + 1, next.retries + 1, now, plan),

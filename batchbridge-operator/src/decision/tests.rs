@@ -544,6 +544,61 @@ fn a_job_suspended_while_it_runs_and_resumed() {
     );
 }
 
+/// Suspended True goes as soon as suspend is cleared, even when the step cannot start the
+/// next attempt yet (the cluster unusable, a retry's backoff not over): a queueing
+/// controller that cleared it must not read the job as held.
+#[test]
+fn a_hold_ends_when_suspend_is_cleared_whatever_else_the_step_finds() {
+    let resumed = Rules {
+        generation: GENERATION + 1,
+        ..spec()
+    };
+    let policy = RetryPolicy {
+        max_retries: 2,
+        retry_on: Vec::new(),
+    };
+    let in_backoff = Rules {
+        retry_policy: Some(&policy),
+        ..resumed.clone()
+    };
+    let waiting_retry = step(
+        &Rules {
+            suspended: true,
+            ..in_backoff.clone()
+        },
+        &runs_digest(failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3)),
+        &Finding::Observed(None),
+        now(),
+    )
+    .status
+    .expect("the hold is written");
+    let unreachable = problem(Reason::Unreachable);
+    let cases = [
+        (
+            "cluster unusable",
+            step(
+                &resumed,
+                &suspended_after(1, 0),
+                &Finding::ClusterProblem(&unreachable),
+                now(),
+            ),
+        ),
+        (
+            "backoff not over",
+            step(&in_backoff, &waiting_retry, &Finding::Observed(None), now()),
+        ),
+    ];
+    for (name, step) in cases {
+        let status = step.status.expect(name);
+        assert_eq!(
+            condition(&status.conditions, ConditionType::Suspended),
+            None,
+            "{name}"
+        );
+        assert_eq!(status.observed_generation, Some(GENERATION + 1), "{name}");
+    }
+}
+
 /// A job suspended while its move's withdraw is under way is not submitted to the move's
 /// target once withdrawn; an answer of the candidates that comes after the suspension
 /// starts nothing either.
@@ -927,6 +982,52 @@ fn steps() {
                 "resumed, its retry is the policy's",
                 runs_digest(with(
                     failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 60),
+                    |s| {
+                        set_condition(
+                            &mut s.conditions,
+                            ConditionType::Suspended,
+                            true,
+                            Reason::Suspended,
+                            "",
+                            now(),
+                        )
+                    },
+                )),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 1, 0)),
+            suspended: true,
+            ..case(
+                "an attempt the scheduler refused for now is undone when suspended, not submitted again",
+                with(at(Phase::Submitted), |s| {
+                    s.job_id = None;
+                    s.attempts = 2;
+                    s.reason = Some(Reason::SubmitLimit);
+                }),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 1, 0)),
+            requeue: Some(CLUSTER_RECHECK),
+            generation: GENERATION + 1,
+            ..case(
+                "resumed while its cluster is unusable: no longer Suspended, waits for the cluster",
+                suspended_after(1, 0),
+                cluster(Reason::Unreachable),
+            )
+        },
+        Case {
+            writes: Some((Phase::RetryPending, 1, 0)),
+            requeue: Some(Duration::from_secs(7)),
+            policy: policy(2, &[]),
+            generation: GENERATION + 1,
+            ..case(
+                "resumed during a retry's backoff: no longer Suspended, the backoff goes on",
+                runs_digest(with(
+                    failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
                     |s| {
                         set_condition(
                             &mut s.conditions,
