@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use batchbridge_operator::crd::{BatchCluster, BatchJob, BatchJobStatus, Phase};
-use batchbridge_testbed::{helm_facts, kube_facts, login, ssh_facts};
+use batchbridge_testbed::{bastion_hops, helm_facts, kube_facts, login, ssh_facts};
 use common::operator::{create_cluster, create_secret, status, wait_for, wait_for_phase};
 use common::process::{OperatorProcess, write_operator_kubeconfig};
 use common::{Cluster, api_error, client_of, eventually};
@@ -802,6 +802,193 @@ async fn the_operator_connects_only_to_the_allowed_login_nodes() {
         .unwrap();
     wait_for_phase(&bed, "on-allowed", Phase::Succeeded).await;
     bed.clean_up().await;
+}
+
+/// A jump host (`ssh.jumpHosts`) is held to the login node's rules: its Secret is named,
+/// never namespaced, so it is only ever read from the tenant's own namespace; its host has
+/// ssh.host's pattern; the installer's allowlist applies to every hop, refused before any
+/// connection like ssh.host; and a chain is at most 4 hops long.
+#[tokio::test]
+async fn a_jump_host_obeys_the_rules_of_the_login_node() {
+    let a = Cluster::new("tenant-jump-a").await;
+    let b = Cluster::new("tenant-jump-b").await;
+    let dir = private_dir();
+    let ssh = login("ssh");
+    let hops = bastion_hops();
+    // The login node and hop 1 are allowed, hop 2 is not.
+    let allowed = format!(
+        "{}:{},{}:{}",
+        ssh.host, ssh.port, hops[0].host, hops[0].port
+    );
+    let env = chart_env(&[&format!("allowedSshTargets={{{allowed}}}")]);
+    write_operator_kubeconfig(&a, dir.path()).await;
+    let _operator = operator("operator-jump", &a, dir.path(), &env).await;
+    // Namespace B holds a good key for hop 1; A holds the login's key only.
+    let hop_key = |hop: &batchbridge_testbed::BastionHop| batchbridge_testbed::Login {
+        private_key: hop.key.clone(),
+        ..ssh.clone()
+    };
+    create_secret(&b, "b-hop-key", &hop_key(&hops[0])).await;
+    create_secret(&a, "cluster-key", &ssh).await;
+    create_secret(&a, "hop-1-key", &hop_key(&hops[0])).await;
+    create_secret(&a, "hop-2-key", &hop_key(&hops[1])).await;
+
+    let tenant_kubeconfig = dir.path().join("tenant-kubeconfig");
+    let kubeconfig = a.tenant_kubeconfig().await;
+    std::fs::write(
+        &tenant_kubeconfig,
+        serde_saphyr::to_string(&kubeconfig).unwrap(),
+    )
+    .unwrap();
+    let tenant = client_of(kubeconfig).await;
+    let tenant_clusters = untyped::<BatchCluster>(&tenant, &a.namespace);
+    let clusters: Api<BatchCluster> = Api::namespaced(tenant.clone(), &a.namespace);
+    let hop = |index: usize, secret: Value| {
+        json!({
+            "host": hops[index].host, "port": hops[index].port, "user": hops[index].user,
+            "secretRef": secret,
+            "knownHosts": std::fs::read_to_string(&hops[index].known_hosts).unwrap(),
+        })
+    };
+    let through = |jump_hosts: Vec<Value>| {
+        json!({
+            "scheduler": "slurm",
+            "ssh": {"host": ssh.host, "port": ssh.port, "user": ssh.user, "jumpHosts": jump_hosts},
+            "secretRef": {"name": "cluster-key"},
+            "knownHosts": std::fs::read_to_string(&ssh.known_hosts).unwrap(),
+        })
+    };
+    let mut seen = Vec::new();
+
+    // 1. A hop's Secret in namespace B: the reference has no namespace field. Strict
+    //    validation refuses it; otherwise the field is dropped and the name is looked up in
+    //    the tenant's own namespace, where it does not exist.
+    let steal = through(vec![hop(
+        0,
+        json!({"name": "b-hop-key", "namespace": b.namespace}),
+    )]);
+    let refusal = kubectl_create_refusal(
+        &a,
+        &tenant_kubeconfig,
+        &object::<BatchCluster>("steal-hop-key", steal.clone()),
+    );
+    assert!(
+        refusal.contains("unknown field \"spec.ssh.jumpHosts[0].secretRef.namespace\""),
+        "{refusal}"
+    );
+    seen.push(format!(
+        "a hop's secretRef to namespace B, strict -> {refusal}"
+    ));
+    tenant_clusters
+        .create(
+            &PostParams::default(),
+            &object::<BatchCluster>("steal-hop-key", steal),
+        )
+        .await
+        .unwrap();
+    let message = unreachable_because(&clusters, "steal-hop-key", "SecretNotFound").await;
+    assert!(
+        message.contains("spec.ssh.jumpHosts[0]") && message.contains(&a.namespace),
+        "{message}"
+    );
+    seen.push(format!(
+        "a hop's secretRef to namespace B -> SecretNotFound: {message}"
+    ));
+
+    // 2. Hop hosts ssh could misread, and a fifth hop: refused by the API server, as for
+    //    ssh.host.
+    for (name, jump_hosts, says) in [
+        (
+            "option-host",
+            vec![
+                json!({"host": "-oProxyCommand=touch /tmp/owned", "user": "batch",
+                        "secretRef": {"name": "hop-1-key"}, "knownHosts": "x"}),
+            ],
+            "spec.ssh.jumpHosts[0].host",
+        ),
+        (
+            "space-host",
+            vec![
+                hop(0, json!({"name": "hop-1-key"})),
+                json!({"host": "a b", "user": "batch",
+                 "secretRef": {"name": "hop-1-key"}, "knownHosts": "x"}),
+            ],
+            "spec.ssh.jumpHosts[1].host",
+        ),
+        (
+            "no-known-hosts",
+            vec![json!({"host": "bastion", "user": "batch", "secretRef": {"name": "hop-1-key"}})],
+            "spec.ssh.jumpHosts[0].knownHosts",
+        ),
+        (
+            "five-hops",
+            (0..5)
+                .map(|_| hop(0, json!({"name": "hop-1-key"})))
+                .collect(),
+            "spec.ssh.jumpHosts",
+        ),
+    ] {
+        let refused = tenant_clusters
+            .create(
+                &PostParams::default(),
+                &object::<BatchCluster>(name, through(jump_hosts)),
+            )
+            .await;
+        let refusal = api_error(refused, 422);
+        assert!(refusal.contains(says), "{name}: {refusal}");
+        seen.push(format!("{name} -> {refusal}"));
+    }
+
+    // 3. A hop the allowlist does not name: refused before any connection.
+    tenant_clusters
+        .create(
+            &PostParams::default(),
+            &object::<BatchCluster>(
+                "hop-not-allowed",
+                through(vec![
+                    hop(0, json!({"name": "hop-1-key"})),
+                    hop(1, json!({"name": "hop-2-key"})),
+                ]),
+            ),
+        )
+        .await
+        .unwrap();
+    let message = unreachable_because(&clusters, "hop-not-allowed", "HostNotAllowed").await;
+    assert!(
+        message.contains("ssh.jumpHosts[1]") && message.contains("allowedSshTargets"),
+        "{message}"
+    );
+    seen.push(format!(
+        "hop 2 not on the allowlist -> HostNotAllowed: {message}"
+    ));
+
+    // The allowed hop still takes jobs through it.
+    tenant_clusters
+        .create(
+            &PostParams::default(),
+            &object::<BatchCluster>(
+                "through-hop-1",
+                through(vec![hop(0, json!({"name": "hop-1-key"}))]),
+            ),
+        )
+        .await
+        .unwrap();
+    untyped::<BatchJob>(&tenant, &a.namespace)
+        .create(
+            &PostParams::default(),
+            &object::<BatchJob>(
+                "via-hop-1",
+                json!({"clusterRef": {"name": "through-hop-1"}, "script": "echo via\n"}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for_phase(&a, "via-hop-1", Phase::Succeeded).await;
+    for line in seen {
+        eprintln!("{line}");
+    }
+    a.clean_up().await;
+    b.clean_up().await;
 }
 
 /// The roles a namespace admin already hands out include BatchJobs once the tenants' roles

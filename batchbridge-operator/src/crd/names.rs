@@ -373,4 +373,40 @@ mod tests {
                 .is_err_and(|m| m.starts_with("spec.placement.clusters \"a.b\""))
         );
     }
+    #[test]
+    fn jump_hosts_are_checked_like_the_login_node() {
+        let with_hop = |host: &str, user: &str, secret: &str| {
+            let spec: BatchClusterSpec = serde_json::from_value(serde_json::json!({
+                "scheduler": "slurm",
+                "ssh": {"host": "login", "user": "alice", "jumpHosts": [
+                    {"host": "bastion", "user": "alice", "secretRef": {"name": "ok"},
+                     "knownHosts": "bastion ssh-ed25519 AAAA"},
+                    {"host": host, "user": user, "secretRef": {"name": secret},
+                     "knownHosts": "x ssh-ed25519 AAAA"},
+                ]},
+                "secretRef": {"name": "login-key"},
+                "knownHosts": "login ssh-ed25519 AAAA",
+            }))
+            .unwrap_or_else(|err| panic!("{err}"));
+            spec.check_names()
+        };
+        assert_eq!(with_hop("gw.example.org", "bob", "gw-key"), Ok(()));
+        let refused = [
+            (
+                with_hop("-oProxyCommand=x", "bob", "gw-key"),
+                "spec.ssh.jumpHosts[1].host",
+            ),
+            (with_hop("gw", "-l", "gw-key"), "spec.ssh.jumpHosts[1].user"),
+            (
+                with_hop("gw", "bob", "../other/secrets/x"),
+                "spec.ssh.jumpHosts[1].secretRef.name",
+            ),
+        ];
+        for (result, field) in refused {
+            assert!(
+                result.as_ref().is_err_and(|m| m.starts_with(field)),
+                "{field}: {result:?}"
+            );
+        }
+    }
 }
