@@ -108,6 +108,40 @@ async fn a_wrong_or_unknown_host_key_on_hop_2_names_hop_2_and_its_keyscan_line()
 }
 
 #[tokio::test]
+async fn a_hop_logs_in_with_its_own_password() {
+    let runtime = tempfile::tempdir().unwrap();
+    let hops = bastion_hops();
+    let password = hops[1].password.clone().expect("hop 2 takes a password");
+    let mut second = hops[1].jump_host();
+    second.auth = SshAuth::Password(Password::new(password.clone()));
+    let shell = SshShell::new(
+        login_config(runtime.path())
+            .jump_host(hops[0].jump_host())
+            .jump_host(second.clone()),
+    )
+    .unwrap();
+    let out = shell.run(&Command::new("id").arg("-un")).await.unwrap();
+    assert_eq!(out.stdout_text(), "batch\n");
+    let left: Vec<_> = walk(runtime.path())
+        .into_iter()
+        .filter(|path| std::fs::read(path).is_ok_and(|bytes| bytes == password.as_bytes()))
+        .collect();
+    assert!(left.is_empty(), "the password stayed on disk: {left:?}");
+
+    // A wrong one is refused as any refused login.
+    let runtime = tempfile::tempdir().unwrap();
+    second.auth = SshAuth::Password(Password::new("not-the-password"));
+    let shell = SshShell::new(
+        login_config(runtime.path())
+            .jump_host(hops[0].jump_host())
+            .jump_host(second),
+    )
+    .unwrap();
+    let err = shell.connect().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+}
+
+#[tokio::test]
 async fn each_hop_takes_its_own_key_only() {
     let runtime = tempfile::tempdir().unwrap();
     let hops = bastion_hops();

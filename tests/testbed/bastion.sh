@@ -13,6 +13,7 @@
 #   down    stop both sshds (by their pid files); generated files are kept.
 #   status  print whether the chain works; exit 0 if it does, 1 if not.
 #
+# Hop 2 also takes `batch`'s password (sshd.sh's), for jump hosts that log in with one.
 # Each hop is a forwarder only: no shell (ForceCommand, PermitTTY no), no agent, X11,
 # socket or tunnel forwarding, and PermitOpen names the only destinations: hop 1 may open
 # hop 2 and the SLURM login, hop 2 only the SLURM login. Each hop has its own host key and
@@ -40,6 +41,8 @@ FACTS="$BASTION_DIR/facts.json"
 LOCK_FILE="$BASTION_DIR/.lock"
 SSH_FACTS="$TESTBED_DIR/ssh/facts.json"
 PRIVSEP_DIR=/run/sshd
+# The hop that also takes a password.
+PASSWORD_HOP=2
 
 lock_fd=""
 
@@ -107,7 +110,8 @@ Port $port
 HostKey $dir/ssh_host_ed25519_key
 PidFile none
 UsePAM no
-PasswordAuthentication no
+PasswordAuthentication $( ((n == PASSWORD_HOP)) && echo yes || echo no)
+PermitEmptyPasswords no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 AuthorizedKeysFile $dir/authorized_keys
@@ -181,13 +185,17 @@ EOF
 }
 
 write_facts() {
-    local n dir hops=()
+    local n dir password hops=()
     for n in 1 2; do
         dir="$(hop_dir "$n")"
-        hops+=("$(printf '{"host":"%s","port":%d,"user":"%s","key":"%s","known_hosts":"%s","wrong_known_hosts":"%s"}' \
+        password=""
+        if ((n == PASSWORD_HOP)); then
+            password="$(printf ',"password_file":"%s"' "$(json_escape "$(ssh_fact password_file)")")"
+        fi
+        hops+=("$(printf '{"host":"%s","port":%d,"user":"%s","key":"%s","known_hosts":"%s","wrong_known_hosts":"%s"%s}' \
             "$BASTION_HOST" "$(hop_port "$n")" "$BASTION_USER" \
             "$(json_escape "$dir/id_ed25519")" "$(json_escape "$dir/known_hosts")" \
-            "$(json_escape "$dir/wrong_known_hosts")")")
+            "$(json_escape "$dir/wrong_known_hosts")" "$password")")
     done
     printf '{"hops":[%s,%s],"target":{"host":"%s","port":%d},"ssh_config":"%s"}\n' \
         "${hops[0]}" "${hops[1]}" "$(ssh_fact host)" "$(ssh_fact port)" \
@@ -200,6 +208,19 @@ write_facts() {
 chain_ok() {
     [[ -r "$CLIENT_CONFIG" ]] || return 1
     ssh -F "$CLIENT_CONFIG" login true </dev/null >/dev/null 2>&1
+}
+
+# password_hop_ok : true if the password hop lets `batch` through with the password alone.
+password_hop_ok() {
+    local port
+    port="$(hop_port "$PASSWORD_HOP")"
+    SSH_ASKPASS="$(dirname "$(ssh_fact password_file)")/askpass.sh" SSH_ASKPASS_REQUIRE=force \
+        DISPLAY=none ssh -F /dev/null -o PubkeyAuthentication=no \
+        -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1 \
+        -o UserKnownHostsFile="$(hop_dir "$PASSWORD_HOP")/known_hosts" \
+        -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o LogLevel=ERROR \
+        -p "$port" -W "$BASTION_HOST:$LOGIN_PORT" "$BASTION_USER@$BASTION_HOST" \
+        </dev/null >/dev/null 2>&1
 }
 
 # refuses WHAT CMD... : die unless CMD fails (a hop must not allow WHAT).
@@ -225,7 +246,7 @@ check_restrictions() {
 }
 
 cmd_up() {
-    if [[ -s "$FACTS" ]] && chain_ok; then
+    if [[ -s "$FACTS" ]] && chain_ok && password_hop_ok; then
         log "bastion: already up on $BASTION_HOST:${HOP_PORTS[*]}"
         return 0
     fi
@@ -238,7 +259,7 @@ cmd_up() {
     chmod 755 "$TESTBED_DIR" "$BASTION_DIR"
     exec {lock_fd}>"$LOCK_FILE"
     flock -w 600 "$lock_fd" || die "could not lock $LOCK_FILE"
-    if [[ -s "$FACTS" ]] && chain_ok; then
+    if [[ -s "$FACTS" ]] && chain_ok && password_hop_ok; then
         log "bastion: already up on $BASTION_HOST:${HOP_PORTS[*]}"
         return 0
     fi
@@ -273,6 +294,7 @@ cmd_up() {
         tail -n 20 "$(log_file hop1)" "$(log_file hop2)" >&2 || true
         die "the jump chain does not reach the login"
     fi
+    password_hop_ok || die "hop $PASSWORD_HOP does not take $BASTION_USER's password"
     check_restrictions
     write_facts
     log "bastion: up on $BASTION_HOST:${HOP_PORTS[*]}, facts: $FACTS"

@@ -41,9 +41,9 @@ pub struct JumpHost {
     pub port: u16,
     /// The user on this hop.
     pub user: String,
-    /// This hop's credential: a key file, a key's text or an agent. Not a password: `ssh`
-    /// asks one askpass helper for every password on the way, and could be answered with
-    /// another hop's.
+    /// This hop's credential: a key file, a key's text, an agent or a password (each hop's
+    /// through an askpass helper of its own; on disk, like the login's, only while the
+    /// connection logs in).
     pub auth: SshAuth,
     /// This hop's host keys; a hop whose key is not among them is refused.
     pub host_keys: HostKeys,
@@ -94,8 +94,8 @@ impl JumpHost {
 pub(super) struct JumpChain {
     /// `-o ProxyCommand=…` for the master connection: through the last hop.
     proxy_option: String,
-    /// Where each hop's key text goes while the master authenticates, with the text.
-    key_texts: Vec<(PathBuf, String)>,
+    /// Where each hop's key text or password goes while the master authenticates, with it.
+    secrets: Vec<(PathBuf, String)>,
 }
 
 /// The alias of hop `index` (0-based) in the written ssh_config; no real host name looks
@@ -132,11 +132,20 @@ impl JumpChain {
             quoted(log)?,
             quoted(&config)?
         );
-        let proxy_command = |through: usize| format!("{ssh_w} {}", alias(through));
+        // The `ssh` that logs in to hop `through`, with that hop's own askpass helper when
+        // it logs in with a password.
+        let proxy_command = |through: usize, askpass: Option<&str>| match askpass {
+            Some(helper) => format!(
+                "env SSH_ASKPASS={helper} SSH_ASKPASS_REQUIRE=force DISPLAY=none {ssh_w} {}",
+                alias(through)
+            ),
+            None => format!("{ssh_w} {}", alias(through)),
+        };
+        let mut askpass: Vec<Option<String>> = Vec::new();
         let mut text = String::from(
             "# Written by batchbridge: the jump hosts on the way to the login host, nearest first.\n",
         );
-        let mut key_texts = Vec::new();
+        let mut secrets = Vec::new();
         for (index, hop) in hops.iter().enumerate() {
             let what = format!("jump host {} ({})", index + 1, hop.address());
             plain_word(&hop.host, &what, "host")?;
@@ -160,7 +169,10 @@ impl JumpChain {
                 hop.port,
                 hop.user
             ));
-            match &hop.auth {
+            let key_only = "    BatchMode yes\n    PasswordAuthentication no\n    \
+                            KbdInteractiveAuthentication no\n";
+            let mut helper = None;
+            let auth_options = match &hop.auth {
                 SshAuth::KeyFile(path) => {
                     std::fs::File::open(path).map_err(|err| {
                         Error::invalid_input(format!(
@@ -169,39 +181,70 @@ impl JumpChain {
                         ))
                     })?;
                     text.push_str(&identity_lines(path)?);
+                    key_only
                 }
                 SshAuth::Key(key) => {
                     let path = dir.join(format!("{}.id", alias(index)));
                     text.push_str(&identity_lines(&path)?);
-                    key_texts.push((path, key.text().to_owned()));
+                    let mut key = key.text().to_owned();
+                    if !key.ends_with('\n') {
+                        key.push('\n'); // OpenSSH refuses a key file without the final newline
+                    }
+                    secrets.push((path, key));
+                    key_only
                 }
                 SshAuth::Agent(socket) => {
                     text.push_str(&format!("    IdentityAgent {}\n", config_path(socket)?));
+                    key_only
                 }
-                // A password: `ssh` would ask one askpass helper for every hop's password.
+                // Each hop's password has a helper of its own, which the `ssh` logging in
+                // to that hop alone is given: one helper would answer every hop alike.
+                SshAuth::Password(password) => {
+                    let name = alias(index);
+                    let script = dir.join(format!("{name}.askpass"));
+                    let helper_text =
+                        format!("#!/bin/sh\nexec cat \"$(dirname \"$0\")/{name}.password\"\n");
+                    write_private(&script, helper_text.as_bytes(), 0o700)?;
+                    helper = Some(quoted(&script)?);
+                    secrets.push((
+                        dir.join(format!("{name}.password")),
+                        password.text().to_owned(),
+                    ));
+                    "    BatchMode no\n    PubkeyAuthentication no\n    \
+                     PreferredAuthentications password,keyboard-interactive\n    \
+                     NumberOfPasswordPrompts 1\n"
+                }
                 _ => {
                     return Err(Error::invalid_input(format!(
-                        "{what}: a jump host logs in with a key file, a key's text or an \
-                         ssh-agent, not a password"
+                        "{what}: a jump host logs in with a key file, a key's text, an \
+                         ssh-agent or a password"
                     )));
                 }
-            }
+            };
             text.push_str(&format!(
                 "    UserKnownHostsFile {}\n    GlobalKnownHostsFile /dev/null\n    \
-                 StrictHostKeyChecking yes\n    CheckHostIP no\n    BatchMode yes\n    \
-                 PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
+                 StrictHostKeyChecking yes\n    CheckHostIP no\n{auth_options}    \
                  ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout {connect_timeout_secs}\n    \
                  ServerAliveInterval 15\n    ServerAliveCountMax 3\n",
                 config_path(&known_hosts)?
             ));
             if index > 0 {
-                text.push_str(&format!("    ProxyCommand {}\n", proxy_command(index - 1)));
+                let previous = askpass[index - 1].as_deref();
+                text.push_str(&format!(
+                    "    ProxyCommand {}\n",
+                    proxy_command(index - 1, previous)
+                ));
             }
+            askpass.push(helper);
         }
         write_private(&config, text.as_bytes(), 0o600)?;
+        let last = hops.len() - 1;
         Ok(Some(Self {
-            proxy_option: format!("ProxyCommand={}", proxy_command(hops.len() - 1)),
-            key_texts,
+            proxy_option: format!(
+                "ProxyCommand={}",
+                proxy_command(last, askpass[last].as_deref())
+            ),
+            secrets,
         }))
     }
 
@@ -210,15 +253,11 @@ impl JumpChain {
         &self.proxy_option
     }
 
-    /// Writes the hops' key texts (0600) for the master to authenticate with; they are
-    /// removed when the returned guard drops.
-    pub(super) fn write_keys(&self) -> Result<KeyFiles> {
-        let mut written = KeyFiles(Vec::new());
-        for (path, text) in &self.key_texts {
-            let mut text = text.clone();
-            if !text.ends_with('\n') {
-                text.push('\n'); // OpenSSH refuses a key file without the final newline
-            }
+    /// Writes the hops' key texts and passwords (0600) for the master to authenticate
+    /// with; they are removed when the returned guard drops.
+    pub(super) fn write_secrets(&self) -> Result<SecretFiles> {
+        let mut written = SecretFiles(Vec::new());
+        for (path, text) in &self.secrets {
             write_private(path, text.as_bytes(), 0o600)?;
             written.0.push(path.clone());
         }
@@ -226,11 +265,11 @@ impl JumpChain {
     }
 }
 
-/// Key files on disk while a master authenticates; removed on drop.
+/// Key texts and passwords on disk while a master authenticates; removed on drop.
 #[derive(Debug)]
-pub(super) struct KeyFiles(Vec<PathBuf>);
+pub(super) struct SecretFiles(Vec<PathBuf>);
 
-impl Drop for KeyFiles {
+impl Drop for SecretFiles {
     fn drop(&mut self) {
         for path in &self.0 {
             let _ = std::fs::remove_file(path);
@@ -388,13 +427,63 @@ mod tests {
 
         // The key text is on disk only while the guard lives.
         let key = dir.path().join("batchbridge-jump-2.id");
-        let guard = chain.write_keys().unwrap();
+        let guard = chain.write_secrets().unwrap();
         assert_eq!(std::fs::read_to_string(&key).unwrap(), "KEY TEXT\n");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&key).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         drop(guard);
         assert!(!key.exists());
+    }
+
+    #[test]
+    fn a_password_hop_gets_an_askpass_helper_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let hops = [
+            hop(
+                "bastion1",
+                2230,
+                SshAuth::Password(Password::new("first secret")),
+            ),
+            hop("bastion2", 2231, SshAuth::Agent("/agent.sock".into())),
+        ];
+        let chain = prepare(&hops, dir.path()).unwrap().unwrap();
+        let d = dir.path().display();
+        let config = config_text(dir.path());
+        assert!(
+            config.contains(
+                "    CheckHostIP no\n    BatchMode no\n    PubkeyAuthentication no\n    \
+                 PreferredAuthentications password,keyboard-interactive\n    \
+                 NumberOfPasswordPrompts 1\n    ForwardAgent no\n"
+            ),
+            "{config}"
+        );
+        // Hop 2 is reached by the `ssh` that logs in to hop 1: it alone gets hop 1's helper.
+        assert!(
+            config.contains(&format!(
+                "    ProxyCommand env SSH_ASKPASS={d}/batchbridge-jump-1.askpass \
+                 SSH_ASKPASS_REQUIRE=force DISPLAY=none /usr/bin/ssh -E {d}/master.log"
+            )),
+            "{config}"
+        );
+        assert!(
+            !chain.proxy_option().contains("SSH_ASKPASS"),
+            "the master reaches the login through hop 2, which takes a key: {}",
+            chain.proxy_option()
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let helper = dir.path().join("batchbridge-jump-1.askpass");
+        assert_eq!(mode(&helper), 0o700);
+        let password = dir.path().join("batchbridge-jump-1.password");
+        assert!(!password.exists(), "only while logging in");
+        let guard = chain.write_secrets().unwrap();
+        assert_eq!(mode(&password), 0o600);
+        let said = std::process::Command::new(&helper).output().unwrap();
+        assert_eq!(said.stdout, b"first secret");
+        drop(guard);
+        assert!(!password.exists());
+        assert!(!config.contains("first secret"));
     }
 
     #[test]
@@ -436,8 +525,8 @@ mod tests {
             (hop("%d", 22, SshAuth::Agent("/s".into())), "host"),
             (hop("", 22, SshAuth::Agent("/s".into())), "host"),
             (
-                hop("b", 22, SshAuth::Password(Password::new("pw"))),
-                "password",
+                hop("b", 22, SshAuth::FromSshConfig),
+                "a jump host logs in with",
             ),
             (
                 hop("b", 22, SshAuth::KeyFile("/nonexistent/key".into())),

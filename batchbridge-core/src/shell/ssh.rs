@@ -785,8 +785,13 @@ impl SshShell {
             "ServerAliveCountMax=3".to_owned(),
             "ControlPersist=no".to_owned(),
         ]);
-        // The hops' key texts, on disk until the master has authenticated, as its own.
-        let _hop_keys = self.jumps.as_ref().map(JumpChain::write_keys).transpose()?;
+        // The hops' key texts and passwords, on disk until the master has authenticated,
+        // as its own.
+        let _hop_secrets = self
+            .jumps
+            .as_ref()
+            .map(JumpChain::write_secrets)
+            .transpose()?;
         if let Some(jumps) = &self.jumps {
             options.push(jumps.proxy_option().to_owned());
         }

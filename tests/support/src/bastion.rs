@@ -22,6 +22,8 @@ pub struct BastionHop {
     pub known_hosts: PathBuf,
     /// known_hosts holding a different key for this hop.
     pub wrong_known_hosts: PathBuf,
+    /// The password this hop also takes, on the hop that takes one.
+    pub password: Option<String>,
 }
 
 impl BastionHop {
@@ -54,6 +56,9 @@ pub fn bastion_hops() -> Vec<BastionHop> {
                 key: hop.field("key").into(),
                 known_hosts: hop.field("known_hosts").into(),
                 wrong_known_hosts: hop.field("wrong_known_hosts").into(),
+                password: hop.0["password_file"]
+                    .as_str()
+                    .map(|file| std::fs::read_to_string(file).unwrap()),
             }
         })
         .collect()
