@@ -7,8 +7,9 @@
 //! [`Command::to_shell_line`] quotes them with `shlex`.
 
 mod capture;
-mod jump;
 mod certificate;
+mod jump;
+mod kerberos;
 mod lines;
 mod local;
 mod ssh;
@@ -21,6 +22,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub use certificate::Certificate;
 pub use jump::JumpHost;
+pub use kerberos::{KerberosKeytab, Keytab};
 pub use local::LocalShell;
 pub use ssh::{HostKeys, Password, SshAuth, SshConfig, SshShell};
 

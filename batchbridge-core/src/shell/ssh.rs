@@ -28,6 +28,7 @@ use tokio::sync::{Mutex, Semaphore};
 use super::Certificate;
 use super::capture::exchange;
 use super::jump::{JumpChain, JumpHost, name_failing_hop};
+use super::kerberos::{GSSAPI_OPTIONS, KerberosKeytab, check_user_ticket};
 use super::lines::stream_lines;
 use super::{Command, LineStream, MAX_COMMAND_LINE, Output, Shell};
 use crate::error::{Error, ErrorKind, Result};
@@ -118,6 +119,17 @@ pub enum SshAuth {
         /// The certificate's one line, as in a `-cert.pub` file.
         certificate: String,
     },
+    /// A Kerberos principal's keytab: a ticket is obtained from it (`kinit -k`) into a
+    /// credential cache in the shell's private directory for every login, never the
+    /// process's default cache, and the login is GSSAPI's, nothing delegated (see
+    /// [`KerberosKeytab`]).
+    Keytab(KerberosKeytab),
+    /// The user's own Kerberos ticket, in their default credential cache (`$KRB5CCNAME` or
+    /// the system's default), obtained with `kinit`; logs in with GSSAPI, nothing
+    /// delegated. Without a valid ticket, commands fail with
+    /// [`ErrorKind::LoginRequired`](crate::ErrorKind::LoginRequired) naming the `kinit` to
+    /// run.
+    KerberosTicket,
 }
 
 impl SshAuth {
@@ -600,6 +612,9 @@ impl SshShell {
                 )
             })?;
         }
+        if let SshAuth::Keytab(keytab) = &config.auth {
+            keytab.check_readable()?;
+        }
         if let HostKeys::Entries(entries) = &config.host_keys {
             write_private(&dir.path().join("known_hosts"), entries.as_bytes(), 0o600)?;
         }
@@ -757,6 +772,13 @@ impl SshShell {
             _ => "id",
         });
         let certificate_file = self.dir.path().join("id-cert.pub");
+        // A keytab's ticket, in the private directory until the master has authenticated.
+        let ticket = match &self.config.auth {
+            SshAuth::Keytab(keytab) => {
+                Some(keytab.obtain_ticket(self.dir.path(), &self.target).await?)
+            }
+            _ => None,
+        };
         // Leftovers of a dead master would be mistaken for a live one or its errors.
         let _ = std::fs::remove_file(&control);
         std::fs::write(&log, b"")?;
@@ -841,6 +863,11 @@ impl SshShell {
                 options.push("BatchMode=yes".to_owned());
             }
             SshAuth::ControlMaster(_) => unreachable!("a shell that reuses a master opens none"),
+            SshAuth::Keytab(_) => options.extend(GSSAPI_OPTIONS.map(str::to_owned)),
+            SshAuth::KerberosTicket => {
+                check_user_ticket(&self.target).await?;
+                options.extend(GSSAPI_OPTIONS.map(str::to_owned));
+            }
             SshAuth::Password(password) => {
                 write_private(&credential_file, password.0.as_bytes(), 0o600)?;
                 options.extend([
@@ -856,6 +883,9 @@ impl SshShell {
         }
         for option in options {
             ssh.arg("-o").arg(option);
+        }
+        if let Some(ticket) = &ticket {
+            ticket.apply(&mut ssh);
         }
         // -E takes the master's own messages; a ProxyJump hop's ssh (of an alias's
         // ssh_config) writes its own, such as a hop's unknown host key, to the stderr it
