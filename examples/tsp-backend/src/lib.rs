@@ -80,7 +80,10 @@ const WRAPPER: BatchJobWrapper =
 impl Tsp {
     /// `tsp.sh ACTION WORK SLOTS ARGS...`.
     fn command<'a>(&'a self, action: &'a str, work: &'a str, args: &[&'a str]) -> Command {
-        Command::sh(TSP_SH, [action, work, &self.slots].iter().chain(args).copied())
+        Command::sh(
+            TSP_SH,
+            [action, work, &self.slots].iter().chain(args).copied(),
+        )
     }
 
     /// Runs `action` through `jobs`: its output when it succeeded, else tsp's failure.
@@ -104,68 +107,38 @@ fn argv(command: &Command) -> Vec<String> {
         .collect()
 }
 
-/// A job as `tsp -l` lists it.
-enum Listed {
-    Queued,
-    Running,
-    /// Finished, with tsp's exit level (-1 for a job ended by a signal).
-    Finished(i32),
+/// The state of each job the server holds, by id, from `listing`'s output: tsp's list, then
+/// `epoch SECONDS`, when the server started.
+fn parse_listing(text: &str) -> HashMap<String, String> {
+    let epoch = text.lines().find_map(|line| line.strip_prefix("epoch "));
+    let jobs = text.lines().filter_map(|line| {
+        let mut fields = line.split_whitespace();
+        // The header and the epoch line start with no number.
+        let number: u64 = fields.next()?.parse().ok()?;
+        Some((format!("{}{number:010}", epoch?), fields.next()?.to_owned()))
+    });
+    jobs.collect()
 }
 
-/// The server's start (`epoch` line) and its jobs by number, from `listing`'s output.
-fn parse_listing(text: &str) -> (&str, HashMap<u64, Listed>) {
-    let mut epoch = "";
-    let mut jobs = HashMap::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        match fields.as_slice() {
-            ["epoch", seconds] => epoch = seconds,
-            [number, state, _output, rest @ ..] => {
-                let Ok(number) = number.parse() else { continue }; // the header
-                let listed = match *state {
-                    "running" => Listed::Running,
-                    "finished" => {
-                        Listed::Finished(rest.first().and_then(|l| l.parse().ok()).unwrap_or(-1))
-                    }
-                    _ => Listed::Queued,
-                };
-                jobs.insert(number, listed);
-            }
-            _ => {}
-        }
-    }
-    (epoch, jobs)
-}
-
-/// The status of job `id` (server start and number), from what the server lists (`epoch`,
-/// `listed`) and what its directory says (`files`; `None` for a job this work directory
-/// does not have). A recorded end wins; a job the server no longer holds is Cancelled when
-/// a cancel took it out of the queue, else Unknown (it went with its server, or never was).
-fn status_of(
-    id: &str,
-    epoch: &str,
-    listed: &HashMap<u64, Listed>,
-    files: Option<&JobFiles>,
-) -> JobStatus {
+/// The status of job `id`, from its state in the server's list (`listed`) and what its
+/// directory says (`files`; `None` for a job this work directory does not have). A recorded
+/// end wins; a job the server no longer runs or queues is Cancelled when a cancel took it
+/// out of the queue, else Unknown (it went with its server, or never was) or, when the
+/// server lists it ended without a record, Failed.
+fn status_of(id: &str, listed: Option<&str>, files: Option<&JobFiles>) -> JobStatus {
     if let Some(ended) = files.and_then(|files| files.task_status(0)) {
         return ended;
     }
-    let cancelled = files.is_some_and(|files| files.cancel_requested);
-    let held = match (id.len() == 20).then(|| id.split_at(10)) {
-        Some((started, number)) if started == epoch => {
-            number.parse().ok().and_then(|n| listed.get(&n))
+    match listed {
+        Some("running") => JobStatus::new(JobState::Running, "running"),
+        Some("finished" | "skipped") | None if files.is_some_and(|f| f.cancel_requested) => {
+            JobStatus::new(JobState::Cancelled, "removed")
+                .with_cause(FailureCause::Cancelled(CancelledBy::Request))
         }
-        _ => None,
-    };
-    match held {
-        Some(Listed::Queued) => JobStatus::new(JobState::Queued, "queued")
+        Some(state @ ("finished" | "skipped")) => JobStatus::new(JobState::Failed, state)
+            .with_reason("tsp says it ended, but its wrapper recorded no end"),
+        Some(state) => JobStatus::new(JobState::Queued, state)
             .with_reason("waiting in tsp's queue for free slots"),
-        Some(Listed::Running) => JobStatus::new(JobState::Running, "running"),
-        Some(_) | None if cancelled => JobStatus::new(JobState::Cancelled, "removed")
-            .with_cause(FailureCause::Cancelled(CancelledBy::Request)),
-        Some(Listed::Finished(level)) => JobStatus::new(JobState::Failed, "finished").with_reason(
-            format!("tsp says it ended (exit level {level}) but its wrapper recorded no end"),
-        ),
         None => JobStatus::new(JobState::Unknown, "unknown").with_reason(format!(
             "neither tsp's server nor the work directory holds job {id}"
         )),
@@ -182,17 +155,10 @@ impl CliScheduler for Tsp {
     const UNREACHABLE: &'static [&'static str] = &["didn't come up", "Connection refused"];
 
     fn configure(config: TspConfig) -> Result<(Self, WorkSettings)> {
-        if config.slots == 0 {
-            return Err(Error::invalid_input(
-                "slots: tsp runs at least one job at a time",
-            ));
-        }
-        Ok((
-            Self {
-                slots: config.slots.to_string(),
-            },
-            config.work,
-        ))
+        let slots = (config.slots > 0).then(|| config.slots.to_string());
+        let slots =
+            slots.ok_or_else(|| Error::invalid_input("slots: tsp runs at least one job"))?;
+        Ok((Self { slots }, config.work))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -203,15 +169,17 @@ impl CliScheduler for Tsp {
     /// disk, time or node limits to hold one to.
     fn check(&self, spec: &JobSpec) -> Result<()> {
         let r = &spec.resources;
-        match r.memory.is_some()
-            || r.disk.is_some()
-            || r.wall_time.is_some()
-            || r.nodes.is_some_and(|n| n > 1)
-        {
+        let more = [
+            r.memory.is_some(),
+            r.disk.is_some(),
+            r.wall_time.is_some(),
+            r.nodes > Some(1),
+        ];
+        match more.contains(&true) {
             true => Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "tsp counts slots (resources.cpus) alone, job {} asks for more",
+                    "tsp counts slots (resources.cpus) alone; job {} asks for more",
                     spec.key
                 ),
             )),
@@ -240,12 +208,10 @@ impl CliScheduler for Tsp {
         // The list first: a job it shows running that then ends has recorded its end by the
         // time its files are read.
         let listing = self.run(jobs, "listing", &[]).await?.stdout_text();
-        let (epoch, listed) = parse_listing(&listing);
+        let listed = parse_listing(&listing);
         let files = jobs.job_files(numbers).await?;
-        Ok(numbers
-            .iter()
-            .map(|id| status_of(id, epoch, &listed, files.get(*id)))
-            .collect())
+        let status = |id: &&str| status_of(id, listed.get(*id).map(String::as_str), files.get(*id));
+        Ok(numbers.iter().map(status).collect())
     }
 
     fn cancel_command(&self, work: &str, number: &str) -> Command {
@@ -253,8 +219,7 @@ impl CliScheduler for Tsp {
         let (epoch, job) = number.split_at(number.len().min(10));
         let job = job
             .parse::<u64>()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
+            .map_or_else(|_| String::new(), |n| n.to_string());
         self.command("cancel", work, &[number, epoch, &job])
     }
 
