@@ -120,6 +120,7 @@ TESTBED_COMPONENTS=(
     ca
     kdc
     at
+    tsp
     slurm
     htcondor
     slurm2
