@@ -1427,6 +1427,7 @@ fn check_alerts(rule_spec: &Value) {
             "BatchbridgeReconcileErrors",
             "BatchbridgeSubmitFailureRatioHigh",
             "BatchbridgeClusterUnreachable",
+            "BatchbridgeCredentialExpiringSoon",
         ]
     );
 
@@ -1437,13 +1438,14 @@ fn check_alerts(rule_spec: &Value) {
     )
     .unwrap();
     let said = promtool(dir.path(), &["check", "rules", "rules.json"]);
-    assert!(said.contains("SUCCESS: 3 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 4 rules found"), "{said}");
 
     // And they fire when they should, with the words they should, over two hours from the
     // Unix epoch (promtool's clock): half of cluster hpc's submits fail (fires once pending
     // 15 minutes), a tenth of cluster fine's do not; the BatchJob controller's reconciles
     // fail every minute, the BatchCluster one's do not; hpc stops answering at minute 10
-    // (fires after 5 minutes of it), fine answers throughout.
+    // (fires after 5 minutes of it), fine answers throughout; hpc's certificate expires at
+    // 25 hours (within a day from the first hour on), fine's in two days.
     let scraped = r#"instance="10.0.0.1:8080",pod="operator-1""#;
     let series = |name: &str, labels: &str, values: &str| json!({"series": format!("{name}{{{labels},{scraped}}}"), "values": values});
     let per_minute = |n: u32| format!("0+{n}x120");
@@ -1478,6 +1480,16 @@ fn check_alerts(rule_spec: &Value) {
                 Reachable condition's reason and message).",
         },
     });
+    let expiring_alert = json!({
+        "exp_labels": hpc_labels("warning"),
+        "exp_annotations": {
+            "summary": "The SSH certificate of BatchCluster research/hpc expires within a day",
+            "description": "The SSH certificate BatchCluster hpc in namespace research logs in \
+                with expires in 23h 0m 0s (negative: it has expired). Put a renewed \
+                certificate in the Secret its secretRef names; kubectl describe batchcluster \
+                shows its CredentialValid condition.",
+        },
+    });
     let tests = json!({
         "rule_files": ["rules.json"],
         "evaluation_interval": "1m",
@@ -1492,6 +1504,8 @@ fn check_alerts(rule_spec: &Value) {
                 series("batchbridge_reconcile_errors_total", r#"controller="BatchCluster",reason="Kube""#, &per_minute(0)),
                 series("batchbridge_cluster_reachable", hpc, "1x10 0x110"),
                 series("batchbridge_cluster_reachable", fine, "1x120"),
+                series("batchbridge_credential_expiry_timestamp_seconds", hpc, "90000x120"),
+                series("batchbridge_credential_expiry_timestamp_seconds", fine, "172800x120"),
             ],
             "alert_rule_test": [
                 {"eval_time": "10m", "alertname": "BatchbridgeSubmitFailureRatioHigh"},
@@ -1500,6 +1514,8 @@ fn check_alerts(rule_spec: &Value) {
                 {"eval_time": "30m", "alertname": "BatchbridgeReconcileErrors", "exp_alerts": [reconcile_alert]},
                 {"eval_time": "14m", "alertname": "BatchbridgeClusterUnreachable"},
                 {"eval_time": "16m", "alertname": "BatchbridgeClusterUnreachable", "exp_alerts": [unreachable_alert]},
+                {"eval_time": "60m", "alertname": "BatchbridgeCredentialExpiringSoon"},
+                {"eval_time": "120m", "alertname": "BatchbridgeCredentialExpiringSoon", "exp_alerts": [expiring_alert]},
             ],
         }],
     });

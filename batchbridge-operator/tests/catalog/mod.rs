@@ -57,6 +57,7 @@ pub(crate) fn exported_series() -> Series {
     metrics.reconciles_waiting("woken", 1);
     metrics.set_leader(true);
     metrics.set_cluster_reachable(&cluster, true);
+    metrics.set_credential_expiry(&cluster, Some(std::time::SystemTime::now()));
     let job: BatchJob = serde_json::from_value(json!({
         "apiVersion": "batchbridge.dev/v1alpha1",
         "kind": "BatchJob",
