@@ -34,9 +34,13 @@ pub const MAX_IDS_ON_COMMAND_LINE: usize = 1000;
 
 /// What submits one job: the files of the scheduler's own written into the job directory
 /// beside `script.sh`, `env.sh` and `tasks` (which [`RemoteBackend`] writes), and the
-/// command run there. The command prints the job's id first (submit.sh records its leading
-/// digits): `sbatch --parsable` and `condor_submit -terse` do; a tool that says more wraps
-/// itself in a small script that prints the number alone.
+/// command run once they are there. The command runs where the shell starts commands (the
+/// login directory over SSH), not in the job directory: it names the files by the absolute
+/// `dir` that [`CliScheduler::render_submit`] gets, and its stdin is empty. It prints the
+/// job's id first (submit.sh records its leading digits): `sbatch --parsable` and
+/// `condor_submit -terse` do; a tool that says more wraps itself in a small script that
+/// prints the number alone. A process it leaves running in the background must not keep
+/// its stdout open, or the submit waits for that process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubmitCommand {
     /// Files by name: `job.sh` (made executable) is the usual wrapper.
@@ -285,8 +289,8 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
 
     /// The files and command that submit `spec` from its job directory `dir` (absolute;
     /// `WORK/jobs/KEY`, which exists and holds `script.sh`, `env.sh` and `tasks` when the
-    /// command runs there). The command prints the new job's id first and exits 0, or
-    /// exits non-zero with the scheduler's refusal on stderr; it runs once per key (the
+    /// command runs; it does not run there, so it names `dir` itself). The command prints the
+    /// new job's id first and exits 0, or exits non-zero with the scheduler's refusal on stderr; it runs once per key (the
     /// submit is idempotent around it). Called by every submit that passed `check`, and by
     /// estimates, whose rendering is thrown away; an `Err` here refuses the spec.
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand>;
