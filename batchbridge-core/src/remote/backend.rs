@@ -290,9 +290,10 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     /// The files and command that submit `spec` from its job directory `dir` (absolute;
     /// `WORK/jobs/KEY`, which exists and holds `script.sh`, `env.sh` and `tasks` when the
     /// command runs; it does not run there, so it names `dir` itself). The command prints the
-    /// new job's id first and exits 0, or exits non-zero with the scheduler's refusal on stderr; it runs once per key (the
-    /// submit is idempotent around it). Called by every submit that passed `check`, and by
-    /// estimates, whose rendering is thrown away; an `Err` here refuses the spec.
+    /// new job's id first and exits 0, or exits non-zero with the scheduler's refusal on
+    /// stderr; it runs once per key (the submit is idempotent around it). Called by every
+    /// submit that passed `check`, and by estimates, whose rendering is thrown away; an
+    /// `Err` here refuses the spec.
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand>;
 
     /// What to add to the [`Rejected`](ErrorKind::Rejected) error of a refused submit
