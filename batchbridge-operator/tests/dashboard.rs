@@ -56,7 +56,8 @@ fn every_query_reads_series_the_operator_exports() {
     }
 }
 
-/// The panels issue 33 asks for and README shows, each with a query.
+/// The panels issue 33 asks for (and the credential expiry its alert is about), which
+/// README shows.
 #[test]
 fn the_dashboard_has_its_panels() {
     let dashboard = catalog::dashboard();
@@ -73,6 +74,7 @@ fn the_dashboard_has_its_panels() {
         "Run time (start to finish)",
         "Status lag: poll duration",
         "Scheduler command rate",
+        "Credential expiry (time left)",
     ] {
         assert!(titles.contains(title), "no panel {title:?}: {titles:?}");
     }

@@ -103,11 +103,25 @@ def quantile_series(scrapes, family, by, quantiles):
     return lines
 
 
+def plot_rates(ax, scrapes, minutes, suffix_by_name, by):
+    """sum by (BY) (rate(NAME[WINDOW])) of each counter NAME, labelled with its suffix."""
+    for name, suffix in suffix_by_name.items():
+        rates = defaultdict(lambda: ([], []))
+        for i in range(1, len(scrapes)):
+            grown, span = increase(scrapes, i, name, by)
+            for key, value in grown.items():
+                rates[key][0].append(scrapes[i][0])
+                rates[key][1].append(value / span)
+        for key, (xs, ys) in sorted(rates.items()):
+            ax.plot(minutes(xs), ys, label=" ".join(key) + suffix)
+    ax.set_ylabel("per second")
+
+
 def main(scrapes_path, output, what_ran=None):
     scrapes = read_scrapes(scrapes_path)
     start = scrapes[0][0]
     minutes = lambda times: [(t - start) / 60 for t in times]  # noqa: E731
-    figure, axes = plt.subplots(4, 2, figsize=(14, 15))
+    figure, axes = plt.subplots(6, 2, figsize=(14, 22))
     axes = iter(axes.flat)
 
     ax = next(axes)
@@ -143,24 +157,40 @@ def main(scrapes_path, output, what_ran=None):
         ax.plot(minutes(times), [sum_by(s, "batchbridge_reconciles_waiting", ("lane",)).get(lane, 0) for _, s in scrapes], label=lane[0])
     ax.set_title("Status lag: reconciles waiting")
 
-    for name_by_label, title, by in [
+    for suffix_by_name, title, by in [
         ({"batchbridge_scheduler_commands_total": ""}, "Scheduler command rate", ("batchcluster", "command")),
         ({"batchbridge_submits_total": " submits", "batchbridge_submit_failures_total": " failures"}, "Submits and failures", ("batchcluster",)),
     ]:
         ax = next(axes)
-        for name, suffix in name_by_label.items():
-            rates = defaultdict(lambda: ([], []))
-            for i in range(1, len(scrapes)):
-                grown, span = increase(scrapes, i, name, by)
-                for key, value in grown.items():
-                    rates[key][0].append(scrapes[i][0])
-                    rates[key][1].append(value / span)
-            for key, (xs, ys) in sorted(rates.items()):
-                ax.plot(minutes(xs), ys, label=" ".join(key) + suffix)
-        ax.set_ylabel("per second")
+        plot_rates(ax, scrapes, minutes, suffix_by_name, by)
         ax.set_title(title)
 
+    ax = next(axes)
+    plot_rates(ax, scrapes, minutes, {"batchbridge_reconcile_errors_total": ""}, ("controller", "reason"))
+    ax.set_title("Reconcile errors")
+
+    ax = next(axes)
+    for (version,) in sorted({k for _, s in scrapes for k in sum_by(s, "batchbridge_build_info", ("version",))}):
+        ys = [sum_by(s, "batchbridge_build_info", ("version",)).get((version,), math.nan) for _, s in scrapes]
+        ax.plot(minutes(times), ys, label=f"version {version}")
+    ax.plot(minutes(times), [sum(sum_by(s, "batchbridge_leader", ()).values()) for _, s in scrapes], "--", label="replicas leading")
+    ax.set_title("Operator")
+
+    ax = next(axes)
+    expiring = defaultdict(lambda: ([], []))
+    for t, sample in scrapes:
+        for key, value in sum_by(sample, "batchbridge_credential_expiry_timestamp_seconds", ("batchjob_namespace", "batchcluster")).items():
+            expiring[key][0].append(t)
+            expiring[key][1].append(value - t)
+    for key, (xs, ys) in sorted(expiring.items()):
+        ax.plot(minutes(xs), ys, label="/".join(key))
+    ax.set_ylabel("seconds")
+    ax.set_title("Credential expiry (time left)")
+    figure.delaxes(next(axes))
+
     for ax in figure.axes:
+        if not ax.lines and not ax.collections:
+            ax.text(0.5, 0.5, "no series in this run", ha="center", va="center", transform=ax.transAxes)
         ax.set_xlabel("minutes")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
