@@ -107,37 +107,47 @@ fn argv(command: &Command) -> Vec<String> {
         .collect()
 }
 
-/// The state of each job the server holds, by id, from `listing`'s output: tsp's list, then
-/// `epoch SECONDS`, when the server started.
-fn parse_listing(text: &str) -> HashMap<String, String> {
+/// A job's state in tsp's list, and its exit level once it finished.
+type Listed = (String, Option<i32>);
+
+/// Each job the server holds, by id, from `listing`'s output: tsp's list (number, state,
+/// output, then the exit level of a finished job), then `epoch SECONDS`, when the server
+/// started.
+fn parse_listing(text: &str) -> HashMap<String, Listed> {
     let epoch = text.lines().find_map(|line| line.strip_prefix("epoch "));
     let jobs = text.lines().filter_map(|line| {
         let mut fields = line.split_whitespace();
         // The header and the epoch line start with no number.
         let number: u64 = fields.next()?.parse().ok()?;
-        Some((format!("{}{number:010}", epoch?), fields.next()?.to_owned()))
+        let state = fields.next()?.to_owned();
+        let level = fields.nth(1).and_then(|level| level.parse().ok());
+        Some((format!("{}{number:010}", epoch?), (state, level)))
     });
     jobs.collect()
 }
 
-/// The status of job `id`, from its state in the server's list (`listed`) and what its
-/// directory says (`files`; `None` for a job this work directory does not have). A recorded
-/// end wins; a job the server no longer runs or queues is Cancelled when a cancel took it
-/// out of the queue, else Unknown (it went with its server, or never was) or, when the
-/// server lists it ended without a record, Failed.
-fn status_of(id: &str, listed: Option<&str>, files: Option<&JobFiles>) -> JobStatus {
+/// The status of job `id`, from the server's list (`listed`: its state and exit level) and
+/// what its directory says (`files`; `None` for a job this work directory does not have,
+/// or no longer has). A recorded end wins; a job the server no longer runs or queues is
+/// Cancelled when a cancel took it out of the queue, else Unknown (it went with its
+/// server, or never was), or as tsp says it ended.
+fn status_of(id: &str, listed: Option<&Listed>, files: Option<&JobFiles>) -> JobStatus {
     if let Some(ended) = files.and_then(|files| files.task_status(0)) {
         return ended;
     }
+    let listed = listed.map(|(state, level)| (state.as_str(), *level));
     match listed {
-        Some("running") => JobStatus::new(JobState::Running, "running"),
-        Some("finished" | "skipped") | None if files.is_some_and(|f| f.cancel_requested) => {
+        Some(("running", _)) => JobStatus::new(JobState::Running, "running"),
+        Some(("finished" | "skipped", _)) | None if files.is_some_and(|f| f.cancel_requested) => {
             JobStatus::new(JobState::Cancelled, "removed")
                 .with_cause(FailureCause::Cancelled(CancelledBy::Request))
         }
-        Some(state @ ("finished" | "skipped")) => JobStatus::new(JobState::Failed, state)
+        Some(("finished", Some(0))) => {
+            JobStatus::new(JobState::Succeeded, "finished").with_exit_code(0)
+        }
+        Some((state @ ("finished" | "skipped"), _)) => JobStatus::new(JobState::Failed, state)
             .with_reason("tsp says it ended, but its wrapper recorded no end"),
-        Some(state) => JobStatus::new(JobState::Queued, state)
+        Some((state, _)) => JobStatus::new(JobState::Queued, state)
             .with_reason("waiting in tsp's queue for free slots"),
         None => JobStatus::new(JobState::Unknown, "unknown").with_reason(format!(
             "neither tsp's server nor the work directory holds job {id}"
@@ -210,7 +220,7 @@ impl CliScheduler for Tsp {
         let listing = self.run(jobs, "listing", &[]).await?.stdout_text();
         let listed = parse_listing(&listing);
         let files = jobs.job_files(numbers).await?;
-        let status = |id: &&str| status_of(id, listed.get(*id).map(String::as_str), files.get(*id));
+        let status = |id: &&str| status_of(id, listed.get(*id), files.get(*id));
         Ok(numbers.iter().map(status).collect())
     }
 
@@ -258,4 +268,31 @@ pub async fn restart_server(backend: &TspBackend) -> Result<()> {
         .run(backend.jobs(), "restart", &[])
         .await
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tsp -l` of task-spooler 1.0.1, as `listing` prints it.
+    const LISTING: &str = "\
+ID   State      Output               E-Level  Times(r/u/s)   Command [run=1/4]
+3    running    stdout                                       [k3]/w/jobs/k3/job.sh
+4    queued     stdout                                       [k4]/w/jobs/k4/job.sh
+1    finished   stdout               0        0.00/0.00/0.00 [k1]/w/jobs/k1/job.sh
+2    finished   stdout               -1       0.31/0.00/0.00 [k2]/w/jobs/k2/job.sh
+epoch 1795678438
+";
+
+    #[test]
+    fn states_come_from_the_list_of_the_ids_own_server() {
+        let listed = parse_listing(LISTING);
+        let state = |id: &str| status_of(id, listed.get(id), None).state;
+        assert_eq!(state("17956784380000000003"), JobState::Running);
+        assert_eq!(state("17956784380000000004"), JobState::Queued);
+        assert_eq!(state("17956784380000000001"), JobState::Succeeded);
+        assert_eq!(state("17956784380000000002"), JobState::Failed);
+        // Number 3 of an earlier server is another job.
+        assert_eq!(state("17956780000000000003"), JobState::Unknown);
+    }
 }
