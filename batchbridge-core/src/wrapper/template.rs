@@ -118,6 +118,13 @@ impl BatchJobWrapper {
     /// own for every task of an array) from the scheduler's variables, and which ends with
     /// `end_cancelled` (shell code run last in the SIGTERM trap: `exit 143`, or
     /// `trap - TERM; kill -TERM $$` for a scheduler that reads a death by the signal).
+    ///
+    /// The `task_and_job` lines run first, with `dir` (the job directory, absolute) and
+    /// `workdir` already set and nothing of the job started, so they may read the job
+    /// directory: a scheduler without a variable for the id waits for `$dir/job_id`, which
+    /// the submit writes once the scheduler printed it, and one that may start a job a
+    /// cancel just reached exits there when `$dir/cancel-requested` exists (the wrapper
+    /// protocol, in the module docs).
     pub const fn new(
         shell: &'static str,
         task_and_job: &'static str,
