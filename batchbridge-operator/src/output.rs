@@ -609,6 +609,23 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
     }
 }
 
+/// The credential of a Secret mounted at `dir`: its key file, else its password.
+fn mounted_auth(dir: &std::path::Path) -> batchbridge_core::Result<SshAuth> {
+    let key_file = dir.join(SSH_PRIVATE_KEY);
+    if key_file.is_file() {
+        return Ok(SshAuth::KeyFile(key_file));
+    }
+    let password = std::fs::read_to_string(dir.join(PASSWORD)).map_err(|err| {
+        batchbridge_core::Error::invalid_input(format!(
+            "fetch-output: no {SSH_PRIVATE_KEY} or {PASSWORD} ({BASIC_AUTH_TYPE}) in {}: {err}",
+            dir.display()
+        ))
+    })?;
+    Ok(SshAuth::Password(batchbridge_core::shell::Password::new(
+        password,
+    )))
+}
+
 /// How often a log pod asks the scheduler whether the job it follows ended; its output is
 /// read every `LOG_POD_READ` meanwhile, from the job's files, without the scheduler.
 const LOG_POD_POLL: Duration = Duration::from_secs(30);
@@ -636,18 +653,7 @@ pub async fn fetch_output_to(
     };
     let id = JobId::from(need("BATCHBRIDGE_JOB_ID")?);
     let scheduler = Scheduler::from(need("BATCHBRIDGE_SCHEDULER")?);
-    let key_file = credentials.join(SSH_PRIVATE_KEY);
-    let auth = if key_file.is_file() {
-        SshAuth::KeyFile(key_file)
-    } else {
-        let password = std::fs::read_to_string(credentials.join(PASSWORD)).map_err(|err| {
-            batchbridge_core::Error::invalid_input(format!(
-                "fetch-output: no {SSH_PRIVATE_KEY} or {PASSWORD} ({BASIC_AUTH_TYPE}) in {}: {err}",
-                credentials.display()
-            ))
-        })?;
-        SshAuth::Password(batchbridge_core::shell::Password::new(password))
-    };
+    let auth = mounted_auth(credentials)?;
     let port = need("BATCHBRIDGE_SSH_PORT")?.parse().map_err(|_| {
         batchbridge_core::Error::invalid_input("fetch-output: BATCHBRIDGE_SSH_PORT is not a port")
     })?;
@@ -674,12 +680,12 @@ pub async fn fetch_output_to(
                 "fetch-output: BATCHBRIDGE_JUMP_HOST_{number}_PORT is not a port"
             ))
         })?;
-        let key = jump_host_mount(credentials, number).join(SSH_PRIVATE_KEY);
+        let auth = mounted_auth(&jump_host_mount(credentials, number))?;
         config = config.jump_host(
             JumpHost::new(
                 var("HOST")?,
                 var("USER")?,
-                SshAuth::KeyFile(key),
+                auth,
                 HostKeys::Entries(var("KNOWN_HOSTS")?),
             )
             .port(port),

@@ -1,7 +1,8 @@
 //! BatchClusters reached through jump hosts (`spec.ssh.jumpHosts`), against the test bed's
 //! two bastions (`tests/testbed/bastion.sh`) in front of the SLURM login, with the real
-//! kube-apiserver: a BatchJob runs through both hops and its log pod follows it the same
-//! way; a wrong host key on the second hop is a condition that names that hop.
+//! kube-apiserver: a BatchJob runs through both hops (hop 1 with a key Secret, hop 2 with a
+//! password one) and its log pod follows it the same way; a wrong host key on the second hop
+//! is a condition that names that hop.
 
 // Helpers panic on purpose: anything unexpected is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -15,7 +16,7 @@ use batchbridge_operator::crd::{BatchCluster, Phase};
 use batchbridge_testbed::{BastionHop, Login, bastion_hops, login};
 use common::Cluster;
 use common::operator::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
@@ -83,7 +84,12 @@ async fn log_pod_through_hops(
     for (number, hop) in (1..).zip(hops) {
         let dir = mounts.path().join(format!("jump-host-{number}"));
         std::fs::create_dir(&dir).unwrap();
-        std::fs::copy(&hop.key, dir.join("ssh-privatekey")).unwrap();
+        match &hop.password {
+            Some(password) => std::fs::write(dir.join("password"), password).unwrap(),
+            None => {
+                std::fs::copy(&hop.key, dir.join("ssh-privatekey")).unwrap();
+            }
+        }
     }
     let mut printed = Vec::new();
     batchbridge_operator::output::fetch_output_to(
@@ -131,13 +137,21 @@ async fn a_batchjob_runs_through_two_jump_hosts_and_a_wrong_hop_key_is_named() {
     let login = login("ssh");
     let hops = bastion_hops();
     create_secret(&bed, "cluster-key", &login).await;
-    for (number, hop) in (1..).zip(&hops) {
-        let hop_login = Login {
-            private_key: hop.key.clone(),
-            ..login.clone()
-        };
-        create_secret(&bed, &format!("jump-{number}-key"), &hop_login).await;
-    }
+    let hop_1_login = Login {
+        private_key: hops[0].key.clone(),
+        ..login.clone()
+    };
+    create_secret(&bed, "jump-1-key", &hop_1_login).await;
+    let password: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "jump-2-key"},
+        "type": "kubernetes.io/basic-auth",
+        "stringData": {"password": hops[1].password.clone().expect("hop 2 takes a password")},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
+        .create(&PostParams::default(), &password)
+        .await
+        .unwrap();
     let right: Vec<_> = hops
         .iter()
         .map(|hop| (hop.clone(), hop.known_hosts.clone()))

@@ -99,22 +99,10 @@ fn jump_host(
             format!("Secret {name:?} of {field} not found in namespace {namespace:?}"),
         )
     })?;
-    let auth = match auth(name, secret)? {
-        SshAuth::Password(_) => {
-            return Err(problem(
-                Reason::SecretMalformed,
-                format!(
-                    "Secret {name:?} of {field}: a jump host logs in with a key, not a \
-                     password; use a {SSH_AUTH_TYPE} Secret (key {SSH_PRIVATE_KEY})"
-                ),
-            ));
-        }
-        key => key,
-    };
     Ok(JumpHost::new(
         &hop.host,
         &hop.user,
-        auth,
+        auth(name, secret)?,
         HostKeys::Entries(hop.known_hosts.clone()),
     )
     .port(hop.port))
@@ -475,8 +463,24 @@ mod tests {
     }
 
     #[test]
-    fn jump_host_problems_name_the_hop_and_what_to_fix() {
+    fn a_basic_auth_secret_gives_a_hop_a_password() {
         let password = secret(Some(BASIC_AUTH_TYPE), &[(PASSWORD, b"hunter2")]);
+        let config = ssh_config(
+            "research",
+            &spec_with_hops(),
+            Some(&key_secret()),
+            &[Some(password), Some(key_secret())],
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(
+            config.jump_hosts[0].auth,
+            SshAuth::Password(Password::new("hunter2"))
+        );
+    }
+
+    #[test]
+    fn jump_host_problems_name_the_hop_and_what_to_fix() {
+        let opaque = secret(Some("Opaque"), &[(PASSWORD, b"hunter2")]);
         let no_hosts = {
             let mut spec = spec_with_hops();
             spec.ssh.as_mut().unwrap().jump_hosts[1].known_hosts = " ".into();
@@ -491,9 +495,9 @@ mod tests {
             ),
             (
                 spec_with_hops(),
-                vec![Some(password), Some(key_secret())],
+                vec![Some(opaque), Some(key_secret())],
                 Reason::SecretMalformed,
-                "Secret \"bastion-key\" of spec.ssh.jumpHosts[0]: a jump host logs in with a key",
+                "Secret \"bastion-key\": its type is \"Opaque\"",
             ),
             (
                 spec_with_hops(),

@@ -261,9 +261,10 @@ pub struct SshJumpHost {
     /// The user to log in to this hop as (the same rules as ssh.user).
     #[schemars(length(min = 1, max = 64), regex(pattern = USER))]
     pub user: String,
-    /// The Secret in this namespace holding this hop's SSH key: of type
-    /// kubernetes.io/ssh-auth (a private key under the key ssh-privatekey). A hop logs in
-    /// with a key, never a password.
+    /// The Secret in this namespace holding this hop's own SSH credential, as spec.secretRef
+    /// does the login node's: of type kubernetes.io/ssh-auth (a private key under the key
+    /// ssh-privatekey) or kubernetes.io/basic-auth (a password under the key password; the
+    /// login is this hop's user).
     pub secret_ref: SecretReference,
     /// This hop's host keys in OpenSSH known_hosts format (what "ssh-keyscan -p PORT HOST"
     /// prints for it, checked out of band): a hop whose key is not among them is refused,
