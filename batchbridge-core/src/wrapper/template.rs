@@ -84,7 +84,11 @@ pub fn job_wrapper(template: &str, spec: &JobSpec, dir: &str, backend: &str) -> 
 /// wrapper protocol (the module docs): it enters the working directory, finds the runner
 /// before the job's environment applies, runs the script with its output beside it, passes
 /// a SIGTERM on to the script and waits for it, and records each task's start and end
-/// (`task-N.exit` and the job events). A backend supplies only what is its scheduler's:
+/// (`task-N.exit` and the job events), and exits with the script's exit code (70,
+/// [`NOT_STARTED_EXIT_CODE`](super::NOT_STARTED_EXIT_CODE), when the script never ran), so
+/// that the scheduler's own record of the exit agrees with `task-N.exit` even once the job
+/// directory is gone (after a cancel it ends as `end_cancelled` says). A backend supplies
+/// only what is its scheduler's:
 /// the shell that runs it, the lines that read the task index and job id from the
 /// scheduler's variables, and how the wrapper ends once it recorded a cancel.
 ///
