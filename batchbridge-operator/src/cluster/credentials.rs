@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use batchbridge_core::shell::{Certificate, HostKeys, JumpHost, Password, SshAuth, SshConfig};
+use batchbridge_core::shell::{
+    Certificate, HostKeys, JumpHost, KerberosKeytab, Keytab, Password, SshAuth, SshConfig,
+};
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::crd::{BatchClusterSpec, SshJumpHost};
@@ -20,6 +22,13 @@ pub const PASSWORD: &str = "password";
 /// The key of an ssh-auth Secret's OpenSSH certificate of its private key, when the login
 /// node trusts a user CA (optional).
 pub const SSH_CERTIFICATE: &str = "ssh-certificate";
+/// The Secret type holding a Kerberos keytab under [`KEYTAB`] and its principal under
+/// [`PRINCIPAL`]: the login gets a ticket from it and uses GSSAPI.
+pub const KEYTAB_TYPE: &str = "batchbridge.dev/kerberos-keytab";
+/// The key of a keytab Secret's keytab, the bytes `kadmin ktadd` or `ktutil` write.
+pub const KEYTAB: &str = "keytab";
+/// The key of a keytab Secret's principal, e.g. `alice@HPC.EXAMPLE`.
+pub const PRINCIPAL: &str = "principal";
 
 /// The SSH configuration to reach `spec`'s login node with the credential in `secret`, and
 /// through its jump hosts with theirs in `hop_secrets`, one per `spec.ssh.jumpHosts` in
@@ -111,8 +120,8 @@ fn jump_host(
 fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
     let malformed =
         |what: String| problem(Reason::SecretMalformed, format!("Secret {name:?}: {what}"));
-    let value = |key: &str| -> Result<String, ClusterProblem> {
-        let bytes = secret
+    let bytes = |key: &str| -> Result<Vec<u8>, ClusterProblem> {
+        secret
             .data
             .as_ref()
             .and_then(|data| data.get(key))
@@ -124,7 +133,10 @@ fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
                     .and_then(|data| data.get(key))
                     .map(|text| text.clone().into_bytes())
             })
-            .ok_or_else(|| malformed(format!("has no key {key:?}")))?;
+            .ok_or_else(|| malformed(format!("has no key {key:?}")))
+    };
+    let value = |key: &str| -> Result<String, ClusterProblem> {
+        let bytes = bytes(key)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| malformed(format!("the value of {key:?} is not UTF-8 text")))?;
         if text.trim().is_empty() {
@@ -155,9 +167,24 @@ fn auth(name: &str, secret: &Secret) -> Result<SshAuth, ClusterProblem> {
             })
         }
         Some(BASIC_AUTH_TYPE) => Ok(SshAuth::Password(Password::new(value(PASSWORD)?))),
+        Some(KEYTAB_TYPE) => {
+            let principal = value(PRINCIPAL)?.trim().to_owned();
+            let keytab = bytes(KEYTAB)?;
+            // MIT and Heimdal keytabs begin with the format's version, 5 then 1 or 2.
+            if !matches!(keytab.as_slice(), [5, 1 | 2, ..]) {
+                return Err(malformed(format!(
+                    "{KEYTAB:?} does not hold a keytab (the file kadmin's ktadd or ktutil \
+                     writes, base64-encoded under data)"
+                )));
+            }
+            Ok(SshAuth::Keytab(KerberosKeytab::new(
+                principal,
+                Keytab::Contents(keytab),
+            )))
+        }
         other => Err(malformed(format!(
-            "its type is {:?}; use {SSH_AUTH_TYPE} (key {SSH_PRIVATE_KEY}) or {BASIC_AUTH_TYPE} \
-             (key {PASSWORD})",
+            "its type is {:?}; use {SSH_AUTH_TYPE} (key {SSH_PRIVATE_KEY}), {BASIC_AUTH_TYPE} \
+             (key {PASSWORD}) or {KEYTAB_TYPE} (keys {KEYTAB} and {PRINCIPAL})",
             other.unwrap_or("Opaque")
         ))),
     }
@@ -288,6 +315,43 @@ mod tests {
         assert_eq!(problem.reason, Reason::SecretMalformed);
         assert!(
             problem
+    #[test]
+    fn a_keytab_secret_gives_a_kerberos_login_and_what_is_no_keytab_is_named() {
+        let keytab = b"\x05\x02\x00\x00\x00\x40";
+        let config = ssh_config(
+            "research",
+            &spec(),
+            Some(&secret(
+                Some(KEYTAB_TYPE),
+                &[(KEYTAB, keytab), (PRINCIPAL, b"alice@HPC.EXAMPLE\n")],
+            )),
+            &[],
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(
+            config.auth,
+            SshAuth::Keytab(KerberosKeytab::new(
+                "alice@HPC.EXAMPLE",
+                Keytab::Contents(keytab.to_vec()),
+            ))
+        );
+        for (data, message) in [
+            (
+                &[(KEYTAB, &b"alice:hunter2"[..]), (PRINCIPAL, b"alice@HPC")][..],
+                "Secret \"hpc-key\": \"keytab\" does not hold a keytab",
+            ),
+            (
+                &[(KEYTAB, &keytab[..])][..],
+                "Secret \"hpc-key\": has no key \"principal\"",
+            ),
+        ] {
+            let secret = secret(Some(KEYTAB_TYPE), data);
+            let problem = ssh_config("research", &spec(), Some(&secret), &[]).unwrap_err();
+            assert_eq!(problem.reason, Reason::SecretMalformed);
+            assert!(problem.message.starts_with(message), "{}", problem.message);
+        }
+    }
+
                 .message
                 .starts_with("Secret \"hpc-key\": \"ssh-certificate\": not an OpenSSH certificate"),
             "{}",

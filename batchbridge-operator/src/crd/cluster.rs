@@ -87,8 +87,11 @@ pub struct BatchClusterSpec {
     pub ssh: Option<SshEndpoint>,
     /// The Secret in this namespace holding the SSH credential: of type
     /// kubernetes.io/ssh-auth (a private key under the key ssh-privatekey) or
-    /// kubernetes.io/basic-auth (a password under the key password; the login is ssh.user).
-    /// Required with ssh.
+    /// kubernetes.io/basic-auth (a password under the key password; the login is ssh.user),
+    /// or batchbridge.dev/kerberos-keytab (a Kerberos keytab under the key keytab and its
+    /// principal under the key principal: each login gets a ticket from it into a private
+    /// credential cache and logs in with GSSAPI; the operator's Kerberos configuration is
+    /// its KRB5_CONFIG, else /etc/krb5.conf). Required with ssh.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
     /// The login node's host keys in OpenSSH known_hosts format (what "ssh-keyscan -p PORT
