@@ -315,6 +315,14 @@ mod tests {
         assert_eq!(problem.reason, Reason::SecretMalformed);
         assert!(
             problem
+                .message
+                .starts_with("Secret \"hpc-key\": \"ssh-certificate\": not an OpenSSH certificate"),
+            "{}",
+            problem.message
+        );
+        assert_eq!(certificate(&bad), None);
+    }
+
     #[test]
     fn a_keytab_secret_gives_a_kerberos_login_and_what_is_no_keytab_is_named() {
         let keytab = b"\x05\x02\x00\x00\x00\x40";
@@ -350,14 +358,6 @@ mod tests {
             assert_eq!(problem.reason, Reason::SecretMalformed);
             assert!(problem.message.starts_with(message), "{}", problem.message);
         }
-    }
-
-                .message
-                .starts_with("Secret \"hpc-key\": \"ssh-certificate\": not an OpenSSH certificate"),
-            "{}",
-            problem.message
-        );
-        assert_eq!(certificate(&bad), None);
     }
 
     #[test]
