@@ -73,6 +73,8 @@ struct ClusterConfig {
     ssh_config: Option<PathBuf>,
     #[serde(default)]
     login: LoginKind,
+    #[serde(default)]
+    auth: AuthKind,
     /// How long a `batchbridge login` stays open without a command, as humantime reads it.
     login_persist: Option<String>,
     work_dir: Option<String>,
@@ -91,6 +93,17 @@ enum LoginKind {
     /// Only through a `batchbridge login` (a password or one-time password typed at a
     /// terminal): without one open, commands refuse.
     Interactive,
+}
+
+/// What a cluster's own logins authenticate with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum AuthKind {
+    /// A key (`key_file`, the ssh-agent, a default key) or what the ssh_config offers.
+    #[default]
+    Key,
+    /// The user's Kerberos ticket (from `kinit`), by GSSAPI; nothing is delegated.
+    Kerberos,
 }
 
 /// How long a `batchbridge login` stays open without a command when the config says not.
@@ -159,7 +172,14 @@ impl Cluster {
             ..error
         };
         if kind == ErrorKind::LoginRequired {
-            return error.with_hint(login_hint(&self.name));
+            // Without a `batchbridge login` in use, only a missing Kerberos ticket asks for
+            // one (auth = "kerberos"); the message names the kinit to run.
+            let hint = if self.logged_in == Some(false) {
+                "get a ticket with kinit (klist shows the ones you have), then try again".to_owned()
+            } else {
+                login_hint(&self.name)
+            };
+            return error.with_hint(hint);
         }
         match &self.ssh {
             None => error,
@@ -506,6 +526,9 @@ impl Clusters {
         if let Some(secs) = config.connect_timeout_secs {
             ssh.connect_timeout = Duration::from_secs(secs);
         }
+        if config.auth == AuthKind::Kerberos {
+            ssh.auth = SshAuth::KerberosTicket;
+        }
         // One attempt: a person at a terminal wants the error now, not after retries.
         ssh.connect_attempts = 1;
         Ok((ssh, target))
@@ -575,6 +598,13 @@ impl Clusters {
         };
         check_ssh_word("user", &user)?;
         let (auth, credentials) = match (&config.key_file, std::env::var_os("SSH_AUTH_SOCK")) {
+            (Some(_), _) if config.auth == AuthKind::Kerberos => {
+                return Err("`key_file` is not read with auth = \"kerberos\"".into());
+            }
+            _ if config.auth == AuthKind::Kerberos => (
+                SshAuth::KerberosTicket,
+                "your Kerberos ticket (klist shows it)".to_owned(),
+            ),
             (Some(path), _) => {
                 let path = self.expand(path);
                 let credentials = format!("the key {}", path.display());
@@ -642,6 +672,7 @@ impl ClusterConfig {
             ssh_alias: None,
             ssh_config: None,
             login: LoginKind::Automatic,
+            auth: AuthKind::Key,
             login_persist: None,
             work_dir: None,
             partition: None,
