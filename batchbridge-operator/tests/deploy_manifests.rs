@@ -1411,8 +1411,9 @@ fn promtool(dir: &Path, args: &[&str]) -> String {
 
 /// The PrometheusRule's alerts: `promtool check rules` (Debian's `prometheus` package;
 /// .ci/run installs it) accepts its groups, `promtool test rules` shows them firing when and
-/// as they should, and every metric an expression reads is a series the operator exports
-/// ([`catalog::exported_series`], from its registry's own text).
+/// as they should, every metric an expression reads is a series the operator exports
+/// ([`catalog::exported_series`], from its registry's own text), and README and the chart's
+/// README list each alert.
 fn check_alerts(rule_spec: &Value) {
     let alerts: Vec<&str> = rule_spec["groups"]
         .as_array()
@@ -1430,6 +1431,18 @@ fn check_alerts(rule_spec: &Value) {
             "BatchbridgeCredentialExpiringSoon",
         ]
     );
+
+    // Both READMEs list every alert.
+    for readme in [repo().join("README.md"), chart().join("README.md")] {
+        let text = std::fs::read_to_string(&readme).unwrap();
+        for alert in &alerts {
+            assert!(
+                text.contains(&format!("| `{alert}`")),
+                "{} does not list {alert}",
+                readme.display()
+            );
+        }
+    }
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
