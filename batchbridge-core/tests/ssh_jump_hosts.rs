@@ -5,8 +5,10 @@
 #![allow(clippy::unwrap_used)]
 
 use batchbridge_core::ErrorKind;
-use batchbridge_core::shell::{Command, HostKeys, Password, Shell, SshAuth, SshConfig, SshShell};
-use batchbridge_testbed::{bastion_hops, ssh_facts};
+use batchbridge_core::shell::{
+    Command, HostKeys, JumpHost, Password, Shell, SshAuth, SshConfig, SshShell,
+};
+use batchbridge_testbed::{bastion_hops, ca_facts, ssh_facts};
 
 /// The SLURM login's config (its key, its host key) in `runtime_dir`, without hops.
 fn login_config(runtime_dir: &std::path::Path) -> SshConfig {
@@ -139,6 +141,33 @@ async fn a_hop_logs_in_with_its_own_password() {
     .unwrap();
     let err = shell.connect().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+}
+
+/// The test bed's certificate login (`ca.sh`), which forwards TCP, as a jump host: a hop
+/// may log in with a key and its certificate, as a file beside the key or as texts.
+#[tokio::test]
+async fn a_hop_logs_in_with_a_certificate() {
+    let ca = ca_facts();
+    let key = std::fs::read_to_string(&ca.user_key).unwrap();
+    for auth in [
+        SshAuth::certified_key_file(&ca.user_key),
+        SshAuth::CertifiedKey {
+            key: Password::new(key),
+            certificate: ca.issue("+5m"),
+        },
+    ] {
+        let runtime = tempfile::tempdir().unwrap();
+        let hop = JumpHost::new(
+            &ca.host,
+            &ca.user,
+            auth.clone(),
+            HostKeys::File(ca.known_hosts.clone()),
+        )
+        .port(ca.port);
+        let shell = SshShell::new(login_config(runtime.path()).jump_host(hop)).unwrap();
+        let out = shell.run(&Command::new("id").arg("-un")).await;
+        assert_eq!(out.unwrap().stdout_text(), "batch\n", "{auth:?}");
+    }
 }
 
 #[tokio::test]

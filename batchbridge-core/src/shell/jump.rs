@@ -41,9 +41,10 @@ pub struct JumpHost {
     pub port: u16,
     /// The user on this hop.
     pub user: String,
-    /// This hop's credential: a key file, a key's text, an agent or a password (each hop's
-    /// through an askpass helper of its own; on disk, like the login's, only while the
-    /// connection logs in).
+    /// This hop's credential: a key file or a key's text (either with its certificate), an
+    /// agent or a password (each hop's through an askpass helper of its own). Key texts,
+    /// certificates given as text and passwords are on disk, like the login's, only while
+    /// the connection logs in.
     pub auth: SshAuth,
     /// This hop's host keys; a hop whose key is not among them is refused.
     pub host_keys: HostKeys,
@@ -173,7 +174,7 @@ impl JumpChain {
                             KbdInteractiveAuthentication no\n";
             let mut helper = None;
             let auth_options = match &hop.auth {
-                SshAuth::KeyFile(path) => {
+                SshAuth::KeyFile(path) | SshAuth::CertifiedKeyFile { key: path, .. } => {
                     std::fs::File::open(path).map_err(|err| {
                         Error::invalid_input(format!(
                             "{what}: cannot read the private key {}: {err}",
@@ -181,9 +182,12 @@ impl JumpChain {
                         ))
                     })?;
                     text.push_str(&identity_lines(path)?);
+                    if let SshAuth::CertifiedKeyFile { certificate, .. } = &hop.auth {
+                        text.push_str(&certificate_line(certificate)?);
+                    }
                     key_only
                 }
-                SshAuth::Key(key) => {
+                SshAuth::Key(key) | SshAuth::CertifiedKey { key, .. } => {
                     let path = dir.join(format!("{}.id", alias(index)));
                     text.push_str(&identity_lines(&path)?);
                     let mut key = key.text().to_owned();
@@ -191,6 +195,11 @@ impl JumpChain {
                         key.push('\n'); // OpenSSH refuses a key file without the final newline
                     }
                     secrets.push((path, key));
+                    if let SshAuth::CertifiedKey { certificate, .. } = &hop.auth {
+                        let file = dir.join(format!("{}.id-cert.pub", alias(index)));
+                        text.push_str(&certificate_line(&file)?);
+                        secrets.push((file, format!("{}\n", certificate.trim())));
+                    }
                     key_only
                 }
                 SshAuth::Agent(socket) => {
@@ -216,8 +225,8 @@ impl JumpChain {
                 }
                 _ => {
                     return Err(Error::invalid_input(format!(
-                        "{what}: a jump host logs in with a key file, a key's text, an \
-                         ssh-agent or a password"
+                        "{what}: a jump host logs in with a key file or a key's text (either \
+                         with its certificate), an ssh-agent or a password"
                     )));
                 }
             };
@@ -309,6 +318,10 @@ fn identity_lines(path: &Path) -> Result<String> {
         "    IdentityFile {}\n    IdentitiesOnly yes\n    IdentityAgent none\n",
         config_path(path)?
     ))
+}
+
+fn certificate_line(path: &Path) -> Result<String> {
+    Ok(format!("    CertificateFile {}\n", config_path(path)?))
 }
 
 fn path_text(path: &Path) -> Result<&str> {
@@ -484,6 +497,48 @@ mod tests {
         drop(guard);
         assert!(!password.exists());
         assert!(!config.contains("first secret"));
+    }
+
+    #[test]
+    fn a_certified_key_hop_names_its_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("bastion_ed25519");
+        std::fs::write(&key_file, "key").unwrap();
+        let hops = [
+            hop("bastion1", 22, SshAuth::certified_key_file(&key_file)),
+            hop(
+                "bastion2",
+                22,
+                SshAuth::CertifiedKey {
+                    key: Password::new("KEY"),
+                    certificate: "ssh-ed25519-cert-v01@openssh.com AAAA\n\n".into(),
+                },
+            ),
+        ];
+        let chain = prepare(&hops, dir.path()).unwrap().unwrap();
+        let d = dir.path().display();
+        let config = config_text(dir.path());
+        assert!(
+            config.contains(&format!(
+                "IdentityFile \"{d}/bastion_ed25519\"\n    IdentitiesOnly yes\n    \
+                 IdentityAgent none\n    CertificateFile \"{d}/bastion_ed25519-cert.pub\"\n"
+            )),
+            "{config}"
+        );
+        assert!(
+            config.contains(&format!(
+                "    CertificateFile \"{d}/batchbridge-jump-2.id-cert.pub\"\n"
+            )),
+            "{config}"
+        );
+        let certificate = dir.path().join("batchbridge-jump-2.id-cert.pub");
+        let guard = chain.write_secrets().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&certificate).unwrap(),
+            "ssh-ed25519-cert-v01@openssh.com AAAA\n"
+        );
+        drop(guard);
+        assert!(!certificate.exists());
     }
 
     #[test]
