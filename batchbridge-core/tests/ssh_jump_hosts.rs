@@ -141,6 +141,11 @@ async fn a_hop_logs_in_with_its_own_password() {
     .unwrap();
     let err = shell.connect().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+    let hop2 = format!(
+        "jump host 2 (127.0.0.1:{}) on the way: the hop refused",
+        hops[1].port
+    );
+    assert!(err.message().contains(&hop2), "{err}");
 }
 
 /// The test bed's certificate login (`ca.sh`), which forwards TCP, as a jump host: a hop
@@ -171,6 +176,20 @@ async fn a_hop_logs_in_with_a_certificate() {
 }
 
 #[tokio::test]
+async fn the_login_hosts_own_wrong_key_names_no_hop() {
+    let runtime = tempfile::tempdir().unwrap();
+    let hops = bastion_hops();
+    let mut config = login_config(runtime.path())
+        .jump_host(hops[0].jump_host())
+        .jump_host(hops[1].jump_host());
+    config.host_keys = HostKeys::File(ssh_facts().wrong_known_hosts);
+    let err = SshShell::new(config).unwrap().connect().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::HostKeyMismatch, "{err}");
+    assert!(!err.message().contains("jump host"), "{err}");
+    assert!(err.message().starts_with("batch@127.0.0.1:2222: "), "{err}");
+}
+
+#[tokio::test]
 async fn each_hop_takes_its_own_key_only() {
     let runtime = tempfile::tempdir().unwrap();
     let hops = bastion_hops();
@@ -184,4 +203,9 @@ async fn each_hop_takes_its_own_key_only() {
     .unwrap();
     let err = shell.connect().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
+    let hop2 = format!(
+        "jump host 2 (127.0.0.1:{}) on the way: the hop refused",
+        hops[1].port
+    );
+    assert!(err.message().contains(&hop2), "{err}");
 }

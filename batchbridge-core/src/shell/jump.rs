@@ -8,11 +8,11 @@
 //! host the same way through the last hop. `ProxyCommand` rather than `ProxyJump`, which
 //! is the same `ssh -W` written for us: the `ssh` that `ProxyJump` starts cannot be told
 //! where to log, so a hop's host-key or login failure would vanish with its stderr; ours
-//! log (`-E`) to the master's log, where [`name_failing_hop`] finds them.
+//! log (`-E`) to a file per hop, where [`JumpChain::name_failing_hop`] finds them.
 
 use std::path::{Path, PathBuf};
 
-use super::ssh::{HostKeys, SshAuth, write_private};
+use super::ssh::{HostKeys, SshAuth, classify_connect_failure, write_private};
 use crate::error::{Error, ErrorKind, Result};
 
 /// One SSH server on the way to the login host, with its own credential and host keys.
@@ -77,17 +77,6 @@ impl JumpHost {
     pub fn address(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
-
-    /// How `ssh` names this hop in known_hosts and in its messages: `[host]:port`, or
-    /// `host` on port 22 (lower-cased, as `ssh` does).
-    fn known_hosts_name(&self) -> String {
-        let host = self.host.to_lowercase();
-        if self.port == 22 {
-            host
-        } else {
-            format!("[{host}]:{}", self.port)
-        }
-    }
 }
 
 /// The files of a shell's jump hosts, in its private directory.
@@ -97,6 +86,12 @@ pub(super) struct JumpChain {
     proxy_option: String,
     /// Where each hop's key text or password goes while the master authenticates, with it.
     secrets: Vec<(PathBuf, String)>,
+    /// Each hop's log: what the `ssh` that logs in to it says.
+    logs: Vec<PathBuf>,
+    /// How messages name each hop: `jump host N (host:port)`.
+    names: Vec<String>,
+    /// The `ssh-keyscan` command that shows each hop's host key.
+    keyscans: Vec<String>,
 }
 
 /// The alias of hop `index` (0-based) in the written ssh_config; no real host name looks
@@ -107,12 +102,11 @@ fn alias(index: usize) -> String {
 
 impl JumpChain {
     /// Checks the hops and writes their ssh_config and known hosts into `dir`; `None`
-    /// without hops. `ssh_program` runs each hop, `log` receives every hop's messages.
+    /// without hops. `ssh_program` runs each hop.
     pub(super) fn prepare(
         hops: &[JumpHost],
         dir: &Path,
         ssh_program: &Path,
-        log: &Path,
         connect_timeout_secs: u64,
     ) -> Result<Option<Self>> {
         if hops.is_empty() {
@@ -127,20 +121,29 @@ impl JumpChain {
                 .map(|quoted| quoted.into_owned())
                 .map_err(|err| Error::invalid_input(format!("path {text:?}: {err}")))
         };
-        let ssh_w = format!(
-            "{} -E {} -F {} -W '[%h]:%p'",
-            quoted(ssh_program)?,
-            quoted(log)?,
-            quoted(&config)?
-        );
-        // The `ssh` that logs in to hop `through`, with that hop's own askpass helper when
-        // it logs in with a password.
-        let proxy_command = |through: usize, askpass: Option<&str>| match askpass {
-            Some(helper) => format!(
-                "env SSH_ASKPASS={helper} SSH_ASKPASS_REQUIRE=force DISPLAY=none {ssh_w} {}",
+        let logs: Vec<PathBuf> = (0..hops.len())
+            .map(|index| dir.join(format!("{}.log", alias(index))))
+            .collect();
+        let ssh = quoted(ssh_program)?;
+        let config_file = quoted(&config)?;
+        let quoted_logs = logs
+            .iter()
+            .map(|log| quoted(log))
+            .collect::<Result<Vec<_>>>()?;
+        // The `ssh` that logs in to hop `through`, logging to that hop's log, with its own
+        // askpass helper when it logs in with a password.
+        let proxy_command = |through: usize, askpass: Option<&str>| {
+            let ssh_w = format!(
+                "{ssh} -E {} -F {config_file} -W '[%h]:%p' {}",
+                quoted_logs[through],
                 alias(through)
-            ),
-            None => format!("{ssh_w} {}", alias(through)),
+            );
+            match askpass {
+                Some(helper) => format!(
+                    "env SSH_ASKPASS={helper} SSH_ASKPASS_REQUIRE=force DISPLAY=none {ssh_w}"
+                ),
+                None => ssh_w,
+            }
         };
         let mut askpass: Vec<Option<String>> = Vec::new();
         let mut text = String::from(
@@ -254,6 +257,16 @@ impl JumpChain {
                 proxy_command(last, askpass[last].as_deref())
             ),
             secrets,
+            logs,
+            names: hops
+                .iter()
+                .enumerate()
+                .map(|(index, hop)| format!("jump host {} ({})", index + 1, hop.address()))
+                .collect(),
+            keyscans: hops
+                .iter()
+                .map(|hop| format!("ssh-keyscan -p {} {}", hop.port, hop.host))
+                .collect(),
         }))
     }
 
@@ -262,15 +275,31 @@ impl JumpChain {
         &self.proxy_option
     }
 
-    /// Writes the hops' key texts and passwords (0600) for the master to authenticate
-    /// with; they are removed when the returned guard drops.
-    pub(super) fn write_secrets(&self) -> Result<SecretFiles> {
+    /// Before a master logs in: empties the hops' logs, so that they hold this login's
+    /// messages only, and writes the hops' key texts and passwords (0600) for it to
+    /// authenticate with; those are removed when the returned guard drops.
+    pub(super) fn start_login(&self) -> Result<SecretFiles> {
+        for log in &self.logs {
+            std::fs::write(log, b"")?;
+        }
         let mut written = SecretFiles(Vec::new());
         for (path, text) in &self.secrets {
             write_private(path, text.as_bytes(), 0o600)?;
             written.0.push(path.clone());
         }
         Ok(written)
+    }
+
+    /// `error`, the failure of a master to log in, put down to the hop that failed, if one
+    /// did.
+    pub(super) fn name_failing_hop(&self, error: Error, target: &str) -> Error {
+        for (index, log) in self.logs.iter().enumerate() {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            if !text.trim().is_empty() {
+                return hop_failure(target, &self.names[index], &self.keyscans[index], &text);
+            }
+        }
+        error
     }
 }
 
@@ -335,34 +364,35 @@ fn path_text(path: &Path) -> Result<&str> {
         })
 }
 
-/// Names the hop a host-key failure came from, with the `ssh-keyscan` line that shows its
-/// key, so that whoever reads the error knows which known hosts to fix and how. Other
-/// errors, and host-key failures of the login host itself, are returned as they are.
-pub(super) fn name_failing_hop(error: Error, target: &str, hops: &[JumpHost], log: &str) -> Error {
-    if error.kind() != ErrorKind::HostKeyMismatch {
-        return error;
-    }
-    // "No … host key is known for NAME and …" or "Host key for NAME has changed and …".
-    let Some((index, hop, line)) = hops.iter().enumerate().find_map(|(index, hop)| {
-        let needle = format!("for {} ", hop.known_hosts_name());
-        log.lines()
-            .find(|line| line.contains(&needle))
-            .map(|line| (index, hop, line.trim()))
-    }) else {
-        return error;
-    };
-    Error::new(
-        ErrorKind::HostKeyMismatch,
-        format!(
-            "{target}: jump host {} ({}) on the way: its host key is not among the hop's \
-             trusted host keys ({line}); see its key with `ssh-keyscan -p {} {}`, check the \
-             fingerprint with the hop's administrators, and add the line to that hop's known \
-             hosts",
-            index + 1,
-            hop.address(),
-            hop.port,
-            hop.host
+/// The first hop whose `ssh` said something while a master failed to log in, as the error
+/// of the connection to `target`: which hop, what went wrong there and, for a host key,
+/// the `ssh-keyscan` line that shows the hop's key. A hop's `ssh` says nothing while all
+/// goes well, so a failure of the login host itself names no hop.
+fn hop_failure(target: &str, name: &str, keyscan: &str, log: &str) -> Error {
+    let kind = classify_connect_failure(target, log, None).kind();
+    let lines = || log.lines().map(str::trim).filter(|line| !line.is_empty());
+    let line_with =
+        |needles: &[&str]| lines().find(|line| needles.iter().any(|n| line.contains(n)));
+    let (what, detail, hint) = match kind {
+        ErrorKind::HostKeyMismatch => (
+            "its host key is not among the hop's trusted host keys",
+            line_with(&["Host key for", "host key is known for"]),
+            format!(
+                "; see its key with `{keyscan}`, check the fingerprint with the hop's \
+                 administrators, and add the line to that hop's known hosts"
+            ),
         ),
+        ErrorKind::AuthenticationFailed => (
+            "the hop refused its credentials",
+            line_with(&["Permission denied", "Too many authentication failures"]),
+            String::new(),
+        ),
+        _ => ("cannot go on from or to it", None, String::new()),
+    };
+    let detail = detail.or_else(|| lines().next_back()).unwrap_or_default();
+    Error::new(
+        kind,
+        format!("{target}: {name} on the way: {what} ({detail}){hint}"),
     )
 }
 
@@ -386,13 +416,7 @@ mod tests {
     }
 
     fn prepare(hops: &[JumpHost], dir: &Path) -> Result<Option<JumpChain>> {
-        JumpChain::prepare(
-            hops,
-            dir,
-            Path::new("/usr/bin/ssh"),
-            &dir.join("master.log"),
-            15,
-        )
+        JumpChain::prepare(hops, dir, Path::new("/usr/bin/ssh"), 15)
     }
 
     #[test]
@@ -407,7 +431,12 @@ mod tests {
         ];
         let chain = prepare(&hops, dir.path()).unwrap().unwrap();
         let d = dir.path().display();
-        let ssh_w = format!("/usr/bin/ssh -E {d}/master.log -F {d}/jump_config -W '[%h]:%p'");
+        let ssh_w = |hop: usize| {
+            format!(
+                "/usr/bin/ssh -E {d}/batchbridge-jump-{hop}.log -F {d}/jump_config -W '[%h]:%p' \
+                 batchbridge-jump-{hop}"
+            )
+        };
         assert_eq!(
             config_text(dir.path()),
             format!(
@@ -428,19 +457,17 @@ mod tests {
                  BatchMode yes\n    PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
                  ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout 15\n    \
                  ServerAliveInterval 15\n    ServerAliveCountMax 3\n    \
-                 ProxyCommand {ssh_w} batchbridge-jump-1\n"
+                 ProxyCommand {}\n",
+                ssh_w(1)
             )
         );
-        assert_eq!(
-            chain.proxy_option(),
-            format!("ProxyCommand={ssh_w} batchbridge-jump-2")
-        );
+        assert_eq!(chain.proxy_option(), format!("ProxyCommand={}", ssh_w(2)));
         let known = std::fs::read_to_string(dir.path().join("batchbridge-jump-2.known_hosts"));
         assert_eq!(known.unwrap(), "[bastion2]:2231 ssh-ed25519 AAAA");
 
         // The key text is on disk only while the guard lives.
         let key = dir.path().join("batchbridge-jump-2.id");
-        let guard = chain.write_secrets().unwrap();
+        let guard = chain.start_login().unwrap();
         assert_eq!(std::fs::read_to_string(&key).unwrap(), "KEY TEXT\n");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&key).unwrap().permissions().mode();
@@ -475,7 +502,7 @@ mod tests {
         assert!(
             config.contains(&format!(
                 "    ProxyCommand env SSH_ASKPASS={d}/batchbridge-jump-1.askpass \
-                 SSH_ASKPASS_REQUIRE=force DISPLAY=none /usr/bin/ssh -E {d}/master.log"
+                 SSH_ASKPASS_REQUIRE=force DISPLAY=none /usr/bin/ssh -E {d}/batchbridge-jump-1.log"
             )),
             "{config}"
         );
@@ -490,7 +517,7 @@ mod tests {
         assert_eq!(mode(&helper), 0o700);
         let password = dir.path().join("batchbridge-jump-1.password");
         assert!(!password.exists(), "only while logging in");
-        let guard = chain.write_secrets().unwrap();
+        let guard = chain.start_login().unwrap();
         assert_eq!(mode(&password), 0o600);
         let said = std::process::Command::new(&helper).output().unwrap();
         assert_eq!(said.stdout, b"first secret");
@@ -532,7 +559,7 @@ mod tests {
             "{config}"
         );
         let certificate = dir.path().join("batchbridge-jump-2.id-cert.pub");
-        let guard = chain.write_secrets().unwrap();
+        let guard = chain.start_login().unwrap();
         assert_eq!(
             std::fs::read_to_string(&certificate).unwrap(),
             "ssh-ed25519-cert-v01@openssh.com AAAA\n"
@@ -612,21 +639,33 @@ mod tests {
         );
     }
 
-    /// How the shell reports a master that failed with `log` on its way through `hops`.
-    fn classified(log: &str, hops: &[JumpHost]) -> Error {
+    /// How the shell reports a master that failed on its way through `hops`, with
+    /// `hop_logs` in the hops' logs (nearest first) and the master's own messages of such a
+    /// failure in its log.
+    fn failed_through(hops: &[JumpHost], hop_logs: &[&str], master_log: &str) -> Error {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = prepare(hops, dir.path()).unwrap().unwrap();
+        let _secrets = chain.start_login().unwrap();
+        for (index, log) in hop_logs.iter().enumerate() {
+            std::fs::write(dir.path().join(format!("{}.log", alias(index))), log).unwrap();
+        }
         let target = "batch@127.0.0.1:2222";
-        let error = super::super::ssh::classify_connect_failure(target, log, Some(255));
-        name_failing_hop(error, target, hops, log)
+        chain.name_failing_hop(
+            classify_connect_failure(target, master_log, Some(255)),
+            target,
+        )
     }
 
-    /// Real messages of `ssh` 9.2 through the test bed's jump chain (tests/testbed/bastion.sh)
-    /// with hop 2's known hosts wrong and empty.
+    /// Real messages of `ssh` 9.2 through the test bed's jump chain (tests/testbed/bastion.sh):
+    /// what the `ssh` logging in to a hop says, and what the master says then.
     #[test]
-    fn a_hop_whose_host_key_fails_is_named_with_its_keyscan_line() {
+    fn the_hop_that_failed_is_named_with_what_to_do() {
         let hops = [
             hop("127.0.0.1", 2230, SshAuth::Agent("/s".into())),
             hop("127.0.0.1", 2231, SshAuth::Agent("/s".into())),
         ];
+        let master = "kex_exchange_identification: Connection closed by remote host\n\
+            Connection closed by UNKNOWN port 65535\n";
         let changed = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n\
             @    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n\
             @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n\
@@ -635,20 +674,19 @@ mod tests {
             remove with:\n  \
             ssh-keygen -f \"/var/lib/batchbridge-testbed/bastion/hop2/wrong_known_hosts\" -R \"[127.0.0.1]:2231\"\n\
             Host key for [127.0.0.1]:2231 has changed and you have requested strict checking.\n\
-            Host key verification failed.\n\
-            kex_exchange_identification: Connection closed by remote host\n\
-            Connection closed by UNKNOWN port 65535\n";
+            Host key verification failed.\n";
         let unknown = "No ED25519 host key is known for [127.0.0.1]:2231 and you have requested strict checking.\n\
-            Host key verification failed.\n\
-            kex_exchange_identification: Connection closed by remote host\n\
-            Connection closed by UNKNOWN port 65535\n";
+            Host key verification failed.\n";
         for log in [changed, unknown] {
-            let err = classified(log, &hops);
+            let err = failed_through(&hops, &["", log], master);
             assert_eq!(err.kind(), ErrorKind::HostKeyMismatch, "{err}");
             assert!(!err.is_temporary(), "{err}");
             let message = err.message();
-            assert!(message.starts_with("batch@127.0.0.1:2222: "), "{err}");
-            assert!(message.contains("jump host 2 (127.0.0.1:2231)"), "{err}");
+            assert!(
+                message
+                    .starts_with("batch@127.0.0.1:2222: jump host 2 (127.0.0.1:2231) on the way: "),
+                "{err}"
+            );
             assert!(message.contains("`ssh-keyscan -p 2231 127.0.0.1`"), "{err}");
             assert!(
                 message.contains(" for [127.0.0.1]:2231 "),
@@ -656,21 +694,52 @@ mod tests {
             );
         }
 
-        // The login host's own key, and other failures, are left as they are.
+        let refused = failed_through(
+            &hops,
+            &["", "batch@127.0.0.1: Permission denied (publickey).\n"],
+            master,
+        );
+        assert_eq!(refused.kind(), ErrorKind::AuthenticationFailed, "{refused}");
+        assert_eq!(
+            refused.message(),
+            "batch@127.0.0.1:2222: jump host 2 (127.0.0.1:2231) on the way: the hop refused its \
+             credentials (batch@127.0.0.1: Permission denied (publickey).)"
+        );
+
+        let not_forwarded = failed_through(
+            &hops,
+            &[
+                "channel 0: open failed: administratively prohibited: open failed\nstdio forwarding failed\n",
+            ],
+            master,
+        );
+        assert_eq!(
+            not_forwarded.kind(),
+            ErrorKind::Unreachable,
+            "{not_forwarded}"
+        );
+        assert!(not_forwarded.is_temporary());
+        assert!(
+            not_forwarded
+                .message()
+                .starts_with("batch@127.0.0.1:2222: jump host 1 (127.0.0.1:2230) on the way: "),
+            "{not_forwarded}"
+        );
+
+        // The login host's own failure names no hop: the hops' `ssh` said nothing.
         let login = "No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\n\
             Host key verification failed.\n";
-        let refused = "batch@127.0.0.1: Permission denied (publickey).\n";
-        for log in [login, refused] {
-            assert_eq!(
-                classified(log, &[]).message(),
-                classified(log, &hops).message()
-            );
-        }
+        let err = failed_through(&hops, &["", ""], login);
+        assert_eq!(
+            err.message(),
+            classify_connect_failure("batch@127.0.0.1:2222", login, Some(255)).message()
+        );
+
         // On port 22 ssh names the host without brackets or port.
         let hop22 = [hop("Bastion.Example.org", 22, SshAuth::Agent("/s".into()))];
         let log = "Host key for bastion.example.org has changed and you have requested strict checking.\n\
             Host key verification failed.\n";
-        let err = classified(log, &hop22);
+        let err = failed_through(&hop22, &[log], master);
         assert!(
             err.message()
                 .contains("`ssh-keyscan -p 22 Bastion.Example.org`"),

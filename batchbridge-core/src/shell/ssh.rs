@@ -27,7 +27,7 @@ use tokio::sync::{Mutex, Semaphore};
 
 use super::Certificate;
 use super::capture::exchange;
-use super::jump::{JumpChain, JumpHost, name_failing_hop};
+use super::jump::{JumpChain, JumpHost};
 use super::kerberos::{GSSAPI_OPTIONS, KerberosKeytab, check_user_ticket};
 use super::lines::stream_lines;
 use super::{Command, LineStream, MAX_COMMAND_LINE, Output, Shell};
@@ -629,7 +629,6 @@ impl SshShell {
             &config.jump_hosts,
             dir.path(),
             &config.ssh_program,
-            &dir.path().join("master.log"),
             config.connect_timeout.as_secs().max(1),
         )?;
         Ok(Self {
@@ -812,7 +811,7 @@ impl SshShell {
         let _hop_secrets = self
             .jumps
             .as_ref()
-            .map(JumpChain::write_secrets)
+            .map(JumpChain::start_login)
             .transpose()?;
         if let Some(jumps) = &self.jumps {
             options.push(jumps.proxy_option().to_owned());
@@ -948,12 +947,10 @@ impl SshShell {
             if let Some(status) = master.try_wait()? {
                 let log = std::fs::read_to_string(log).unwrap_or_default();
                 let error = classify_connect_failure(&self.target, &log, status.code());
-                return Err(name_failing_hop(
-                    error,
-                    &self.target,
-                    &self.config.jump_hosts,
-                    &log,
-                ));
+                return Err(match &self.jumps {
+                    Some(jumps) => jumps.name_failing_hop(error, &self.target),
+                    None => error,
+                });
             }
             if control.exists() {
                 let session = Session::resume_mux(control.into(), Some(log.into()));
