@@ -55,6 +55,41 @@ impl User {
         std::fs::write(dir.join("config.toml"), text).unwrap();
     }
 
+    /// Adds `[clusters.NAME]` with `table` to the config.
+    fn add_cluster(&self, name: &str, table: &str) {
+        let path = self.home.path().join("config/batchbridge/config.toml");
+        let config = std::fs::read_to_string(&path).unwrap();
+        self.write_config(&format!("{config}\n[clusters.{name}]\n{table}"));
+    }
+
+    /// Writes the user's ~/.ssh/config. OpenSSH finds `~` in the password database, not in
+    /// $HOME, so a cluster names this one with `ssh_config = "~/.ssh/config"` (the CLI reads
+    /// $HOME), as a user whose home is elsewhere would.
+    fn write_ssh_config(&self, text: &str) {
+        let dir = self.home.path().join(".ssh");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config"), text).unwrap();
+    }
+
+    /// The tool run with `args` under a pseudo-terminal of util-linux `script`, as typed.
+    fn on_terminal(&self, args: &str) -> Terminal {
+        let line = format!("{} {args}", env!("CARGO_BIN_EXE_batchbridge"));
+        let mut child = self
+            .program("script")
+            .args(["-qefc", &line, "/dev/null"])
+            .env("TERM", "xterm")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Terminal {
+            keyboard: child.stdin.take().unwrap(),
+            screen: child.stdout.take().unwrap(),
+            child: Stopped(child),
+            seen: Vec::new(),
+        }
+    }
+
     fn script(&self, name: &str, text: &str) -> PathBuf {
         let path = self.home.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -127,6 +162,56 @@ impl User {
 
 /// A child process killed when the test ends, however it ends.
 struct Stopped(Child);
+
+/// The tool on a pseudo-terminal: what is typed and what the screen shows.
+struct Terminal {
+    child: Stopped,
+    keyboard: std::process::ChildStdin,
+    screen: std::process::ChildStdout,
+    seen: Vec<u8>,
+}
+
+impl Terminal {
+    /// Reads the screen until it shows `text`.
+    fn read_until(&mut self, text: &str) {
+        use std::io::Read;
+        while !String::from_utf8_lossy(&self.seen).contains(text) {
+            let mut bytes = [0; 256];
+            let n = self.screen.read(&mut bytes).unwrap();
+            assert!(
+                n > 0,
+                "the terminal closed before {text:?}: {:?}",
+                String::from_utf8_lossy(&self.seen)
+            );
+            self.seen.extend_from_slice(&bytes[..n]);
+        }
+    }
+
+    fn type_in(&mut self, keys: &str) {
+        use std::io::Write;
+        self.keyboard.write_all(keys.as_bytes()).unwrap();
+    }
+
+    /// Waits (15 s at most) until the tool ends; its exit code and all the screen showed.
+    fn finish(mut self, what: &str) -> (Option<i32>, String) {
+        use std::io::Read;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(status) = self.child.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "{what}: the CLI did not end");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut rest = Vec::new();
+        self.screen.read_to_end(&mut rest).unwrap();
+        self.seen.extend(rest);
+        (
+            status.code(),
+            String::from_utf8_lossy(&self.seen).into_owned(),
+        )
+    }
+}
 
 impl Drop for Stopped {
     fn drop(&mut self) {
@@ -1179,61 +1264,17 @@ fn the_progress_spinner_shows_on_a_terminal_only() {
 /// "n" leaves it running and says how to follow it, and so does a second Ctrl-C, at once.
 #[test]
 fn an_interrupted_run_on_a_terminal_asks_before_cancelling() {
-    use std::io::{Read, Write};
-
     let user = User::new();
     let script = user.script("long.sh", "echo started\nsleep 300\n");
     for (answer, goes_on) in [("y\n", false), ("n\n", true), ("\x03", true)] {
-        // util-linux `script` puts the run under a pseudo-terminal; the ^C written to it
-        // becomes a SIGINT from the terminal, as when typed.
-        let line = format!(
-            "{} run {}",
-            env!("CARGO_BIN_EXE_batchbridge"),
-            script.display()
-        );
-        let mut terminal = user
-            .program("script")
-            .args(["-qefc", &line, "/dev/null"])
-            .env("TERM", "xterm")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut keyboard = terminal.stdin.take().unwrap();
-        let mut screen = terminal.stdout.take().unwrap();
-        let mut seen = Vec::new();
-        let mut read_until = |text: &str| {
-            while !String::from_utf8_lossy(&seen).contains(text) {
-                let mut byte = [0; 256];
-                let n = screen.read(&mut byte).unwrap();
-                assert!(
-                    n > 0,
-                    "the terminal closed before {text:?}: {:?}",
-                    String::from_utf8_lossy(&seen)
-                );
-                seen.extend_from_slice(&byte[..n]);
-            }
-        };
-        read_until("started");
-        keyboard.write_all(b"\x03").unwrap();
-        read_until("[y/N]");
-        keyboard.write_all(answer.as_bytes()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let status = loop {
-            if let Some(status) = terminal.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = terminal.kill();
-                panic!("{answer:?} at the prompt: the CLI did not end");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut rest = Vec::new();
-        screen.read_to_end(&mut rest).unwrap();
-        seen.extend(rest);
-        let seen = String::from_utf8_lossy(&seen).into_owned();
-        assert_eq!(status.code(), Some(130), "{seen}");
+        // The ^C written to the terminal becomes a SIGINT from the terminal, as when typed.
+        let mut terminal = user.on_terminal(&format!("run {}", script.display()));
+        terminal.read_until("started");
+        terminal.type_in("\x03");
+        terminal.read_until("[y/N]");
+        terminal.type_in(answer);
+        let (status, seen) = terminal.finish(&format!("{answer:?} at the prompt"));
+        assert_eq!(status, Some(130), "{seen}");
         let job = user.status(&[]).last().unwrap()["job"]
             .as_str()
             .unwrap()
@@ -1333,4 +1374,229 @@ fn a_cancelled_job_shows_one_exit_status_everywhere() {
         ["signal 15"],
         "local keeps its wrapper's record"
     );
+}
+
+/// A test bed component's facts.json.
+fn facts(component: &str) -> Value {
+    let path = batchbridge_testbed::testbed_dir()
+        .join(component)
+        .join("facts.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err}; run: sudo tests/testbed/{component}.sh up",
+            path.display()
+        )
+    });
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A string of `facts`.
+fn fact<'a>(facts: &'a Value, key: &str) -> &'a str {
+    facts[key].as_str().unwrap()
+}
+
+/// The TOTP code (`oathtool --totp`) for otp.sh's sshd that pam_oath takes now: of this
+/// 30 s step, or of the one after the step last used, as pam_oath refuses that one and any
+/// before it again. Its window (4) takes a code up to 4 steps ahead; tests that log in
+/// faster than one a step get there, and wait until the clock has caught up.
+fn totp_code(otp: &Value) -> String {
+    let secret = std::fs::read_to_string(fact(otp, "otp_secret_file")).unwrap();
+    let code_at = |secs: u64| {
+        let output = Command::new("oathtool")
+            .args(["--totp", "--now", &format!("@{secs}"), secret.trim()])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "oathtool: {}", stderr(&output));
+        stdout(&output).trim().to_owned()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // users.oath: HOTP/T30 USER - SECRET COUNTER LAST_CODE LAST_USE_TIME, once used.
+    let users = std::fs::read_to_string(fact(otp, "otp_users_file")).unwrap();
+    let fields: Vec<&str> = users.split_whitespace().collect();
+    let Some(&[last_code, used]) = fields.get(5..7) else {
+        return code_at(now);
+    };
+    let used = humantime::parse_rfc3339_weak(used.trim_end_matches('L'))
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let next_step = (0..=10)
+        .map(|k| used - 150 + 30 * k)
+        .find(|&secs| code_at(secs) == last_code)
+        .map_or(0, |secs| secs / 30 + 1);
+    let ahead = next_step.saturating_sub(now / 30);
+    if ahead > 3 {
+        std::thread::sleep(Duration::from_secs((ahead - 3) * 30 - now % 30 + 1));
+    }
+    code_at(now.max(next_step * 30))
+}
+
+/// Logs out of a cluster when the test ends, however it ends: a login outlives the tool.
+struct LoggedOutAtTheEnd<'a>(&'a User, &'a str);
+
+impl Drop for LoggedOutAtTheEnd<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["logout", self.1]);
+    }
+}
+
+/// The logins otp.sh's sshd accepted so far (its log says so once per full login).
+fn otp_logins(otp: &Value) -> usize {
+    std::fs::read_to_string(fact(otp, "sshd_log"))
+        .unwrap()
+        .matches("Accepted keyboard-interactive/pam for ")
+        .count()
+}
+
+/// A cluster that asks for a one-time password after the key (otp.sh's sshd, the SLURM
+/// host behind it): without a login every command refuses, naming `batchbridge login`;
+/// `login` at a terminal answers the prompt once, and the next ten commands, none at a
+/// terminal, go through that one login (the sshd counts one), until `logout` ends it.
+#[test]
+fn one_login_at_a_terminal_serves_the_next_ten_commands() {
+    let otp = facts("otp");
+    let user = User::new();
+    user.write_ssh_config(&format!(
+        "Host otp-login\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n    \
+         IdentitiesOnly yes\n    UserKnownHostsFile {}\n",
+        fact(&otp, "host"),
+        otp["port"],
+        fact(&otp, "user"),
+        fact(&otp, "private_key"),
+        fact(&otp, "known_hosts"),
+    ));
+    user.add_cluster(
+        "otp",
+        "scheduler = \"slurm\"\nssh_alias = \"otp-login\"\nssh_config = \"~/.ssh/config\"\n\
+         login = \"interactive\"\npartition = \"debug\"\n",
+    );
+    let refused = |output: Output| {
+        assert_eq!(code(&output), 77, "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("hint: run `batchbridge login otp` at a terminal"),
+            "{}",
+            stderr(&output)
+        );
+    };
+    let before = otp_logins(&otp);
+    refused(user.run(&["-c", "otp", "status"]));
+
+    let mut terminal = user.on_terminal("login otp");
+    terminal.read_until("One-time password (OATH) for `batch': ");
+    terminal.type_in(&format!("{}\n", totp_code(&otp)));
+    let (status, seen) = terminal.finish("login");
+    assert_eq!(status, Some(0), "{seen}");
+    assert!(seen.contains("otp: logged in; "), "{seen}");
+    assert_eq!(otp_logins(&otp) - before, 1);
+    let _logged_out = LoggedOutAtTheEnd(&user, "otp");
+    let sockets = user.home.path().join(".cache/batchbridge/login");
+    let mode = std::fs::metadata(&sockets).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o700
+    );
+
+    // Ten commands, none on a terminal: one prompt would fail them.
+    let quick = user.script("quick.sh", "echo one\nsleep 2\necho two\n");
+    let long = user.script("long.sh", "sleep 300\n");
+    let job = user.submit(&["-c", "otp", quick.to_str().unwrap()]); // 1
+    let output = user.run(&["logs", "-f", &job]); // 2
+    assert_eq!(stdout(&output), "one\ntwo\n", "{}", stderr(&output));
+    assert_eq!(user.status(&[&job])[0]["status"]["state"], "Succeeded"); // 3
+    let sleeper = user.submit(&["-c", "otp", long.to_str().unwrap()]); // 4
+    let output = user.run(&["cancel", &sleeper]); // 5
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let output = user.run(&["-c", "otp", "status"]); // 6
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let output = user.run(&["logs", "--tail", "1", &job]); // 7
+    assert_eq!(stdout(&output), "two\n", "{}", stderr(&output));
+    let output = user.run(&["-c", "otp", "clusters"]); // 8
+    assert!(
+        stdout(&output).contains("otp-login (ssh_config), logged in"),
+        "{}",
+        stdout(&output)
+    );
+    let output = user.run(&["wait", &sleeper]); // 9
+    assert_eq!(code(&output), 1, "cancelled: {}", stderr(&output));
+    let output = user.run(&["forget", &job]); // 10
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let logins = otp_logins(&otp) - before;
+    eprintln!("sshd logins for one `login` and ten commands: {logins}");
+    assert_eq!(logins, 1);
+
+    let output = user.run(&["logout", "otp"]);
+    assert_eq!(stdout(&output), "otp: logged out\n", "{}", stderr(&output));
+    assert!(!sockets.join("otp").exists());
+    refused(user.run(&["-c", "otp", "status"]));
+    refused(user.run(&["cancel", &sleeper]));
+    assert_eq!(otp_logins(&otp) - before, 1);
+}
+
+/// A cluster reached through bastion.sh's two jump hosts, configured only in the user's
+/// ~/.ssh/config (Host, ProxyJump, IdentityFile, UserKnownHostsFile) and named by its
+/// alias: submit, status, logs -f and cancel work; a hop whose key is unknown is refused
+/// though that ssh_config says StrictHostKeyChecking no, and nothing is added to its known
+/// hosts.
+#[test]
+fn every_command_through_two_bastions_by_an_ssh_config_alias() {
+    let bastion = facts("bastion");
+    let slurm = login("ssh");
+    let hop = |n: usize| &bastion["hops"][n];
+    let ssh_config = |hop2_known_hosts: &str| {
+        format!(
+            "Host bastion1\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n    \
+             UserKnownHostsFile {}\n\
+             Host bastion2\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n    \
+             UserKnownHostsFile {hop2_known_hosts}\n    StrictHostKeyChecking no\n    \
+             ProxyJump bastion1\n\
+             Host hpc\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n    \
+             UserKnownHostsFile {}\n    ProxyJump bastion2\n\
+             Host *\n    IdentitiesOnly yes\n",
+            fact(hop(0), "host"),
+            hop(0)["port"],
+            fact(hop(0), "user"),
+            fact(hop(0), "key"),
+            fact(hop(0), "known_hosts"),
+            fact(hop(1), "host"),
+            hop(1)["port"],
+            fact(hop(1), "user"),
+            fact(hop(1), "key"),
+            slurm.host,
+            slurm.port,
+            slurm.user,
+            slurm.private_key.display(),
+            slurm.known_hosts.display(),
+        )
+    };
+    let user = User::new();
+    user.write_ssh_config(&ssh_config(fact(hop(1), "known_hosts")));
+    user.add_cluster(
+        "hpc",
+        "scheduler = \"slurm\"\nssh_alias = \"hpc\"\nssh_config = \"~/.ssh/config\"\n\
+         partition = \"debug\"\n",
+    );
+    run_prints_live_and_exits_with_the_jobs_code(&user, "hpc");
+    logs_follow_a_running_job(&user, "hpc");
+    cancel_ends_a_job(&user, "hpc");
+
+    let unknown = user.home.path().join("empty_known_hosts");
+    std::fs::write(&unknown, "").unwrap();
+    user.write_ssh_config(&ssh_config(unknown.to_str().unwrap()));
+    let output = user.run(&["-c", "hpc", "clusters"]);
+    assert_eq!(code(&output), 77, "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("host key verification failed"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stdout(&output).contains("a ProxyJump hop's"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&unknown).unwrap(), "");
 }

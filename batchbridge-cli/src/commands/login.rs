@@ -2,13 +2,15 @@
 //! reuse through its control socket (ControlMaster, ControlPersist), so a password or
 //! one-time password is typed once, at a terminal, and never asked for again meanwhile.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::context::Context;
 use crate::config::Login;
 use crate::exit::{CliError, CliResult, Exit};
 
-/// How long `logout` waits for the master to end and remove its socket.
+/// How long `login` waits for the master to leave the terminal's session, and `logout` for
+/// it to end.
 const LOGOUT_WAIT: Duration = Duration::from_secs(5);
 
 /// `login`: opens the cluster's master connection on this terminal, unless one is open.
@@ -48,7 +50,7 @@ pub(super) async fn login(
                 format!("cannot start {}: {err}", ssh.ssh_program.display()),
             )
         })?;
-    if !status.success() || !login.is_open() {
+    if !status.success() || !login.is_open() || !detached(&ssh.ssh_program, &login).await {
         // ssh has said why on the terminal.
         return Err(CliError::new(
             Exit::Refused,
@@ -66,6 +68,48 @@ pub(super) async fn login(
         humantime::format_duration(persist)
     );
     Ok(Exit::Success as u8)
+}
+
+/// Whether the master `ssh -f` left behind is in a session of its own (within
+/// [`LOGOUT_WAIT`]). `ssh -f` returns as soon as it has forked the master, which leaves the
+/// terminal's session a moment later: a terminal closed in between (a script's `script`,
+/// a window closed right after the command) would hang it up.
+async fn detached(ssh_program: &Path, login: &Login) -> bool {
+    let ours = session_of("self");
+    let deadline = tokio::time::Instant::now() + LOGOUT_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        let check = tokio::process::Command::new(ssh_program)
+            .args(["-F", "none", "-S"])
+            .arg(&login.socket)
+            .args(["-O", "check", "--", "batchbridge-login"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await;
+        // "Master running (pid=4242)"
+        let master = check.ok().and_then(|output| {
+            let said = String::from_utf8_lossy(&output.stderr).into_owned();
+            let pid = said.split_once("(pid=")?.1.split_once(')')?.0.to_owned();
+            Some(pid)
+        });
+        match master.and_then(|pid| session_of(&pid)) {
+            Some(session) if Some(session) != ours => return true,
+            Some(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The session of process `pid` (a number or `self`): the field after state, parent and
+/// group past the command's name in `/proc/PID/stat`.
+fn session_of(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
 }
 
 /// `logout`: asks the cluster's master to end (`ssh -O exit`) and waits until it has.
