@@ -374,8 +374,13 @@ impl Clusters {
             return Ok(Arc::clone(connection));
         }
         // The old connection (its SSH master, poller and events follower) goes before the
-        // new one is built, not when the last job holding it lets go.
-        entries.remove(&key);
+        // new one is built, not when the last job holding it lets go. Its jobs are followed
+        // by the new one at once: a rotated Secret must not leave them unwatched until each
+        // BatchJob's next recheck (minutes).
+        let followed = match entries.remove(&key) {
+            Some(Entry::Connected(old)) => old.poller.followed_jobs(),
+            _ => Vec::new(),
+        };
         let secrets = Secrets {
             login: secret.as_ref(),
             hops: &hop_secrets,
@@ -383,6 +388,9 @@ impl Clusters {
         match self.connect(&namespace, cluster, &secrets, fingerprint.clone()) {
             Ok(connection) => {
                 let connection = Arc::new(connection);
+                for (id, job) in followed {
+                    connection.poller.follow(id, job);
+                }
                 tracing::info!(cluster = %key, scheduler = %cluster.spec.scheduler, "connected");
                 entries.insert(key, Entry::Connected(Arc::clone(&connection)));
                 Ok(connection)

@@ -133,6 +133,14 @@ impl Poller {
         self.tracker.status(id)
     }
 
+    /// The jobs followed, each with its BatchJob: what a connection built anew takes over.
+    pub fn followed_jobs(&self) -> Vec<(JobId, ObjectRef<BatchJob>)> {
+        lock(&self.jobs)
+            .iter()
+            .map(|(id, job)| (id.clone(), job.clone()))
+            .collect()
+    }
+
     /// How many jobs are followed.
     pub fn followed(&self) -> usize {
         self.tracker.followed()
