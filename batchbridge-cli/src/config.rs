@@ -258,6 +258,21 @@ fn explain_host(
     }
 }
 
+/// The host and port whose key an OpenSSH host key failure names: `No ED25519 host key is
+/// known for [127.0.0.1]:2230 and ...`, `Host key for login1 has changed ...` (port 22).
+fn host_key_of(message: &str) -> Option<(String, String)> {
+    let (_, rest) = message
+        .split_once("host key is known for ")
+        .or_else(|| message.split_once("Host key for "))?;
+    let word = rest.split_whitespace().next()?;
+    Some(
+        match word.strip_prefix('[').and_then(|w| w.split_once("]:")) {
+            Some((host, port)) => (host.to_owned(), port.to_owned()),
+            None => (word.to_owned(), "22".to_owned()),
+        },
+    )
+}
+
 /// The hint for a problem reaching `ssh_alias` of [clusters.NAME]: the ssh_config holds
 /// the host, port, user, credentials and known hosts, which `ssh -G ALIAS` shows.
 fn explain_alias(
@@ -269,14 +284,20 @@ fn explain_alias(
 ) -> CliError {
     use batchbridge_core::ErrorKind;
     match kind {
-        ErrorKind::HostKeyMismatch => error.with_hint(format!(
-            "a host key on the way to {alias} (its login node's or a ProxyJump hop's) is not in \
-             the known hosts your ssh_config names, or differs from the one there; checking \
-             stays strict whatever the ssh_config says. `ssh -G {alias}` shows the hostname, \
-             port and userknownhostsfile: compare the key's fingerprint with the one your \
-             cluster's admins publish (ssh-keyscan -p PORT HOSTNAME | ssh-keygen -lf -), then \
-             add it to that file"
-        )),
+        ErrorKind::HostKeyMismatch => {
+            // ssh names the host whose key failed: the login node's or a ProxyJump hop's.
+            let (host, port) = host_key_of(&error.message)
+                .unwrap_or_else(|| ("HOSTNAME".to_owned(), "PORT".to_owned()));
+            let hint = format!(
+                "the key of {host} (port {port}), on the way to {alias}, is not in the known \
+                 hosts your ssh_config names for it, or differs from the one there; checking \
+                 stays strict whatever the ssh_config says. Compare its fingerprint with the \
+                 one your cluster's admins publish, then add it to that file (`ssh -G {alias}` \
+                 shows userknownhostsfile; a hop's Host has its own):\n  \
+                 ssh-keyscan -p {port} {host} | ssh-keygen -lf -"
+            );
+            error.with_hint(hint)
+        }
         ErrorKind::AuthenticationFailed => error.with_hint(format!(
             "{alias} refused what your ssh_config offers (IdentityFile, CertificateFile, the \
              agent; no prompt: try `{command} true`). A cluster that asks for a password or \
@@ -820,6 +841,23 @@ mod tests {
             err.message
         );
         assert!(err.hint.unwrap().starts_with("run `batchbridge login hpc`"));
+    }
+
+    #[test]
+    fn a_host_key_failure_names_the_host_to_scan() {
+        let hop = "hpc: host key verification failed: hpc: the host's key is not among the \
+                   trusted host keys (No ED25519 host key is known for [127.0.0.1]:2230 and \
+                   you have requested strict checking., ssh exit 255)";
+        assert_eq!(
+            host_key_of(hop),
+            Some(("127.0.0.1".to_owned(), "2230".to_owned()))
+        );
+        let login = "(Host key for login1.hpc.example has changed and you have requested";
+        assert_eq!(
+            host_key_of(login),
+            Some(("login1.hpc.example".to_owned(), "22".to_owned()))
+        );
+        assert_eq!(host_key_of("cannot connect"), None);
     }
 
     #[test]

@@ -1594,8 +1594,12 @@ fn every_command_through_two_bastions_by_an_ssh_config_alias() {
         stdout(&output)
     );
     assert!(
-        stdout(&output).contains("a ProxyJump hop's"),
-        "{}",
+        stdout(&output).contains(&format!(
+            "ssh-keyscan -p {} {} | ssh-keygen -lf -",
+            hop(1)["port"],
+            fact(hop(1), "host")
+        )),
+        "the hop is named: {}",
         stdout(&output)
     );
     assert_eq!(std::fs::read_to_string(&unknown).unwrap(), "");

@@ -1229,7 +1229,7 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Turns the master's log into an error a user can act on.
 pub(super) fn classify_connect_failure(target: &str, log: &str, exit_code: Option<i32>) -> Error {
-    let detail = log
+    let mut detail = log
         .lines()
         .map(str::trim)
         .rfind(|line| !line.is_empty() && !line.starts_with("Warning: Permanently added"))
@@ -1239,6 +1239,13 @@ pub(super) fn classify_connect_failure(target: &str, log: &str, exit_code: Optio
         || has("Host key verification failed")
         || has("host key is known")
     {
+        // The line naming the host whose key failed (a ProxyJump hop's, perhaps) says more
+        // than the last one ("Connection closed by UNKNOWN port 65535").
+        detail = log
+            .lines()
+            .map(str::trim)
+            .find(|line| line.contains("host key is known for ") || line.contains("Host key for "))
+            .unwrap_or(detail);
         (
             ErrorKind::HostKeyMismatch,
             "the host's key is not among the trusted host keys",
@@ -1430,6 +1437,28 @@ mod tests {
         assert!(err.message().starts_with("command \"sh\": "), "{err}");
         assert!(err.message().contains("bytes once quoted"), "{err}");
         assert!(err.message().len() < 200, "the line itself is not quoted");
+    }
+
+    #[test]
+    fn a_host_key_failure_names_the_host_whose_key_failed() {
+        // A ProxyJump hop's words (ssh 9.2), then the master's.
+        let unknown = "No ED25519 host key is known for [127.0.0.1]:2230 and you have \
+                       requested strict checking.\nHost key verification failed.\n\
+                       Connection closed by UNKNOWN port 65535\n";
+        let err = classify_connect_failure("hpc", unknown, Some(255));
+        assert_eq!(err.kind(), ErrorKind::HostKeyMismatch);
+        assert!(
+            err.message()
+                .contains("(No ED25519 host key is known for [127.0.0.1]:2230 ")
+        );
+        let changed = "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n\
+                       Host key for [127.0.0.1]:2231 has changed and you have requested \
+                       strict checking.\nHost key verification failed.\n";
+        let err = classify_connect_failure("hpc", changed, Some(255));
+        assert!(
+            err.message()
+                .contains("(Host key for [127.0.0.1]:2231 has changed ")
+        );
     }
 
     #[test]
