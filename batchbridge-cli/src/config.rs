@@ -159,6 +159,8 @@ pub(crate) struct Cluster {
     /// Whether the cluster's commands go through an open `batchbridge login`; `None` for
     /// this machine.
     pub(crate) logged_in: Option<bool>,
+    /// Its commands go only through a `batchbridge login` (`login = "interactive"`).
+    pub(crate) login_required: bool,
 }
 
 impl Cluster {
@@ -172,12 +174,12 @@ impl Cluster {
             ..error
         };
         if kind == ErrorKind::LoginRequired {
-            // Without a `batchbridge login` in use, only a missing Kerberos ticket asks for
-            // one (auth = "kerberos"); the message names the kinit to run.
-            let hint = if self.logged_in == Some(false) {
-                "get a ticket with kinit (klist shows the ones you have), then try again".to_owned()
-            } else {
+            // A cluster that goes through a `batchbridge login` needs one open; any other
+            // asks for a Kerberos ticket (auth = "kerberos"), its message names the kinit.
+            let hint = if self.logged_in == Some(true) || self.login_required {
                 login_hint(&self.name)
+            } else {
+                "get a ticket with kinit (klist shows the ones you have), then try again".to_owned()
             };
             return error.with_hint(hint);
         }
@@ -391,8 +393,8 @@ impl Clusters {
     }
 
     /// Opens cluster `name`: nothing connects until its backend is first used. Commands go
-    /// through the cluster's `batchbridge login` when one is open; a cluster that needs one
-    /// (`login = "interactive"`) is refused without.
+    /// through the cluster's `batchbridge login` when one is open, and only through it on a
+    /// cluster that needs one (`login = "interactive"`).
     pub(crate) fn open(&self, name: &str) -> CliResult<Cluster> {
         let config = self.config(name)?;
         let wrong = |message: String| CliError::config(format!("[clusters.{name}]: {message}"));
@@ -405,22 +407,17 @@ impl Clusters {
                 backend: Arc::new(backend),
                 ssh: None,
                 logged_in: None,
+                login_required: false,
             });
         }
         let (mut ssh, target) = self.ssh_settings(&config).map_err(wrong)?;
         let login = self.login(name, &config).map_err(wrong)?;
         let logged_in = login.is_open();
-        if logged_in {
-            ssh.auth = SshAuth::ControlMaster(login.socket);
-        } else if login.required {
-            return Err(CliError::new(
-                Exit::Refused,
-                format!(
-                    "{name}: needs an interactive login (login = \"interactive\") and none is \
-                     open; nothing but `batchbridge login` prompts"
-                ),
-            )
-            .with_hint(login_hint(name)));
+        if logged_in || login.required {
+            // Without a login open, a cluster that needs one fails at its first command
+            // (LoginRequired, which `explain` turns into the `batchbridge login` to run),
+            // never prompting; the other clusters of the command go on.
+            ssh.auth = SshAuth::ControlMaster(login.socket.clone());
         }
         let shell = Arc::new(SshShell::new(ssh).map_err(|err| wrong(err.to_string()))?);
         let backend: Arc<dyn BatchBackend> = match config.scheduler {
@@ -473,6 +470,7 @@ impl Clusters {
             backend,
             ssh: Some(target),
             logged_in: Some(logged_in),
+            login_required: login.required,
         })
     }
 
@@ -832,15 +830,19 @@ mod tests {
             open("ssh_alias = \"hpc\"\nlogin_persist = \"30m\"\n").unwrap(),
             "hpc (ssh_config)"
         );
-        let err =
-            open("ssh_alias = \"hpc-nobody-logged-in-to\"\nlogin = \"interactive\"\n").unwrap_err();
-        assert_eq!(err.exit, Exit::Refused);
-        assert!(
-            err.message.contains("needs an interactive login"),
-            "{}",
-            err.message
-        );
-        assert!(err.hint.unwrap().starts_with("run `batchbridge login hpc`"));
+        let clusters = load(
+            "[clusters.hpc]\nscheduler = \"slurm\"\nssh_alias = \"hpc\"\nlogin = \"interactive\"\n",
+        )
+        .unwrap();
+        let cluster = clusters.open("hpc").unwrap();
+        assert_eq!(cluster.logged_in, Some(false));
+        let refused = cluster.explain(batchbridge_core::Error::new(
+            batchbridge_core::ErrorKind::LoginRequired,
+            "hpc: no login open",
+        ));
+        assert_eq!(refused.exit, Exit::Refused);
+        let hint = refused.hint.unwrap();
+        assert!(hint.starts_with("run `batchbridge login hpc`"), "{hint}");
     }
 
     #[test]

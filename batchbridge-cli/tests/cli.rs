@@ -1482,8 +1482,11 @@ fn one_login_at_a_terminal_serves_the_next_ten_commands() {
             stderr(&output)
         );
     };
+    let quick = user.script("quick.sh", "echo one\nsleep 2\necho two\n");
+    let long = user.script("long.sh", "sleep 300\n");
     let before = otp_logins(&otp);
-    refused(user.run(&["-c", "otp", "status"]));
+    refused(user.run(&["-c", "otp", "submit", quick.to_str().unwrap()]));
+    assert!(user.status(&[]).is_empty(), "nothing submitted");
 
     let mut terminal = user.on_terminal("login otp");
     terminal.read_until("One-time password (OATH) for `batch': ");
@@ -1501,8 +1504,6 @@ fn one_login_at_a_terminal_serves_the_next_ten_commands() {
     );
 
     // Ten commands, none on a terminal: one prompt would fail them.
-    let quick = user.script("quick.sh", "echo one\nsleep 2\necho two\n");
-    let long = user.script("long.sh", "sleep 300\n");
     let job = user.submit(&["-c", "otp", quick.to_str().unwrap()]); // 1
     let output = user.run(&["logs", "-f", &job]); // 2
     assert_eq!(stdout(&output), "one\ntwo\n", "{}", stderr(&output));
