@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use batchbridge_operator::crd::{BatchCluster, Phase};
+use batchbridge_operator::crd::{BatchCluster, BatchJobStatus, Phase};
 use batchbridge_testbed::kdc_facts;
 use common::Cluster;
 use common::operator::{create_job, http_get, status};
-use common::process::{OperatorProcess, write_operator_kubeconfig};
+use common::process::{OperatorProcess, Proc, write_operator_kubeconfig};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -46,8 +46,25 @@ fn ticket_files(dir: &Path) -> BTreeSet<PathBuf> {
 const SCRIPT: &str =
     "if [ -n \"${KRB5CCNAME:-}\" ]; then echo \"KRB5CCNAME=$KRB5CCNAME\" >&2; exit 3; fi\nid -un\n";
 
+/// Job `name`'s status once it has succeeded; panics if it fails. The SLURM test bed is
+/// shared: the job may wait behind others' for a while.
+async fn succeeded(bed: &Cluster, name: &str) -> BatchJobStatus {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let job = status(&bed.jobs().get(name).await.unwrap());
+        if job.phase == Some(Phase::Succeeded) {
+            return job;
+        }
+        assert!(
+            Instant::now() < deadline && job.phase != Some(Phase::Failed),
+            "{name}: {job:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_keytab_secret_logs_in_and_the_ticket_stays_in_the_private_directory() {
+async fn a_keytab_secret_logs_in_past_the_tickets_lifetime_and_the_ticket_stays_private() {
     let kdc = kdc_facts();
     let before = ticket_files(Path::new("/tmp"));
     let bed = Cluster::new("kerberos-keytab").await;
@@ -116,19 +133,7 @@ async fn a_keytab_secret_logs_in_and_the_ticket_stays_in_the_private_directory()
         json!({"clusterRef": {"name": "slurm"}, "script": SCRIPT}),
     )
     .await;
-    // The SLURM test bed is shared: the job may wait behind others' for a while.
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let first = loop {
-        let job = status(&bed.jobs().get("first").await.unwrap());
-        if job.phase == Some(Phase::Succeeded) {
-            break job;
-        }
-        assert!(
-            Instant::now() < deadline && job.phase != Some(Phase::Failed),
-            "{job:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let first = succeeded(&bed, "first").await;
     assert!(
         first
             .output_tail
@@ -136,6 +141,33 @@ async fn a_keytab_secret_logs_in_and_the_ticket_stays_in_the_private_directory()
             .unwrap_or_default()
             .contains("batch"),
         "{first:#?}"
+    );
+
+    // Every ticket of that login has expired; the connection is cut, so the next job needs
+    // a new login, with a new ticket from the keytab.
+    tokio::time::sleep(kdc.max_life + Duration::from_secs(5)).await;
+    let masters: Vec<Proc> = Proc::in_group(operator.group())
+        .into_iter()
+        .filter(Proc::is_ssh_master)
+        .collect();
+    assert!(!masters.is_empty(), "no OpenSSH master to cut");
+    for master in &masters {
+        master.kill("-TERM");
+    }
+    create_job(
+        &bed,
+        "second",
+        json!({"clusterRef": {"name": "slurm"}, "script": SCRIPT}),
+    )
+    .await;
+    let second = succeeded(&bed, "second").await;
+    assert!(
+        second
+            .output_tail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("batch"),
+        "{second:#?}"
     );
 
     // The ticket was in the operator's private directory only while it logged in; none
@@ -148,6 +180,10 @@ async fn a_keytab_secret_logs_in_and_the_ticket_stays_in_the_private_directory()
     let left = ticket_files(dir.path());
     assert!(left.is_empty(), "ticket files left behind: {left:?}");
     let log = std::fs::read_to_string(&operator.log).unwrap_or_default();
+    assert!(
+        log.matches("SSH master connection established").count() >= 2,
+        "the second job did not log in again: {log}"
+    );
     assert!(!log.contains("BEGIN"), "the log shows credential material");
 
     drop(operator);
