@@ -534,13 +534,15 @@ pub struct BatchJobStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// Where the job is in its life: Pending (not submitted yet), Submitted (being submitted),
+/// Where the job is in its life: Pending (not submitted yet, or held back by spec.suspend
+/// with nothing on the cluster), Submitted (being submitted),
 /// then the scheduler's view: Queued, Held, Running, Suspended; RetryPending while a failed
 /// attempt waits for its retry; and at the end, for good, Succeeded, Failed or Cancelled;
 /// Unknown when no source can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
-    /// Accepted by Kubernetes, not yet submitted (waiting for its cluster or Secret, say).
+    /// Accepted by Kubernetes, not yet submitted (waiting for its cluster or Secret, say),
+    /// or held back by spec.suspend (reason Suspended), its cancelled attempt over.
     Pending,
     /// Being submitted: the scheduler may already have the job, whose id is not known yet.
     Submitted,
