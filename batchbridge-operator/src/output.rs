@@ -11,7 +11,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use batchbridge_core::follow::{ArrayOutputFollower, OutputFollower, TaskHeadings};
-use batchbridge_core::shell::{HostKeys, JumpHost, SshAuth, SshConfig, SshShell};
+use batchbridge_core::shell::{
+    HostKeys, JumpHost, KerberosKeytab, Keytab, SshAuth, SshConfig, SshShell,
+};
 use batchbridge_core::{JobId, JobOutput, OutputRequest, Tracker};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{
@@ -25,7 +27,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use std::sync::Arc;
 
-use crate::cluster::credentials::{BASIC_AUTH_TYPE, PASSWORD, SSH_PRIVATE_KEY};
+use crate::cluster::credentials::{
+    BASIC_AUTH_TYPE, KEYTAB, KEYTAB_TYPE, PASSWORD, PRINCIPAL, SSH_PRIVATE_KEY,
+};
 use crate::cluster::registry::ssh_backend;
 use crate::cluster::{Connection, OUTPUT_FETCHES_AT_ONCE};
 use crate::crd::names::{JOB_UID_LABEL, derived_name};
@@ -609,15 +613,30 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
     }
 }
 
-/// The credential of a Secret mounted at `dir`: its key file, else its password.
+/// The credential of a Secret mounted at `dir`: its key file, else its keytab and
+/// principal, else its password.
 fn mounted_auth(dir: &std::path::Path) -> batchbridge_core::Result<SshAuth> {
     let key_file = dir.join(SSH_PRIVATE_KEY);
     if key_file.is_file() {
         return Ok(SshAuth::KeyFile(key_file));
     }
+    let keytab = dir.join(KEYTAB);
+    if keytab.is_file() {
+        let principal = std::fs::read_to_string(dir.join(PRINCIPAL)).map_err(|err| {
+            batchbridge_core::Error::invalid_input(format!(
+                "fetch-output: a {KEYTAB} without its {PRINCIPAL} ({KEYTAB_TYPE}) in {}: {err}",
+                dir.display()
+            ))
+        })?;
+        return Ok(SshAuth::Keytab(KerberosKeytab::new(
+            principal.trim(),
+            Keytab::File(keytab),
+        )));
+    }
     let password = std::fs::read_to_string(dir.join(PASSWORD)).map_err(|err| {
         batchbridge_core::Error::invalid_input(format!(
-            "fetch-output: no {SSH_PRIVATE_KEY} or {PASSWORD} ({BASIC_AUTH_TYPE}) in {}: {err}",
+            "fetch-output: no {SSH_PRIVATE_KEY}, {KEYTAB} ({KEYTAB_TYPE}) or {PASSWORD} \
+             ({BASIC_AUTH_TYPE}) in {}: {err}",
             dir.display()
         ))
     })?;
@@ -737,6 +756,26 @@ mod tests {
 
     fn chunk(text: &str) -> OutputChunk {
         OutputChunk::new(text.as_bytes().to_vec(), 0, text.len() as u64)
+    }
+
+    #[test]
+    fn a_mounted_keytab_secret_is_a_keytab_login() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let write = |name: &str, text: &[u8]| {
+            std::fs::write(dir.path().join(name), text).unwrap_or_else(|err| panic!("{err}"));
+        };
+        write(KEYTAB, b"\x05\x02");
+        let alone = mounted_auth(dir.path()).unwrap_err();
+        assert!(alone.message().contains(PRINCIPAL), "{alone}");
+        write(PRINCIPAL, b"alice@HPC.EXAMPLE\n");
+        let auth = mounted_auth(dir.path()).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(
+            auth,
+            SshAuth::Keytab(KerberosKeytab::new(
+                "alice@HPC.EXAMPLE",
+                Keytab::File(dir.path().join(KEYTAB)),
+            ))
+        );
     }
 
     #[test]
