@@ -17,12 +17,12 @@ use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 
 mod bastion;
 mod counting;
-mod kdc;
 pub mod events;
+mod kdc;
 
+pub use bastion::{BastionHop, bastion_hops};
 pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
 pub use batchbridge_core::shell::MockShell;
-pub use bastion::{BastionHop, bastion_hops};
 pub use counting::CountingShell;
 pub use kdc::{KdcFacts, kdc_facts};
 
