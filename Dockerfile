@@ -35,9 +35,14 @@ RUN cargo build --release --locked -p batchbridge-operator --bin batchbridge-ope
 # Runtime stage: Debian slim with only what the operator executes itself. The SSH client
 # is the OpenSSH `ssh` binary (driven by the openssh crate), not a Rust library, and
 # ca-certificates lets it and the Kubernetes client verify TLS peers outside the cluster.
+# krb5-user is MIT Kerberos's `kinit`, which the operator and the log pods run to get a
+# ticket from a BatchCluster's keytab Secret (`ssh` itself only does GSSAPI with a ticket).
+# --no-install-recommends leaves out its Recommends krb5-config, which would ask debconf
+# questions (default realm, KDCs) and pull bind9-host; the Kerberos configuration is the
+# deployer's krb5.conf instead (the chart's kerberos.krb5ConfConfigMap, KRB5_CONFIG).
 FROM docker.io/library/debian:bookworm-slim
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openssh-client ca-certificates \
+    && apt-get install -y --no-install-recommends openssh-client ca-certificates krb5-user \
     && rm -rf /var/lib/apt/lists/*
 # A numeric non-root user that also exists in /etc/passwd: ssh refuses to run for a uid
 # without a passwd entry ("No user exists for uid"), and a numeric USER lets the kubelet
