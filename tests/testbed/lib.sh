@@ -281,3 +281,105 @@ find_go() {
         die "the go tool is needed to build $1 (Debian's golang is too old; install Go >= 1.26)"
     fi
 }
+
+# lock_component LOCK_FILE : take the component's lock, waiting 10 minutes at most, so two
+# runs of one component's up or down do not interleave. The descriptor stays open in lock_fd
+# until the script exits; the daemons started under it close it (else the next run would
+# wait for them).
+lock_component() {
+    exec {lock_fd}>"$1"
+    flock -w 600 "$lock_fd" || die "could not lock $1"
+}
+
+# Components that run an sshd of their own (a login or a jump host on 127.0.0.1, from an
+# sshd_config under $TESTBED_DIR, never /etc/ssh) build it from the helpers below, so a fix
+# for one (a new OpenSSH default, a limit the tests outgrow) reaches all of them.
+
+# write_known_hosts FILE HOST PORT PUBLIC_KEY_FILE : FILE (mode 644) holds the one line by
+# which a client trusts the key in PUBLIC_KEY_FILE for [HOST]:PORT. Written to a temporary
+# file and renamed, so a test reading it meanwhile never sees half of it.
+write_known_hosts() {
+    local file=$1 host=$2 port=$3 public_key=$4
+    printf '[%s]:%s %s\n' "$host" "$port" "$(awk '{print $1, $2}' "$public_key")" >"$file.tmp"
+    chmod 644 "$file.tmp"
+    mv -f "$file.tmp" "$file"
+}
+
+# ensure_wrong_known_hosts FILE HOST PORT : FILE (mode 644) trusts a throwaway key for
+# [HOST]:PORT, made once; tests hand it to a client to see a host key mismatch refused.
+ensure_wrong_known_hosts() {
+    local file=$1 host=$2 port=$3 tmp
+    if [[ ! -s "$file" ]]; then
+        log "generating wrong known_hosts $file"
+        tmp="$(mktemp -d)"
+        ssh-keygen -q -t ed25519 -N '' -C batchbridge-testbed-wrong -f "$tmp/key"
+        write_known_hosts "$file" "$host" "$port" "$tmp/key.pub"
+        rm -rf "$tmp"
+    fi
+    chmod 644 "$file"
+}
+
+# sshd_config_common ADDRESS PORT HOST_KEY PID_FILE USER : the sshd_config lines every test
+# bed sshd shares: where it listens, its host key and pid file ("none" for one that
+# start_daemon runs in the foreground), USER as the only login (never root), room for the
+# tests' many parallel connections and sessions, no DNS lookups (clients are on this host),
+# nothing printed at login (tests read a command's output), no X11, and a log that says why
+# a login was refused.
+sshd_config_common() {
+    printf '%s\n' "ListenAddress $1" "Port $2" "HostKey $3" "PidFile $4" \
+        "PermitRootLogin no" "AllowUsers $5" \
+        "MaxStartups 200:30:400" "MaxSessions 200" "UseDNS no" "PrintMotd no" \
+        "PrintLastLog no" "X11Forwarding no" "LogLevel VERBOSE"
+}
+
+# sshd_no_penalties HOST_KEY : the line "PerSourcePenalties no" if this sshd knows the option
+# (OpenSSH >= 9.8 shuts out a source after failed logins, and the tests fail logins from
+# 127.0.0.1 on purpose), nothing for an older sshd, which would reject the line.
+sshd_no_penalties() {
+    if /usr/sbin/sshd -t -f /dev/null -h "$1" -o PerSourcePenalties=no >/dev/null 2>&1; then
+        echo "PerSourcePenalties no"
+    fi
+}
+
+# install_sshd_config FILE : FILE (mode 644) gets the sshd_config on standard input, renamed
+# into place whole; dies if sshd -t rejects it, so 'up' stops at a bad config rather than at
+# an sshd that will not start. Makes sshd's privilege separation directory (/run/sshd, gone
+# after a reboot), which sshd -t needs too.
+install_sshd_config() {
+    local file=$1
+    install -d -o root -g root -m 755 /run/sshd
+    cat >"$file.tmp"
+    chmod 644 "$file.tmp"
+    mv -f "$file.tmp" "$file"
+    /usr/sbin/sshd -t -f "$file" || die "sshd -t rejected $file"
+}
+
+# start_sshd PROGRAM ADDRESS PORT : (re)start the component's sshd that runs as a daemon of
+# its own: PROGRAM (/usr/sbin/sshd, or a symlink to it whose name the process then has, for
+# daemon_is and for the PAM service OpenSSH picks by that name) with the config
+# $DAEMON_DIR/sshd_config, whose PidFile must be $DAEMON_DIR/sshd.pid (stop_daemon sshd and
+# daemon_pid sshd read it), and its log in $DAEMON_DIR/sshd.log. A running one is stopped
+# first, as it may have an old config or keys; dies if something else holds the port. Call
+# it holding the component's lock (lock_component).
+start_sshd() {
+    local program=$1 address=$2 port=$3 log
+    stop_daemon sshd 5
+    ! port_open "$port" || die "something else already listens on $address:$port (not our sshd)"
+    log="$(log_file sshd)"
+    log "$COMPONENT_NAME: starting sshd on $address:$port (log: $log)"
+    # sshd daemonizes itself (so not start_daemon); keep the lock's descriptor out of it.
+    "$program" -f "$DAEMON_DIR/sshd_config" -E "$log" {lock_fd}>&- </dev/null ||
+        die "${program##*/} failed to start"
+}
+
+# await_sshd WHAT PROBLEM CMD [ARGS...] : run CMD until it succeeds (about 10 s at most; a
+# healthy sshd answers within one); else show the end of $DAEMON_DIR/sshd.log and die with
+# PROBLEM.
+await_sshd() {
+    local what=$1 problem=$2
+    shift 2
+    if ! wait_for 50 "$what" "$@"; then
+        tail -n 30 "$(log_file sshd)" >&2 || true
+        die "$problem"
+    fi
+}
