@@ -68,6 +68,9 @@ const STATUS_TASKS: u32 = 32;
 const MIN_TASK_TAIL: u32 = 64;
 /// The group of the operator image's user (uid and gid 65532, see the Dockerfile).
 const IMAGE_GROUP: i64 = 65532;
+/// The environment variable that hands a log pod the operator's Kerberos configuration
+/// (the text of a krb5.conf), which its `kinit` reads for a keytab Secret.
+pub const KRB5_CONF_VAR: &str = "BATCHBRIDGE_KRB5_CONF";
 
 /// Where the log pod mounts the cluster's Secret.
 const SECRET_MOUNT: &str = "/var/run/batchbridge/credentials";
@@ -212,7 +215,7 @@ pub async fn collect(
         sort(format!("ConfigMap {}", map.name_any()), written);
     }
     if policy.log_pod {
-        let pod = log_pod(job, &connection.spec, id, &writer.image);
+        let pod = operator_log_pod(writer, job, connection, id);
         let api = Api::<Pod>::namespaced(writer.client.clone(), &namespace);
         let written = tried(|| replace_pod(&api, job, &pod)).await;
         sort(format!("Pod {}", pod.name_any()), written);
@@ -272,9 +275,42 @@ pub async fn show(
     connection: &Connection,
     id: &JobId,
 ) -> Result<bool, Error> {
-    let pod = log_pod(job, &connection.spec, id, &writer.image);
+    let pod = operator_log_pod(writer, job, connection, id);
     let api = Api::namespaced(writer.client.clone(), &job.namespace().unwrap_or_default());
     Ok(replace_pod(&api, job, &pod).await?)
+}
+
+/// [`log_pod`] with this operator's image and, when `KRB5_CONFIG` names its Kerberos
+/// configuration, that configuration's text in [`KRB5_CONF_VAR`]: the log pod's `kinit`
+/// needs the same realms and KDCs, and a pod cannot mount the operator's ConfigMap from
+/// another namespace. Read at every pod, so a changed ConfigMap reaches the next one.
+fn operator_log_pod(writer: &Writer, job: &BatchJob, connection: &Connection, id: &JobId) -> Pod {
+    let mut pod = log_pod(job, &connection.spec, id, &writer.image);
+    if let Some(text) = own_krb5_config()
+        && let Some(container) = pod
+            .spec
+            .as_mut()
+            .and_then(|spec| spec.containers.first_mut())
+    {
+        container
+            .env
+            .get_or_insert_with(Vec::new)
+            .push(env_var(KRB5_CONF_VAR, &text));
+    }
+    pod
+}
+
+/// The text of the Kerberos configuration files `KRB5_CONFIG` names (a colon-separated
+/// list, which MIT Kerberos reads one after the other, skipping files that do not exist);
+/// None when it is unset or names nothing readable.
+fn own_krb5_config() -> Option<String> {
+    let list = std::env::var("KRB5_CONFIG").ok()?;
+    let text: Vec<String> = list
+        .split(':')
+        .filter(|path| !path.is_empty())
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .collect();
+    (!text.is_empty()).then(|| text.join("\n"))
 }
 
 /// What `collect` reports of `outputs` (task `i`'s at `i`, as `plan` fetched them).
@@ -614,8 +650,11 @@ fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
 }
 
 /// The credential of a Secret mounted at `dir`: its key file, else its keytab and
-/// principal, else its password.
-fn mounted_auth(dir: &std::path::Path) -> batchbridge_core::Result<SshAuth> {
+/// principal (whose `kinit` reads `krb5_config` when given), else its password.
+fn mounted_auth(
+    dir: &std::path::Path,
+    krb5_config: Option<&std::path::Path>,
+) -> batchbridge_core::Result<SshAuth> {
     let key_file = dir.join(SSH_PRIVATE_KEY);
     if key_file.is_file() {
         return Ok(SshAuth::KeyFile(key_file));
@@ -628,10 +667,11 @@ fn mounted_auth(dir: &std::path::Path) -> batchbridge_core::Result<SshAuth> {
                 dir.display()
             ))
         })?;
-        return Ok(SshAuth::Keytab(KerberosKeytab::new(
-            principal.trim(),
-            Keytab::File(keytab),
-        )));
+        let keytab = KerberosKeytab::new(principal.trim(), Keytab::File(keytab));
+        return Ok(SshAuth::Keytab(match krb5_config {
+            Some(path) => keytab.krb5_config(path),
+            None => keytab,
+        }));
     }
     let password = std::fs::read_to_string(dir.join(PASSWORD)).map_err(|err| {
         batchbridge_core::Error::invalid_input(format!(
@@ -643,6 +683,26 @@ fn mounted_auth(dir: &std::path::Path) -> batchbridge_core::Result<SshAuth> {
     Ok(SshAuth::Password(batchbridge_core::shell::Password::new(
         password,
     )))
+}
+
+/// Writes the Kerberos configuration a log pod was handed ([`KRB5_CONF_VAR`]) to a new file
+/// in the temporary directory (the pod's one writable place), for `kinit` to read.
+fn written_krb5_config(text: &str) -> batchbridge_core::Result<std::path::PathBuf> {
+    let path = std::env::temp_dir().join(format!("batchbridge-krb5-{}.conf", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        file.write_all(text.as_bytes())
+    };
+    write().map_err(|err| {
+        batchbridge_core::Error::invalid_input(format!(
+            "fetch-output: cannot write {KRB5_CONF_VAR} to {}: {err}",
+            path.display()
+        ))
+    })?;
+    Ok(path)
 }
 
 /// How often a log pod asks the scheduler whether the job it follows ended; its output is
@@ -672,7 +732,11 @@ pub async fn fetch_output_to(
     };
     let id = JobId::from(need("BATCHBRIDGE_JOB_ID")?);
     let scheduler = Scheduler::from(need("BATCHBRIDGE_SCHEDULER")?);
-    let auth = mounted_auth(credentials)?;
+    let krb5_config = vars(KRB5_CONF_VAR)
+        .map(|text| written_krb5_config(&text))
+        .transpose()?;
+    let krb5_config = krb5_config.as_deref();
+    let auth = mounted_auth(credentials, krb5_config)?;
     let port = need("BATCHBRIDGE_SSH_PORT")?.parse().map_err(|_| {
         batchbridge_core::Error::invalid_input("fetch-output: BATCHBRIDGE_SSH_PORT is not a port")
     })?;
@@ -699,7 +763,7 @@ pub async fn fetch_output_to(
                 "fetch-output: BATCHBRIDGE_JUMP_HOST_{number}_PORT is not a port"
             ))
         })?;
-        let auth = mounted_auth(&jump_host_mount(credentials, number))?;
+        let auth = mounted_auth(&jump_host_mount(credentials, number), krb5_config)?;
         config = config.jump_host(
             JumpHost::new(
                 var("HOST")?,
@@ -765,17 +829,16 @@ mod tests {
             std::fs::write(dir.path().join(name), text).unwrap_or_else(|err| panic!("{err}"));
         };
         write(KEYTAB, b"\x05\x02");
-        let alone = mounted_auth(dir.path()).unwrap_err();
+        let alone = mounted_auth(dir.path(), None).unwrap_err();
         assert!(alone.message().contains(PRINCIPAL), "{alone}");
         write(PRINCIPAL, b"alice@HPC.EXAMPLE\n");
-        let auth = mounted_auth(dir.path()).unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(
-            auth,
-            SshAuth::Keytab(KerberosKeytab::new(
-                "alice@HPC.EXAMPLE",
-                Keytab::File(dir.path().join(KEYTAB)),
-            ))
-        );
+        let auth = mounted_auth(dir.path(), None).unwrap_or_else(|err| panic!("{err}"));
+        let keytab =
+            KerberosKeytab::new("alice@HPC.EXAMPLE", Keytab::File(dir.path().join(KEYTAB)));
+        assert_eq!(auth, SshAuth::Keytab(keytab.clone()));
+        let config = dir.path().join("krb5.conf");
+        let auth = mounted_auth(dir.path(), Some(&config)).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(auth, SshAuth::Keytab(keytab.krb5_config(config)));
     }
 
     #[test]
