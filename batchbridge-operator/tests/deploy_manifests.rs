@@ -1028,6 +1028,121 @@ fn the_installer_limits_where_the_operator_connects() {
     );
 }
 
+/// Where the installers mount a Kerberos configuration, and the KRB5_CONFIG they set.
+const KRB5_DIR: &str = "/etc/batchbridge/krb5";
+
+/// The operator container's KRB5_CONFIG, the mount of the directory it names and the pod's
+/// volume behind that mount, of the one Deployment in `yaml`; None when it has no
+/// KRB5_CONFIG (then no mount and no volume of the Kerberos configuration either).
+fn krb5_config_of(yaml: &str) -> Option<(String, Value, Value)> {
+    let objects = Manifests::parse(yaml);
+    let pod = &objects.only("Deployment")["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|mount| mount["mountPath"] == KRB5_DIR)
+        .cloned();
+    let config = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|var| var["name"] == "KRB5_CONFIG")
+        .map(|var| var["value"].as_str().unwrap().to_owned());
+    let Some(config) = config else {
+        assert_eq!(mount, None, "a Kerberos mount without KRB5_CONFIG");
+        return None;
+    };
+    let mount = mount.unwrap_or_else(|| panic!("KRB5_CONFIG {config} without a mount"));
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|volume| volume["name"] == mount["name"])
+        .cloned()
+        .unwrap();
+    Some((config, mount, volume))
+}
+
+/// Asserts that `found` is a read-only mount of ConfigMap `config_map`'s key krb5.conf alone,
+/// named by KRB5_CONFIG.
+fn assert_krb5_config_mounted(found: Option<(String, Value, Value)>, config_map: &str) {
+    let (config, mount, volume) = found.unwrap();
+    assert_eq!(config, format!("{KRB5_DIR}/krb5.conf"));
+    assert_eq!(mount["readOnly"], true, "{mount}");
+    assert_eq!(
+        volume["configMap"],
+        json!({"name": config_map, "items": [{"key": "krb5.conf", "path": "krb5.conf"}]}),
+        "{volume}"
+    );
+}
+
+/// A Kerberos configuration for keytab BatchClusters is the installer's choice, off by
+/// default: the Helm value `kerberos.krb5ConfConfigMap`, or the kustomize component
+/// `kerberos` in an overlay, mounts that ConfigMap's krb5.conf read-only into the operator
+/// and names it in KRB5_CONFIG, and the API server accepts the result. The schema refuses a
+/// value that is no ConfigMap name.
+#[test]
+fn the_installer_gives_the_operator_a_krb5_conf() {
+    let tools = Tools::new();
+    let helm_ns = unique("deploy-helm-krb5");
+    let kust_ns = unique("deploy-kust-krb5");
+    let _namespaces = tools.namespaces(&[&helm_ns, &kust_ns]);
+    let expect = |namespace, image| Expect {
+        operator_namespace: namespace,
+        watch_namespace: None,
+        image,
+        local_scheduler: false,
+    };
+    let (helm_image, kustomize_image) = (chart_image(), kustomize_image());
+
+    assert_eq!(
+        krb5_config_of(&tools.template(&chart(), &helm_ns, &[])),
+        None
+    );
+    let yaml = tools.template(
+        &chart(),
+        &helm_ns,
+        &["kerberos.krb5ConfConfigMap=site-krb5"],
+    );
+    assert_krb5_config_mounted(krb5_config_of(&yaml), "site-krb5");
+    check(&tools, &yaml, &expect(&helm_ns, &helm_image));
+    let refused = tools.helm_fails(&[
+        "template",
+        RELEASE,
+        chart().to_str().unwrap(),
+        "--set",
+        &format!("image.repository={CHART_REPOSITORY}"),
+        "--set",
+        "kerberos.krb5ConfConfigMap=Site_krb5",
+    ]);
+    assert!(
+        refused.contains("/kerberos/krb5ConfConfigMap'"),
+        "{refused}"
+    );
+
+    let base = repo().join("deploy/kustomize/base");
+    let yaml = tools.kubectl(&["kustomize", base.to_str().unwrap()]);
+    assert_eq!(krb5_config_of(&yaml), None);
+    let copy = kustomize_copy();
+    edit_line(
+        &copy.path().join("deploy/kustomize/base/kustomization.yaml"),
+        "namespace:",
+        &format!("namespace: {kust_ns}"),
+    );
+    let overlay = copy.path().join("deploy/kustomize/site");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources:\n- ../base\ncomponents:\n- ../kerberos\n",
+    )
+    .unwrap();
+    let yaml = tools.kubectl(&["kustomize", overlay.to_str().unwrap()]);
+    assert_krb5_config_mounted(krb5_config_of(&yaml), "batchbridge-krb5");
+    check(&tools, &yaml, &expect(&kust_ns, &kustomize_image));
+}
+
 /// Copies deploy/crds, deploy/rbac and deploy/kustomize into a temporary deploy/, where a
 /// test edits them as the kustomization files tell a user to.
 fn kustomize_copy() -> tempfile::TempDir {
