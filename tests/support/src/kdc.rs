@@ -58,14 +58,7 @@ impl KdcFacts {
 
     /// A config for the Kerberos login with the given credentials, failing fast.
     pub fn config(&self, auth: SshAuth) -> SshConfig {
-        fail_fast(
-            SshConfig::new(
-                &self.host,
-                &self.user,
-                auth,
-                HostKeys::File(self.known_hosts.clone()),
-            )
-            .port(self.port),
-        )
+        let host_keys = HostKeys::File(self.known_hosts.clone());
+        fail_fast(&self.host, self.port, &self.user, auth, host_keys)
     }
 }

@@ -112,6 +112,18 @@ pub struct Login {
     pub known_hosts: PathBuf,
 }
 
+impl Login {
+    /// A shell logged in with the client key, trusting the real host key, failing fast.
+    pub fn shell(&self) -> SshShell {
+        let auth = SshAuth::KeyFile(self.private_key.clone());
+        let host_keys = HostKeys::File(self.known_hosts.clone());
+        SshShell::new(fail_fast(
+            &self.host, self.port, &self.user, auth, host_keys,
+        ))
+        .unwrap()
+    }
+}
+
 /// The login to the SLURM test bed (`ssh/facts.json`), the second SLURM cluster
 /// (`slurm2/facts.json`), the HTCondor pool (`htcondor/facts.json`) or the PBS server
 /// (`pbs/facts.json`).
@@ -165,15 +177,7 @@ impl SlurmCluster {
 
     /// A shell on the cluster's login node as `batch`, with the test bed's client key.
     pub fn shell(self) -> SshShell {
-        let login = self.login();
-        let config = SshConfig::new(
-            login.host,
-            login.user,
-            SshAuth::KeyFile(login.private_key),
-            HostKeys::File(login.known_hosts),
-        )
-        .port(login.port);
-        SshShell::new(fail_fast(config)).unwrap()
+        self.login().shell()
     }
 
     /// The CPUs the cluster's one node declares.
@@ -318,21 +322,15 @@ impl CaFacts {
 
     /// A config for the certificate login with the given credentials, failing fast.
     pub fn config(&self, auth: SshAuth) -> SshConfig {
-        fail_fast(
-            SshConfig::new(
-                &self.host,
-                &self.user,
-                auth,
-                HostKeys::File(self.known_hosts.clone()),
-            )
-            .port(self.port),
-        )
+        let host_keys = HostKeys::File(self.known_hosts.clone());
+        fail_fast(&self.host, self.port, &self.user, auth, host_keys)
     }
 }
 
-/// A config failing fast (one connect attempt, 5 s), as tests want.
-fn fail_fast(config: SshConfig) -> SshConfig {
-    let mut config = config;
+/// A config for `user@host:port` with `auth`, trusting `host_keys`, failing fast (one
+/// connect attempt, 5 s), as tests want.
+fn fail_fast(host: &str, port: u16, user: &str, auth: SshAuth, host_keys: HostKeys) -> SshConfig {
+    let mut config = SshConfig::new(host, user, auth, host_keys).port(port);
     config.connect_attempts = 1;
     config.connect_timeout = Duration::from_secs(5);
     config
@@ -353,22 +351,14 @@ pub fn pbs_shell() -> SshShell {
 
 /// A shell on the sshd of test bed component `component`, from its facts file.
 fn component_shell(component: &str) -> SshShell {
-    let facts = Facts::read(&format!("{component}/facts.json"));
-    let config = SshConfig::new(
-        facts.field("host"),
-        facts.field("user"),
-        SshAuth::KeyFile(facts.field("private_key").into()),
-        HostKeys::File(facts.field("known_hosts").into()),
-    )
-    .port(facts.port());
-    SshShell::new(fail_fast(config)).unwrap()
+    login(component).shell()
 }
 
 impl SshFacts {
     /// A config for the test bed's sshd with the given credentials and host keys, failing
     /// fast (one connect attempt, 5 s).
     pub fn config(&self, auth: SshAuth, host_keys: HostKeys) -> SshConfig {
-        fail_fast(SshConfig::new(&self.host, &self.user, auth, host_keys).port(self.port))
+        fail_fast(&self.host, self.port, &self.user, auth, host_keys)
     }
 
     /// A shell logged in with the user's key, trusting the real host key.
@@ -379,6 +369,15 @@ impl SshFacts {
         ))
         .unwrap()
     }
+}
+
+/// The user `shell` runs commands as: what `id -un` prints there.
+pub async fn whoami(shell: &impl Shell) -> batchbridge_core::Result<String> {
+    let out = shell
+        .run(&Command::new("id").arg("-un"))
+        .await?
+        .check("id")?;
+    Ok(out.stdout_text().trim().to_owned())
 }
 
 /// Runs a test bed script (`tests/testbed/NAME`) with `args`, as CI does, panicking with its
