@@ -9,15 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use batchbridge_core::ErrorKind;
 use batchbridge_core::shell::{Command, Password, Shell, SshAuth, SshShell};
-use batchbridge_testbed::ca_facts;
-
-async fn whoami(shell: &SshShell) -> batchbridge_core::Result<String> {
-    let out = shell
-        .run(&Command::new("id").arg("-un"))
-        .await?
-        .check("id")?;
-    Ok(out.stdout_text().trim().to_owned())
-}
+use batchbridge_testbed::{ca_facts, whoami};
 
 #[tokio::test]
 async fn a_key_file_with_its_certificate_beside_it_logs_in() {

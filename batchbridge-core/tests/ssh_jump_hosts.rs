@@ -4,14 +4,16 @@
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+use std::path::Path;
+
 use batchbridge_core::ErrorKind;
 use batchbridge_core::shell::{
     Command, HostKeys, JumpHost, Password, Shell, SshAuth, SshConfig, SshShell,
 };
-use batchbridge_testbed::{bastion_hops, ca_facts, ssh_facts};
+use batchbridge_testbed::{BastionHop, bastion_hops, ca_facts, ssh_facts};
 
 /// The SLURM login's config (its key, its host key) in `runtime_dir`, without hops.
-fn login_config(runtime_dir: &std::path::Path) -> SshConfig {
+fn login_config(runtime_dir: &Path) -> SshConfig {
     let login = ssh_facts();
     let mut config = login.config(
         SshAuth::KeyFile(login.private_key.clone()),
@@ -19,6 +21,23 @@ fn login_config(runtime_dir: &std::path::Path) -> SshConfig {
     );
     config.runtime_dir = Some(runtime_dir.into());
     config
+}
+
+/// A shell on the SLURM login through hop 1 as the test bed has it, then `second`, with its
+/// OpenSSH files in `runtime_dir`.
+fn through_hop_1_and(runtime_dir: &Path, hops: &[BastionHop], second: JumpHost) -> SshShell {
+    let config = login_config(runtime_dir)
+        .jump_host(hops[0].jump_host())
+        .jump_host(second);
+    SshShell::new(config).unwrap()
+}
+
+/// What the error of a login that hop 2 refused says.
+fn hop_2_refused(hops: &[BastionHop]) -> String {
+    format!(
+        "jump host 2 (127.0.0.1:{}) on the way: the hop refused",
+        hops[1].port
+    )
 }
 
 #[tokio::test]
@@ -31,12 +50,7 @@ async fn a_command_runs_on_the_slurm_login_through_two_hops() {
         std::fs::read_to_string(&hops[1].key).unwrap(),
     ));
     second.host_keys = HostKeys::Entries(std::fs::read_to_string(&hops[1].known_hosts).unwrap());
-    let shell = SshShell::new(
-        login_config(runtime.path())
-            .jump_host(hops[0].jump_host())
-            .jump_host(second),
-    )
-    .unwrap();
+    let shell = through_hop_1_and(runtime.path(), &hops, second);
 
     let out = shell
         .run(
@@ -60,7 +74,7 @@ async fn a_command_runs_on_the_slurm_login_through_two_hops() {
 }
 
 /// Every file under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()
         .flat_map(|entry| {
@@ -83,12 +97,7 @@ async fn a_wrong_or_unknown_host_key_on_hop_2_names_hop_2_and_its_keyscan_line()
         let runtime = tempfile::tempdir().unwrap();
         let mut second = hops[1].jump_host();
         second.host_keys = host_keys.clone();
-        let shell = SshShell::new(
-            login_config(runtime.path())
-                .jump_host(hops[0].jump_host())
-                .jump_host(second),
-        )
-        .unwrap();
+        let shell = through_hop_1_and(runtime.path(), &hops, second);
         let err = shell.connect().await.unwrap_err();
         assert_eq!(
             err.kind(),
@@ -116,12 +125,7 @@ async fn a_hop_logs_in_with_its_own_password() {
     let password = hops[1].password.clone().expect("hop 2 takes a password");
     let mut second = hops[1].jump_host();
     second.auth = SshAuth::Password(Password::new(password.clone()));
-    let shell = SshShell::new(
-        login_config(runtime.path())
-            .jump_host(hops[0].jump_host())
-            .jump_host(second.clone()),
-    )
-    .unwrap();
+    let shell = through_hop_1_and(runtime.path(), &hops, second.clone());
     let out = shell.run(&Command::new("id").arg("-un")).await.unwrap();
     assert_eq!(out.stdout_text(), "batch\n");
     let left: Vec<_> = walk(runtime.path())
@@ -133,19 +137,10 @@ async fn a_hop_logs_in_with_its_own_password() {
     // A wrong one is refused as any refused login.
     let runtime = tempfile::tempdir().unwrap();
     second.auth = SshAuth::Password(Password::new("not-the-password"));
-    let shell = SshShell::new(
-        login_config(runtime.path())
-            .jump_host(hops[0].jump_host())
-            .jump_host(second),
-    )
-    .unwrap();
+    let shell = through_hop_1_and(runtime.path(), &hops, second);
     let err = shell.connect().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
-    let hop2 = format!(
-        "jump host 2 (127.0.0.1:{}) on the way: the hop refused",
-        hops[1].port
-    );
-    assert!(err.message().contains(&hop2), "{err}");
+    assert!(err.message().contains(&hop_2_refused(&hops)), "{err}");
 }
 
 /// The test bed's certificate login (`ca.sh`), which forwards TCP, as a jump host: a hop
@@ -195,17 +190,8 @@ async fn each_hop_takes_its_own_key_only() {
     let hops = bastion_hops();
     let mut second = hops[1].jump_host();
     second.auth = SshAuth::KeyFile(hops[0].key.clone());
-    let shell = SshShell::new(
-        login_config(runtime.path())
-            .jump_host(hops[0].jump_host())
-            .jump_host(second),
-    )
-    .unwrap();
+    let shell = through_hop_1_and(runtime.path(), &hops, second);
     let err = shell.connect().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AuthenticationFailed, "{err}");
-    let hop2 = format!(
-        "jump host 2 (127.0.0.1:{}) on the way: the hop refused",
-        hops[1].port
-    );
-    assert!(err.message().contains(&hop2), "{err}");
+    assert!(err.message().contains(&hop_2_refused(&hops)), "{err}");
 }

@@ -10,15 +10,7 @@ use std::time::Duration;
 
 use batchbridge_core::ErrorKind;
 use batchbridge_core::shell::{Command, Keytab, Shell, SshAuth, SshShell};
-use batchbridge_testbed::kdc_facts;
-
-async fn whoami(shell: &SshShell) -> batchbridge_core::Result<String> {
-    let out = shell
-        .run(&Command::new("id").arg("-un"))
-        .await?
-        .check("id")?;
-    Ok(out.stdout_text().trim().to_owned())
-}
+use batchbridge_testbed::{kdc_facts, whoami};
 
 /// The credential caches MIT Kerberos makes by default (`/tmp/krb5cc_UID…`).
 fn default_caches() -> BTreeSet<PathBuf> {

@@ -7,15 +7,7 @@ use std::time::Duration;
 
 use batchbridge_core::ErrorKind;
 use batchbridge_core::shell::{Command, HostKeys, Password, Shell, SshAuth, SshShell};
-use batchbridge_testbed::ssh_facts;
-
-async fn whoami(shell: &SshShell) -> batchbridge_core::Result<String> {
-    let out = shell
-        .run(&Command::new("id").arg("-un"))
-        .await?
-        .check("id")?;
-    Ok(out.stdout_text().trim().to_owned())
-}
+use batchbridge_testbed::{ssh_facts, whoami};
 
 #[tokio::test]
 async fn key_authentication_runs_commands_as_the_user() {
