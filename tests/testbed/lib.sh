@@ -368,8 +368,10 @@ start_sshd() {
     log="$(log_file sshd)"
     log "$COMPONENT_NAME: starting sshd on $address:$port (log: $log)"
     # sshd daemonizes itself (so not start_daemon); keep the lock's descriptor out of it.
-    "$program" -f "$DAEMON_DIR/sshd_config" -E "$log" {lock_fd}>&- </dev/null ||
+    if ! "$program" -f "$DAEMON_DIR/sshd_config" -E "$log" {lock_fd}>&- </dev/null; then
+        tail -n 20 "$log" >&2 || true
         die "${program##*/} failed to start"
+    fi
 }
 
 # await_sshd WHAT PROBLEM CMD [ARGS...] : run CMD until it succeeds (about 10 s at most; a
