@@ -16,7 +16,8 @@
 //! runs in the image with the environment, arguments and volumes of the pod
 //! `output::log_pod` builds, reaching the cluster with the image's OpenSSH client as the
 //! image's user, with no home directory. The same run without a writable /tmp must fail,
-//! so the tests really run on a read-only root.
+//! so the tests really run on a read-only root. A log pod whose Secret is a Kerberos keytab
+//! logs in the same way with the image's `kinit`, through the test bed's GSSAPI-only sshd.
 
 // Helpers panic on purpose: anything unexpected is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -32,7 +33,7 @@ use batchbridge_core::{BatchBackend, JobSpec, JobState};
 use batchbridge_operator::crd::{BatchClusterSpec, BatchJob};
 use batchbridge_operator::output;
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
-use batchbridge_testbed::{login, ssh_facts, testbed_dir, testbed_script};
+use batchbridge_testbed::{kdc_facts, login, ssh_facts, testbed_dir, testbed_script};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::{Value, json};
 
@@ -122,6 +123,8 @@ for node in null zero full random urandom tty; do
     mount --bind "/dev/$node" "$root/dev/$node"
 done
 ln -s /proc/self/fd "$root/dev/fd"
+# The kubelet gives every pod an /etc/hosts naming localhost (the image has none).
+printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 # The pod's volumes.
 for spec in "${mounts[@]}"; do
     case $spec in
@@ -317,11 +320,34 @@ fn log_pod(job_id: &batchbridge_core::JobId) -> Pod {
 /// The log pod for a job of the SLURM test bed with BatchJob spec `spec`.
 fn log_pod_of(job_id: &batchbridge_core::JobId, spec: serde_json::Value) -> Pod {
     let ssh = login("ssh");
+    log_pod_through(
+        &ssh.host,
+        ssh.port,
+        &ssh.user,
+        &ssh.known_hosts,
+        "slurm-login",
+        job_id,
+        spec,
+    )
+}
+
+/// The log pod for a job of the SLURM test bed with BatchJob spec `spec`, whose BatchCluster
+/// logs in to `host`:`port` as `user` with Secret `secret` and the host keys in
+/// `known_hosts`.
+fn log_pod_through(
+    host: &str,
+    port: u16,
+    user: &str,
+    known_hosts: &std::path::Path,
+    secret: &str,
+    job_id: &batchbridge_core::JobId,
+    spec: serde_json::Value,
+) -> Pod {
     let cluster: BatchClusterSpec = serde_json::from_value(json!({
         "scheduler": "slurm",
-        "ssh": {"host": ssh.host, "port": ssh.port, "user": ssh.user},
-        "secretRef": {"name": "slurm-login"},
-        "knownHosts": std::fs::read_to_string(&ssh.known_hosts).unwrap(),
+        "ssh": {"host": host, "port": port, "user": user},
+        "secretRef": {"name": secret},
+        "knownHosts": std::fs::read_to_string(known_hosts).unwrap(),
     }))
     .unwrap();
     let job: BatchJob = serde_json::from_value(json!({
@@ -334,34 +360,47 @@ fn log_pod_of(job_id: &batchbridge_core::JobId, spec: serde_json::Value) -> Pod 
     output::log_pod(&job, &cluster, job_id, "ghcr.io/batchbridge/operator:test")
 }
 
-/// The Secret volume the kubelet would make of a `kubernetes.io/ssh-auth` Secret holding the
-/// test bed's key: its atomic-writer layout (`ssh-privatekey` -> `..data/ssh-privatekey`,
-/// `..data` -> a timestamped directory) and the key owned by root with the volume's
-/// defaultMode, plus group read for the pod's fsGroup, whose group it gets. The log pod sets
-/// no fsGroup today, and then the kubelet leaves the key root:root 0400, which the image's
-/// user cannot read; until it does, the key gets the group the Deployment's fsGroup gives,
-/// the image's 65532. Returns the directory and the temporary directory holding it.
-fn secret_volume(spec: &PodSpec, default_mode: u32) -> (tempfile::TempDir, PathBuf) {
+/// The Secret volume the kubelet would make of a Secret holding `files` (name and
+/// contents): its atomic-writer layout (`NAME` -> `..data/NAME`, `..data` -> a timestamped
+/// directory) and each file owned by root with the volume's defaultMode, plus group read for
+/// the pod's fsGroup, whose group it gets. Without an fsGroup the kubelet leaves a file
+/// root:root 0400, which the image's user cannot read; the log pod sets the image's 65532.
+/// Returns the directory and the temporary directory holding it.
+fn secret_volume(
+    spec: &PodSpec,
+    default_mode: u32,
+    files: &[(&str, Vec<u8>)],
+) -> (tempfile::TempDir, PathBuf) {
     let holder = tempfile::tempdir().unwrap();
     let dir = holder.path().join("credentials");
     let data = dir.join("..2026_01_01_00_00_00.000000000");
     std::fs::create_dir_all(&data).unwrap();
-    let key = data.join("ssh-privatekey");
-    std::fs::copy(login("ssh").private_key, &key).unwrap();
-    // What the kubelet does: with an fsGroup the key is root:FSGROUP and group-readable,
+    // What the kubelet does: with an fsGroup a file is root:FSGROUP and group-readable,
     // without one it is root:root with the Secret's mode.
     let (group, mode) = match spec.security_context.as_ref().and_then(|c| c.fs_group) {
         Some(group) => (u32::try_from(group).unwrap(), default_mode | 0o440),
         None => (0, default_mode),
     };
-    std::os::unix::fs::chown(&key, Some(0), Some(group)).unwrap();
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+    for (name, contents) in files {
+        let file = data.join(name);
+        std::fs::write(&file, contents).unwrap();
+        std::os::unix::fs::chown(&file, Some(0), Some(group)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::os::unix::fs::symlink(format!("..data/{name}"), dir.join(name)).unwrap();
+    }
     for dir in [&dir, &data] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::os::unix::fs::symlink(data.file_name().unwrap(), dir.join("..data")).unwrap();
-    std::os::unix::fs::symlink("..data/ssh-privatekey", dir.join("ssh-privatekey")).unwrap();
     (holder, dir)
+}
+
+/// The files of the `kubernetes.io/ssh-auth` Secret holding the SLURM test bed's key.
+fn key_secret() -> Vec<(&'static str, Vec<u8>)> {
+    vec![(
+        "ssh-privatekey",
+        std::fs::read(login("ssh").private_key).unwrap(),
+    )]
 }
 
 /// The log pod's container: its one container, which must keep the root read-only.
@@ -381,8 +420,14 @@ struct PodRun {
     secrets: Vec<tempfile::TempDir>,
 }
 
-/// The log pod's container as the kubelet would run it (see [`secret_volume`]).
+/// The log pod's container as the kubelet would run it, its Secret holding the test bed's
+/// key (see [`secret_volume`]).
 fn pod_run(pod: &Pod) -> PodRun {
+    pod_run_with(pod, &key_secret())
+}
+
+/// The log pod's container as the kubelet would run it, its Secrets holding `files`.
+fn pod_run_with(pod: &Pod, files: &[(&str, Vec<u8>)]) -> PodRun {
     let pod_spec = pod.spec.as_ref().unwrap();
     let container = container(pod);
     assert!(
@@ -409,7 +454,7 @@ fn pod_run(pod: &Pod) -> PodRun {
         } else if let Some(secret) = &volume.secret {
             assert_eq!(mount.read_only, Some(true));
             let mode = u32::try_from(secret.default_mode.unwrap_or(0o644)).unwrap();
-            let (holder, dir) = secret_volume(pod_spec, mode);
+            let (holder, dir) = secret_volume(pod_spec, mode, files);
             secrets.push(holder);
             volumes.push(Volume::Secret(dir, mount.mount_path.clone()));
         } else {
@@ -437,19 +482,7 @@ fn pod_run(pod: &Pod) -> PodRun {
 #[tokio::test]
 async fn fetch_output_in_the_image_prints_a_slurm_jobs_output() {
     let facts = image_facts();
-    let backend =
-        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
-    let spec = JobSpec::new(
-        unique_key("image-runtime"),
-        "image-runtime",
-        "printf 'hello from job %s\\n' \"$SLURM_JOB_ID\"\necho to-stderr >&2\n",
-    );
-    let id = backend.submit(&spec).await.unwrap();
-    let status = conformance::wait_terminal(&backend, &id, &conformance::Config::default())
-        .await
-        .unwrap();
-    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
-    let expected = format!("hello from job {id}\nto-stderr\n");
+    let (id, expected) = finished_slurm_job().await;
 
     let pod = log_pod(&id);
     let PodRun {
@@ -482,6 +515,84 @@ async fn fetch_output_in_the_image_prints_a_slurm_jobs_output() {
         stderr.contains("Read-only file system") && stderr.contains("/tmp/batchbridge-ssh-"),
         "{stderr}"
     );
+}
+
+/// A SLURM job of the test bed that succeeded, run with the test bed's key, and the output
+/// fetch-output prints for it.
+async fn finished_slurm_job() -> (batchbridge_core::JobId, String) {
+    let backend =
+        SlurmBackend::new(Arc::new(ssh_facts().key_shell()), SlurmConfig::default()).unwrap();
+    let spec = JobSpec::new(
+        unique_key("image-runtime"),
+        "image-runtime",
+        "printf 'hello from job %s\\n' \"$SLURM_JOB_ID\"\necho to-stderr >&2\n",
+    );
+    let id = backend.submit(&spec).await.unwrap();
+    let status = conformance::wait_terminal(&backend, &id, &conformance::Config::default())
+        .await
+        .unwrap();
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let expected = format!("hello from job {id}\nto-stderr\n");
+    (id, expected)
+}
+
+/// The image has MIT Kerberos's `kinit`, and with it a log pod whose BatchCluster logs in
+/// with a keytab Secret (`keytab` and `principal`) prints a SLURM job's output through the
+/// test bed's GSSAPI-only sshd (`kdc.sh`): fetch-output runs in the image with the pod's
+/// environment plus the Kerberos configuration the operator hands its log pods
+/// ([`output::KRB5_CONF_VAR`], here the test realm's krb5.conf; the image has none).
+#[tokio::test]
+async fn fetch_output_in_the_image_logs_in_with_a_keytab() {
+    let facts = image_facts();
+    let probe = run_in_image(
+        &facts,
+        &[writable_tmp()],
+        &[],
+        Some(&["/bin/sh", "-c"][..]),
+        &["command -v kinit"],
+    );
+    assert_eq!(
+        text(&probe.stdout),
+        "/usr/bin/kinit\n",
+        "{}",
+        text(&probe.stderr)
+    );
+
+    let (id, expected) = finished_slurm_job().await;
+    let kdc = kdc_facts();
+    let pod = log_pod_through(
+        &kdc.host,
+        kdc.port,
+        &kdc.user,
+        &kdc.known_hosts,
+        "kerberos-login",
+        &id,
+        json!({"clusterRef": {"name": "kerberos"}, "script": "true"}),
+    );
+    let keytab_secret = [
+        ("keytab", std::fs::read(&kdc.user_keytab).unwrap()),
+        ("principal", kdc.user_principal.clone().into_bytes()),
+    ];
+    let PodRun {
+        args,
+        mut env,
+        volumes,
+        secrets: _secrets,
+    } = pod_run_with(&pod, &keytab_secret);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    env.push((
+        output::KRB5_CONF_VAR.to_owned(),
+        std::fs::read_to_string(&kdc.krb5_conf).unwrap(),
+    ));
+    let output = run_in_image(&facts, &volumes, &env, None, &args);
+    assert!(
+        output.status.success(),
+        "fetch-output with a keytab failed in the image ({}): {}",
+        output.status,
+        text(&output.stderr)
+    );
+    assert_eq!(text(&output.stdout), expected, "{}", text(&output.stderr));
 }
 
 /// A file the test creates to let a job go on: the job's script waits for it, so output the
