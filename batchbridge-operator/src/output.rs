@@ -300,11 +300,16 @@ fn operator_log_pod(writer: &Writer, job: &BatchJob, connection: &Connection, id
     pod
 }
 
-/// The text of the Kerberos configuration files `KRB5_CONFIG` names (a colon-separated
-/// list, which MIT Kerberos reads one after the other, skipping files that do not exist);
-/// None when it is unset or names nothing readable.
+/// The text of the Kerberos configuration files this process's `KRB5_CONFIG` names; None
+/// when it is unset or names nothing readable.
 fn own_krb5_config() -> Option<String> {
-    let list = std::env::var("KRB5_CONFIG").ok()?;
+    krb5_config_text(&std::env::var("KRB5_CONFIG").ok()?)
+}
+
+/// The text of the Kerberos configuration files in `list`, colon-separated as in
+/// `KRB5_CONFIG`, which MIT Kerberos reads one after the other, skipping files that do not
+/// exist; None when none can be read.
+fn krb5_config_text(list: &str) -> Option<String> {
     let text: Vec<String> = list
         .split(':')
         .filter(|path| !path.is_empty())
@@ -820,6 +825,21 @@ mod tests {
 
     fn chunk(text: &str) -> OutputChunk {
         OutputChunk::new(text.as_bytes().to_vec(), 0, text.len() as u64)
+    }
+
+    #[test]
+    fn the_krb5_config_text_joins_the_files_that_exist() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        std::fs::write(path("site.conf"), "[libdefaults]\n").unwrap_or_else(|err| panic!("{err}"));
+        std::fs::write(path("realms.conf"), "[realms]\n").unwrap_or_else(|err| panic!("{err}"));
+        let list = [path("site.conf"), path("absent.conf"), path("realms.conf")].join(":");
+        assert_eq!(
+            krb5_config_text(&list).as_deref(),
+            Some("[libdefaults]\n\n[realms]\n")
+        );
+        assert_eq!(krb5_config_text(&path("absent.conf")), None);
+        assert_eq!(krb5_config_text(""), None);
     }
 
     #[test]
