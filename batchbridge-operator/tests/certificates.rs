@@ -8,18 +8,20 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use batchbridge_core::shell::Certificate;
 use batchbridge_operator::Operator;
-use batchbridge_operator::crd::{BatchCluster, Phase};
+use batchbridge_operator::crd::Phase;
 use batchbridge_operator::reason::{ConditionType, Reason};
 use batchbridge_operator::status::condition;
-use batchbridge_testbed::{CaFacts, ca_facts};
+use batchbridge_testbed::ca_facts;
 use common::Cluster;
-use common::operator::{RunningOperator, create_job, events_of, http_get, metric, status};
+use common::operator::{
+    RunningOperator, SshLogin, cluster_spec, create_cluster_with, create_job, events_of, http_get,
+    metric, put_secret, secret_of, status,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -30,59 +32,29 @@ const WARNING: Duration = Duration::from_secs(90);
 /// How many jobs run across the expiry and the rotation.
 const JOBS: usize = 20;
 
-/// A Secret `name` with the certificate login's key and `certificate`.
-fn certificate_secret(ca: &CaFacts, name: &str, certificate: &str) -> Secret {
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/ssh-auth".into()),
-        data: Some(BTreeMap::from([
-            (
-                "ssh-privatekey".to_owned(),
-                ByteString(std::fs::read(&ca.user_key).unwrap()),
-            ),
-            (
-                "ssh-certificate".to_owned(),
-                ByteString(certificate.as_bytes().to_vec()),
-            ),
-        ])),
-        ..Secret::default()
-    }
-}
-
 /// A namespace with the certificate Secret and a SLURM BatchCluster `slurm` logging in to
 /// the certificate login with it, and an operator (CredentialExpiring 90 s before the
 /// expiry) serving its metrics on the returned address.
 async fn set_up(test: &str, certificate: &str) -> (Cluster, RunningOperator, SocketAddr) {
     let bed = Cluster::new(test).await;
     let ca = ca_facts();
-    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
-        .create(
-            &PostParams::default(),
-            &certificate_secret(&ca, "cluster-certificate", certificate),
-        )
-        .await
-        .unwrap();
-    let cluster: BatchCluster = serde_json::from_value(json!({
-        "apiVersion": "batchbridge.dev/v1alpha1",
-        "kind": "BatchCluster",
-        "metadata": {"name": "slurm"},
-        "spec": {
-            "scheduler": "slurm",
-            "ssh": {"host": ca.host, "port": ca.port, "user": ca.user},
-            "secretRef": {"name": "cluster-certificate"},
-            "knownHosts": std::fs::read_to_string(&ca.known_hosts).unwrap(),
-            "pollInterval": "1s",
-            "defaults": {"partition": "debug"},
-        },
-    }))
-    .unwrap();
-    bed.clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    let secret = secret_of(
+        "cluster-certificate",
+        "kubernetes.io/ssh-auth",
+        [
+            ("ssh-privatekey", std::fs::read(&ca.user_key).unwrap()),
+            ("ssh-certificate", certificate.as_bytes().to_vec()),
+        ],
+    );
+    put_secret(&bed, &secret).await;
+    let ssh = SshLogin {
+        host: &ca.host,
+        port: ca.port,
+        user: &ca.user,
+        known_hosts: &ca.known_hosts,
+    };
+    let spec = cluster_spec("slurm", &ssh, "cluster-certificate");
+    create_cluster_with(&bed, "slurm", spec).await;
 
     let client = bed.operator_client().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

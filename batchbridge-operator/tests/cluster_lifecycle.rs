@@ -10,18 +10,16 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use batchbridge_operator::crd::{BatchCluster, Phase};
+use batchbridge_operator::crd::Phase;
 use batchbridge_testbed::login;
 use common::Cluster;
 use common::operator::{
-    PATIENCE, RunningOperator, create_job, create_secret, status, wait_for_phase,
+    PATIENCE, RunningOperator, SshLogin, cluster_spec, create_cluster_with, create_job,
+    create_secret, put_secret, secret_of, status, wait_for_phase, wait_for_unreachable,
 };
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use serde_json::json;
 
 /// This process's OpenSSH masters (`ssh -N -M …`): one per live connection.
@@ -57,25 +55,13 @@ async fn until(what: &str, check: impl Fn() -> bool) {
 
 async fn create_slurm_cluster(bed: &Cluster, name: &str, work_dir: &str, user: &str, secret: &str) {
     let login = login("ssh");
-    let cluster: BatchCluster = serde_json::from_value(json!({
-        "apiVersion": "batchbridge.dev/v1alpha1",
-        "kind": "BatchCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "scheduler": "slurm",
-            "ssh": {"host": login.host, "port": login.port, "user": user},
-            "secretRef": {"name": secret},
-            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
-            "pollInterval": "1s",
-            "workDir": work_dir,
-            "defaults": {"partition": "debug"},
-        },
-    }))
-    .unwrap();
-    bed.clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    let ssh = SshLogin {
+        user,
+        ..SshLogin::from(&login)
+    };
+    let mut spec = cluster_spec("slurm", &ssh, secret);
+    spec["workDir"] = json!(work_dir);
+    create_cluster_with(bed, name, spec).await;
 }
 
 /// Runs a job on BatchCluster `cluster` that prints its own script's path, which lies in
@@ -152,42 +138,14 @@ async fn a_batch_clusters_connection_lives_exactly_as_long_as_it() {
     // Refused credentials: one login, then a wait that the condition names, with no new
     // login while it lasts, though the cluster is probed every 15 s and polled every 1 s.
     let user = format!("nobody{}", std::process::id());
-    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("wrong-password".into()),
-                    ..Default::default()
-                },
-                type_: Some("kubernetes.io/basic-auth".into()),
-                data: Some(BTreeMap::from([(
-                    "password".to_owned(),
-                    ByteString(b"not-the-password".to_vec()),
-                )])),
-                ..Secret::default()
-            },
-        )
-        .await
-        .unwrap();
+    let secret = secret_of(
+        "wrong-password",
+        "kubernetes.io/basic-auth",
+        [("password", b"not-the-password".to_vec())],
+    );
+    put_secret(&bed, &secret).await;
     create_slurm_cluster(&bed, "c-locked", &first_dir, &user, "wrong-password").await;
-    let deadline = Instant::now() + PATIENCE;
-    let message = loop {
-        let cluster = bed.clusters().get("c-locked").await.unwrap();
-        let reachable = cluster.status.and_then(|s| {
-            s.conditions
-                .into_iter()
-                .find(|c| c.type_ == "Reachable" && c.status == "False")
-        });
-        if let Some(condition) = reachable {
-            break condition.message;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "c-locked never became unreachable"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let message = wait_for_unreachable(&bed, "c-locked").await.message;
     assert!(message.contains("no new login for"), "{message}");
     let logins = logins_as(&user);
     assert_eq!(logins, 1, "one refused login so far");

@@ -339,31 +339,6 @@ async fn deleting_a_running_job_cancels_it() {
     bed.clean_up().await;
 }
 
-/// Polls BatchCluster `name` until its Reachable condition is False; returns it.
-async fn wait_for_cluster(
-    bed: &Cluster,
-    name: &str,
-    what: &str,
-) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let cluster = bed.clusters().get(name).await.unwrap();
-        let status = cluster.status.unwrap_or_default();
-        if let Some(c) = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Reachable" && c.status == "False")
-        {
-            return c.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: timed out waiting for {what}: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Experiment 9: a BatchJob whose cluster's Secret is missing reports it (condition and
 /// Event) while a job on a good cluster in the same namespace runs; once the Secret exists,
 /// the waiting job runs too. Likewise a host key mismatch and an unreachable host, on the
@@ -440,7 +415,7 @@ async fn a_missing_secret_is_reported() {
         (careful.phase, careful.job_id.as_deref(), careful.attempts),
         (Some(Phase::Pending), None, 0)
     );
-    let reachable = wait_for_cluster(&bed, "impostor", "Reachable False").await;
+    let reachable = wait_for_unreachable(&bed, "impostor").await;
     assert_eq!(reachable.reason, "HostKeyMismatch", "{reachable:?}");
     // Ready, the summary condition kstatus, Argo CD and Flux read, says the same.
     let impostor = bed
@@ -489,7 +464,7 @@ async fn a_missing_secret_is_reported() {
         (Some(Phase::Pending), None, 0),
         "nothing reached the cluster: pending, as before any submit"
     );
-    let reachable = wait_for_cluster(&bed, "nowhere", "Reachable False").await;
+    let reachable = wait_for_unreachable(&bed, "nowhere").await;
     assert_eq!(reachable.reason, "Unreachable", "{reachable:?}");
     let events = events_of(&bed, "lost").await;
     assert!(

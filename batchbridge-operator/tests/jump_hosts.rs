@@ -9,20 +9,15 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
-
-use batchbridge_operator::crd::{BatchCluster, Phase};
+use batchbridge_operator::crd::Phase;
 use batchbridge_testbed::{BastionHop, Login, bastion_hops, login};
 use common::Cluster;
 use common::operator::*;
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-/// A BatchCluster for the SLURM login through `hops`, each with the Secret `jump-N-key`
-/// (from 1) and the known hosts in `known_hosts` (the hop's own by default).
-fn cluster_through(name: &str, login: &Login, hops: &[(BastionHop, std::path::PathBuf)]) -> Value {
+/// The spec of a BatchCluster for the SLURM login through `hops`, each with the Secret
+/// `jump-N-key` (from 1) and the known hosts in `known_hosts` (the hop's own by default).
+fn cluster_through(login: &Login, hops: &[(BastionHop, std::path::PathBuf)]) -> Value {
     let jump_hosts: Vec<Value> = hops
         .iter()
         .enumerate()
@@ -34,28 +29,9 @@ fn cluster_through(name: &str, login: &Login, hops: &[(BastionHop, std::path::Pa
             })
         })
         .collect();
-    json!({
-        "apiVersion": "batchbridge.dev/v1alpha1",
-        "kind": "BatchCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "scheduler": "slurm",
-            "ssh": {"host": login.host, "port": login.port, "user": login.user,
-                    "jumpHosts": jump_hosts},
-            "secretRef": {"name": "cluster-key"},
-            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
-            "pollInterval": "1s",
-            "defaults": {"partition": "debug"},
-        },
-    })
-}
-
-async fn create(bed: &Cluster, cluster: Value) {
-    let cluster: BatchCluster = serde_json::from_value(cluster).unwrap();
-    bed.clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    let mut spec = cluster_spec("slurm", &SshLogin::from(login), "cluster-key");
+    spec["ssh"]["jumpHosts"] = json!(jump_hosts);
+    spec
 }
 
 /// The log pod of job `name` run here as its container would: its environment, and each
@@ -66,17 +42,7 @@ async fn log_pod_through_hops(
     login: &Login,
     hops: &[BastionHop],
 ) -> String {
-    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
-        .get(name)
-        .await
-        .unwrap();
-    let env: BTreeMap<String, String> = pod.spec.unwrap().containers[0]
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value.unwrap_or_default()))
-        .collect();
+    let env = log_pod_env(bed, name).await;
     let mounts = tempfile::tempdir().unwrap();
     let credentials = mounts.path().join("credentials");
     std::fs::create_dir(&credentials).unwrap();
@@ -91,44 +57,7 @@ async fn log_pod_through_hops(
             }
         }
     }
-    let mut printed = Vec::new();
-    batchbridge_operator::output::fetch_output_to(
-        &|name: &str| env.get(name).cloned(),
-        &credentials,
-        &mut printed,
-    )
-    .await
-    .unwrap();
-    String::from_utf8(printed).unwrap()
-}
-
-/// Waits until BatchCluster `name` has Reachable=False; returns that condition.
-async fn unreachable(
-    bed: &Cluster,
-    name: &str,
-) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let status = bed
-            .clusters()
-            .get(name)
-            .await
-            .unwrap()
-            .status
-            .unwrap_or_default();
-        if let Some(c) = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Reachable" && c.status == "False")
-        {
-            return c.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: never unreachable: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    fetch_output(&env, &credentials).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,24 +71,21 @@ async fn a_batchjob_runs_through_two_jump_hosts_and_a_wrong_hop_key_is_named() {
         ..login.clone()
     };
     create_secret(&bed, "jump-1-key", &hop_1_login).await;
-    let password: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "jump-2-key"},
-        "type": "kubernetes.io/basic-auth",
-        "stringData": {"password": hops[1].password.clone().expect("hop 2 takes a password")},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
-        .create(&PostParams::default(), &password)
-        .await
-        .unwrap();
+    let password = hops[1].password.clone().expect("hop 2 takes a password");
+    let password = secret_of(
+        "jump-2-key",
+        "kubernetes.io/basic-auth",
+        [("password", password.into_bytes())],
+    );
+    put_secret(&bed, &password).await;
     let right: Vec<_> = hops
         .iter()
         .map(|hop| (hop.clone(), hop.known_hosts.clone()))
         .collect();
-    create(&bed, cluster_through("bastioned", &login, &right)).await;
+    create_cluster_with(&bed, "bastioned", cluster_through(&login, &right)).await;
     let mut wrong = right.clone();
     wrong[1].1 = hops[1].wrong_known_hosts.clone();
-    create(&bed, cluster_through("impostor-hop", &login, &wrong)).await;
+    create_cluster_with(&bed, "impostor-hop", cluster_through(&login, &wrong)).await;
     let operator = RunningOperator::start(&bed, &bed.operator_client().await);
 
     create_job(
@@ -216,7 +142,7 @@ async fn a_batchjob_runs_through_two_jump_hosts_and_a_wrong_hop_key_is_named() {
         .unwrap();
     assert!(ready.message.contains(&hop2), "{ready:?}");
     assert!(ready.message.contains(&keyscan), "{ready:?}");
-    let reachable = unreachable(&bed, "impostor-hop").await;
+    let reachable = wait_for_unreachable(&bed, "impostor-hop").await;
     assert_eq!(reachable.reason, "HostKeyMismatch", "{reachable:?}");
     assert!(reachable.message.contains(&hop2), "{reachable:?}");
     assert!(reachable.message.contains(&keyscan), "{reachable:?}");

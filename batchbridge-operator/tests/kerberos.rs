@@ -9,18 +9,18 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use batchbridge_operator::crd::{BatchCluster, BatchJobStatus, Phase};
+use batchbridge_operator::crd::{BatchJobStatus, Phase};
 use batchbridge_testbed::kdc_facts;
 use common::Cluster;
-use common::operator::{create_job, http_get, status};
+use common::operator::{
+    SshLogin, cluster_spec, create_cluster_with, create_job, http_get, put_secret, secret_of,
+    status,
+};
 use common::process::{OperatorProcess, Proc, write_operator_kubeconfig};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
 use serde_json::json;
 
 /// Files named like a Kerberos credential cache (`krb5cc…`) under `dir`, at any depth.
@@ -68,46 +68,22 @@ async fn a_keytab_secret_logs_in_past_the_tickets_lifetime_and_the_ticket_stays_
     let kdc = kdc_facts();
     let before = ticket_files(Path::new("/tmp"));
     let bed = Cluster::new("kerberos-keytab").await;
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("cluster-keytab".into()),
-            ..Default::default()
-        },
-        type_: Some("batchbridge.dev/kerberos-keytab".into()),
-        data: Some(BTreeMap::from([
-            (
-                "keytab".to_owned(),
-                ByteString(std::fs::read(&kdc.user_keytab).unwrap()),
-            ),
-            (
-                "principal".to_owned(),
-                ByteString(kdc.user_principal.clone().into_bytes()),
-            ),
-        ])),
-        ..Secret::default()
+    let secret = secret_of(
+        "cluster-keytab",
+        "batchbridge.dev/kerberos-keytab",
+        [
+            ("keytab", std::fs::read(&kdc.user_keytab).unwrap()),
+            ("principal", kdc.user_principal.clone().into_bytes()),
+        ],
+    );
+    put_secret(&bed, &secret).await;
+    let ssh = SshLogin {
+        host: &kdc.host,
+        port: kdc.port,
+        user: &kdc.user,
+        known_hosts: &kdc.known_hosts,
     };
-    Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let cluster: BatchCluster = serde_json::from_value(json!({
-        "apiVersion": "batchbridge.dev/v1alpha1",
-        "kind": "BatchCluster",
-        "metadata": {"name": "slurm"},
-        "spec": {
-            "scheduler": "slurm",
-            "ssh": {"host": kdc.host, "port": kdc.port, "user": kdc.user},
-            "secretRef": {"name": "cluster-keytab"},
-            "knownHosts": std::fs::read_to_string(&kdc.known_hosts).unwrap(),
-            "pollInterval": "1s",
-            "defaults": {"partition": "debug"},
-        },
-    }))
-    .unwrap();
-    bed.clusters()
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    create_cluster_with(&bed, "slurm", cluster_spec("slurm", &ssh, "cluster-keytab")).await;
 
     let dir = tempfile::tempdir().unwrap();
     write_operator_kubeconfig(&bed, dir.path()).await;

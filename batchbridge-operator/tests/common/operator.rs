@@ -2,6 +2,7 @@
 //! BatchCluster on the test bed, and helpers to create jobs and wait for their status.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use batchbridge_core::shell::{Command, Shell};
@@ -10,6 +11,7 @@ use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
 use batchbridge_testbed::{Login, login};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Event, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -74,20 +76,35 @@ pub(crate) async fn set_up(
 
 pub(crate) async fn create_secret(bed: &Cluster, name: &str, login: &Login) {
     let key = std::fs::read(&login.private_key).unwrap();
-    let secret = Secret {
+    let secret = secret_of(name, "kubernetes.io/ssh-auth", [("ssh-privatekey", key)]);
+    put_secret(bed, &secret).await;
+}
+
+/// Secret `name` of type `type_` holding `data`.
+pub(crate) fn secret_of<const N: usize>(
+    name: &str,
+    type_: &str,
+    data: [(&str, Vec<u8>); N],
+) -> Secret {
+    Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
             ..Default::default()
         },
-        type_: Some("kubernetes.io/ssh-auth".into()),
-        data: Some(BTreeMap::from([(
-            "ssh-privatekey".to_owned(),
-            ByteString(key),
-        )])),
+        type_: Some(type_.into()),
+        data: Some(
+            data.into_iter()
+                .map(|(key, value)| (key.to_owned(), ByteString(value)))
+                .collect(),
+        ),
         ..Secret::default()
-    };
+    }
+}
+
+/// Creates `secret` in the test namespace.
+pub(crate) async fn put_secret(bed: &Cluster, secret: &Secret) {
     Api::<Secret>::namespaced(bed.client.clone(), &bed.namespace)
-        .create(&PostParams::default(), &secret)
+        .create(&PostParams::default(), secret)
         .await
         .unwrap();
 }
@@ -99,22 +116,54 @@ pub(crate) async fn create_cluster(
     login: &Login,
     secret: &str,
 ) {
-    let mut cluster = json!({
+    let spec = cluster_spec(scheduler, &SshLogin::from(login), secret);
+    create_cluster_with(bed, name, spec).await;
+}
+
+/// Where a BatchCluster logs in: host, port, user and the file of its host keys.
+pub(crate) struct SshLogin<'a> {
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
+    pub(crate) user: &'a str,
+    pub(crate) known_hosts: &'a Path,
+}
+
+impl<'a> From<&'a Login> for SshLogin<'a> {
+    fn from(login: &'a Login) -> Self {
+        Self {
+            host: &login.host,
+            port: login.port,
+            user: &login.user,
+            known_hosts: &login.known_hosts,
+        }
+    }
+}
+
+/// The spec of a BatchCluster for `scheduler` logging in at `ssh` with Secret `secret`,
+/// polling every second; SLURM's submits to the test bed's `debug` partition.
+pub(crate) fn cluster_spec(scheduler: &str, ssh: &SshLogin<'_>, secret: &str) -> Value {
+    let mut spec = json!({
+        "scheduler": scheduler,
+        "ssh": {"host": ssh.host, "port": ssh.port, "user": ssh.user},
+        "secretRef": {"name": secret},
+        "knownHosts": std::fs::read_to_string(ssh.known_hosts).unwrap(),
+        "pollInterval": "1s",
+    });
+    if scheduler == "slurm" {
+        spec["defaults"] = json!({"partition": "debug"});
+    }
+    spec
+}
+
+/// Creates BatchCluster `name` with `spec` in the test namespace.
+pub(crate) async fn create_cluster_with(bed: &Cluster, name: &str, spec: Value) {
+    let cluster = serde_json::from_value(json!({
         "apiVersion": "batchbridge.dev/v1alpha1",
         "kind": "BatchCluster",
         "metadata": {"name": name},
-        "spec": {
-            "scheduler": scheduler,
-            "ssh": {"host": login.host, "port": login.port, "user": login.user},
-            "secretRef": {"name": secret},
-            "knownHosts": std::fs::read_to_string(&login.known_hosts).unwrap(),
-            "pollInterval": "1s",
-        },
-    });
-    if scheduler == "slurm" {
-        cluster["spec"]["defaults"] = json!({"partition": "debug"});
-    }
-    let cluster = serde_json::from_value(cluster).unwrap();
+        "spec": spec,
+    }))
+    .unwrap();
     bed.clusters()
         .create(&PostParams::default(), &cluster)
         .await
@@ -143,27 +192,38 @@ pub(crate) async fn create_job(bed: &Cluster, name: &str, spec: Value) -> BatchJ
 /// mode runs here, with the environment and the mounted Secret (the client key of test bed
 /// component `component`) the pod would have.
 pub(crate) async fn log_pod_output(bed: &Cluster, name: &str, component: &str) -> String {
-    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
-        .get(name)
-        .await
-        .unwrap();
-    let env: BTreeMap<String, String> = pod.spec.unwrap().containers[0]
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value.unwrap_or_default()))
-        .collect();
+    let env = log_pod_env(bed, name).await;
     let credentials = tempfile::tempdir().unwrap();
     std::fs::copy(
         login(component).private_key,
         credentials.path().join("ssh-privatekey"),
     )
     .unwrap();
+    fetch_output(&env, credentials.path()).await
+}
+
+/// The environment of the container of log pod `name`.
+pub(crate) async fn log_pod_env(bed: &Cluster, name: &str) -> BTreeMap<String, String> {
+    let pod = Api::<Pod>::namespaced(bed.client.clone(), &bed.namespace)
+        .get(name)
+        .await
+        .unwrap();
+    pod.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect()
+}
+
+/// What the log pod's fetch-output mode prints with environment `env` and the cluster's
+/// Secret mounted at `credentials`.
+pub(crate) async fn fetch_output(env: &BTreeMap<String, String>, credentials: &Path) -> String {
     let mut printed = Vec::new();
     batchbridge_operator::output::fetch_output_to(
         &|name: &str| env.get(name).cloned(),
-        credentials.path(),
+        credentials,
         &mut printed,
     )
     .await
@@ -194,6 +254,27 @@ pub(crate) async fn wait_for(
             job.status
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls BatchCluster `name` until its Reachable condition is False; returns that condition.
+pub(crate) async fn wait_for_unreachable(bed: &Cluster, name: &str) -> Condition {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let cluster = bed.clusters().get(name).await.unwrap();
+        let status = cluster.status.unwrap_or_default();
+        if let Some(c) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Reachable" && c.status == "False")
+        {
+            return c.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: timed out waiting for Reachable False: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
