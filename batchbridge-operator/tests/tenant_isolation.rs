@@ -151,6 +151,20 @@ fn untyped<K: kube::Resource<DynamicType = ()>>(
     Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<K>(&()))
 }
 
+/// Sends `object` twice as the user of `kubeconfig`: `kubectl create`, whose strict field
+/// validation must refuse it, then `api` without that validation, which drops the fields
+/// the schema does not have and must accept it. Returns the strict refusal.
+async fn refused_strict_then_created(
+    bed: &Cluster,
+    kubeconfig: &Path,
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+) -> String {
+    let refusal = kubectl_create_refusal(bed, kubeconfig, object);
+    api.create(&PostParams::default(), object).await.unwrap();
+    refusal
+}
+
 /// `kubectl create` of `object` as the user of `kubeconfig`, with kubectl's default strict
 /// field validation: what the API server answered, when it refused.
 fn kubectl_create_refusal(
@@ -351,11 +365,13 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
         "secretRef": {"name": "b-login", "namespace": b.namespace},
         "knownHosts": std::fs::read_to_string(&slurm.known_hosts).unwrap(),
     });
-    let refusal = kubectl_create_refusal(
+    let refusal = refused_strict_then_created(
         &a,
         &tenant_kubeconfig,
+        &tenant_clusters,
         &object::<BatchCluster>("steal-secret", other_secret.clone()),
-    );
+    )
+    .await;
     assert!(
         refusal.contains("unknown field \"spec.secretRef.namespace\""),
         "{refusal}"
@@ -363,13 +379,6 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
     seen.push(format!(
         "secretRef to namespace B, strict (kubectl create) -> {refusal}"
     ));
-    tenant_clusters
-        .create(
-            &PostParams::default(),
-            &object::<BatchCluster>("steal-secret", other_secret.clone()),
-        )
-        .await
-        .unwrap();
     let message = unreachable_because(&clusters, "steal-secret", "SecretNotFound").await;
     assert!(message.contains(&a.namespace), "{message}");
     seen.push(format!(
@@ -398,11 +407,13 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
         "clusterRef": {"name": "b-cluster", "namespace": b.namespace},
         "script": "echo borrowed\n",
     });
-    let refusal = kubectl_create_refusal(
+    let refusal = refused_strict_then_created(
         &a,
         &tenant_kubeconfig,
-        &object::<BatchJob>("borrow", other_cluster.clone()),
-    );
+        &tenant_jobs,
+        &object::<BatchJob>("borrow", other_cluster),
+    )
+    .await;
     assert!(
         refusal.contains("unknown field \"spec.clusterRef.namespace\""),
         "{refusal}"
@@ -410,13 +421,6 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
     seen.push(format!(
         "clusterRef to namespace B, strict (kubectl create) -> {refusal}"
     ));
-    tenant_jobs
-        .create(
-            &PostParams::default(),
-            &object::<BatchJob>("borrow", other_cluster),
-        )
-        .await
-        .unwrap();
     let job = not_cluster_ready(&a, "borrow", "BatchClusterNotFound").await;
     assert!(job.job_id.is_none(), "{job:?}");
     let message = condition(&job.conditions, "ClusterReady")
@@ -441,11 +445,13 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
             "volumes": [{"name": "x", "secret": {"secretName": "app-token"}}],
         },
     });
-    let refusal = kubectl_create_refusal(
+    let refusal = refused_strict_then_created(
         &a,
         &tenant_kubeconfig,
-        &object::<BatchJob>("hunt", hunt.clone()),
-    );
+        &tenant_jobs,
+        &object::<BatchJob>("hunt", hunt),
+    )
+    .await;
     for field in [
         "serviceAccountName",
         "image",
@@ -461,10 +467,6 @@ async fn a_tenant_reaches_nothing_beyond_its_namespace_and_the_operator_lends_it
     seen.push(format!(
         "log pod fields, strict (kubectl create) -> {refusal}"
     ));
-    tenant_jobs
-        .create(&PostParams::default(), &object::<BatchJob>("hunt", hunt))
-        .await
-        .unwrap();
     let done = wait_for(&a, "hunt", "output collected", |s| {
         condition(&s.conditions, "OutputCollected").is_some()
     })
@@ -867,11 +869,13 @@ async fn a_jump_host_obeys_the_rules_of_the_login_node() {
         0,
         json!({"name": "b-hop-key", "namespace": b.namespace}),
     )]);
-    let refusal = kubectl_create_refusal(
+    let refusal = refused_strict_then_created(
         &a,
         &tenant_kubeconfig,
-        &object::<BatchCluster>("steal-hop-key", steal.clone()),
-    );
+        &tenant_clusters,
+        &object::<BatchCluster>("steal-hop-key", steal),
+    )
+    .await;
     assert!(
         refusal.contains("unknown field \"spec.ssh.jumpHosts[0].secretRef.namespace\""),
         "{refusal}"
@@ -879,13 +883,6 @@ async fn a_jump_host_obeys_the_rules_of_the_login_node() {
     seen.push(format!(
         "a hop's secretRef to namespace B, strict -> {refusal}"
     ));
-    tenant_clusters
-        .create(
-            &PostParams::default(),
-            &object::<BatchCluster>("steal-hop-key", steal),
-        )
-        .await
-        .unwrap();
     let message = unreachable_because(&clusters, "steal-hop-key", "SecretNotFound").await;
     assert!(
         message.contains("spec.ssh.jumpHosts[0]") && message.contains(&a.namespace),
