@@ -214,13 +214,22 @@ async fn run(program: &str, mut command: tokio::process::Command) -> Result<Outp
 }
 
 /// `kinit`'s refusal as an error: an unreachable KDC is worth another try, a refused
-/// principal or keytab is a refused credential.
+/// principal or keytab is a refused credential, and a realm no krb5.conf names a KDC for
+/// ("Cannot find KDC") is a missing configuration that no retry mends.
 fn kinit_failure(target: &str, principal: &str, message: &str) -> Error {
-    let unreachable = [
-        "Cannot contact any KDC",
-        "Cannot find KDC",
-        "Connection refused",
-    ];
+    if message.contains("Cannot find KDC") {
+        return Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "{target}: kinit -k for {principal} failed: {message}; no krb5.conf read here \
+                 names a KDC for that realm: give the realm's krb5.conf (KRB5_CONFIG, \
+                 KerberosKeytab's krb5_config, or the operator chart's \
+                 kerberos.krb5ConfConfigMap)"
+            ),
+        )
+        .permanent();
+    }
+    let unreachable = ["Cannot contact any KDC", "Connection refused"];
     let kind = if unreachable.iter().any(|text| message.contains(text)) {
         ErrorKind::Unreachable
     } else {
@@ -258,5 +267,21 @@ mod tests {
         );
         assert_eq!(refused.kind(), ErrorKind::AuthenticationFailed);
         assert!(refused.message().contains("batch@HPC"), "{refused}");
+    }
+
+    #[test]
+    fn a_realm_without_a_known_kdc_is_a_missing_krb5_conf_not_an_outage() {
+        // What MIT kinit 1.20 prints when no krb5.conf read names the realm's KDC.
+        let unconfigured = kinit_failure(
+            "batch@localhost:2234",
+            "batch@BATCHBRIDGE.TEST",
+            "kinit: Cannot find KDC for realm \"BATCHBRIDGE.TEST\" while getting initial credentials",
+        );
+        assert_eq!(unconfigured.kind(), ErrorKind::InvalidInput);
+        assert!(!unconfigured.is_temporary());
+        assert!(
+            unconfigured.message().contains("KRB5_CONFIG"),
+            "{unconfigured}"
+        );
     }
 }
