@@ -34,16 +34,15 @@ pub struct KdcFacts {
 /// Reads `kdc/facts.json`.
 pub fn kdc_facts() -> KdcFacts {
     let facts = Facts::read("kdc/facts.json");
-    let field = |name: &str| facts.field(name);
     KdcFacts {
-        realm: field("realm"),
-        krb5_conf: field("krb5_conf").into(),
-        user_principal: field("user_principal"),
-        user_keytab: field("user_keytab").into(),
-        host: field("host"),
+        realm: facts.field("realm"),
+        krb5_conf: facts.field("krb5_conf").into(),
+        user_principal: facts.field("user_principal"),
+        user_keytab: facts.field("user_keytab").into(),
+        host: facts.field("host"),
         port: facts.port(),
-        user: field("user"),
-        known_hosts: field("known_hosts").into(),
+        user: facts.field("user"),
+        known_hosts: facts.field("known_hosts").into(),
         max_life: Duration::from_secs(facts.0["max_life_seconds"].as_u64().unwrap()),
     }
 }

@@ -84,15 +84,14 @@ impl Facts {
 /// Reads `ssh/facts.json`.
 pub fn ssh_facts() -> SshFacts {
     let facts = Facts::read("ssh/facts.json");
-    let field = |name: &str| facts.field(name);
     SshFacts {
-        host: field("host"),
+        host: facts.field("host"),
         port: facts.port(),
-        user: field("user"),
-        private_key: field("private_key").into(),
-        password: std::fs::read_to_string(field("password_file")).unwrap(),
-        known_hosts: field("known_hosts").into(),
-        wrong_known_hosts: field("wrong_known_hosts").into(),
+        user: facts.field("user"),
+        private_key: facts.field("private_key").into(),
+        password: std::fs::read_to_string(facts.field("password_file")).unwrap(),
+        known_hosts: facts.field("known_hosts").into(),
+        wrong_known_hosts: facts.field("wrong_known_hosts").into(),
     }
 }
 
@@ -282,16 +281,15 @@ pub struct CaFacts {
 /// Reads `ca/facts.json`.
 pub fn ca_facts() -> CaFacts {
     let facts = Facts::read("ca/facts.json");
-    let field = |name: &str| PathBuf::from(facts.field(name));
     CaFacts {
         host: facts.field("host"),
         port: facts.port(),
         user: facts.field("user"),
-        ca_key: field("ca_key"),
-        user_key: field("user_key"),
-        certificate: field("certificate"),
-        expired_certificate: field("expired_certificate"),
-        known_hosts: field("known_hosts"),
+        ca_key: facts.field("ca_key").into(),
+        user_key: facts.field("user_key").into(),
+        certificate: facts.field("certificate").into(),
+        expired_certificate: facts.field("expired_certificate").into(),
+        known_hosts: facts.field("known_hosts").into(),
     }
 }
 
