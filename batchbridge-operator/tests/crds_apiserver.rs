@@ -75,7 +75,8 @@ async fn kubectl_explain_shows_the_descriptions() {
         (
             "batchjob.status.phase",
             &[
-                "Where the job is in its life: Pending (not submitted yet), Submitted (being submitted), then",
+                "Where the job is in its life: Pending (not submitted yet, or held back by spec.suspend",
+                "Submitted (being submitted), then",
                 "ENUM:",
                 "Cancelled Unknown DESCRIPTION:",
             ],
