@@ -581,7 +581,9 @@ pub trait BatchBackend: Send + Sync {
     /// `spec` with the scheduler directives of its script applied (`#SBATCH`, `#PBS` lines
     /// in the script's header), and what became of each line: see [`crate::directives`].
     /// Fields `spec` sets already win over directives, as a scheduler's command line wins
-    /// over its script's directives. A refused line leaves the spec without it and is in
+    /// over its script's directives; an empty [`JobSpec::name`] counts as unset (a caller
+    /// with no name of its own passes `""` and fills in its default afterwards), so that a
+    /// directive's job name can be taken. A refused line leaves the spec without it and is in
     /// the report; the caller must stop at [`DirectiveReport::check`] before submitting,
     /// after showing the report if it likes (a dry run). `Err` is for a spec that cannot
     /// be read for directives at all, never for a refused line. It runs no command.
