@@ -25,6 +25,7 @@ use std::time::Duration;
 use batchbridge_core::bytesize::ByteSize;
 use batchbridge_core::directives::{DirectiveLine, DirectiveReport, Fate, SpecField};
 use batchbridge_core::error::excerpt;
+use batchbridge_core::spec::parse_array;
 use batchbridge_core::{ArraySpec, JobSpec};
 
 use crate::script::{NOT_PASSTHROUGH, PASSTHROUGH_KEY, WITH_VALUE};
@@ -57,7 +58,7 @@ const CHUNK_RESOURCES: [&str; 7] = [
 ];
 
 /// `spec` with the `#PBS` directives of its script's header applied, and each one's fate.
-/// A field `spec` has already (its `name` always) wins, as qsub's command line wins over
+/// A field `spec` has already (a name that is not empty) wins, as qsub's command line wins over
 /// directives: the directive is Overridden. Among directives, the last one for a field wins,
 /// as in qsub. Options batchbridge has no field for are added to
 /// `spec.passthrough["pbs"]` when they change nothing it relies on; those that would move
@@ -319,11 +320,11 @@ impl Setting {
     }
 
     /// Whether the spec as given sets this field (for the environment, this variable)
-    /// itself. A spec always has a name.
+    /// itself; an empty name is unset (the caller fills in its default afterwards).
     fn is_explicit_in(&self, spec: &JobSpec) -> bool {
         let resources = &spec.resources;
         match self {
-            Self::Name(_) => true,
+            Self::Name(_) => !spec.name.is_empty(),
             Self::Queue(_) => spec.queue.is_some(),
             Self::Cpus(_) => resources.cpus.is_some(),
             Self::Memory(_) => resources.memory.is_some(),
@@ -427,35 +428,13 @@ fn shell(path: &str) -> Effect {
     }
 }
 
-/// `-J X-Y[:Z][%M]`: batchbridge's arrays number their tasks from 0 in steps of 1, so
-/// only `0-N` (with `%M`) keeps the script's `$PBS_ARRAY_INDEX` values.
+/// `-J X-Y[:Z][%M]`, which reads as sbatch's `--array` does ([`parse_array`]): only a
+/// range from 0 without a step keeps the script's `$PBS_ARRAY_INDEX` values.
 fn array(value: &str) -> Effect {
-    let (range, limit) = match value.split_once('%') {
-        Some((range, limit)) => (range, Some(limit)),
-        None => (value, None),
-    };
-    let (range, step) = match range.split_once(':') {
-        Some((range, step)) => (range, Some(step)),
-        None => (range, None),
-    };
-    let last = range
-        .strip_prefix("0-")
-        .and_then(|last| last.parse::<u32>().ok());
-    let Some(last) = last.filter(|_| step.is_none_or(|s| s == "1")) else {
-        return Effect::Refuse(
-            "batchbridge numbers an array's tasks from 0 in steps of 1; write it as \
-             -J 0-N (with %M to limit how many run at once)"
-                .into(),
-        );
-    };
-    let mut array = ArraySpec::new(last.saturating_add(1));
-    if let Some(limit) = limit {
-        match limit.parse::<u32>() {
-            Ok(max) if max > 0 => array = array.with_max_parallel(max),
-            _ => return Effect::Refuse(format!("%{} is not a number of subjobs", excerpt(limit))),
-        }
+    match parse_array(value) {
+        Ok(array) => Effect::Set(Setting::Array(array)),
+        Err(err) => Effect::Refuse(err.message().to_owned()),
     }
-    Effect::Set(Setting::Array(array))
 }
 
 /// `-v NAME=value,…`: each variable is set in the spec's environment. A name alone would
@@ -697,12 +676,12 @@ mod tests {
         JobSpec::new(JobKey::new("k").unwrap(), "job", script)
     }
 
-    /// A fate in a few words: `taken resources.cpus`, `passed -l place=pack`, `ignored`,
+    /// A fate in a few words: `taken Cpus`, `passed -l place=pack`, `ignored`,
     /// `refused: WHY`.
     fn short(fate: &Fate) -> String {
         match fate {
-            Fate::Taken { field } => format!("taken {field}"),
-            Fate::Overridden { field } => format!("overridden {field}"),
+            Fate::Taken { field } => format!("taken {field:?}"),
+            Fate::Overridden { field } => format!("overridden {field:?}"),
             Fate::Passed { options } => format!("passed {}", options.join(" ")),
             Fate::Ignored { .. } => "ignored".into(),
             Fate::Refused { reason } => format!("refused: {reason}"),
@@ -748,43 +727,26 @@ mod tests {
             // Resources with a spec field.
             (
                 "-l walltime=1:30:00",
-                &["taken resources.wall_time"],
+                &["taken WallTime"],
                 "wall_time=5400s",
             ),
-            (
-                "-l walltime=90:00",
-                &["taken resources.wall_time"],
-                "wall_time=5400s",
-            ),
-            (
-                "-l walltime=3600",
-                &["taken resources.wall_time"],
-                "wall_time=3600s",
-            ),
+            ("-l walltime=90:00", &["taken WallTime"], "wall_time=5400s"),
+            ("-l walltime=3600", &["taken WallTime"], "wall_time=3600s"),
             (
                 "-l walltime=0:00:01.5",
-                &["taken resources.wall_time"],
+                &["taken WallTime"],
                 "wall_time=1.5s",
             ),
-            (
-                "-lwalltime=60",
-                &["taken resources.wall_time"],
-                "wall_time=60s",
-            ),
+            ("-lwalltime=60", &["taken WallTime"], "wall_time=60s"),
             ("-l walltime=1:2:3:4", &["refused: walltime"], ""),
             ("-l walltime=1h", &["refused: walltime"], ""),
             ("-l walltime=0", &["refused: no time"], ""),
             (
                 "-l select=2:ncpus=4:mem=2gb:ngpus=1",
-                &[
-                    "taken resources.nodes",
-                    "taken resources.cpus",
-                    "taken resources.memory",
-                    "taken resources.gpus",
-                ],
+                &["taken Nodes", "taken Cpus", "taken Memory", "taken Gpus"],
                 "nodes=2, cpus=4, memory=2147483648, gpus=1",
             ),
-            ("-l select=ncpus=8", &["taken resources.cpus"], "cpus=8"),
+            ("-l select=ncpus=8", &["taken Cpus"], "cpus=8"),
             ("-l select=2:ncpus=4:mpiprocs=4", &["refused: mpiprocs"], ""),
             (
                 "-l select=1:ncpus=2+1:ncpus=4",
@@ -794,46 +756,30 @@ mod tests {
             ("-l select=x:ncpus=2", &["refused: not a count"], ""),
             (
                 "-l nodes=2:ppn=8",
-                &["taken resources.nodes", "taken resources.cpus"],
+                &["taken Nodes", "taken Cpus"],
                 "nodes=2, cpus=8",
             ),
             (
                 "-l nodes=1:ppn=4:gpus=2",
-                &[
-                    "taken resources.nodes",
-                    "taken resources.cpus",
-                    "taken resources.gpus",
-                ],
+                &["taken Nodes", "taken Cpus", "taken Gpus"],
                 "nodes=1, cpus=4, gpus=2",
             ),
             ("-l nodes=node01:ppn=8", &["refused: names nodes"], ""),
             ("-l nodes=2:ib", &["refused: node property"], ""),
-            ("-l ncpus=4", &["taken resources.cpus"], "cpus=4"),
-            ("-l ngpus=2", &["taken resources.gpus"], "gpus=2"),
-            (
-                "-l mem=100mb",
-                &["taken resources.memory"],
-                "memory=104857600",
-            ),
-            (
-                "-l mem=1GB",
-                &["taken resources.memory"],
-                "memory=1073741824",
-            ),
-            (
-                "-l mem=4g",
-                &["taken resources.memory"],
-                "memory=4294967296",
-            ),
-            ("-l mem=512", &["taken resources.memory"], "memory=512"),
+            ("-l ncpus=4", &["taken Cpus"], "cpus=4"),
+            ("-l ngpus=2", &["taken Gpus"], "gpus=2"),
+            ("-l mem=100mb", &["taken Memory"], "memory=104857600"),
+            ("-l mem=1GB", &["taken Memory"], "memory=1073741824"),
+            ("-l mem=4g", &["taken Memory"], "memory=4294967296"),
+            ("-l mem=512", &["taken Memory"], "memory=512"),
             ("-l mem=8mw", &["refused: size"], ""),
             ("-l mem=lots", &["refused: size"], ""),
             (
                 "-l select=1:ncpus=2,walltime=10:00,place=pack",
                 &[
-                    "taken resources.nodes",
-                    "taken resources.cpus",
-                    "taken resources.wall_time",
+                    "taken Nodes",
+                    "taken Cpus",
+                    "taken WallTime",
                     "passed -l place=pack",
                 ],
                 "nodes=1, cpus=2, wall_time=600s, pass -l place=pack",
@@ -852,23 +798,22 @@ mod tests {
             ("-l vmem=1gb", &["refused: select statement"], ""),
             ("-l walltime", &["refused: name=value"], ""),
             // Queue, name, array, environment.
-            ("-q workq", &["taken queue"], "queue=workq"),
+            ("-q workq", &["taken Queue"], "queue=workq"),
             ("-q workq@other.server", &["refused: another server"], ""),
-            ("-N my_job", &["overridden name"], ""),
-            ("-J 0-9", &["taken array"], "array=10"),
-            ("-J 0-9%2", &["taken array"], "array=10%2"),
-            ("-J 0-9:1", &["taken array"], "array=10"),
-            ("-J 1-10", &["refused: from 0"], ""),
-            ("-J 0-10:2", &["refused: from 0"], ""),
-            ("-J 0-9%0", &["refused: number of subjobs"], ""),
+            ("-N my_job", &["overridden Name"], ""),
+            ("-J 0-9", &["taken Array"], "array=10"),
+            ("-J 0-9%2", &["taken Array"], "array=10%2"),
+            ("-J 0-9:1", &["taken Array"], "array=10"),
+            ("-J 1-10", &["refused: 0-9 and use"], ""),
+            ("-J 0-10:2", &["refused: numbered 0 to N-1"], ""),
             (
                 "-v A=1,B=two",
-                &["taken environment", "taken environment"],
+                &["taken Environment", "taken Environment"],
                 "env A=1, env B=two",
             ),
             (
                 r#"-v "A='x,y'",B=2"#,
-                &["taken environment", "taken environment"],
+                &["taken Environment", "taken Environment"],
                 "env A=x,y, env B=2",
             ),
             ("-v HOME", &["refused: VALUE"], ""),
@@ -1031,14 +976,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                (
-                    1,
-                    "#PBS -l walltime=1:00:00",
-                    "taken resources.wall_time".into()
-                ),
-                (1, "#PBS -q workq", "taken queue".into()),
+                (1, "#PBS -l walltime=1:00:00", "taken WallTime".into()),
+                (1, "#PBS -q workq", "taken Queue".into()),
                 (2, "#PBS -h", "passed -h".into()),
-                (2, "#PBS -q express", "taken queue".into()),
+                (2, "#PBS -q express", "taken Queue".into()),
             ]
         );
         // The last directive for a field wins, as in qsub.
@@ -1058,12 +999,12 @@ mod tests {
         assert_eq!(
             got,
             [
-                "taken resources.nodes",
-                "overridden resources.cpus",
-                "overridden environment",
-                "taken environment",
-                "overridden array",
-                "overridden queue",
+                "taken Nodes",
+                "overridden Cpus",
+                "overridden Environment",
+                "taken Environment",
+                "overridden Array",
+                "overridden Queue",
             ]
         );
         assert_eq!(
@@ -1071,6 +1012,12 @@ mod tests {
             "queue=express, nodes=1, cpus=2, array=2, env A=0, env B=2"
         );
         report.check().unwrap();
+        // A caller without a name of its own passes an empty one.
+        let mut nameless = spec("#PBS -N my_job\n");
+        nameless.name.clear();
+        let (applied, report) = apply_directives(nameless);
+        assert_eq!(short(&report.lines[0].fate), "taken Name");
+        assert_eq!(applied.name, "my_job");
     }
 
     #[test]
