@@ -60,7 +60,7 @@ pub enum SpecField {
 
 impl fmt::Display for SpecField {
     /// The field's path in a spec as [`JobSpec::validate`](crate::JobSpec::validate)'s messages name it
-    /// (`resources.wall_time`).
+    /// (`resources.wallTime`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Name => "name",
@@ -68,12 +68,12 @@ impl fmt::Display for SpecField {
             Self::Cpus => "resources.cpus",
             Self::Memory => "resources.memory",
             Self::Disk => "resources.disk",
-            Self::WallTime => "resources.wall_time",
+            Self::WallTime => "resources.wallTime",
             Self::Nodes => "resources.nodes",
             Self::Gpus => "resources.gpus",
             Self::Array => "array",
             Self::Environment => "environment",
-            Self::WorkingDir => "working_dir",
+            Self::WorkingDir => "workingDir",
         })
     }
 }

@@ -107,7 +107,7 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
 }
 
 /// Refuses a passthrough entry that is not one sbatch option about the job.
-fn check_passthrough(option: &str) -> Result<()> {
+pub(crate) fn check_passthrough(option: &str) -> Result<()> {
     let refuse = |why: String| {
         Err(Error::invalid_input(format!(
             "passthrough.{PASSTHROUGH_KEY}: {:?} {why}",
