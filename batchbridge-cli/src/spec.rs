@@ -1,16 +1,27 @@
-//! `JobArgs` → `JobSpec`: the flags of `submit` and `run` as the spec a backend submits,
-//! checked before anything is sent, with messages that name the flags typed.
+//! `JobArgs` → `JobSpec`: the flags of `submit` and `run` and the script's directives as
+//! the spec a backend submits, checked before anything is sent, with messages that name the
+//! flags typed.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use batchbridge_core::{ArraySpec, JobKey, JobSpec};
+use batchbridge_core::directives::DirectiveReport;
+use batchbridge_core::{ArraySpec, BatchBackend, JobKey, JobSpec};
 
 use crate::cli::JobArgs;
 use crate::exit::{CliError, CliResult};
 
-/// The spec the flags describe, checked before anything is sent.
-pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
+/// The spec the flags describe, before its script's directives are applied: its name is
+/// empty unless `--name` gave one, so that a directive's job name can be taken
+/// ([`BatchBackend::apply_directives`]); [`with_directives`] finishes it.
+pub(crate) struct Flagged {
+    spec: JobSpec,
+    /// The name when neither `--name` nor a directive gives one: the script's file name.
+    default_name: String,
+}
+
+/// The spec the flags describe, read from the command line and the script alone.
+pub(crate) fn job_spec(job: JobArgs) -> CliResult<Flagged> {
     let (script, default_name) = if job.script == "-" {
         let mut script = String::new();
         std::io::stdin()
@@ -26,12 +37,11 @@ pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
         })?;
         (script, name_from(&path))
     };
-    let name = job.name.unwrap_or(default_name);
     let key = match job.key {
         Some(key) => key,
-        None => fresh_key(&name),
+        None => fresh_key(job.name.as_deref().unwrap_or(&default_name)),
     };
-    let mut spec = JobSpec::new(JobKey::new(key)?, name, script);
+    let mut spec = JobSpec::new(JobKey::new(key)?, job.name.unwrap_or_default(), script);
     spec.resources.cpus = job.cpus;
     spec.resources.gpus = job.gpus;
     spec.resources.wall_time = job.time;
@@ -54,9 +64,24 @@ pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
         spec.environment.insert(name.to_owned(), value.to_owned());
     }
     spec.queue = job.partition;
+    Ok(Flagged { spec, default_name })
+}
+
+/// The spec to submit: the flags' with the script's directives for `backend` applied
+/// (flags win), checked before anything is sent; and what became of each directive line.
+/// Refused lines are in the report, for the caller to show before it stops at
+/// [`DirectiveReport::check`]. Runs no command.
+pub(crate) fn with_directives(
+    flagged: Flagged,
+    backend: &dyn BatchBackend,
+) -> CliResult<(JobSpec, DirectiveReport)> {
+    let (mut spec, report) = backend.apply_directives(flagged.spec)?;
+    if spec.name.is_empty() {
+        spec.name = flagged.default_name;
+    }
     spec.validate()
         .map_err(|err| CliError::usage(in_flags(err.message(), spec.key.as_str())))?;
-    Ok(spec)
+    Ok((spec, report))
 }
 
 /// Core's validation names the spec's fields (`job spec KEY: array.count: …`); the person
