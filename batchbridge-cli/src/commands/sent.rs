@@ -33,13 +33,17 @@ pub(super) fn prepare(
     Ok((cluster, spec, report))
 }
 
-/// Stops at a refused directive line (exit 2, naming it); else says on stderr which
-/// directive lines changed nothing (overridden by a flag, ignored), so no setting is lost
-/// silently.
-pub(super) fn refuse_or_note(report: &DirectiveReport) -> CliResult<()> {
+/// Stops at a refused directive line: exit 2, naming it.
+pub(super) fn stop_if_refused(report: &DirectiveReport) -> CliResult<()> {
     report
         .check()
-        .map_err(|err| CliError::usage(format!("the script's directives: {}", err.message())))?;
+        .map_err(|err| CliError::usage(format!("the script's directives: {}", err.message())))
+}
+
+/// [`stop_if_refused`]; else says on stderr which directive lines changed nothing
+/// (overridden by a flag, ignored), so that no setting is lost silently.
+fn refuse_or_note(report: &DirectiveReport) -> CliResult<()> {
+    stop_if_refused(report)?;
     for line in &report.lines {
         if matches!(line.fate, Fate::Overridden { .. } | Fate::Ignored { .. }) {
             eprintln!("batchbridge: {line}");

@@ -2,7 +2,7 @@
 //! what `wait` or `run` do.
 
 use super::context::Context;
-use super::sent::{Submitted, prepare, refuse_or_note, send};
+use super::sent::{Submitted, prepare, send, stop_if_refused};
 use super::status::Row;
 use super::{run, wait};
 use crate::cli::{Format, JobArgs};
@@ -66,6 +66,6 @@ fn show_without_submitting(context: &mut Context, job: JobArgs) -> CliResult<u8>
             println!("{}", serde_json::Value::Object(out));
         }
     }
-    refuse_or_note(&report)?;
+    stop_if_refused(&report)?;
     Ok(Exit::Success as u8)
 }
