@@ -278,10 +278,7 @@ impl CliScheduler for Slurm {
 
     /// The script's `#SBATCH` lines ([`crate::directives`]).
     fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
-        Ok(crate::directives::apply_directives(
-            spec,
-            &self.config.defaults,
-        ))
+        Ok(crate::directives::apply_directives(spec))
     }
 
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {

@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use batchbridge_core::directives::{
     DirectiveLine, DirectiveReport, Fate, SpecField, header_directives,
 };
-use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::spec::{parse_array, parse_size, parse_wall_time};
 use batchbridge_core::{JobKey, JobSpec};
 
@@ -245,19 +244,17 @@ const OUTPUT: &str = "batchbridge keeps the script's output in its job directory
                       task-N.stderr), where `logs` reads it; redirect inside the script instead";
 const SBATCH_ITSELF: &str = "changes what sbatch does instead of the job";
 
-/// `spec` with its script's `#SBATCH` lines applied, and each line's fate; `defaults` are
-/// the cluster's configured ones, which decide whether an account directive can win.
+/// `spec` with its script's `#SBATCH` lines applied, and each line's fate.
 ///
 /// ```
 /// use batchbridge_core::directives::{Fate, SpecField};
 /// use batchbridge_core::{JobKey, JobSpec};
-/// use batchbridge_slurm::SubmitDefaults;
 /// use batchbridge_slurm::directives::apply_directives;
 ///
 /// let script = "#!/bin/bash\n#SBATCH --time=1\n#SBATCH -p single\n#SBATCH --mem=100M\nhostname\n";
 /// let mut spec = JobSpec::new(JobKey::new("k")?, "", script);
 /// spec.queue = Some("debug".into()); // as from a command-line flag: it wins
-/// let (spec, report) = apply_directives(spec, &SubmitDefaults::default());
+/// let (spec, report) = apply_directives(spec);
 /// report.check()?;
 /// assert_eq!(spec.resources.wall_time, Some(std::time::Duration::from_secs(60)));
 /// assert_eq!(spec.queue.as_deref(), Some("debug"));
@@ -265,12 +262,11 @@ const SBATCH_ITSELF: &str = "changes what sbatch does instead of the job";
 /// assert_eq!(spec.resources.memory, Some(bytesize::ByteSize::mib(100)));
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
-pub fn apply_directives(spec: JobSpec, defaults: &SubmitDefaults) -> (JobSpec, DirectiveReport) {
+pub fn apply_directives(spec: JobSpec) -> (JobSpec, DirectiveReport) {
     let script = spec.script.clone();
     let mut applying = Applying {
         explicit: Explicit::of(&spec),
         spec,
-        defaults,
         report: DirectiveReport::default(),
         taken: HashMap::new(),
     };
@@ -327,16 +323,15 @@ impl Explicit {
     }
 }
 
-struct Applying<'a> {
+struct Applying {
     spec: JobSpec,
     explicit: Explicit,
-    defaults: &'a SubmitDefaults,
     report: DirectiveReport,
     /// The report line that last took each field, which a later line overrides.
     taken: HashMap<SpecField, usize>,
 }
 
-impl Applying<'_> {
+impl Applying {
     /// The fate of each option on one line, whose words are `words`.
     fn apply_line(&mut self, words: &[String]) -> Vec<Fate> {
         let mut fates = Vec::new();
@@ -397,12 +392,6 @@ impl Applying<'_> {
             "export" => match needs_value(value) {
                 Ok(value) => self.export(&value),
                 Err(why) => refused(&why),
-            },
-            "account" if self.defaults.account.is_some() => Fate::Ignored {
-                reason: format!(
-                    "this cluster's configured account {:?} is given to sbatch after it and wins",
-                    self.defaults.account.as_deref().unwrap_or_default()
-                ),
             },
             "ignore-pbs" => Fate::Ignored {
                 reason: "batchbridge reads no #PBS lines for SLURM".into(),

@@ -12,7 +12,7 @@ fn spec_of(script: &str) -> JobSpec {
 /// The fates of one directive line's options, and the spec they leave.
 fn applied(line: &str) -> (Vec<Fate>, JobSpec) {
     let script = format!("#!/bin/bash\n{line}\necho hi\n");
-    let (spec, report) = apply_directives(spec_of(&script), &SubmitDefaults::default());
+    let (spec, report) = apply_directives(spec_of(&script));
     (report.lines.into_iter().map(|l| l.fate).collect(), spec)
 }
 
@@ -280,7 +280,7 @@ fn a_script_with_many_directives_becomes_one_spec() {
     let mut spec = spec_of(script);
     spec.resources.cpus = Some(8); // a flag
     spec.environment.insert("LEVEL".into(), "9".into()); // a flag
-    let (spec, report) = apply_directives(spec, &SubmitDefaults::default());
+    let (spec, report) = apply_directives(spec);
     let fates: Vec<(usize, String)> = report
         .lines
         .iter()
@@ -329,29 +329,23 @@ fn a_script_with_many_directives_becomes_one_spec() {
     );
 }
 
-/// A working directory given for the job wins over the same `--chdir` and refuses another;
-/// an account configured for the cluster is given after the directive's and wins.
+/// A working directory given for the job wins over the same `--chdir` and refuses another.
 #[test]
-fn explicit_settings_meet_directives() {
-    let script = "#SBATCH -D /a\n#SBATCH -A mine\n";
+fn an_explicit_working_directory_meets_chdir() {
+    let script = "#SBATCH -D /a\n";
     let mut spec = spec_of(script);
     spec.working_dir = Some("/a".into());
-    let mut defaults = SubmitDefaults::default();
-    defaults.account = Some("site".into());
-    let (_, report) = apply_directives(spec, &defaults);
+    let (_, report) = apply_directives(spec);
     assert_eq!(
         report.lines[0].fate,
         Fate::Overridden {
             field: SpecField::WorkingDir
         }
     );
-    assert!(
-        matches!(&report.lines[1].fate, Fate::Ignored { reason } if reason.contains("\"site\""))
-    );
 
     let mut spec = spec_of(script);
     spec.working_dir = Some("/b".into());
-    let (_, report) = apply_directives(spec, &SubmitDefaults::default());
+    let (_, report) = apply_directives(spec);
     assert!(matches!(&report.lines[0].fate, Fate::Refused { reason } if reason.contains("\"/b\"")));
 }
 
