@@ -243,11 +243,13 @@ pub struct HeaderDirective<'a> {
     pub options: &'a str,
 }
 
-/// The lines of `script`'s header that start with `prefix` (`#SBATCH`, `#PBS`) in their
-/// first column followed by whitespace or nothing, in order: the header being every line up
-/// to the first that is neither blank nor a comment (a `#` in the first column, which
-/// includes a shebang), as `sbatch` and `qsub` read it. A directive after the first
-/// command is a plain comment to them, and so it is here.
+/// The lines of `script`'s header that start with `prefix` (`#SBATCH`) in their first
+/// column, in order: the header being every line up to the first that is neither blank
+/// nor a comment (its first character other than whitespace a `#`, which includes a
+/// shebang and an indented `#SBATCH`), as sbatch reads it (seen on SLURM 22.05 and 24.11).
+/// A directive after the first command is a plain comment to sbatch, and so it is here.
+/// Whatever follows the prefix is the directive's options, even with no space between
+/// (sbatch reads `#SBATCHX` as a directive whose first word is `X`, and refuses it).
 ///
 /// ```
 /// use batchbridge_core::directives::header_directives;
@@ -262,15 +264,13 @@ pub struct HeaderDirective<'a> {
 pub fn header_directives<'a>(script: &'a str, prefix: &str) -> Vec<HeaderDirective<'a>> {
     let mut found = Vec::new();
     for (index, text) in script.lines().enumerate() {
-        if let Some(options) = text.strip_prefix(prefix)
-            && options.chars().next().is_none_or(char::is_whitespace)
-        {
+        if let Some(options) = text.strip_prefix(prefix) {
             found.push(HeaderDirective {
                 line: index + 1,
                 text,
                 options,
             });
-        } else if !text.starts_with('#') && !text.trim().is_empty() {
+        } else if !text.trim_start().starts_with('#') && !text.trim().is_empty() {
             break;
         }
     }
@@ -293,13 +293,13 @@ mod tests {
             // The first command closes it: later directives are comments.
             ("#!/bin/sh\necho hi\n#SBATCH -p a\n", "#SBATCH", &[]),
             ("#SBATCH -p a\nset -e\n#SBATCH -t 1\n", "#SBATCH", &[1]),
-            // An indented line is not in the first column: a command, not a comment.
-            ("  #SBATCH -p a\n#SBATCH -t 1\n", "#SBATCH", &[]),
-            // The prefix must be a word of its own, and its case matters.
+            // An indented directive is a comment, and keeps the header open.
+            ("  #SBATCH -p a\n #\n#SBATCH -t 1\n", "#SBATCH", &[3]),
+            // The prefix's case matters; what follows it is the options, spaced or not.
             (
-                "#SBATCHX -p a\n#sbatch -p a\n#SBATCH\t-t 1\n",
+                "#sbatch -p a\n#SBATCHX -p a\n#SBATCH\t-t 1\n",
                 "#SBATCH",
-                &[3],
+                &[2, 3],
             ),
             ("#SBATCH\n", "#SBATCH", &[1]),
             // Other schedulers' directives are comments.

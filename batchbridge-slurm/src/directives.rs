@@ -2,12 +2,12 @@
 //! [`JobSpec`]: sbatch itself only ever sees batchbridge's wrapper, whose directives are
 //! its own. What becomes of each option is in the crate README's table of directives.
 //!
-//! Reading follows sbatch: the lines starting `#SBATCH` in the script's header (up to the
-//! first line that is neither blank nor a `#` comment), each split into words on
-//! whitespace, quotes grouping words and removed, a backslash escaping the next character,
-//! and a word starting with `#` beginning a comment; options as sbatch's getopt takes them
-//! (`--opt=value`, `--opt value`, `-X value`, `-Xvalue`, an unambiguous abbreviation of a
-//! long option).
+//! Reading follows sbatch, as seen on SLURM 22.05 and 24.11: the lines starting `#SBATCH`
+//! in the script's header (up to the first line that is neither blank nor a comment), each
+//! split into words on whitespace (quotes group words even mid-word, a backslash escapes
+//! inside quotes and is refused outside them, where the two versions differ; an unquoted
+//! `#` starts a comment); options as sbatch's getopt takes them (`--opt=value`,
+//! `--opt value`, `-X value`, `-Xvalue`, an unambiguous abbreviation of a long option).
 
 use std::collections::HashMap;
 
@@ -344,11 +344,15 @@ impl Applying {
                 ));
                 break;
             }
-            let fate = match read_option(word, &mut words) {
-                Ok((name, value)) => self.apply_option(&name, value.as_deref()),
-                Err(why) => Fate::Refused { reason: why },
-            };
-            fates.push(fate);
+            match read_option(word, &mut words) {
+                Ok((name, value)) => fates.push(self.apply_option(&name, value.as_deref())),
+                Err(why) => {
+                    // sbatch refuses the whole script at a word it cannot read; what
+                    // follows on the line is not read as options either.
+                    fates.push(Fate::Refused { reason: why });
+                    break;
+                }
+            }
         }
         fates
     }
@@ -638,9 +642,13 @@ fn resolve(written: &str) -> Result<&str, String> {
     }
 }
 
-/// A directive's options split into words as sbatch splits them: on whitespace, quotes
-/// (`'`, `"`) grouping and removed, a backslash escaping the next character, a word
-/// starting with `#` beginning a comment that runs to the end of the line.
+/// A directive's options split into words as sbatch splits them (seen on SLURM 22.05 and
+/// 24.11): on
+/// whitespace; quotes (`'`, `"`) group and are removed, even mid-word (`a"b c"d` is `ab cd`);
+/// inside them a backslash escapes the next character (`"a\"b"` is `a"b`); an unquoted `#`
+/// begins a comment that runs to the end of the line, even inside a word (`-J a#b` names
+/// the job `a`). A backslash outside quotes is refused: `-J x\ y` names the job `x y` on
+/// SLURM 24.11, and 22.05 refuses the script (it keeps the backslash and finds `y`).
 fn split_words(text: &str) -> Result<Vec<String>, String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
@@ -649,17 +657,24 @@ fn split_words(text: &str) -> Result<Vec<String>, String> {
     while let Some(c) = chars.next() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.get_or_insert_default().push(c),
-            (None, '\\') => {
+            (Some(_), '\\') => {
                 let escaped = chars.next().ok_or("a backslash ends the line")?;
                 word.get_or_insert_default().push(escaped);
             }
+            (Some(_), c) => word.get_or_insert_default().push(c),
             (None, '\'' | '"') => {
                 quote = Some(c);
                 word.get_or_insert_default();
             }
+            (None, '\\') => {
+                return Err(
+                    "a backslash outside quotes, which SLURM 22.05 keeps and 24.11 \
+                            reads as escaping the next character; quote the value instead"
+                        .into(),
+                );
+            }
             (None, c) if c.is_whitespace() => words.extend(word.take()),
-            (None, '#') if word.is_none() => break,
+            (None, '#') => break,
             (None, c) => word.get_or_insert_default().push(c),
         }
     }
