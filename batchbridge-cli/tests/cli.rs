@@ -1699,3 +1699,49 @@ fn dry_run_shows_what_became_of_each_directive_without_connecting() {
         );
     }
 }
+
+/// A script written for sbatch, submitted as it is: SLURM shows what its `#SBATCH` lines
+/// asked for, but where a flag said otherwise, and stderr notes the line the flag won over.
+#[test]
+fn a_plain_sbatch_script_is_submitted_as_is() {
+    let user = User::new();
+    let script = user.script(
+        "plain.sh",
+        "#!/bin/bash\n\
+         #SBATCH --job-name=plain-sbatch\n\
+         #SBATCH -p single\n\
+         #SBATCH --time=1\n\
+         #SBATCH --mem=100M\n\
+         #SBATCH -c 2\n\
+         #SBATCH -H\n\
+         hostname\n",
+    );
+    let output = user.run(&[
+        "-c",
+        "slurm",
+        "submit",
+        "--cpus",
+        "1",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("line 6: #SBATCH -c 2: overridden"),
+        "{}",
+        stderr(&output)
+    );
+    let job = stdout(&output).trim().to_owned();
+    let shown = scontrol_show(&job);
+    assert_eq!(code(&user.run(&["cancel", &job])), 0);
+    let words: Vec<&str> = shown.split_whitespace().collect();
+    for field in [
+        "JobName=plain-sbatch",
+        "Partition=single",
+        "TimeLimit=00:01:00",
+        "MinMemoryNode=100M",
+        "Reason=JobHeldUser",
+        "CPUs/Task=1",
+    ] {
+        assert!(words.contains(&field), "{field}: {shown}");
+    }
+}
