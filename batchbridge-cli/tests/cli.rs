@@ -691,7 +691,10 @@ fn arrays_take_sbatch_ranges_from_0() {
     assert_eq!(by_task(&stdout(&output)), expected.collect());
     for (array, said) in [
         ("1-5", "ask for 0-4 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
-        ("0-9:2", "ask for 0-4 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
+        (
+            "0-9:2",
+            "ask for 0-4 and use $((BATCHBRIDGE_TASK_INDEX * 2))",
+        ),
     ] {
         let output = user.run(&["submit", "--array", array, script]);
         assert_eq!(code(&output), 2, "{array}");
