@@ -102,7 +102,8 @@ pub(crate) enum Command {
     /// Submit a script and print the job's CLUSTER:ID.
     #[command(after_help = "Examples:\n  batchbridge submit job.sh\n  \
         echo 'hostname' | batchbridge submit --name host -\n  \
-        batchbridge -c hpc submit --array 10%2 --env INPUT=/data/x sweep.sh")]
+        batchbridge -c hpc submit --array 10%2 --env INPUT=/data/x sweep.sh\n  \
+        batchbridge -c hpc submit --dry-run job.sh")]
     Submit {
         #[command(flatten)]
         job: JobArgs,
@@ -112,6 +113,11 @@ pub(crate) enum Command {
         /// Print the job's output as it runs, then exit with its exit code (as `run`).
         #[arg(long)]
         follow: bool,
+        /// Submit nothing: print what became of each of the script's directive lines
+        /// (#SBATCH, #PBS) and the spec a submit would send, connecting to nothing; exit 2
+        /// if a directive line is refused.
+        #[arg(long, conflicts_with_all = ["wait", "follow"])]
+        dry_run: bool,
     },
     /// Submit a script, print its output live, exit with its exit code.
     #[command(after_help = "Examples:\n  batchbridge run hello.sh\n  \

@@ -1,16 +1,27 @@
-//! `JobArgs` → `JobSpec`: the flags of `submit` and `run` as the spec a backend submits,
-//! checked before anything is sent, with messages that name the flags typed.
+//! `JobArgs` → `JobSpec`: the flags of `submit` and `run` and the script's directives as
+//! the spec a backend submits, checked before anything is sent, with messages that name the
+//! flags typed.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use batchbridge_core::{ArraySpec, JobKey, JobSpec};
+use batchbridge_core::directives::DirectiveReport;
+use batchbridge_core::{ArraySpec, BatchBackend, JobKey, JobSpec};
 
 use crate::cli::JobArgs;
 use crate::exit::{CliError, CliResult};
 
-/// The spec the flags describe, checked before anything is sent.
-pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
+/// The spec the flags describe, before its script's directives are applied: its name is
+/// empty unless `--name` gave one, so that a directive's job name can be taken
+/// ([`BatchBackend::apply_directives`]); [`with_directives`] finishes it.
+pub(crate) struct Flagged {
+    spec: JobSpec,
+    /// The name when neither `--name` nor a directive gives one: the script's file name.
+    default_name: String,
+}
+
+/// The spec the flags describe, read from the command line and the script alone.
+pub(crate) fn job_spec(job: JobArgs) -> CliResult<Flagged> {
     let (script, default_name) = if job.script == "-" {
         let mut script = String::new();
         std::io::stdin()
@@ -26,12 +37,11 @@ pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
         })?;
         (script, name_from(&path))
     };
-    let name = job.name.unwrap_or(default_name);
     let key = match job.key {
         Some(key) => key,
-        None => fresh_key(&name),
+        None => fresh_key(job.name.as_deref().unwrap_or(&default_name)),
     };
-    let mut spec = JobSpec::new(JobKey::new(key)?, name, script);
+    let mut spec = JobSpec::new(JobKey::new(key)?, job.name.unwrap_or_default(), script);
     spec.resources.cpus = job.cpus;
     spec.resources.gpus = job.gpus;
     spec.resources.wall_time = job.time;
@@ -54,9 +64,24 @@ pub(crate) fn job_spec(job: JobArgs) -> CliResult<JobSpec> {
         spec.environment.insert(name.to_owned(), value.to_owned());
     }
     spec.queue = job.partition;
+    Ok(Flagged { spec, default_name })
+}
+
+/// The spec to submit: the flags' with the script's directives for `backend` applied
+/// (flags win), checked before anything is sent; and what became of each directive line.
+/// Refused lines are in the report, for the caller to show before it stops at
+/// [`DirectiveReport::check`]. Runs no command.
+pub(crate) fn with_directives(
+    flagged: Flagged,
+    backend: &dyn BatchBackend,
+) -> CliResult<(JobSpec, DirectiveReport)> {
+    let (mut spec, report) = backend.apply_directives(flagged.spec)?;
+    if spec.name.is_empty() {
+        spec.name = flagged.default_name;
+    }
     spec.validate()
         .map_err(|err| CliError::usage(in_flags(err.message(), spec.key.as_str())))?;
-    Ok(spec)
+    Ok((spec, report))
 }
 
 /// Core's validation names the spec's fields (`job spec KEY: array.count: …`); the person
@@ -92,73 +117,40 @@ fn in_flags(message: &str, key: &str) -> String {
     problems.join("; ")
 }
 
-/// `N`, `0-LAST` (sbatch's range from 0, the same N = LAST + 1 tasks), each with an optional
-/// `%M`. Core's arrays number their tasks 0 to N-1, so a range from elsewhere, a step or a
-/// list would run tasks under other numbers than sbatch's: refused, saying how to get them
-/// from `$BATCHBRIDGE_TASK_INDEX`.
+/// `N` (N tasks), or sbatch's own `--array` as core reads it (`0-LAST`), each with an
+/// optional `%M`; core refuses other ranges, steps and lists, saying how to get their
+/// numbers from `$BATCHBRIDGE_TASK_INDEX`.
 fn parse_array(text: &str) -> CliResult<ArraySpec> {
-    let refused = |why: String| CliError::usage(format!("--array {text:?}: {why}"));
-    let expected = || {
-        refused(
-            "expected N, 0-LAST or either with %M (at most M at once), e.g. 10, 0-9, 10%2"
-                .to_owned(),
-        )
-    };
-    let number = |field: &str| -> CliResult<u32> {
-        if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(expected());
-        }
-        field.parse().map_err(|_| expected())
+    let refused = |err: batchbridge_core::Error| {
+        CliError::usage(format!(
+            "--array {text:?}: {}",
+            without_value(err.message())
+        ))
     };
     let (tasks, parallel) = match text.split_once('%') {
-        Some((tasks, parallel)) => (tasks, Some(number(parallel)?)),
+        Some((tasks, parallel)) => (tasks, Some(parallel)),
         None => (text, None),
     };
-    let count = match tasks.split_once('-') {
-        None if tasks.contains([',', ':']) => {
-            return Err(refused(
-                "lists and steps are not supported: tasks are numbered 0 to N-1 in \
-                 $BATCHBRIDGE_TASK_INDEX; compute yours from it, e.g. --array 5 with \
-                 $((BATCHBRIDGE_TASK_INDEX * 2)) for 0,2,4,6,8"
-                    .to_owned(),
-            ));
-        }
-        None => number(tasks)?,
-        Some((first, rest)) => {
-            let (last, step) = match rest.split_once(':') {
-                Some((last, step)) => (last, Some(number(step)?)),
-                None => (rest, None),
-            };
-            let (first, last) = (number(first)?, number(last)?);
-            if last < first {
-                return Err(expected());
-            }
-            let step = step.unwrap_or(1).max(1);
-            let count = (last - first) / step + 1;
-            if first != 0 || step != 1 {
-                let mut index = "BATCHBRIDGE_TASK_INDEX".to_owned();
-                if step != 1 {
-                    index = format!("{index} * {step}");
-                }
-                if first != 0 {
-                    index = format!("{index} + {first}");
-                }
-                return Err(refused(format!(
-                    "tasks are numbered 0 to N-1 in $BATCHBRIDGE_TASK_INDEX; ranges from \
-                     0 without a step are supported (0-{}); for these {count} tasks write \
-                     --array {count}{} and use $(({index})) in the script",
-                    count - 1,
-                    parallel.map(|p| format!("%{p}")).unwrap_or_default(),
-                )));
-            }
-            count
-        }
+    let count = match tasks.bytes().all(|b| b.is_ascii_digit()) {
+        true => tasks.parse::<u32>().ok(),
+        false => None,
     };
+    let Some(count) = count else {
+        return batchbridge_core::spec::parse_array(text).map_err(refused);
+    };
+    // N tasks is sbatch's 0-(N-1); a count of 0 is left to the spec's validation to refuse.
     let mut array = ArraySpec::new(count);
     if let Some(parallel) = parallel {
-        array = array.with_max_parallel(parallel);
+        let sbatch_form = format!("0-{}%{parallel}", count.max(1) - 1);
+        let parsed = batchbridge_core::spec::parse_array(&sbatch_form).map_err(refused)?;
+        array.max_parallel = parsed.max_parallel;
     }
     Ok(array)
+}
+
+/// Core's message without its leading `array "…": `, which restates what the flag shows.
+fn without_value(message: &str) -> &str {
+    message.split_once("\": ").map_or(message, |(_, rest)| rest)
 }
 
 /// A job name from a script's file name: its stem with every character a name cannot hold
@@ -230,17 +222,17 @@ mod tests {
         }
         let said = |text: &str| parse_array(text).unwrap_err().message;
         assert!(
-            said("1-5").contains("--array 5 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
+            said("1-5").contains("0-4 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
             "{}",
             said("1-5")
         );
         assert!(
-            said("0-9:2").contains("--array 5 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
+            said("0-9:2").contains("0-4 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
             "{}",
             said("0-9:2")
         );
         assert!(
-            said("3-11:4%2").contains("--array 3%2 and use $((BATCHBRIDGE_TASK_INDEX * 4 + 3))"),
+            said("3-11:4%2").contains("0-2%2 and use $((BATCHBRIDGE_TASK_INDEX * 4 + 3))"),
             "{}",
             said("3-11:4%2")
         );

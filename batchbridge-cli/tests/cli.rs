@@ -690,8 +690,11 @@ fn arrays_take_sbatch_ranges_from_0() {
     let expected = (0..3).map(|task| (task, format!("index {task}\n")));
     assert_eq!(by_task(&stdout(&output)), expected.collect());
     for (array, said) in [
-        ("1-5", "--array 5 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
-        ("0-9:2", "--array 5 and use $((BATCHBRIDGE_TASK_INDEX * 2))"),
+        ("1-5", "ask for 0-4 and use $((BATCHBRIDGE_TASK_INDEX + 1))"),
+        (
+            "0-9:2",
+            "ask for 0-4 and use $((BATCHBRIDGE_TASK_INDEX * 2))",
+        ),
     ] {
         let output = user.run(&["submit", "--array", array, script]);
         assert_eq!(code(&output), 2, "{array}");
@@ -1604,4 +1607,144 @@ fn every_command_through_two_bastions_by_an_ssh_config_alias() {
         stdout(&output)
     );
     assert_eq!(std::fs::read_to_string(&unknown).unwrap(), "");
+}
+
+/// `submit --dry-run` on a SLURM cluster nothing answers at (TEST-NET-1): it connects to
+/// nothing, prints each `#SBATCH` line's fate and the spec, and a flag wins over a
+/// directive; a refused directive exits 2 naming its line, for a dry run and a submit.
+#[test]
+fn dry_run_shows_what_became_of_each_directive_without_connecting() {
+    let user = User {
+        home: tempfile::tempdir().unwrap(),
+    };
+    // A key file that is never read: nothing logs in.
+    let key = user.script("id_ed25519", "not a key\n");
+    user.write_config(&format!(
+        "[clusters.hpc]\nscheduler = \"slurm\"\nhost = \"192.0.2.1\"\nport = 9\nuser = \"u\"\n\
+         key_file = \"{}\"\n",
+        key.display()
+    ));
+    let script = user.script(
+        "simulate.sh",
+        "#!/bin/bash\n\
+         #SBATCH --job-name=simulate\n\
+         #SBATCH -p single\n\
+         #SBATCH --time=1\n\
+         #SBATCH --mem=100M\n\
+         #SBATCH -c 2\n\
+         #SBATCH -N 1\n\
+         #SBATCH --gres=gpu:1\n\
+         #SBATCH --array=0-3%2\n\
+         #SBATCH --export=MODE=fast\n\
+         #SBATCH -A physics\n\
+         #SBATCH --qos=normal\n\
+         #SBATCH --export=ALL\n\
+         srun ./simulate\n",
+    );
+    let path = script.to_str().unwrap();
+    let started = Instant::now();
+    let output = user.run(&["-c", "hpc", "submit", "--dry-run", "--cpus", "8", path]);
+    assert!(started.elapsed() < Duration::from_secs(10), "it connected");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let shown = stdout(&output);
+    for line in [
+        "line 2: #SBATCH --job-name=simulate: taken into name",
+        "line 3: #SBATCH -p single: taken into queue",
+        "line 4: #SBATCH --time=1: taken into resources.wallTime",
+        "line 5: #SBATCH --mem=100M: taken into resources.memory",
+        "line 6: #SBATCH -c 2: overridden: resources.cpus was set already",
+        "line 7: #SBATCH -N 1: taken into resources.nodes",
+        "line 8: #SBATCH --gres=gpu:1: taken into resources.gpus",
+        "line 9: #SBATCH --array=0-3%2: taken into array",
+        "line 10: #SBATCH --export=MODE=fast: taken into environment",
+        "line 11: #SBATCH -A physics: passed to the scheduler as [\"--account=physics\"]",
+        "line 12: #SBATCH --qos=normal: passed to the scheduler as [\"--qos=normal\"]",
+        "line 13: #SBATCH --export=ALL: ignored: ",
+    ] {
+        assert!(shown.contains(line), "{line}\n{shown}");
+    }
+    let json = user.run(&[
+        "-c",
+        "hpc",
+        "-o",
+        "json",
+        "submit",
+        "--dry-run",
+        "--cpus",
+        "8",
+        path,
+    ]);
+    assert_eq!(code(&json), 0, "{}", stderr(&json));
+    let json: Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let spec = &json["spec"];
+    assert_eq!(spec["name"], "simulate");
+    assert_eq!(spec["queue"], "single");
+    assert_eq!(spec["resources"]["cpus"], 8);
+    assert_eq!(spec["resources"]["wallTime"], "1m");
+    assert_eq!(spec["resources"]["memory"], "100 MiB");
+    assert_eq!(spec["array"]["count"], 4);
+    assert_eq!(spec["environment"]["MODE"], "fast");
+    assert_eq!(spec["passthrough"]["slurm"][1], "--qos=normal");
+    assert_eq!(json["directives"].as_array().unwrap().len(), 12);
+
+    let refused = user.script(
+        "out.sh",
+        "#!/bin/bash\n#SBATCH -t 5\n#SBATCH --output=x.log\ntrue\n",
+    );
+    let refused = refused.to_str().unwrap();
+    for args in [&["submit", "--dry-run"][..], &["submit"], &["run"]] {
+        let output = user.run(&[&["-c", "hpc"], args, &[refused]].concat());
+        assert_eq!(code(&output), 2, "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("line 3: #SBATCH --output=x.log: batchbridge keeps"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+/// A script written for sbatch, submitted as it is: SLURM shows what its `#SBATCH` lines
+/// asked for, but where a flag said otherwise, and stderr notes the line the flag won over.
+#[test]
+fn a_plain_sbatch_script_is_submitted_as_is() {
+    let user = User::new();
+    let script = user.script(
+        "plain.sh",
+        "#!/bin/bash\n\
+         #SBATCH --job-name=plain-sbatch\n\
+         #SBATCH -p single\n\
+         #SBATCH --time=1\n\
+         #SBATCH --mem=100M\n\
+         #SBATCH -c 2\n\
+         #SBATCH -H\n\
+         hostname\n",
+    );
+    let output = user.run(&[
+        "-c",
+        "slurm",
+        "submit",
+        "--cpus",
+        "1",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("line 6: #SBATCH -c 2: overridden"),
+        "{}",
+        stderr(&output)
+    );
+    let job = stdout(&output).trim().to_owned();
+    let shown = scontrol_show(&job);
+    assert_eq!(code(&user.run(&["cancel", &job])), 0);
+    let words: Vec<&str> = shown.split_whitespace().collect();
+    for field in [
+        "JobName=plain-sbatch",
+        "Partition=single",
+        "TimeLimit=00:01:00",
+        "MinMemoryNode=100M",
+        "Reason=JobHeldUser",
+        "CPUs/Task=1",
+    ] {
+        assert!(words.contains(&field), "{field}: {shown}");
+    }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::directives::DirectiveReport;
 use crate::error::{Error, Result};
 use crate::estimate::StartEstimate;
 use crate::events::EventSource;
@@ -575,6 +576,37 @@ pub trait BatchBackend: Send + Sync {
     /// ([`refused_by_submit`](crate::estimate::refused_by_submit)).
     async fn estimate_start(&self, spec: &JobSpec) -> Result<StartEstimate> {
         Err(crate::estimate::cannot_estimate(self.name(), &spec.key))
+    }
+
+    /// `spec` with the scheduler directives of its script applied (`#SBATCH`, `#PBS` lines
+    /// in the script's header), and what became of each line: see [`crate::directives`].
+    /// Fields `spec` sets already win over directives, as a scheduler's command line wins
+    /// over its script's directives; an empty [`JobSpec::name`] counts as unset (a caller
+    /// with no name of its own passes `""` and fills in its default afterwards), so that a
+    /// directive's job name can be taken. A refused line leaves the spec without it and is in
+    /// the report; the caller must stop at [`DirectiveReport::check`] before submitting,
+    /// after showing the report if it likes (a dry run). `Err` is for a spec that cannot
+    /// be read for directives at all, never for a refused line. It runs no command.
+    ///
+    /// The default implementation reads no directives: `spec` unchanged, an empty report.
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, LocalBackend};
+    ///
+    /// # fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let spec = JobSpec::new(JobKey::new("k")?, "n", "#!/bin/sh\n#SBATCH -t 5\necho hi\n");
+    /// let (applied, report) = backend.apply_directives(spec.clone())?;
+    /// report.check()?;
+    /// assert!(report.is_empty());
+    /// assert_eq!(applied, spec);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`DirectiveReport::check`]: crate::directives::DirectiveReport::check
+    fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
+        Ok((spec, DirectiveReport::default()))
     }
 
     /// Where this backend's job events come from, if it pushes any (the default: none, and

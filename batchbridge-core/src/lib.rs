@@ -96,6 +96,7 @@
 
 pub mod backend;
 pub mod cause;
+pub mod directives;
 // Also under `test`: the unit tests wait with it, and the packaged crate (whose manifest
 // loses the dev-dependency that turns the feature on) must still pass its own tests.
 #[cfg(any(test, feature = "conformance"))]

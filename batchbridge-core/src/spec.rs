@@ -860,6 +860,88 @@ pub fn parse_wall_time(text: &str) -> Result<Duration> {
     Ok(time)
 }
 
+/// Reads an array of tasks as `sbatch --array` reads it, where that numbers the tasks as
+/// [`ArraySpec`] does (0 to N-1, in `$BATCHBRIDGE_TASK_INDEX`): `0-LAST` and `0` (one
+/// task), each with an optional `%M` (at most M at once).
+///
+/// Any other range, a step, a list or a lone other index would run tasks under other
+/// numbers than sbatch's: refused, with the range from 0 of the same count and the
+/// arithmetic that gives the script its numbers back.
+///
+/// ```
+/// use batchbridge_core::spec::parse_array;
+///
+/// let array = parse_array("0-9%2")?;
+/// assert_eq!((array.count, array.max_parallel), (10, Some(2)));
+/// let err = parse_array("1-10").unwrap_err();
+/// assert!(err.message().contains("0-9 and use $((BATCHBRIDGE_TASK_INDEX + 1))"), "{err}");
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn parse_array(text: &str) -> Result<ArraySpec> {
+    let shown = truncate_for_message(text);
+    let refused = |why: String| Error::invalid_input(format!("array {shown:?}: {why}"));
+    let expected = || {
+        refused("expected 0-LAST, with an optional %M (at most M at once), e.g. 0-9, 0-9%2".into())
+    };
+    let number = |field: &str| -> Result<u32> {
+        if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(expected());
+        }
+        field.parse().map_err(|_| expected())
+    };
+    let (tasks, parallel) = match text.split_once('%') {
+        Some((tasks, parallel)) => (tasks, Some(number(parallel)?)),
+        None => (text, None),
+    };
+    if tasks.contains(',') {
+        return Err(refused(
+            "lists are not supported: tasks are numbered 0 to N-1 in \
+             $BATCHBRIDGE_TASK_INDEX; compute yours from it, e.g. 0-4 with \
+             $((BATCHBRIDGE_TASK_INDEX * 2)) for 0,2,4,6,8"
+                .into(),
+        ));
+    }
+    let (first, last, step) = match tasks.split_once('-') {
+        // sbatch reads a lone number as the one task with that index.
+        None => {
+            let index = number(tasks)?;
+            (index, index, 1)
+        }
+        Some((first, rest)) => {
+            let (last, step) = match rest.split_once(':') {
+                Some((last, step)) => (last, number(step)?.max(1)),
+                None => (rest, 1),
+            };
+            (number(first)?, number(last)?, step)
+        }
+    };
+    if last < first {
+        return Err(expected());
+    }
+    let count = (last - first) / step + 1;
+    if first != 0 || step != 1 {
+        let mut index = "BATCHBRIDGE_TASK_INDEX".to_owned();
+        if step != 1 {
+            index = format!("{index} * {step}");
+        }
+        if first != 0 {
+            index = format!("{index} + {first}");
+        }
+        return Err(refused(format!(
+            "tasks are numbered 0 to N-1 in $BATCHBRIDGE_TASK_INDEX; ranges from 0 without \
+             a step are supported; for these {count} tasks ask for 0-{}{} and use $(({index})) \
+             in the script",
+            count - 1,
+            parallel.map(|p| format!("%{p}")).unwrap_or_default(),
+        )));
+    }
+    let mut array = ArraySpec::new(count);
+    if let Some(parallel) = parallel {
+        array = array.with_max_parallel(parallel);
+    }
+    Ok(array)
+}
+
 /// Serializes a byte size in the largest binary unit that represents it exactly, because
 /// `bytesize`'s own human-readable form rounds (1500 MiB would come back as 1.5 GiB).
 mod exact_byte_size {
@@ -916,6 +998,54 @@ mod exact_byte_size {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// sbatch's `--array` forms, as sbatch numbers their tasks (`man sbatch`: a range
+    /// `FIRST-LAST`, a `:STEP`, a `,` list, a lone index, `%M`).
+    #[test]
+    fn arrays_are_sbatchs_ranges_from_0() {
+        let parsed = |text: &str| parse_array(text).ok().map(|a| (a.count, a.max_parallel));
+        let accepted = [
+            ("0", (1, None)),
+            ("0-9", (10, None)),
+            ("0-0", (1, None)),
+            ("0-9%3", (10, Some(3))),
+            ("0-9:1", (10, None)),
+        ];
+        for (text, expected) in accepted {
+            assert_eq!(parsed(text), Some(expected), "{text:?}");
+        }
+        // (text, what the refusal says to write instead)
+        let refused = [
+            (
+                "5",
+                "for these 1 tasks ask for 0-0 and use $((BATCHBRIDGE_TASK_INDEX + 5))",
+            ),
+            (
+                "1-10",
+                "ask for 0-9 and use $((BATCHBRIDGE_TASK_INDEX + 1))",
+            ),
+            (
+                "0-9:2",
+                "ask for 0-4 and use $((BATCHBRIDGE_TASK_INDEX * 2))",
+            ),
+            (
+                "3-11:4%2",
+                "ask for 0-2%2 and use $((BATCHBRIDGE_TASK_INDEX * 4 + 3))",
+            ),
+            ("1,3,5", "lists are not supported"),
+            ("", "expected 0-LAST"),
+            ("%2", "expected 0-LAST"),
+            ("0-9%", "expected 0-LAST"),
+            ("5-1", "expected 0-LAST"),
+            ("0-x", "expected 0-LAST"),
+            ("-1", "expected 0-LAST"),
+            ("0-99999999999", "expected 0-LAST"),
+        ];
+        for (text, said) in refused {
+            let err = parse_array(text).unwrap_err();
+            assert!(err.message().contains(said), "{text:?}: {err}");
+        }
+    }
 
     fn key() -> JobKey {
         JobKey::new("k-1").unwrap()

@@ -89,6 +89,10 @@ words! {
         NotStarted,
         /// The scheduler or the backend refused the job; never retried.
         SubmitRejected,
+        /// A scheduler directive in the header of spec.script cannot be honoured (it would
+        /// move the job's output, block, lose the job id) or read; the message names the
+        /// line. Nothing was submitted and the job is never retried: edit the script.
+        DirectiveRefused,
         /// The scheduler refused the attempt for now: a limit on the jobs a user, account
         /// or QOS may have in it was reached. It is submitted again until the scheduler
         /// takes it; the message carries the scheduler's words.

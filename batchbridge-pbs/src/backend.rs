@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use batchbridge_core::directives::DirectiveReport;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
@@ -17,6 +18,7 @@ use batchbridge_core::{
     Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobState, JobStatus, Refusal, Result,
 };
 
+use crate::directives::apply_directives;
 use crate::parse::{QstatJob, Sighting, parse_qstat, pbs_version, qsub_refusal};
 use crate::script::{job_script, qsub_options};
 use crate::state::{SUBSTATE_DELETED, job_status};
@@ -264,6 +266,11 @@ impl CliScheduler for Pbs {
             .with_accounting(true)
             .with_withdraw(true)
             .with_estimates(true)
+    }
+
+    /// The script's `#PBS` lines, read as qsub reads them ([`apply_directives`]).
+    fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
+        Ok(apply_directives(spec))
     }
 
     /// `qsub -f OPTIONS DIR/job.sh`; -f: no background helper left holding the session's

@@ -21,6 +21,9 @@
 //!   `Exit_status` conventions map onto [`JobState`](batchbridge_core::JobState) and
 //!   [`FailureCause`](batchbridge_core::FailureCause) ([`state`]); arrays report per-subjob
 //!   counts.
+//! - **apply_directives** reads the `#PBS` lines of a script's header as qsub does and
+//!   applies them to the spec, reporting each one's fate ([`directives`]); the CLI and the
+//!   operator call it before a submit.
 //! - **cancel** is `qdel`; **fetch_output** streams a bounded window with `dd`.
 //! - **version** is `OpenPBS 23.06.06`, from `qstat --version`.
 //!
@@ -50,6 +53,7 @@
 //! ```
 
 mod backend;
+pub mod directives;
 pub mod estimate;
 pub mod parse;
 pub mod script;

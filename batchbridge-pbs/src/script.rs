@@ -24,7 +24,7 @@ const JOB_SCRIPT: BatchJobWrapper = BatchJobWrapper::new(
 /// qsub's options a passthrough entry may not use, and why: each would leave batchbridge
 /// without a job id or its own job, block until the job ends, or change what batchbridge
 /// sets itself and relies on.
-const NOT_PASSTHROUGH: [(char, &str); 14] = [
+pub(crate) const NOT_PASSTHROUGH: [(char, &str); 14] = [
     ('I', "makes an interactive job"),
     ('X', "forwards X11 to an interactive job"),
     ('z', "keeps qsub from printing the job id"),
@@ -47,7 +47,7 @@ const NOT_PASSTHROUGH: [(char, &str); 14] = [
     ('r', "changes rerunnability, which an array needs"),
 ];
 /// qsub's short options that take a value (OpenPBS's `GETOPT_ARGS`).
-const WITH_VALUE: &str = "aAcCeIjJkKlmMNopqrRSuvWP";
+pub(crate) const WITH_VALUE: &str = "aAcCeIjJkKlmMNopqrRSuvWP";
 const MIB: u64 = 1024 * 1024;
 
 /// `qsub`'s options for `spec`, whose files live in `dir`. Passthrough options come first;
@@ -103,7 +103,10 @@ pub fn qsub_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> Res
     if let Some(queue) = defaults.queue_for(spec) {
         options.extend(["-q".to_owned(), queue.to_owned()]);
     }
-    if let Some(account) = &defaults.account {
+    // An account of the job's own (a `#PBS -A` directive, a passthrough `-A`) wins over
+    // the cluster's default: qsub keeps the last `-A` it reads, which would be this one.
+    let own_account = options.iter().any(|option| option == "-A");
+    if let Some(account) = defaults.account.as_ref().filter(|_| !own_account) {
         options.extend(["-A".to_owned(), account.clone()]);
     }
     let mut chunk = format!("ncpus={}", resources.cpus.unwrap_or(1));

@@ -163,3 +163,90 @@ async fn find_after_a_restart_names_the_same_job_even_without_its_directory() {
     second.cleanup(&spec.key).await.unwrap();
     assert_eq!(second.find(&spec.key).await.unwrap(), Some(id));
 }
+
+/// A script written for qsub, with a dozen `#PBS` lines, submitted through
+/// `apply_directives`: what `qstat -f` shows of the job is what the lines asked for. Held
+/// (`-h`), so that the record shows the request and nothing runs. A refused line stops the
+/// script before anything reaches PBS.
+#[tokio::test]
+async fn a_scripts_pbs_directives_reach_pbs_field_by_field() {
+    use batchbridge_core::conformance::unique_key;
+    use batchbridge_core::directives::Fate;
+    use batchbridge_core::{ErrorKind, JobSpec};
+
+    let pbs = backend();
+    let script = "#!/bin/bash\n\
+                  #PBS -N pbsdirectives\n\
+                  #PBS -q workq\n\
+                  #PBS -l select=1:ncpus=2:mem=100mb\n\
+                  #PBS -l walltime=1:30:00\n\
+                  #PBS -J 0-3%2\n\
+                  #PBS -v MODE=fast,LEVEL=3\n\
+                  #PBS -l place=pack\n\
+                  #PBS -A physics\n\
+                  #PBS -P proj7\n\
+                  #PBS -m n\n\
+                  #PBS -p 10\n\
+                  #PBS -r y\n\
+                  #PBS -S /bin/bash\n\
+                  #PBS -h\n\
+                  echo \"$MODE\"\n";
+    let spec = JobSpec::new(unique_key("pbsdirectives"), "", script);
+    let (spec, report) = pbs.apply_directives(spec).unwrap();
+    report.check().unwrap();
+    // Taken: the name, the queue, select's nodes, cpus and memory, the walltime, the array
+    // and -v's two variables.
+    let taken = |fate: &Fate| matches!(fate, Fate::Taken { .. });
+    assert_eq!(
+        report.lines.iter().filter(|l| taken(&l.fate)).count(),
+        9,
+        "{report}"
+    );
+    assert!(
+        report
+            .lines
+            .iter()
+            .all(|l| !matches!(l.fate, Fate::Overridden { .. } | Fate::Refused { .. })),
+        "{report}"
+    );
+    assert_eq!(spec.environment["MODE"], "fast");
+    assert_eq!(spec.environment["LEVEL"], "3");
+    let id = pbs.submit(&spec).await.unwrap();
+    let record = as_user("qstat", &["-x", "-f", &format!("{id}[]")]).await;
+    pbs.cancel(&id).await.unwrap();
+    let fields: Vec<&str> = record.lines().map(str::trim).collect();
+    for expected in [
+        "Job_Name = pbsdirectives",
+        "queue = workq",
+        "Resource_List.select = 1:ncpus=2:mem=100mb",
+        "Resource_List.ncpus = 2",
+        "Resource_List.mem = 100mb",
+        "Resource_List.walltime = 01:30:00",
+        "Resource_List.place = pack",
+        "array_indices_submitted = 0-3",
+        "max_run_subjobs = 2",
+        "Account_Name = physics",
+        "project = proj7",
+        "Mail_Points = n",
+        "Priority = 10",
+        "Hold_Types = u",
+        "Rerunable = True",
+    ] {
+        assert!(fields.contains(&expected), "{expected} in {record}");
+    }
+
+    let refused = JobSpec::new(
+        unique_key("pbsrefused"),
+        "",
+        "#!/bin/bash\n#PBS -q workq\n#PBS -o /tmp/x.log\ntrue\n",
+    );
+    let key = refused.key.clone();
+    let (_, report) = pbs.apply_directives(refused).unwrap();
+    let err = report.check().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(
+        err.message().starts_with("line 3: #PBS -o /tmp/x.log: "),
+        "{err}"
+    );
+    assert_eq!(pbs.find(&key).await.unwrap(), None);
+}

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use batchbridge_core::directives::DirectiveReport;
 use batchbridge_core::estimate::StartEstimate;
 use batchbridge_core::events::EventSource;
 use batchbridge_core::remote::{
@@ -273,6 +274,11 @@ impl CliScheduler for Slurm {
             .with_accounting(!matches!(self.accounting(), Accounting::Unavailable { .. }))
             .with_withdraw(true)
             .with_estimates(true)
+    }
+
+    /// The script's `#SBATCH` lines ([`crate::directives`]).
+    fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
+        Ok(crate::directives::apply_directives(spec))
     }
 
     fn render_submit(&self, spec: &JobSpec, dir: &str) -> Result<SubmitCommand> {

@@ -43,6 +43,7 @@
 //! ```
 
 mod backend;
+pub mod directives;
 pub mod estimate;
 pub mod parse;
 pub mod script;

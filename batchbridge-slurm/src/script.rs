@@ -66,7 +66,15 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
     if let Some(partition) = defaults.queue_for(spec) {
         options.push(format!("--partition={partition}"));
     }
-    if let Some(account) = &defaults.account {
+    // The job's own account (a passthrough option, an `#SBATCH -A` line) wins over the
+    // cluster's default one, as a flag wins over a default.
+    let own_account = spec
+        .passthrough
+        .get(PASSTHROUGH_KEY)
+        .into_iter()
+        .flatten()
+        .any(|option| option.starts_with("--account") || option.starts_with("-A"));
+    if let Some(account) = defaults.account.as_ref().filter(|_| !own_account) {
         options.push(format!("--account={account}"));
     }
     let resources = &spec.resources;
@@ -107,7 +115,7 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
 }
 
 /// Refuses a passthrough entry that is not one sbatch option about the job.
-fn check_passthrough(option: &str) -> Result<()> {
+pub(crate) fn check_passthrough(option: &str) -> Result<()> {
     let refuse = |why: String| {
         Err(Error::invalid_input(format!(
             "passthrough.{PASSTHROUGH_KEY}: {:?} {why}",
@@ -281,6 +289,25 @@ mod tests {
         let options = sbatch_options(&own, &defaults, "/w").unwrap();
         assert!(options.contains(&"--partition=gpu".to_owned()));
         assert!(!options.contains(&"--partition=batch".to_owned()));
+    }
+
+    #[test]
+    fn the_jobs_own_account_wins_over_the_default() {
+        let mut defaults = SubmitDefaults::default();
+        defaults.account = Some("site".into());
+        let mut spec = spec();
+        let accounts = |spec: &JobSpec| -> Vec<String> {
+            let options = sbatch_options(spec, &defaults, "/w").unwrap();
+            options
+                .into_iter()
+                .filter(|o| o.starts_with("--account") || o.starts_with("-A"))
+                .collect()
+        };
+        assert_eq!(accounts(&spec), ["--account=site"]);
+        for own in ["--account=mine", "-Amine"] {
+            spec.passthrough.insert("slurm".into(), vec![own.into()]);
+            assert_eq!(accounts(&spec), [own]);
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ on_both_clusters!(
     a_large_environment_value_reaches_the_job_intact,
     the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly,
     an_array_beyond_the_clusters_max_array_size_is_refused_naming_it,
+    a_scripts_sbatch_directives_reach_slurm_field_by_field,
 );
 
 async fn sbatch(shell: &SshShell, options: &[&str], script: &str) -> String {
@@ -469,4 +470,86 @@ async fn an_array_beyond_the_clusters_max_array_size_is_refused_naming_it(cluste
         "{err}"
     );
     assert_eq!(slurm.find(&spec.key).await.unwrap(), None);
+}
+
+/// A script written for sbatch, with a dozen `#SBATCH` lines, submitted through
+/// `apply_directives`: what `scontrol show job` shows of it is what the lines asked for. A
+/// refused line stops it before anything reaches SLURM.
+async fn a_scripts_sbatch_directives_reach_slurm_field_by_field(cluster: SlurmCluster) {
+    use batchbridge_core::JobSpec;
+    use batchbridge_core::conformance::unique_key;
+    use batchbridge_core::directives::Fate;
+
+    let slurm = common::backend(cluster);
+    let script = "#!/bin/bash\n\
+                  #SBATCH --job-name=directives-e2e\n\
+                  #SBATCH -p single\n\
+                  #SBATCH --time=1-02:30:00\n\
+                  #SBATCH -c 2\n\
+                  #SBATCH --mem=100M\n\
+                  #SBATCH --tmp=64M\n\
+                  #SBATCH -N 1\n\
+                  #SBATCH --array=0-3%2\n\
+                  #SBATCH --export=MODE=fast\n\
+                  #SBATCH --nice=10\n\
+                  #SBATCH --time-min=30\n\
+                  #SBATCH -H\n\
+                  echo \"$MODE\"\n";
+    let spec = JobSpec::new(unique_key("directives"), "", script);
+    let (spec, report) = slurm.apply_directives(spec).unwrap();
+    report.check().unwrap();
+    assert_eq!(report.lines.len(), 12, "{report}");
+    assert!(
+        report
+            .lines
+            .iter()
+            .all(|l| matches!(l.fate, Fate::Taken { .. } | Fate::Passed { .. })),
+        "{report}"
+    );
+    // Held (the last directive), so that the job only shows what SLURM made of the request.
+    let id = slurm.submit(&spec).await.unwrap();
+    let shell = cluster.shell();
+    let fields = scontrol_fields(&shell, id.as_str()).await;
+    slurm.cancel(&id).await.unwrap();
+    for expected in [
+        "JobName=directives-e2e",
+        "Partition=single",
+        "TimeLimit=1-02:30:00",
+        "TimeMin=00:30:00",
+        "CPUs/Task=2",
+        "MinMemoryNode=100M",
+        "MinTmpDiskNode=64M",
+        "ArrayTaskThrottle=2",
+        "Nice=10",
+        "Reason=JobHeldUser",
+        &format!("Comment={}", spec.key),
+    ] {
+        assert!(
+            fields.iter().any(|f| f == expected),
+            "{expected} in {fields:?}"
+        );
+    }
+    for prefix in ["NumNodes=1", "ArrayTaskId=0-3"] {
+        assert!(
+            fields.iter().any(|f| f.starts_with(prefix)),
+            "{prefix} in {fields:?}"
+        );
+    }
+    assert_eq!(spec.environment["MODE"], "fast");
+
+    let refused = JobSpec::new(
+        unique_key("directives-refused"),
+        "",
+        "#!/bin/bash\n#SBATCH -p single\n#SBATCH --output=/tmp/x.log\ntrue\n",
+    );
+    let key = refused.key.clone();
+    let (_, report) = slurm.apply_directives(refused).unwrap();
+    let err = report.check().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(
+        err.message()
+            .starts_with("line 3: #SBATCH --output=/tmp/x.log: "),
+        "{err}"
+    );
+    assert_eq!(slurm.find(&key).await.unwrap(), None);
 }

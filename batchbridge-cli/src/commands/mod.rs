@@ -49,7 +49,12 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
 /// Does what `command` asks.
 async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
     match command {
-        Command::Submit { job, wait, follow } => submit::submit(context, job, wait, follow).await,
+        Command::Submit {
+            job,
+            wait,
+            follow,
+            dry_run,
+        } => submit::submit(context, job, wait, follow, dry_run).await,
         Command::Run {
             job,
             cancel_on_interrupt,

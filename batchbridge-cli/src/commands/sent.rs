@@ -1,7 +1,8 @@
 //! Sending a job: what `submit` and `run` share (its spec from the flags, the submit, the
 //! record), apart from what each does next.
 
-use batchbridge_core::JobId;
+use batchbridge_core::directives::{DirectiveReport, Fate};
+use batchbridge_core::{JobId, JobSpec};
 
 use super::context::Context;
 use crate::cli::JobArgs;
@@ -19,10 +20,43 @@ pub(super) struct Submitted {
     pub(super) tasks: Option<u32>,
 }
 
-/// Submits the job the flags describe to the chosen cluster and records it.
-pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submitted> {
-    let spec = spec::job_spec(job)?;
+/// The chosen cluster and the spec the flags and the script's directives describe for it,
+/// with what became of each directive line (refused ones included, unchecked). Connects to
+/// nothing: opening a cluster makes its shell, whose connection waits for a first command.
+pub(super) fn prepare(
+    context: &mut Context,
+    job: JobArgs,
+) -> CliResult<(Cluster, JobSpec, DirectiveReport)> {
+    let flagged = spec::job_spec(job)?;
     let cluster = context.cluster(&context.chosen_cluster())?;
+    let (spec, report) = spec::with_directives(flagged, cluster.backend.as_ref())?;
+    Ok((cluster, spec, report))
+}
+
+/// Stops at a refused directive line: exit 2, naming it.
+pub(super) fn stop_if_refused(report: &DirectiveReport) -> CliResult<()> {
+    report
+        .check()
+        .map_err(|err| CliError::usage(format!("the script's directives: {}", err.message())))
+}
+
+/// [`stop_if_refused`]; else says on stderr which directive lines changed nothing
+/// (overridden by a flag, ignored), so that no setting is lost silently.
+fn refuse_or_note(report: &DirectiveReport) -> CliResult<()> {
+    stop_if_refused(report)?;
+    for line in &report.lines {
+        if matches!(line.fate, Fate::Overridden { .. } | Fate::Ignored { .. }) {
+            eprintln!("batchbridge: {line}");
+        }
+    }
+    Ok(())
+}
+
+/// Submits the job the flags and the script's directives describe to the chosen cluster and
+/// records it.
+pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submitted> {
+    let (cluster, spec, report) = prepare(context, job)?;
+    refuse_or_note(&report)?;
     let id = cluster
         .backend
         .submit(&spec)

@@ -2,7 +2,7 @@
 //! what `wait` or `run` do.
 
 use super::context::Context;
-use super::sent::{Submitted, send};
+use super::sent::{Submitted, prepare, send, stop_if_refused};
 use super::status::Row;
 use super::{run, wait};
 use crate::cli::{Format, JobArgs};
@@ -14,7 +14,11 @@ pub(super) async fn submit(
     job: JobArgs,
     wait: bool,
     follow: bool,
+    dry_run: bool,
 ) -> CliResult<u8> {
+    if dry_run {
+        return show_without_submitting(context, job);
+    }
     let submitted = send(context, job).await?;
     if follow {
         return run::follow(&submitted, false).await;
@@ -34,4 +38,34 @@ pub(super) async fn submit(
     Ok(statuses
         .first()
         .map_or(Exit::Success as u8, |(_, status)| job_exit_code(status)))
+}
+
+/// `submit --dry-run`: what became of each directive line and the spec that would be
+/// submitted (without its script, which is the file given), then the exit a submit would
+/// have for them: 2 naming the refused lines, else 0. Connects to nothing.
+fn show_without_submitting(context: &mut Context, job: JobArgs) -> CliResult<u8> {
+    let (cluster, spec, report) = prepare(context, job)?;
+    let mut shown = serde_json::to_value(&spec)?;
+    if let Some(fields) = shown.as_object_mut() {
+        fields.remove("script");
+    }
+    match context.format {
+        Format::Table => {
+            println!("cluster: {}", cluster.name);
+            match report.is_empty() {
+                true => println!("directives: none"),
+                false => print!("directives:\n{report}"),
+            }
+            println!("spec: {}", serde_json::to_string_pretty(&shown)?);
+        }
+        Format::Json => {
+            let mut out = serde_json::Map::new();
+            out.insert("cluster".into(), cluster.name.clone().into());
+            out.insert("directives".into(), serde_json::to_value(&report.lines)?);
+            out.insert("spec".into(), shown);
+            println!("{}", serde_json::Value::Object(out));
+        }
+    }
+    stop_if_refused(&report)?;
+    Ok(Exit::Success as u8)
 }

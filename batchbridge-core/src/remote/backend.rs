@@ -12,6 +12,7 @@ use super::{JobDirs, SubmitLocks, Submitted, WorkSettings, environment_file};
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
 };
+use crate::directives::DirectiveReport;
 use crate::error::{Error, ErrorKind, Refusal, Result, excerpt};
 use crate::estimate::{StartEstimate, cannot_estimate, refused_by_submit};
 use crate::events::EventSource;
@@ -285,6 +286,14 @@ pub trait CliScheduler: Debug + Send + Sync + Sized + 'static {
     fn check(&self, spec: &JobSpec) -> Result<()> {
         let _ = spec;
         Ok(())
+    }
+
+    /// `spec` with its script's directives applied, and what became of each line
+    /// ([`BatchBackend::apply_directives`], which [`RemoteBackend`] forwards here). The
+    /// scheduler's directive vocabulary stays here, in its backend. None by default: `spec`
+    /// unchanged, an empty report.
+    fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
+        Ok((spec, DirectiveReport::default()))
     }
 
     /// The files and command that submit `spec` from its job directory `dir` (absolute;
@@ -566,6 +575,10 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     /// `S`'s, and cleanup, which the job directories bring.
     fn capabilities(&self) -> Capabilities {
         self.scheduler.capabilities().with_cleanup(true)
+    }
+
+    fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
+        self.scheduler.apply_directives(spec)
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {

@@ -319,12 +319,34 @@ async fn submit(
     attempt: u32,
     current: BatchJobStatus,
 ) -> Option<Duration> {
-    let submitted = match job.job_spec(attempt) {
-        Ok(spec) => {
-            let submitted = connection.submit(&spec).await;
-            ctx.metrics.submitted(&connection.labels, submitted.is_ok());
-            submitted
-        }
+    // The script's directives apply before every attempt's submit, the BatchJob's own fields
+    // winning over them; a refused one stops the job before anything reaches the cluster.
+    let directed = job
+        .job_spec(attempt)
+        .and_then(|spec| connection.backend.apply_directives(spec));
+    let submitted = match directed {
+        Ok((spec, report)) => match report.check() {
+            Ok(()) => {
+                let submitted = connection.submit(&spec).await;
+                ctx.metrics.submitted(&connection.labels, submitted.is_ok());
+                submitted
+            }
+            Err(refused) => {
+                let done = Done::Submit {
+                    attempt,
+                    outcome: SubmitOutcome::DirectiveRefused(refused.message().to_owned()),
+                };
+                return finish_on_cluster(
+                    ctx,
+                    job,
+                    connection,
+                    &current,
+                    &done,
+                    ActionKind::Submit,
+                )
+                .await;
+            }
+        },
         Err(err) => Err(err),
     };
     let outcome = match submitted {

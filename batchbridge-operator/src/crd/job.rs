@@ -64,7 +64,10 @@ pub struct BatchJobSpec {
     /// job moves when it waits too long); exactly one of clusterRef and placement is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
-    /// The job's script, run by bash on the cluster, verbatim.
+    /// The job's script, run by bash on the cluster, verbatim. The scheduler directives in
+    /// its header apply to the job as the cluster's scheduler would read them, the fields
+    /// of this spec winning; one that would break how the job is followed fails the job
+    /// unsubmitted, reason DirectiveRefused.
     #[x_kube(validation = Rule::new("self.trim().size() > 0").message("script must not be empty"))]
     #[schemars(length(min = 1, max = 1048576))]
     pub script: String,

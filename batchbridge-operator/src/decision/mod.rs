@@ -195,6 +195,10 @@ pub enum SubmitOutcome {
     },
     /// The submit failed; [`Failure`] says whether it reached the cluster.
     Failed(Failure),
+    /// Nothing was submitted: the backend refused scheduler directives in the header of
+    /// the job's script (the message names each line). The same script is refused again,
+    /// so the job fails for good.
+    DirectiveRefused(String),
 }
 
 /// What came of an output collection.

@@ -80,16 +80,21 @@ pub(super) fn submitted(
             );
             plan.requeue(SUBMIT_AGAIN);
         }
-        SubmitOutcome::Failed(Failure::Refused(message)) => {
+        SubmitOutcome::Failed(Failure::Refused(message))
+        | SubmitOutcome::DirectiveRefused(message) => {
+            let reason = match outcome {
+                SubmitOutcome::DirectiveRefused(_) => Reason::DirectiveRefused,
+                _ => Reason::SubmitRejected,
+            };
             next.phase = Some(Phase::Failed);
-            next.reason = Some(Reason::SubmitRejected);
+            next.reason = Some(reason);
             next.message = Some(message.clone());
             next.finish_time = Some(time(now));
             set_condition(
                 &mut next.conditions,
                 ConditionType::Submitted,
                 false,
-                Reason::SubmitRejected,
+                reason,
                 message,
                 now,
             );

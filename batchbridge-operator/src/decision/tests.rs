@@ -2422,6 +2422,55 @@ fn a_submit_refused_for_now_says_why() {
     );
 }
 
+/// A script whose directive the backend refuses: nothing reaches the cluster, the job
+/// fails for good with the refused line in its message and its Submitted condition, and a
+/// retry policy does not retry it (the same script is refused again).
+#[test]
+fn a_refused_directive_fails_the_job_without_a_retry() {
+    let message = "line 2: #X -o /tmp/x: it moves the job's output file";
+    let refused = Case {
+        policy: policy(3, &[]),
+        ..case(
+            "a refused directive",
+            with(at(Phase::Submitted), |s| s.job_id = None),
+            Done::Submit {
+                attempt: 1,
+                outcome: SubmitOutcome::DirectiveRefused(message.into()),
+            },
+        )
+    };
+    let step = run(&refused);
+    assert!(step.effects.is_empty(), "{:?}", step.effects);
+    let status = step.status.unwrap();
+    assert_eq!(status.phase, Some(Phase::Failed));
+    assert_eq!(status.reason, Some(Reason::DirectiveRefused));
+    assert_eq!(status.message.as_deref(), Some(message));
+    assert_eq!(status.job_id, None);
+    let submitted = condition(&status.conditions, ConditionType::Submitted).unwrap();
+    assert_eq!(
+        (
+            submitted.status.as_str(),
+            submitted.reason.as_str(),
+            submitted.message.as_str()
+        ),
+        ("False", "DirectiveRefused", message)
+    );
+    assert_eq!(holds(&status.conditions, ConditionType::Failed), Some(true));
+    // Looked at again later, it stays Failed: no retry is due.
+    let later = run(&Case {
+        policy: policy(3, &[]),
+        ..case("later", status.clone(), Finding::Observed(None))
+    });
+    assert!(
+        later
+            .status
+            .as_ref()
+            .is_none_or(|s| s.phase == Some(Phase::Failed)),
+        "{later:?}"
+    );
+    assert!(later.effects.is_empty(), "{:?}", later.effects);
+}
+
 #[test]
 fn failures_are_sorted_by_what_they_mean_for_the_job() {
     use ErrorKind::*;
