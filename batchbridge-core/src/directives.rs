@@ -231,91 +231,9 @@ impl fmt::Display for DirectiveReport {
     }
 }
 
-/// One directive line of a script's header, found by [`header_directives`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HeaderDirective<'a> {
-    /// The line's number in the script, from 1.
-    pub line: usize,
-    /// The whole line, without its line ending.
-    pub text: &'a str,
-    /// What follows the prefix: the directive's options.
-    pub options: &'a str,
-}
-
-/// The lines of `script`'s header that start with `prefix` (`#SBATCH`) in their first
-/// column, in order: the header being every line up to the first that is neither blank
-/// nor a comment (its first character other than whitespace a `#`, which includes a
-/// shebang and an indented `#SBATCH`), as sbatch reads it (seen on SLURM 22.05 and 24.11).
-/// A directive after the first command is a plain comment to sbatch, and so it is here.
-/// Whatever follows the prefix is the directive's options, even with no space between
-/// (sbatch reads `#SBATCHX` as a directive whose first word is `X`, and refuses it).
-///
-/// ```
-/// use batchbridge_core::directives::header_directives;
-///
-/// let script = "#!/bin/bash\n#SBATCH -p single\n\n# a comment\n#SBATCH --mem=100M\necho hi\n#SBATCH -t 5\n";
-/// let found: Vec<_> = header_directives(script, "#SBATCH")
-///     .iter()
-///     .map(|d| (d.line, d.options))
-///     .collect();
-/// assert_eq!(found, [(2, " -p single"), (5, " --mem=100M")]);
-/// ```
-pub fn header_directives<'a>(script: &'a str, prefix: &str) -> Vec<HeaderDirective<'a>> {
-    let mut found = Vec::new();
-    for (index, text) in script.lines().enumerate() {
-        if let Some(options) = text.strip_prefix(prefix) {
-            found.push(HeaderDirective {
-                line: index + 1,
-                text,
-                options,
-            });
-        } else if !text.trim_start().starts_with('#') && !text.trim().is_empty() {
-            break;
-        }
-    }
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_header_ends_at_the_first_command() {
-        // (script, prefix, the directive lines found)
-        let cases: &[(&str, &str, &[usize])] = &[
-            ("", "#SBATCH", &[]),
-            ("#SBATCH -p a\n", "#SBATCH", &[1]),
-            ("#!/bin/sh\n#SBATCH -p a\n#SBATCH -t 1", "#SBATCH", &[2, 3]),
-            // Blank lines (spaces and tabs too) and comments keep the header open.
-            ("#!/bin/sh\n\n \t\n# note\n#SBATCH -p a\n", "#SBATCH", &[5]),
-            // The first command closes it: later directives are comments.
-            ("#!/bin/sh\necho hi\n#SBATCH -p a\n", "#SBATCH", &[]),
-            ("#SBATCH -p a\nset -e\n#SBATCH -t 1\n", "#SBATCH", &[1]),
-            // An indented directive is a comment, and keeps the header open.
-            ("  #SBATCH -p a\n #\n#SBATCH -t 1\n", "#SBATCH", &[3]),
-            // The prefix's case matters; what follows it is the options, spaced or not.
-            (
-                "#sbatch -p a\n#SBATCHX -p a\n#SBATCH\t-t 1\n",
-                "#SBATCH",
-                &[2, 3],
-            ),
-            ("#SBATCH\n", "#SBATCH", &[1]),
-            // Other schedulers' directives are comments.
-            ("#PBS -q a\n#SBATCH -p a\n", "#SBATCH", &[2]),
-            ("#PBS -q a\n#SBATCH -p a\n", "#PBS", &[1]),
-            // CRLF line endings do not hide a directive.
-            ("#!/bin/sh\r\n#SBATCH -p a\r\n", "#SBATCH", &[2]),
-        ];
-        for (script, prefix, expected) in cases {
-            let found: Vec<usize> = header_directives(script, prefix)
-                .iter()
-                .map(|d| d.line)
-                .collect();
-            assert_eq!(&found, expected, "{script:?}");
-        }
-    }
 
     #[test]
     fn a_report_without_refusals_checks_and_one_with_names_every_refused_line() {

@@ -11,9 +11,7 @@
 
 use std::collections::HashMap;
 
-use batchbridge_core::directives::{
-    DirectiveLine, DirectiveReport, Fate, SpecField, header_directives,
-};
+use batchbridge_core::directives::{DirectiveLine, DirectiveReport, Fate, SpecField};
 use batchbridge_core::spec::{parse_array, parse_size, parse_wall_time};
 use batchbridge_core::{JobKey, JobSpec};
 
@@ -270,7 +268,7 @@ pub fn apply_directives(spec: JobSpec) -> (JobSpec, DirectiveReport) {
         report: DirectiveReport::default(),
         taken: HashMap::new(),
     };
-    for directive in header_directives(&script, DIRECTIVE) {
+    for directive in header_directives(&script) {
         let fates = match split_words(directive.options) {
             Ok(words) => applying.apply_line(&words),
             Err(why) => vec![Fate::Refused { reason: why }],
@@ -683,6 +681,40 @@ fn split_words(text: &str) -> Result<Vec<String>, String> {
     }
     words.extend(word);
     Ok(words)
+}
+
+/// One directive line of a script's header, found by [`header_directives`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeaderDirective<'a> {
+    /// The line's number in the script, from 1.
+    line: usize,
+    /// The whole line, without its line ending.
+    text: &'a str,
+    /// What follows the prefix: the directive's options.
+    options: &'a str,
+}
+
+/// The lines of `script`'s header that start with `#SBATCH` in their first
+/// column, in order: the header being every line up to the first that is neither blank
+/// nor a comment (its first character other than whitespace a `#`, which includes a
+/// shebang and an indented `#SBATCH`), as sbatch reads it (seen on SLURM 22.05 and 24.11).
+/// A directive after the first command is a plain comment to sbatch, and so it is here.
+/// Whatever follows the prefix is the directive's options, even with no space between
+/// (sbatch reads `#SBATCHX` as a directive whose first word is `X`, and refuses it).
+fn header_directives(script: &str) -> Vec<HeaderDirective<'_>> {
+    let mut found = Vec::new();
+    for (index, text) in script.lines().enumerate() {
+        if let Some(options) = text.strip_prefix(DIRECTIVE) {
+            found.push(HeaderDirective {
+                line: index + 1,
+                text,
+                options,
+            });
+        } else if !text.trim_start().starts_with('#') && !text.trim().is_empty() {
+            break;
+        }
+    }
+    found
 }
 
 #[cfg(test)]

@@ -394,3 +394,31 @@ fn same_kind(fate: &Fate, expected: &Fate) -> bool {
         _ => fate == expected,
     }
 }
+
+#[test]
+fn the_header_ends_at_the_first_command() {
+    // (script, the #SBATCH lines found)
+    let cases: &[(&str, &[usize])] = &[
+        ("", &[]),
+        ("#SBATCH -p a\n", &[1]),
+        ("#!/bin/sh\n#SBATCH -p a\n#SBATCH -t 1", &[2, 3]),
+        // Blank lines (spaces and tabs too) and comments keep the header open.
+        ("#!/bin/sh\n\n \t\n# note\n#SBATCH -p a\n", &[5]),
+        // The first command closes it: later directives are comments.
+        ("#!/bin/sh\necho hi\n#SBATCH -p a\n", &[]),
+        ("#SBATCH -p a\nset -e\n#SBATCH -t 1\n", &[1]),
+        // An indented directive is a comment, and keeps the header open.
+        ("  #SBATCH -p a\n #\n#SBATCH -t 1\n", &[3]),
+        // The prefix's case matters; what follows it is the options, spaced or not.
+        ("#sbatch -p a\n#SBATCHX -p a\n#SBATCH\t-t 1\n", &[2, 3]),
+        ("#SBATCH\n", &[1]),
+        // Other schedulers' directives are comments.
+        ("#PBS -q a\n#SBATCH -p a\n", &[2]),
+        // CRLF line endings do not hide a directive.
+        ("#!/bin/sh\r\n#SBATCH -p a\r\n", &[2]),
+    ];
+    for (script, expected) in cases {
+        let found: Vec<usize> = header_directives(script).iter().map(|d| d.line).collect();
+        assert_eq!(&found, expected, "{script:?}");
+    }
+}
