@@ -12,7 +12,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ssh::{HostKeys, SshAuth, classify_connect_failure, write_private};
+use super::connect_failure::classify_connect_failure;
+use super::credential::{HostKeys, SshAuth};
+use super::private_file::write_private;
 use crate::error::{Error, ErrorKind, Result};
 
 /// One SSH server on the way to the login host, with its own credential and host keys.

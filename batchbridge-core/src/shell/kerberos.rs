@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use super::ssh::write_private;
+use super::private_file::write_private;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The `ssh` options of a GSSAPI login: Kerberos only, nothing delegated, no prompt.

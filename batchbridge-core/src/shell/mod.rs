@@ -8,10 +8,13 @@
 
 mod capture;
 mod certificate;
+mod connect_failure;
+mod credential;
 mod jump;
 mod kerberos;
 mod lines;
 mod local;
+mod private_file;
 mod ssh;
 
 use std::time::Duration;
@@ -21,10 +24,11 @@ use async_trait::async_trait;
 use crate::error::{Error, ErrorKind, Result};
 
 pub use certificate::Certificate;
+pub use credential::{HostKeys, Password, SshAuth};
 pub use jump::JumpHost;
 pub use kerberos::{KerberosKeytab, Keytab};
 pub use local::LocalShell;
-pub use ssh::{HostKeys, Password, SshAuth, SshConfig, SshShell};
+pub use ssh::{SshConfig, SshShell};
 
 /// Default time limit for one command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
