@@ -161,9 +161,15 @@ pub enum HostKeys {
 
 /// Writes a private key's text where `ssh -i` reads it.
 pub(super) fn write_key(path: &Path, key: &Password) -> Result<()> {
+    write_private(path, key_file_text(key).as_bytes(), 0o600)
+}
+
+/// A private key's text as a key file holds it: OpenSSH refuses a key file without the
+/// final newline.
+pub(super) fn key_file_text(key: &Password) -> String {
     let mut text = key.0.clone();
     if !text.ends_with('\n') {
-        text.push('\n'); // OpenSSH refuses a key file without the final newline
+        text.push('\n');
     }
-    write_private(path, text.as_bytes(), 0o600)
+    text
 }

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use super::connect_failure::classify_connect_failure;
-use super::credential::{HostKeys, SshAuth};
+use super::credential::{HostKeys, SshAuth, key_file_text};
 use super::private_file::write_private;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -195,11 +195,7 @@ impl JumpChain {
                 SshAuth::Key(key) | SshAuth::CertifiedKey { key, .. } => {
                     let path = dir.join(format!("{}.id", alias(index)));
                     text.push_str(&identity_lines(&path)?);
-                    let mut key = key.text().to_owned();
-                    if !key.ends_with('\n') {
-                        key.push('\n'); // OpenSSH refuses a key file without the final newline
-                    }
-                    secrets.push((path, key));
+                    secrets.push((path, key_file_text(key)));
                     if let SshAuth::CertifiedKey { certificate, .. } = &hop.auth {
                         let file = dir.join(format!("{}.id-cert.pub", alias(index)));
                         text.push_str(&certificate_line(&file)?);
