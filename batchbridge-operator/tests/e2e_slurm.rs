@@ -811,3 +811,57 @@ async fn slurm_events_reach_the_batchjob_between_hourly_polls() {
 async fn htcondor_events_reach_the_batchjob_between_hourly_polls() {
     pushed_events_with_hourly_polls("e2e-pushed-condor", "htcondor", htcondor_shell()).await;
 }
+
+/// A BatchJob's script keeps its scheduler directives: one that would move the output
+/// fails the job before anything reaches the cluster, with reason DirectiveRefused and the
+/// line in Submitted's message; a time limit is taken and SLURM holds the job to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_directives_are_taken_or_refused_naming_the_line() {
+    let _node = SLURM_NODE.read().await;
+    let (bed, operator) = set_up("e2e-directives", "ssh", "slurm").await;
+    let job = |script: &str| json!({"clusterRef": {"name": "slurm"}, "script": script});
+    create_job(
+        &bed,
+        "refused",
+        job("#!/bin/bash\n#SBATCH --output=/tmp/x\necho hi\n"),
+    )
+    .await;
+    create_job(
+        &bed,
+        "taken",
+        job("#!/bin/bash\n#SBATCH --time=5\necho hi\n"),
+    )
+    .await;
+
+    let refused = status(&wait_for_phase(&bed, "refused", Phase::Failed).await);
+    assert_eq!(
+        refused.reason,
+        Some(Reason::DirectiveRefused),
+        "{refused:?}"
+    );
+    assert_eq!(refused.job_id, None, "nothing was submitted: {refused:?}");
+    let submitted = condition(&refused.conditions, ConditionType::Submitted).unwrap();
+    assert_eq!(
+        (submitted.status.as_str(), submitted.reason.as_str()),
+        ("False", "DirectiveRefused")
+    );
+    assert!(
+        submitted
+            .message
+            .starts_with("line 2: #SBATCH --output=/tmp/x: "),
+        "{}",
+        submitted.message
+    );
+    assert_eq!(refused.retries, 0);
+
+    let taken = status(&wait_for_phase(&bed, "taken", Phase::Succeeded).await);
+    let id = taken.job_id.unwrap();
+    // scontrol still knows a job that just ended (MinJobAge); sacct may not have it yet.
+    let record = slurm(&format!("scontrol show job -o {id}")).await;
+    assert!(
+        record.split_whitespace().any(|f| f == "TimeLimit=00:05:00"),
+        "{record}"
+    );
+    operator.stop().await;
+    bed.clean_up().await;
+}
