@@ -48,6 +48,11 @@ pub enum FailureCause {
     NotStarted,
     /// The job was removed before it finished.
     Cancelled(CancelledBy),
+    /// A job this one was to run after ended so that the dependency can no longer be met
+    /// (it failed where success was required, or succeeded where failure was), so this one
+    /// never ran. Names that dependency as the submitter knows it: a job id, or the name of
+    /// the operator's BatchJob.
+    DependencyFailed(String),
     /// The scheduler says the job failed and nothing tells why.
     Other,
 }
@@ -72,6 +77,9 @@ impl fmt::Display for FailureCause {
             Self::NotStarted => f.write_str("the script never started"),
             Self::Cancelled(CancelledBy::Unknown) => f.write_str("cancelled"),
             Self::Cancelled(by) => write!(f, "cancelled {by}"),
+            Self::DependencyFailed(dependency) => {
+                write!(f, "its dependency {dependency} can no longer be met")
+            }
             Self::Other => f.write_str("failed"),
         }
     }
@@ -118,6 +126,10 @@ mod tests {
             (
                 FailureCause::Cancelled(CancelledBy::Request),
                 r#"{"cancelled":"request"}"#,
+            ),
+            (
+                FailureCause::DependencyFailed("4711".into()),
+                r#"{"dependencyFailed":"4711"}"#,
             ),
         ];
         for (cause, json) in cases {
