@@ -1,5 +1,5 @@
 //! `SshShell` with Kerberos against the test bed's realm (`tests/testbed/kdc.sh`: a KDC whose
-//! tickets live 2 minutes, and an sshd on localhost:2234 that accepts only GSSAPI).
+//! tickets live 1 minute, and an sshd on localhost:2234 that accepts only GSSAPI).
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]

@@ -1,7 +1,7 @@
 //! A BatchCluster that logs in with an OpenSSH certificate (issue 29, point 3), against the
 //! test bed's real kube-apiserver and its certificate login (`tests/testbed/ca.sh`: an sshd
 //! on 127.0.0.1:2233 that accepts only certificates the test user CA signed, on the SLURM
-//! login node). The operator runs in this process with a CredentialExpiring window of 90 s.
+//! login node). The operator runs in this process with a CredentialExpiring window of 40 s.
 
 // Helpers panic on purpose: anything unexpected is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -28,12 +28,12 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 /// The operator's CredentialExpiring window in these tests.
-const WARNING: Duration = Duration::from_secs(90);
+const WARNING: Duration = Duration::from_secs(40);
 /// How many jobs run across the expiry and the rotation.
 const JOBS: usize = 20;
 
 /// A namespace with the certificate Secret and a SLURM BatchCluster `slurm` logging in to
-/// the certificate login with it, and an operator (CredentialExpiring 90 s before the
+/// the certificate login with it, and an operator (CredentialExpiring 40 s before the
 /// expiry) serving its metrics on the returned address.
 async fn set_up(test: &str, certificate: &str) -> (Cluster, RunningOperator, SocketAddr) {
     let bed = Cluster::new(test).await;
@@ -113,21 +113,21 @@ fn epoch_seconds(at: SystemTime) -> f64 {
     at.duration_since(UNIX_EPOCH).unwrap().as_secs() as f64
 }
 
-/// The issue's scenario: a 2-minute certificate expires while 20 jobs run, and the test
+/// The issue's scenario: a 1-minute certificate expires while 20 jobs run, and the test
 /// rotates the Secret to a fresh 1-day one as an outside issuer would. No job fails; the
 /// condition says CredentialExpiring before the expiry, CredentialExpired after it, and
 /// True after the rotation; the metric follows the certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_expiring_under_running_jobs_is_rotated_and_no_job_fails() {
     let ca = ca_facts();
-    let short = ca.issue("+2m");
+    let short = ca.issue("+1m");
     let expiry = Certificate::parse(&short).unwrap().valid_before().unwrap();
     let (bed, operator, address) = set_up("certificate-rotation", &short).await;
     for n in 0..JOBS {
         create_job(
             &bed,
             &format!("job-{n:02}"),
-            json!({"clusterRef": {"name": "slurm"}, "script": "sleep 80\necho done\n"}),
+            json!({"clusterRef": {"name": "slurm"}, "script": "sleep 40\necho done\n"}),
         )
         .await;
     }

@@ -1,6 +1,6 @@
 //! A BatchCluster that logs in with a Kerberos keytab Secret (issue 29, point 4), against
 //! the test bed's real kube-apiserver and its Kerberos realm (`tests/testbed/kdc.sh`: a KDC
-//! whose tickets live 2 minutes and a GSSAPI-only sshd on localhost:2234, on the SLURM login
+//! whose tickets live 1 minute and a GSSAPI-only sshd on localhost:2234, on the SLURM login
 //! node). The operator runs as a process of its own with the realm's krb5.conf as its
 //! KRB5_CONFIG, as a pod would with the site's krb5.conf mounted.
 

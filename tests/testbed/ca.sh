@@ -15,7 +15,7 @@
 # The sshd runs on this host, so `batch` reaches the same SLURM commands through it as
 # through sshd.sh's login on :2222; it needs sshd.sh's `batch` user (an earlier component).
 # Tests issue their own short certificates with the CA key facts.json names:
-#   ssh-keygen -q -s CA_KEY -I test -n batch -V +2m USER_KEY.pub
+#   ssh-keygen -q -s CA_KEY -I test -n batch -V +1m USER_KEY.pub
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -14,7 +14,8 @@
 #   down    stop the sshd and the KDC (by their pid files); the database is kept.
 #   status  print whether it is up; exit 0 if up, 1 if not.
 #
-# Tickets live 2 minutes at most (renewable for 10), so tests see them run out. Clients
+# Tickets live 1 minute at most (renewable for 10), so tests see them run out without
+# waiting long (the tests that do wait MAX_LIFE_SECONDS, from facts.json). Clients
 # connect to the host name `localhost` (GSSAPI asks for host/NAME as the client names the
 # host; no DNS or reverse lookups, `rdns = false`). Nothing reads /etc/krb5.conf: every
 # client (kinit, klist, ssh) and the daemons get KRB5_CONFIG=$TESTBED_DIR/kdc/krb5.conf.
@@ -35,6 +36,7 @@ USER_PRINCIPAL="$SSH_USER@$REALM"
 HOST_PRINCIPAL="host/$SSH_HOST@$REALM"
 SSHD_BIN=/usr/sbin/sshd
 SSHD_LINK=/usr/local/sbin/sshd-kdc
+MAX_LIFE_SECONDS=60
 
 KDC_DIR="$TESTBED_DIR/kdc"
 KRB5_CONF="$KDC_DIR/krb5.conf"
@@ -95,7 +97,7 @@ write_configs() {
     dns_canonicalize_hostname = false
     rdns = false
     udp_preference_limit = 1
-    ticket_lifetime = 2m
+    ticket_lifetime = ${MAX_LIFE_SECONDS}s
     renew_lifetime = 10m
 
 [realms]
@@ -119,7 +121,7 @@ EOF
         database_name = $DATABASE
         key_stash_file = $KDC_DIR/stash
         acl_file = $KDC_DIR/kadm5.acl
-        max_life = 2m
+        max_life = ${MAX_LIFE_SECONDS}s
         max_renewable_life = 10m
         supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
     }
@@ -146,8 +148,11 @@ ensure_database() {
         if ! krb5 kadmin.local -r "$REALM" -q "getprinc $principal" 2>/dev/null |
             grep -q "^Principal: $principal"; then
             krb5 kadmin.local -r "$REALM" -q \
-                "addprinc -randkey -maxlife \"2 minutes\" -maxrenewlife \"10 minutes\" $principal" >/dev/null
+                "addprinc -randkey -maxrenewlife \"10 minutes\" $principal" >/dev/null
         fi
+        # Also for a database made when tickets lived longer.
+        krb5 kadmin.local -r "$REALM" -q \
+            "modprinc -maxlife \"$MAX_LIFE_SECONDS seconds\" $principal" >/dev/null
     done
     for keytab in "$USER_KEYTAB:$USER_PRINCIPAL" "$HOST_KEYTAB:$HOST_PRINCIPAL"; do
         if [[ ! -s "${keytab%%:*}" ]]; then
@@ -177,16 +182,16 @@ EOF
 }
 
 write_facts() {
-    printf '{"realm":"%s","kdc_port":%d,"krb5_conf":"%s","user_principal":"%s","user_keytab":"%s","host":"%s","port":%d,"user":"%s","known_hosts":"%s","sshd_log":"%s","max_life_seconds":120}\n' \
+    printf '{"realm":"%s","kdc_port":%d,"krb5_conf":"%s","user_principal":"%s","user_keytab":"%s","host":"%s","port":%d,"user":"%s","known_hosts":"%s","sshd_log":"%s","max_life_seconds":%d}\n' \
         "$REALM" "$KDC_PORT" "$(json_escape "$KRB5_CONF")" "$USER_PRINCIPAL" \
         "$(json_escape "$USER_KEYTAB")" "$SSH_HOST" "$SSH_PORT" "$SSH_USER" \
-        "$(json_escape "$KNOWN_HOSTS")" "$(json_escape "$(log_file sshd)")" >"$FACTS.tmp"
+        "$(json_escape "$KNOWN_HOSTS")" "$(json_escape "$(log_file sshd)")" "$MAX_LIFE_SECONDS" >"$FACTS.tmp"
     chmod 644 "$FACTS.tmp"
     mv -f "$FACTS.tmp" "$FACTS"
 }
 
 cmd_up() {
-    if [[ -s "$FACTS" ]] && daemon_pid sshd >/dev/null && daemon_pid krb5kdc >/dev/null && keytab_login_ok; then
+    if grep -qs "\"max_life_seconds\":$MAX_LIFE_SECONDS}" "$FACTS" && daemon_pid sshd >/dev/null && daemon_pid krb5kdc >/dev/null && keytab_login_ok; then
         log "kdc: already up ($REALM on 127.0.0.1:$KDC_PORT, sshd on $SSH_PORT)"
         return 0
     fi
