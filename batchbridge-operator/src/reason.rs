@@ -101,6 +101,17 @@ words! {
         /// (drained, inactive, disabled). It is submitted again until the queue opens; the
         /// message carries the scheduler's words.
         QueueClosed,
+        /// spec.after names BatchJobs whose condition is not met yet (the message names
+        /// them, and those not created yet): the job is submitted once every one is.
+        WaitingForDependencies,
+        /// A BatchJob of spec.after can no longer meet its condition: it ended the other
+        /// way, was deleted before it ended, or never ran because of its own dependencies
+        /// (the message names it). The job never ran and is never retried.
+        DependencyFailed,
+        /// The job and the BatchJobs its spec.after leads to wait for each other in a
+        /// circle (the message names it), so none would ever run: each fails unsubmitted.
+        /// Edit spec.after to break the circle, which runs them again.
+        DependencyCycle,
         /// A failed attempt waits for its retry.
         RetryPending,
         /// The job has not finished.
@@ -235,6 +246,7 @@ impl Reason {
             Some(FailureCause::Preempted) => Self::Preempted,
             Some(FailureCause::NotStarted) => Self::NotStarted,
             Some(FailureCause::Cancelled(_)) => Self::Cancelled,
+            Some(FailureCause::DependencyFailed(_)) => Self::DependencyFailed,
             Some(_) => Self::Unknown,
             None if job.signal.is_some() => Self::Signal,
             None if job.exit_code.is_some_and(|code| code != 0) => Self::NonZeroExitCode,
@@ -374,6 +386,15 @@ mod tests {
                     None,
                 ),
                 Reason::Cancelled,
+                RetryReason::Unknown,
+            ),
+            (
+                failed(
+                    Some(FailureCause::DependencyFailed("4711".into())),
+                    None,
+                    None,
+                ),
+                Reason::DependencyFailed,
                 RetryReason::Unknown,
             ),
             (

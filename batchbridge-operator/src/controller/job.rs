@@ -22,6 +22,7 @@ use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::ObjectRef;
 
 use super::actions::ActionKind;
+use super::dependencies::Dependencies;
 use super::{Context, ReconcileError, apply_status, publish};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
@@ -53,7 +54,8 @@ pub async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, 
     .map_err(|err| ReconcileError::Finalizer(Box::new(err)))
 }
 
-/// What of `job` the lifecycle depends on.
+/// What of `job` the lifecycle depends on, its dependencies left out: only a reconcile,
+/// which may start an attempt, looks them up ([`Dependencies::of`]).
 fn rules_of(job: &BatchJob) -> Rules<'_> {
     let output = &job.spec.output_policy;
     Rules {
@@ -76,6 +78,8 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
             },
             (None, cluster) => Target::Fixed(cluster.unwrap_or_default()),
         },
+        after: &[],
+        cycle: None,
     }
 }
 
@@ -137,7 +141,14 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Action, Reconci
         Some(problem) => Finding::ClusterProblem(problem),
         None => Finding::Observed(observation.as_ref()),
     };
-    let step = decision::step(&rules_of(&job), &status, &event, SystemTime::now());
+    let dependencies = Dependencies::of(&job, &ctx.jobs);
+    let after = dependencies.after(&job);
+    let rules = Rules {
+        after: &after,
+        cycle: dependencies.cycle(),
+        ..rules_of(&job)
+    };
+    let step = decision::step(&rules, &status, &event, SystemTime::now());
     let requeue = perform(ctx, &job, &connection, &status, step).await?;
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }

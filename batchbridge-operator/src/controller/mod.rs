@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod cluster;
 pub mod credential;
+pub mod dependencies;
 pub mod intake;
 pub mod job;
 
@@ -21,6 +22,7 @@ use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -39,6 +41,7 @@ use crate::metrics::Metrics;
 use crate::reason::ClusterProblem;
 use crate::{FIELD_MANAGER, output};
 use actions::Actions;
+use dependencies::Dependents;
 
 /// Why a reconcile failed; the controller tries again later.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +96,8 @@ pub struct Context {
     pub placer: Placer,
     /// One permit per placement in progress, [`PLACEMENTS_AT_ONCE`] in all.
     pub(crate) placing: Semaphore,
+    /// The BatchJob cache, where a job's spec.after dependencies are looked up.
+    pub(crate) jobs: Store<BatchJob>,
 }
 
 /// How many placements run at once. A placement is mostly a status write and an Event
@@ -366,6 +371,11 @@ impl Operator {
         let store = cluster_controller.store();
         let (wake, woken) = mpsc::unbounded_channel();
         let (act, acted) = mpsc::unbounded_channel();
+        // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
+        // here) are dropped before they are stored.
+        let (job_reader, job_writer) = kube::runtime::reflector::store();
+        let dependents = Dependents::default();
+        let wake_dependents = wake.clone();
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(self.instance.clone()),
@@ -394,6 +404,7 @@ impl Operator {
             credential_expiry_warning: self.credential_expiry_warning,
             placer: Placer::default(),
             placing: Semaphore::new(PLACEMENTS_AT_ONCE),
+            jobs: job_reader.clone(),
         });
         let forgetting = forget_gone_clusters(gone_seen, Arc::clone(&ctx));
         let clusters = cluster_controller
@@ -403,13 +414,20 @@ impl Operator {
                     tracing::debug!(error = %err, "BatchCluster reconcile");
                 }
             });
-        // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
-        // here) are dropped before they are stored.
-        let (job_reader, job_writer) = kube::runtime::reflector::store();
         let watched = watcher(jobs, watcher::Config::default())
             .default_backoff()
             .modify(|job: &mut BatchJob| job.managed_fields_mut().clear())
             .reflect(job_writer)
+            // A job's change, in the cache now, wakes the jobs whose spec.after names it
+            // (a dependency met, broken or created), ahead of the watched ones.
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    for dependent in dependents.saw(event) {
+                        // The receiver is gone only when the controllers stop.
+                        let _ = wake_dependents.send(dependent);
+                    }
+                }
+            })
             .applied_objects();
         // Reconcile requests come only through the intake, which orders them.
         let (reconciled, ended) = mpsc::unbounded_channel();

@@ -48,6 +48,10 @@ use crate::reason::Reason as StatusReason;
         .message(Message::Expression(SPEC_FROZEN_MESSAGE.into()))
         .field_path(".spec")
         .reason(Reason::FieldValueForbidden),
+    validation = Rule::new("!has(self.spec.after) || self.spec.after.all(d, d.name != self.metadata.name)")
+        .message("a BatchJob cannot run after itself: spec.after names its own name")
+        .field_path(".spec.after")
+        .reason(Reason::FieldValueInvalid),
 )]
 #[x_kube(
     validation = Rule::new("has(self.clusterRef) != has(self.placement)")
@@ -136,6 +140,43 @@ pub struct BatchJobSpec {
     /// field that may change while the job is active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
+    /// Other BatchJobs of this namespace (never of another) this job runs after, each with
+    /// the condition it waits for; the job stays Pending, reason WaitingForDependencies,
+    /// until every one is met, whatever cluster each runs on. A name no BatchJob has yet is
+    /// waited for: it may be created later. A dependency that can no longer be met (it
+    /// ended the other way, was deleted before it ended, or never ran because of its own
+    /// dependencies) fails this job unsubmitted, reason DependencyFailed; jobs that wait
+    /// on each other in a circle fail unsubmitted, reason DependencyCycle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub after: Vec<Dependency>,
+}
+
+/// Another BatchJob of the same namespace this job runs after, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Dependency {
+    /// The BatchJob's name, in this namespace: a DNS subdomain (at most 253 lowercase
+    /// letters, digits, '-' and '.').
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub name: String,
+    /// What the BatchJob must have done: Succeeded (the default), Failed (failed or was
+    /// cancelled) or Ended (any of these).
+    #[serde(default)]
+    pub condition: AfterCondition,
+}
+
+/// The end of a BatchJob another one waits for (spec.after).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum AfterCondition {
+    /// It succeeded.
+    #[default]
+    Succeeded,
+    /// It failed, with no retry left, or was cancelled.
+    Failed,
+    /// It ended, whichever way.
+    Ended,
 }
 
 /// The CEL test that the spec's fields named (optional ones, each present in both or in
@@ -176,6 +217,7 @@ const SPEC_FROZEN_WHILE_ACTIVE: &str = concat!(
         "outputPolicy",
         "cleanup",
         "ttlSecondsAfterFinished",
+        "after",
     ),
     ")"
 );
@@ -195,6 +237,9 @@ impl BatchJobSpec {
             && let Some(name) = placement.clusters.iter().find(|name| !is_dns_label(name))
         {
             return Err(refused("spec.placement.clusters", name, LABEL_RULE));
+        }
+        if let Some(dependency) = self.after.iter().find(|d| !is_dns_subdomain(&d.name)) {
+            return Err(refused("spec.after", &dependency.name, SUBDOMAIN_RULE));
         }
         Ok(())
     }

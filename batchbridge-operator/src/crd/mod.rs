@@ -124,9 +124,9 @@ pub use cluster::{
 };
 pub use convert::attempt_key;
 pub use job::{
-    ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy, ClusterReference,
-    ContainerRuntime, ContainerSpec, OutputPolicy, Phase, Resources, RetryPolicy, RetryReason,
-    TaskCounts, TaskOutput,
+    AfterCondition, ArraySpec, BatchJob, BatchJobSpec, BatchJobStatus, CleanupPolicy,
+    ClusterReference, ContainerRuntime, ContainerSpec, Dependency, OutputPolicy, Phase, Resources,
+    RetryPolicy, RetryReason, TaskCounts, TaskOutput,
 };
 pub use placement::{
     CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, LabelValue,

@@ -195,7 +195,10 @@ pub(super) fn retry_wait(status: &BatchJobStatus, now: SystemTime) -> Option<Dur
 pub(super) fn retryable(status: &BatchJobStatus, policy: &RetryPolicy) -> bool {
     let reason = status.reason.unwrap_or(Reason::Unknown);
     status.retries < policy.max_retries
-        && reason != Reason::SubmitRejected
+        && !matches!(
+            reason,
+            Reason::SubmitRejected | Reason::DependencyFailed | Reason::DependencyCycle
+        )
         && (policy.retry_on.is_empty() || policy.retry_on.contains(&RetryReason::from(reason)))
 }
 

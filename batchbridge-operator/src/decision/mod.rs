@@ -32,6 +32,7 @@ use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::holds;
 
 mod attempt;
+pub mod dependencies;
 mod events;
 mod observe;
 mod outcome;
@@ -105,6 +106,12 @@ pub struct Rules<'a> {
     pub cleanup: CleanupPolicy,
     /// How the job's cluster is found.
     pub target: Target<'a>,
+    /// spec.after, each entry with what the operator's cache shows of the BatchJob it
+    /// names: a job not submitted yet waits for them ([`dependencies::gate`]).
+    pub after: &'a [dependencies::Dependency<'a>],
+    /// The circle of jobs, this one first and last, that wait on each other through
+    /// spec.after ([`dependencies::cycle_through`]), if the job is in one.
+    pub cycle: Option<&'a [String]>,
 }
 
 /// How a job's cluster is found.

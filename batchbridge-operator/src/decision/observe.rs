@@ -10,6 +10,7 @@ use crate::reason::{ConditionType, Reason};
 use crate::status::{condition, observed, set_condition};
 
 use super::attempt::{end_attempt, retry_wait, set_finished, start_attempt};
+use super::dependencies::waits_for_dependencies;
 use super::placement::move_wait;
 use super::{ACTION_RETRY, Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Rules, Target};
 
@@ -35,7 +36,9 @@ pub(super) fn observe(
         }
         (Phase::Pending, _) => {
             let retries = if edited { 0 } else { next.retries };
-            begin_attempt(rules, next, next.attempts + 1, retries, now, plan);
+            if !waits_for_dependencies(rules, next, now, plan) {
+                begin_attempt(rules, next, next.attempts + 1, retries, now, plan);
+            }
         }
         // The scheduler refused this attempt's key for now (a submit limit, a closed queue):
         // it has no job of it, so the attempt is undone, as one that never reached the
@@ -58,7 +61,7 @@ pub(super) fn observe(
                 // The edited spec runs once suspend is cleared; its retries start afresh
                 // then, as the generation is still not observed.
                 hold(next, HELD, now);
-            } else {
+            } else if !waits_for_dependencies(rules, next, now, plan) {
                 begin_attempt(rules, next, next.attempts + 1, 0, now, plan);
             }
         }
@@ -89,21 +92,28 @@ const HELD: &str = "spec.suspend is true: the job is submitted once it is cleare
 /// attempts only their count, retries and clusters are left (the next submit starts the
 /// next attempt). Nothing to do until the spec changes, which wakes the job.
 fn hold(next: &mut BatchJobStatus, message: &str, now: SystemTime) {
-    let mut conditions = std::mem::take(&mut next.conditions);
-    conditions.retain(|c| {
-        c.type_ == ConditionType::ClusterReady.as_str() || c.type_ == ConditionType::Ready.as_str()
-    });
+    pend(next, Reason::Suspended, message);
     set_condition(
-        &mut conditions,
+        &mut next.conditions,
         ConditionType::Suspended,
         true,
         Reason::Suspended,
         message,
         now,
     );
+}
+
+/// The job Pending for `reason`, nothing of it on the cluster: of its attempts only their
+/// count, retries and clusters are left (the next submit starts the next attempt), of its
+/// conditions only ClusterReady and Ready.
+pub(super) fn pend(next: &mut BatchJobStatus, reason: Reason, message: &str) {
+    let mut conditions = std::mem::take(&mut next.conditions);
+    conditions.retain(|c| {
+        c.type_ == ConditionType::ClusterReady.as_str() || c.type_ == ConditionType::Ready.as_str()
+    });
     *next = BatchJobStatus {
         phase: Some(Phase::Pending),
-        reason: Some(Reason::Suspended),
+        reason: Some(reason),
         message: Some(message.to_owned()),
         attempts: next.attempts,
         retries: next.retries,

@@ -3,8 +3,11 @@
 use batchbridge_core::{FailureCause, JobState, Refusal};
 
 use super::attempt::{set_finished, set_ready};
+use super::dependencies::{Dependency, Seen};
 use super::*;
-use crate::crd::{Estimate, Move, MoveOutcome, Phase, PlacementStatus, RetryReason};
+use crate::crd::{
+    AfterCondition, Estimate, Move, MoveOutcome, Phase, PlacementStatus, RetryReason,
+};
 use crate::reason::ConditionType;
 use crate::status::{condition, holds, set_condition, time};
 
@@ -28,6 +31,8 @@ fn spec() -> Rules<'static> {
         ttl_after_finished: None,
         cleanup: CleanupPolicy::OnDelete,
         target: Target::Fixed("hpc"),
+        after: &[],
+        cycle: None,
     }
 }
 
@@ -132,6 +137,43 @@ fn accepted(ago: u64) -> BatchJobStatus {
     };
     let accepted = step_done(&spec(), &submitted, &event, at).status;
     accepted.expect("the acceptance is written")
+}
+
+/// A new job waiting for `dependency` to succeed, as its first reconcile wrote it.
+fn waiting_for(dependency: &'static str) -> BatchJobStatus {
+    let after = [Dependency {
+        name: dependency,
+        condition: AfterCondition::Succeeded,
+        seen: Seen::Missing,
+    }];
+    let rules = Rules {
+        after: &after,
+        ..spec()
+    };
+    let waiting = step(
+        &rules,
+        &BatchJobStatus::default(),
+        &Finding::Observed(None),
+        now(),
+    )
+    .status
+    .expect("the wait is written");
+    // What it waits for is seen by now, the status as it was written.
+    let seen = Rules {
+        after: &[Dependency {
+            name: dependency,
+            condition: AfterCondition::Succeeded,
+            seen: Seen::Present {
+                phase: Phase::Running,
+                reason: None,
+                deleting: false,
+            },
+        }],
+        ..spec()
+    };
+    step(&seen, &waiting, &Finding::Observed(None), now())
+        .status
+        .unwrap_or(waiting)
 }
 
 /// A new job held back by spec.suspend, as its first reconcile wrote it.
@@ -250,6 +292,10 @@ struct Case {
     keeps_output: bool,
     log_pod: bool,
     ttl: Option<Duration>,
+    /// spec.after and what is seen of each dependency.
+    after: Vec<Dependency<'static>>,
+    /// The circle the job waits in through spec.after.
+    cycle: Option<Vec<String>>,
     /// The expected phase, attempts and retries of the written status (None: no write).
     writes: Option<(Phase, u32, u32)>,
     effects: Vec<Effect>,
@@ -267,6 +313,8 @@ fn case(name: &'static str, status: BatchJobStatus, event: impl Into<On<'static>
         keeps_output: true,
         log_pod: false,
         ttl: None,
+        after: Vec::new(),
+        cycle: None,
         writes: None,
         effects: Vec::new(),
         requeue: None,
@@ -322,6 +370,8 @@ fn run(case: &Case) -> Step {
         ttl_after_finished: case.ttl,
         cleanup: CleanupPolicy::OnDelete,
         target: Target::Fixed("hpc"),
+        after: &case.after,
+        cycle: case.cycle.as_deref(),
     };
     // The conditions as an earlier step wrote them, for the status's generation.
     let mut status = case.status.clone();
@@ -736,6 +786,17 @@ fn steps() {
         message: "broken pipe".into(),
         problem,
     };
+    let after = |phase: Phase, reason: Option<Reason>| {
+        vec![Dependency {
+            name: "prep",
+            condition: AfterCondition::Succeeded,
+            seen: Seen::Present {
+                phase,
+                reason,
+                deleting: false,
+            },
+        }]
+    };
     let cases = vec![
         Case {
             writes: Some((Phase::Submitted, 1, 0)),
@@ -743,6 +804,94 @@ fn steps() {
             ..case(
                 "a new job is submitted as attempt 1",
                 BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 0, 0)),
+            after: after(Phase::Running, None),
+            requeue: Some(RECHECK),
+            ..case(
+                "a new job waits for its dependency, woken by its change",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            after: after(Phase::Running, None),
+            requeue: Some(RECHECK),
+            ..case(
+                "a waiting job seen again writes nothing",
+                waiting_for("prep"),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 1, 0)),
+            effects: vec![Submit { attempt: 1 }],
+            after: after(Phase::Succeeded, Some(Reason::Succeeded)),
+            ..case(
+                "a waiting job is submitted once its dependency succeeded",
+                waiting_for("prep"),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Failed, 0, 0)),
+            after: after(Phase::Failed, Some(Reason::NonZeroExitCode)),
+            ..case(
+                "a waiting job fails unsubmitted once its dependency failed",
+                waiting_for("prep"),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Failed, 0, 0)),
+            after: after(Phase::Failed, Some(Reason::DependencyFailed)),
+            ..case(
+                "the failure propagates down a chain",
+                waiting_for("prep"),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Failed, 0, 0)),
+            after: after(Phase::Pending, None),
+            cycle: Some(vec!["job".into(), "prep".into(), "job".into()]),
+            ..case(
+                "a job in a cycle fails unsubmitted",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 0, 0)),
+            suspended: true,
+            after: after(Phase::Succeeded, Some(Reason::Succeeded)),
+            ..case(
+                "suspend holds a job whose dependencies are met",
+                waiting_for("prep"),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            generation: GENERATION + 1,
+            writes: Some((Phase::Pending, 1, 0)),
+            effects: vec![Forget(id())],
+            after: after(Phase::Running, None),
+            requeue: Some(RECHECK),
+            ..case(
+                "an edited finished job runs again after its dependencies",
+                collected(at(Phase::Succeeded)),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            effects: vec![Forget(id())],
+            after: after(Phase::Failed, Some(Reason::NonZeroExitCode)),
+            ..case(
+                "a dependency failing after the job ran changes nothing",
+                collected(at(Phase::Succeeded)),
                 Finding::Observed(None),
             )
         },
