@@ -140,9 +140,13 @@ pub fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notic
             .clone()
             .or_else(|| next.reason.map(|reason| reason.to_string()))
             .unwrap_or_else(|| format!("{phase:?}"));
-        // A job held back by spec.suspend is Pending, but what a user reads is why.
+        // A job held back by spec.suspend or spec.after is Pending, but what a user reads
+        // is why.
         let reason = match (phase, next.reason) {
-            (Phase::Pending, Some(Reason::Suspended)) => Reason::Suspended.to_string(),
+            (
+                Phase::Pending,
+                Some(reason @ (Reason::Suspended | Reason::WaitingForDependencies)),
+            ) => reason.to_string(),
             _ => format!("{phase:?}"),
         };
         events.push(notice(type_, &reason, note, "Reconcile"));

@@ -1,0 +1,290 @@
+//! spec.after end to end (issue 30, point 3): the test bed's real kube-apiserver, the real
+//! SLURM and HTCondor over SSH, an operator per test watching a namespace of its own. Each
+//! job prints the time it started and ended (`date +%s.%N`, the hosts of the test bed share
+//! one clock), so the order in which jobs ran is read from their output, as a user would.
+
+// Helpers panic on purpose: anything unexpected is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use batchbridge_operator::crd::{BatchJobStatus, Phase};
+use batchbridge_operator::reason::Reason;
+use batchbridge_testbed::login;
+use common::operator::*;
+use kube::api::DeleteParams;
+use serde_json::{Value, json};
+
+/// A job on `cluster` that prints when it starts, sleeps `seconds`, prints when it ends and
+/// exits with `code`; it runs after `after` (spec.after entries).
+fn timed(cluster: &str, seconds: u32, code: i32, after: Value) -> Value {
+    json!({
+        "clusterRef": {"name": cluster},
+        "script": format!(
+            "echo start $(date +%s.%N)\nsleep {seconds}\necho end $(date +%s.%N)\nexit {code}\n"
+        ),
+        "after": after,
+    })
+}
+
+/// The time the job's output says it printed `what` (`start` or `end`).
+fn printed(status: &BatchJobStatus, what: &str) -> f64 {
+    let tail = status.output_tail.as_deref().unwrap_or_default();
+    tail.lines()
+        .find_map(|line| line.strip_prefix(what)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {what} time in the output {tail:?}"))
+}
+
+/// Waits for job `name` to end in `phase` with its output collected; returns its status.
+async fn ended(bed: &common::Cluster, name: &str, phase: Phase) -> BatchJobStatus {
+    status(
+        &wait_for(bed, name, &format!("{phase:?} with its output"), |s| {
+            s.phase == Some(phase) && s.output_tail.is_some()
+        })
+        .await,
+    )
+}
+
+/// Waits for job `name` to fail unsubmitted with `reason`; returns its message.
+async fn refused(bed: &common::Cluster, name: &str, reason: Reason) -> String {
+    let job = wait_for(bed, name, &format!("Failed, {reason}"), |s| {
+        s.phase == Some(Phase::Failed)
+    })
+    .await;
+    let status = status(&job);
+    assert_eq!(status.reason, Some(reason), "{name}: {status:#?}");
+    assert_eq!(
+        (status.job_id, status.attempts),
+        (None, 0),
+        "{name} was never submitted"
+    );
+    status.message.unwrap_or_default()
+}
+
+/// A chain of three on SLURM, the last created first: it waits for a job that does not
+/// exist yet, then each runs only after the one before it succeeded; while one runs, the
+/// next is Pending, reason WaitingForDependencies, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_runs_in_order() {
+    let (bed, operator) = set_up("deps-chain", "ssh", "slurm").await;
+    create_job(
+        &bed,
+        "analyse",
+        timed("slurm", 0, 0, json!([{"name": "simulate"}])),
+    )
+    .await;
+    let waiting = status(
+        &wait_for(&bed, "analyse", "WaitingForDependencies", |s| {
+            s.reason == Some(Reason::WaitingForDependencies)
+        })
+        .await,
+    );
+    assert_eq!(waiting.phase, Some(Phase::Pending));
+    assert_eq!(
+        waiting.message.as_deref(),
+        Some(
+            "waiting for simulate to succeed (simulate not created yet: no BatchJob of that \
+             name in this namespace)"
+        )
+    );
+    create_job(
+        &bed,
+        "simulate",
+        timed(
+            "slurm",
+            0,
+            0,
+            json!([{"name": "prepare", "condition": "Succeeded"}]),
+        ),
+    )
+    .await;
+    create_job(&bed, "prepare", timed("slurm", 3, 0, json!([]))).await;
+    wait_for_phase(&bed, "prepare", Phase::Running).await;
+    let simulate = status(&bed.jobs().get("simulate").await.unwrap());
+    assert_eq!(
+        (simulate.phase, simulate.reason, simulate.message.as_deref()),
+        (
+            Some(Phase::Pending),
+            Some(Reason::WaitingForDependencies),
+            Some("waiting for prepare to succeed")
+        )
+    );
+    let prepare = ended(&bed, "prepare", Phase::Succeeded).await;
+    let simulate = ended(&bed, "simulate", Phase::Succeeded).await;
+    let analyse = ended(&bed, "analyse", Phase::Succeeded).await;
+    assert!(printed(&simulate, "start") > printed(&prepare, "end"));
+    assert!(printed(&analyse, "start") > printed(&simulate, "end"));
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A diamond across SLURM and HTCondor: `top` on SLURM, `left` on HTCondor and `right` on
+/// SLURM after it, `bottom` on HTCondor after both; each starts after what it waits for
+/// ended, `bottom` after the later of its two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diamond_across_slurm_and_htcondor() {
+    let (bed, operator) = set_up("deps-diamond", "ssh", "slurm").await;
+    let condor = login("htcondor");
+    create_secret(&bed, "condor-key", &condor).await;
+    create_cluster(&bed, "htcondor", "htcondor", &condor, "condor-key").await;
+    let after_top = json!([{"name": "top"}]);
+    create_job(
+        &bed,
+        "bottom",
+        timed(
+            "htcondor",
+            0,
+            0,
+            json!([{"name": "left"}, {"name": "right", "condition": "Ended"}]),
+        ),
+    )
+    .await;
+    create_job(&bed, "left", timed("htcondor", 1, 0, after_top.clone())).await;
+    create_job(&bed, "right", timed("slurm", 4, 0, after_top)).await;
+    create_job(&bed, "top", timed("slurm", 2, 0, json!([]))).await;
+    let top = ended(&bed, "top", Phase::Succeeded).await;
+    let left = ended(&bed, "left", Phase::Succeeded).await;
+    let right = ended(&bed, "right", Phase::Succeeded).await;
+    let bottom = ended(&bed, "bottom", Phase::Succeeded).await;
+    assert_eq!(
+        [&top, &left, &right, &bottom].map(|s| s.cluster.clone().unwrap_or_default()),
+        ["slurm", "htcondor", "slurm", "htcondor"]
+    );
+    assert!(printed(&left, "start") > printed(&top, "end"));
+    assert!(printed(&right, "start") > printed(&top, "end"));
+    assert!(printed(&bottom, "start") > printed(&left, "end"));
+    assert!(printed(&bottom, "start") > printed(&right, "end"));
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A dependency that can no longer be met ends its dependents unsubmitted, reason
+/// DependencyFailed, each message naming its own dependency, down the chain; a job that
+/// waits for the failure runs; a dependency deleted before it ended fails its dependent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_dependency_ends_its_dependents() {
+    let (bed, operator) = set_up("deps-failed", "ssh", "slurm").await;
+    create_job(&bed, "broken", timed("slurm", 1, 3, json!([]))).await;
+    create_job(
+        &bed,
+        "next",
+        timed("slurm", 0, 0, json!([{"name": "broken"}])),
+    )
+    .await;
+    // Ended: whichever way `next` ends, except that it never ran.
+    create_job(
+        &bed,
+        "last",
+        timed(
+            "slurm",
+            0,
+            0,
+            json!([{"name": "next", "condition": "Ended"}]),
+        ),
+    )
+    .await;
+    create_job(
+        &bed,
+        "cleanup",
+        timed(
+            "slurm",
+            0,
+            0,
+            json!([{"name": "broken", "condition": "Failed"}]),
+        ),
+    )
+    .await;
+    create_job(&bed, "long", timed("slurm", 120, 0, json!([]))).await;
+    create_job(
+        &bed,
+        "orphan",
+        timed("slurm", 0, 0, json!([{"name": "long"}])),
+    )
+    .await;
+
+    ended(&bed, "broken", Phase::Failed).await;
+    assert_eq!(
+        refused(&bed, "next", Reason::DependencyFailed).await,
+        "BatchJob broken ended Failed, so its condition Succeeded can no longer be met; this \
+         job never ran"
+    );
+    assert_eq!(
+        refused(&bed, "last", Reason::DependencyFailed).await,
+        "BatchJob next never ran (DependencyFailed), so its condition Ended can no longer be \
+         met; this job never ran"
+    );
+    ended(&bed, "cleanup", Phase::Succeeded).await;
+
+    wait_for_phase(&bed, "long", Phase::Running).await;
+    bed.jobs()
+        .delete("long", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        refused(&bed, "orphan", Reason::DependencyFailed).await,
+        "BatchJob long was deleted before it ended, so its condition Succeeded can no longer \
+         be met; this job never ran"
+    );
+    let events = events_of(&bed, "next").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "WaitingForDependencies"
+                && note == "waiting for broken to succeed"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "Failed" && note.starts_with("BatchJob broken ended")),
+        "{events:?}"
+    );
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A job naming itself is refused by the API server; jobs waiting on each other in a circle
+/// fail unsubmitted, reason DependencyCycle, naming the circle, and a job waiting on the
+/// circle fails DependencyFailed; editing spec.after to break it runs the edited job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_is_refused() {
+    let (bed, operator) = set_up("deps-cycle", "ssh", "slurm").await;
+    let refusal = bed
+        .refusal::<batchbridge_operator::crd::BatchJob>(
+            "narcissus",
+            timed("slurm", 0, 0, json!([{"name": "narcissus"}])),
+        )
+        .await;
+    assert!(
+        refusal.contains("a BatchJob cannot run after itself"),
+        "{refusal}"
+    );
+
+    create_job(&bed, "a", timed("slurm", 0, 0, json!([{"name": "c"}]))).await;
+    create_job(&bed, "b", timed("slurm", 0, 0, json!([{"name": "a"}]))).await;
+    create_job(
+        &bed,
+        "outside",
+        timed("slurm", 0, 0, json!([{"name": "b"}])),
+    )
+    .await;
+    // The last edge closes the circle a -> c -> b -> a.
+    create_job(&bed, "c", timed("slurm", 0, 0, json!([{"name": "b"}]))).await;
+    for name in ["a", "b", "c"] {
+        let message = refused(&bed, name, Reason::DependencyCycle).await;
+        assert!(
+            message.starts_with(&format!("spec.after waits in a circle: {name} -> ")),
+            "{message}"
+        );
+    }
+    let message = refused(&bed, "outside", Reason::DependencyFailed).await;
+    assert!(
+        message.starts_with("BatchJob b never ran (DependencyCycle)"),
+        "{message}"
+    );
+    // Breaking the circle at a runs a again.
+    patch_spec(&bed, "a", json!({"after": []})).await;
+    ended(&bed, "a", Phase::Succeeded).await;
+    operator.stop().await;
+    bed.clean_up().await;
+}
