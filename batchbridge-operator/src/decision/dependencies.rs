@@ -433,7 +433,9 @@ mod tests {
     /// Each row: the graph (job, the jobs it waits on), the start, the cycle found.
     #[test]
     fn cycles_are_found_through_the_start_only() {
-        let rows: [(&[(&str, &[&str])], &str, Option<&[&str]>); 6] = [
+        /// Each job with the jobs it waits on.
+        type Graph = &'static [(&'static str, &'static [&'static str])];
+        let rows: [(Graph, &str, Option<&[&str]>); 6] = [
             (&[("a", &["b"]), ("b", &["c"]), ("c", &[])], "a", None),
             (&[("a", &["a"])], "a", Some(&["a", "a"])),
             (
