@@ -189,7 +189,8 @@ impl Dependents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{AfterCondition, BatchJobSpec, Dependency as After};
+    use crate::crd::{AfterCondition, BatchJobSpec, BatchJobStatus, Dependency as After};
+    use crate::reason::Reason;
 
     fn job(namespace: &str, name: &str, after: &[&str]) -> BatchJob {
         let spec = BatchJobSpec {
@@ -257,5 +258,70 @@ mod tests {
             names(&dependents.saw(&watcher::Event::Apply(job("a", "q", &[])))),
             ["d"]
         );
+    }
+
+    fn with_phase(mut job: BatchJob, phase: Phase) -> BatchJob {
+        job.status = Some(BatchJobStatus {
+            phase: Some(phase),
+            ..BatchJobStatus::default()
+        });
+        job
+    }
+
+    /// What a job's dependencies look like comes from its own namespace only: a job of the
+    /// same name elsewhere is not seen, and no circle closes through another namespace.
+    #[test]
+    fn dependencies_are_looked_up_in_the_jobs_namespace_only() {
+        let (jobs, mut writer) = kube::runtime::reflector::store::<BatchJob>();
+        let stored = [
+            with_phase(job("other", "prepare", &[]), Phase::Succeeded),
+            job("other", "analyse", &["simulate"]),
+            job("mine", "simulate", &["analyse"]),
+            job("mine", "waits", &["prepare"]),
+        ];
+        for stored in &stored {
+            writer.apply_watcher_event(&watcher::Event::Apply(stored.clone()));
+        }
+        let waits = job("mine", "waits", &["prepare"]);
+        let found = Dependencies::of(&waits, &jobs);
+        assert_eq!(
+            found.after(&waits),
+            [Dependency {
+                name: "prepare",
+                condition: AfterCondition::Succeeded,
+                seen: Seen::Missing,
+            }]
+        );
+        let simulate = job("mine", "simulate", &["analyse"]);
+        assert_eq!(Dependencies::of(&simulate, &jobs).cycle(), None);
+
+        // In one namespace the same shape is a circle.
+        writer.apply_watcher_event(&watcher::Event::Apply(job(
+            "mine",
+            "analyse",
+            &["simulate"],
+        )));
+        let found = Dependencies::of(&simulate, &jobs);
+        assert_eq!(
+            found.cycle(),
+            Some(
+                [
+                    "simulate".to_owned(),
+                    "analyse".to_owned(),
+                    "simulate".to_owned()
+                ]
+                .as_slice()
+            )
+        );
+        // A job that ran already is in no circle that matters.
+        let ran = with_phase(job("mine", "simulate", &["analyse"]), Phase::Running);
+        assert_eq!(Dependencies::of(&ran, &jobs).cycle(), None);
+        // One already failed for the circle still closes it for the others.
+        let mut failed = with_phase(job("mine", "analyse", &["simulate"]), Phase::Failed);
+        if let Some(status) = failed.status.as_mut() {
+            status.reason = Some(Reason::DependencyCycle);
+        }
+        writer.apply_watcher_event(&watcher::Event::Apply(failed));
+        assert!(Dependencies::of(&simulate, &jobs).cycle().is_some());
     }
 }
