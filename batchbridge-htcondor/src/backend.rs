@@ -12,12 +12,15 @@ use batchbridge_core::remote::{
     SubmitCommand, WorkSettings, render_script,
 };
 use batchbridge_core::shell::{Command, Output};
-use batchbridge_core::{Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Result};
+use batchbridge_core::{
+    Capabilities, Error, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Refusal, Result,
+};
 
 use crate::description::{KEY_ATTRIBUTE, submit_description};
 use crate::events::{EVENT_LOG, EventLogFollower};
 use crate::parse::{
-    ATTRIBUTES, ProcAd, condor_version, first_cluster, parse_ads, parse_not_started,
+    ATTRIBUTES, ProcAd, condor_submit_refusal, condor_version, first_cluster, parse_ads,
+    parse_not_started,
 };
 use crate::state::{CANCEL_REASON, cluster_status};
 
@@ -233,6 +236,11 @@ impl CliScheduler for Htcondor {
                 format!("{dir}/job.sub"),
             ],
         })
+    }
+
+    /// A schedd's limit on queued jobs ([`condor_submit_refusal`]).
+    fn refusal(&self, refusal: &Output) -> Option<Refusal> {
+        condor_submit_refusal(&refusal.stderr_text())
     }
 
     /// The cluster HTCondor itself holds with `key` in its key attribute: the queue first,

@@ -1,8 +1,9 @@
-//! Pure readers of what `condor_q -json` and `condor_history -json` print.
+//! Pure readers of what `condor_q -json`, `condor_history -json`, `condor_version` and a
+//! refusing `condor_submit` print.
 
 use std::collections::HashMap;
 
-use batchbridge_core::{Error, ErrorKind, Result};
+use batchbridge_core::{Error, ErrorKind, Refusal, Result};
 use serde::Deserialize;
 
 /// The job attributes a status cycle asks for; nothing else crosses the wire.
@@ -129,9 +130,53 @@ pub fn condor_version(text: &str) -> Result<String> {
     }
 }
 
+/// What kind of refusal condor_submit's message is, in the schedd's words (its stderr): the
+/// schedd's limit on one owner's jobs in its queue (`MAX_JOBS_PER_OWNER`) or on all jobs in
+/// it (`MAX_JOBS_SUBMITTED`), both a [`Refusal::SubmitLimit`] that passes once jobs leave the
+/// queue. `None` for any other message.
+///
+/// ```
+/// use batchbridge_core::Refusal;
+/// use batchbridge_htcondor::parse::condor_submit_refusal;
+///
+/// let said = "ERROR: Failed to create proc\n\
+///             Number of submitted jobs would exceed MAX_JOBS_PER_OWNER\n";
+/// assert_eq!(condor_submit_refusal(said), Some(Refusal::SubmitLimit));
+/// ```
+pub fn condor_submit_refusal(stderr: &str) -> Option<Refusal> {
+    const WORDS: &[(&str, Refusal)] = &[
+        ("would exceed MAX_JOBS_PER_OWNER", Refusal::SubmitLimit),
+        ("would exceed MAX_JOBS_SUBMITTED", Refusal::SubmitLimit),
+    ];
+    Refusal::named_in(stderr, WORDS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// condor_submit's refusals as the test bed's HTCondor 23.9 printed them, each provoked
+    /// for real on the capped schedd (tests/testbed/htcondor.sh): an eleventh job of an owner
+    /// under MAX_JOBS_PER_OWNER = 10, a third job under MAX_JOBS_SUBMITTED = 2.
+    #[test]
+    fn condor_submit_refusals_by_kind() {
+        let cases = [
+            (
+                include_str!("testdata/condor_submit-max-jobs-per-owner.txt"),
+                Some(Refusal::SubmitLimit),
+            ),
+            (
+                include_str!("testdata/condor_submit-max-jobs-submitted.txt"),
+                Some(Refusal::SubmitLimit),
+            ),
+            ("ERROR: Can't find address of local schedd\n", None),
+            ("ERROR: Parse error in expression: x\n", None),
+            ("", None),
+        ];
+        for (said, refusal) in cases {
+            assert_eq!(condor_submit_refusal(said), refusal, "{said}");
+        }
+    }
 
     /// `condor_q -json -attributes ATTRIBUTES` on the test bed: an idle proc that matched
     /// nothing, a held one, a running one.
