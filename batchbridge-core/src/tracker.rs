@@ -47,8 +47,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::{EventSource, JobEvent};
 use crate::state::{JobState, JobStatus};
 
+mod hold;
 mod merge;
 
+pub use hold::{HeldLocally, NATIVE_STATE_HELD_LOCALLY, Submitted};
+
+use crate::error::Refusal;
+use crate::spec::{JobKey, JobSpec};
+use hold::{Fate, Holds};
 use merge::{Merge, TaskEvents, ended_by_events, merge};
 
 /// The least time between the starts of two polls when newly followed jobs (or events that
@@ -126,6 +132,26 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 /// whose call was in flight while an event changed the job is older than that event: its
 /// status of the job is skipped unless it is an end, and the next poll applies.
 ///
+/// # Submit limits
+///
+/// Jobs submitted through the tracker ([`submit`](Self::submit)) are followed as those
+/// given to [`follow`](Self::follow) are; [`forget`](Self::forget) lets one go only once it
+/// ended, since its end is what frees room. One the scheduler refuses with its limit on queued jobs
+/// ([`Refusal::SubmitLimit`](crate::Refusal::SubmitLimit), temporary) is not failed but held
+/// locally ([`Submitted::Held`]), and so is every later one, in submission order; so is one
+/// that would put more than [`TrackerBuilder::max_queued`] of the tracker's jobs in the
+/// scheduler, a limit a site does not enforce but a user wants to keep. When one of the
+/// tracker's jobs ends, and at least once per interval while jobs are held (the limit may
+/// count jobs the tracker does not know), the held jobs are submitted in order until the
+/// scheduler refuses again or `max_queued` is reached. Held jobs show as
+/// [`Queued`](JobState::Queued) with native state [`NATIVE_STATE_HELD_LOCALLY`] and the
+/// reason ([`HeldLocally`]); [`held`](Self::held) lists them, and
+/// [`wait_submitted`](Self::wait_submitted) waits for one by its key. Held jobs live in
+/// the tracker's memory only, like everything it saw: after a restart, submit the same
+/// specs again; [`BatchBackend::submit`] is idempotent on the key, so a job that had left
+/// the hold is found, not submitted twice. Held jobs cost no status call: polls ask only
+/// about jobs in the scheduler.
+///
 /// Dropping the tracker stops its polling, its event run and its output streams. It needs
 /// a tokio runtime, and its waits use tokio's clock, so tests can run them with paused
 /// time.
@@ -160,6 +186,7 @@ pub struct TrackerBuilder {
     interval: Duration,
     events: bool,
     on_poll: PollHook,
+    max_queued: Option<usize>,
 }
 
 /// What one poll did, handed to the hook of [`Tracker::with_poll_hook`] (for metrics and
@@ -262,6 +289,12 @@ struct Shared {
     /// Polls the jobs in [`State::due`] at once, without waiting out the interval.
     poll_now: Notify,
     on_poll: PollHook,
+    /// Taken by every submit, so held jobs go to the scheduler in order and none passes them.
+    submitting: tokio::sync::Mutex<()>,
+    /// One of the tracker's jobs in the scheduler ended: held jobs may go.
+    room_freed: Notify,
+    /// A held job was submitted or refused.
+    settled: Notify,
 }
 
 #[derive(Default)]
@@ -280,6 +313,8 @@ struct State {
     event_changes: u64,
     /// The tracker was dropped: nothing will change any more.
     stopped: bool,
+    /// The jobs held locally and the tracker's jobs in the scheduler.
+    holds: Holds,
 }
 
 /// Why a job is followed, and what was seen of it.
@@ -316,6 +351,7 @@ impl Tracker {
             interval,
             events: true,
             on_poll: Box::new(|_| {}),
+            max_queued: None,
         }
     }
 
@@ -368,9 +404,12 @@ impl Tracker {
     /// of it.
     pub fn forget(&self, id: &JobId) {
         let mut state = self.shared.lock();
+        let submitted = state.holds.is_in_scheduler(id);
         if let Some(job) = state.jobs.get_mut(id) {
             job.explicitly = false;
-            if job.waits == 0 {
+            // A job the tracker submitted stays followed until it ends: its end frees room
+            // for the held ones.
+            if job.waits == 0 && !submitted {
                 state.jobs.remove(id);
             }
         }
@@ -409,6 +448,119 @@ impl Tracker {
         Changes {
             events: self.shared.subscribe(),
         }
+    }
+
+    /// Submits `spec` and follows its job, or holds it locally when the scheduler's submit
+    /// limit or the tracker's [`max_queued`](TrackerBuilder::max_queued) leaves no room, or
+    /// when jobs are held already (it goes behind them). A key given before gets what its
+    /// job got then: its id, or its place among the held.
+    ///
+    /// Fails as [`BatchBackend::submit`] does for any other refusal.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use batchbridge_core::tracker::{HeldLocally, Submitted};
+    /// use batchbridge_core::{JobKey, JobSpec, JobState, LocalBackend, Tracker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = Arc::new(LocalBackend::new(dir.path())?);
+    /// let tracker = Tracker::builder(backend, Duration::from_millis(100))
+    ///     .max_queued(1)
+    ///     .build()?;
+    /// let first = JobSpec::new(JobKey::new("first")?, "first", "sleep 1");
+    /// let second = JobSpec::new(JobKey::new("second")?, "second", "true");
+    /// assert!(matches!(tracker.submit(first).await?, Submitted::Job(_)));
+    /// let held = tracker.submit(second.clone()).await?;
+    /// assert_eq!(held, Submitted::Held(HeldLocally::MaxQueued { limit: 1 }));
+    /// assert_eq!(tracker.held()[0].0, second.key);
+    ///
+    /// // Submitted once the first ends.
+    /// let (_, status) = tracker.wait_submitted(&second.key, Duration::from_secs(30)).await?;
+    /// assert_eq!(status.state, JobState::Succeeded);
+    /// # Ok(()) }
+    /// ```
+    pub async fn submit(&self, spec: JobSpec) -> Result<Submitted> {
+        let _turn = self.shared.submitting.lock().await;
+        {
+            let mut state = self.shared.lock();
+            match state.holds.fate(&spec.key) {
+                Some(Fate::Submitted(id)) => return Ok(Submitted::Job(id)),
+                Some(Fate::Held(why)) => return Ok(Submitted::Held(why)),
+                Some(Fate::Refused(err)) => return Err(refused_again(&err)),
+                None => {}
+            }
+            if let Err(why) = state.holds.room_for_new() {
+                state.holds.hold(spec, why.clone());
+                return Ok(Submitted::Held(why));
+            }
+        }
+        match self.shared.backend.submit(&spec).await {
+            Ok(id) => {
+                self.shared.submitted(&spec.key, id.clone());
+                Ok(Submitted::Job(id))
+            }
+            Err(err) => match held_by(&err) {
+                Some(why) => {
+                    self.shared.lock().holds.hold(spec, why.clone());
+                    Ok(Submitted::Held(why))
+                }
+                None => Err(err),
+            },
+        }
+    }
+
+    /// The jobs held locally, in the order they will be submitted, each with why.
+    pub fn held(&self) -> Vec<(JobKey, HeldLocally)> {
+        self.shared.lock().holds.held()
+    }
+
+    /// How many of the jobs the tracker submitted are in the scheduler (not seen ended).
+    pub fn in_scheduler(&self) -> usize {
+        self.shared.lock().holds.in_scheduler()
+    }
+
+    /// Waits until the job given to [`submit`](Self::submit) with `key` is submitted (at
+    /// once when it was not held) and then until it ends, returning its id and terminal
+    /// status.
+    ///
+    /// Fails with [`ErrorKind::WaitTimedOut`] after `timeout` (saying whether the job was
+    /// still held), with [`ErrorKind::NotFound`] for a key the tracker was not given, with
+    /// the error of its submit when that failed for good once its turn came, or as
+    /// [`wait`](Self::wait) does.
+    pub async fn wait_submitted(
+        &self,
+        key: &JobKey,
+        timeout: Duration,
+    ) -> Result<(JobId, JobStatus)> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let id = loop {
+            let settled = self.shared.settled.notified();
+            let fate = self.shared.lock().holds.fate(key);
+            match fate {
+                Some(Fate::Submitted(id)) => break id,
+                Some(Fate::Refused(err)) => return Err(refused_again(&err)),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("no job with key {key} was submitted through this tracker"),
+                    ));
+                }
+                Some(Fate::Held(why)) => {
+                    if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                        return Err(Error::new(
+                            ErrorKind::WaitTimedOut,
+                            format!("job {key} was not submitted within {timeout:?}: {why}"),
+                        ));
+                    }
+                }
+            }
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let status = self.wait(&id, left).await?;
+        Ok((id, status))
     }
 
     /// Waits until job `id` ends and returns its terminal status, following the job while
@@ -514,14 +666,29 @@ impl TrackerBuilder {
         self
     }
 
+    /// Keeps at most `limit` of the jobs submitted through the tracker
+    /// ([`Tracker::submit`]) in the scheduler at once, holding the others locally: a
+    /// limit on queued jobs that the site does not enforce, or one below the site's.
+    /// Without it, only the scheduler's own limit holds jobs.
+    #[must_use]
+    pub fn max_queued(mut self, limit: usize) -> Self {
+        self.max_queued = Some(limit);
+        self
+    }
+
     /// Starts the tracker.
     ///
-    /// Fails with [`ErrorKind::InvalidInput`] for a zero interval or outside a tokio
-    /// runtime.
+    /// Fails with [`ErrorKind::InvalidInput`] for a zero interval, a `max_queued` of zero,
+    /// or outside a tokio runtime.
     pub fn build(self) -> Result<Tracker> {
         if self.interval.is_zero() {
             return Err(Error::invalid_input(
                 "a tracker's poll interval must be longer than zero",
+            ));
+        }
+        if self.max_queued == Some(0) {
+            return Err(Error::invalid_input(
+                "a tracker's max_queued must be at least 1: with 0 no job would ever be submitted",
             ));
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
@@ -533,6 +700,7 @@ impl TrackerBuilder {
                 enabled: source.is_some(),
                 ..EventHealth::default()
             },
+            holds: Holds::new(self.max_queued),
             ..State::default()
         };
         let shared = Arc::new(Shared {
@@ -541,8 +709,14 @@ impl TrackerBuilder {
             state: Mutex::new(state),
             poll_now: Notify::new(),
             on_poll: self.on_poll,
+            submitting: tokio::sync::Mutex::new(()),
+            room_freed: Notify::new(),
+            settled: Notify::new(),
         });
-        let mut tasks = vec![runtime.spawn(poll_forever(Arc::clone(&shared)))];
+        let mut tasks = vec![
+            runtime.spawn(poll_forever(Arc::clone(&shared))),
+            runtime.spawn(submit_held_forever(Arc::clone(&shared))),
+        ];
         if let Some(source) = source {
             tasks.push(runtime.spawn(follow_events(Arc::clone(&shared), source)));
         }
@@ -560,6 +734,7 @@ impl std::fmt::Debug for TrackerBuilder {
             .field("backend", &self.backend.name())
             .field("interval", &self.interval)
             .field("events", &self.events)
+            .field("max_queued", &self.max_queued)
             .finish_non_exhaustive()
     }
 }
@@ -776,7 +951,46 @@ impl Shared {
             }
         };
         state.reschedule_end_rechecks(&ids, self.interval);
+        let freed = state.free_room(&events);
         deliver(&mut state.subscribers, &events);
+        drop(state);
+        if freed {
+            self.room_freed.notify_one();
+        }
+    }
+
+    /// `key`'s job is in the scheduler as `id`: followed until it ends, and counted against
+    /// `max_queued` until then.
+    fn submitted(&self, key: &JobKey, id: JobId) {
+        self.lock().holds.submitted(key, id.clone());
+        self.follow(id, |job| job.explicitly = true);
+        self.settled.notify_waiters();
+    }
+
+    /// Submits held jobs in order while there is room, until the scheduler refuses one
+    /// with its limit again, or fails to answer (they are tried again later).
+    async fn submit_held(&self) {
+        let _turn = self.submitting.lock().await;
+        loop {
+            let Some(spec) = self.lock().holds.next() else {
+                return;
+            };
+            match self.backend.submit(&spec).await {
+                Ok(id) => self.submitted(&spec.key, id),
+                Err(err) => {
+                    if let Some(why) = held_by(&err) {
+                        self.lock().holds.still_limited(why);
+                        return;
+                    }
+                    if err.is_temporary() {
+                        tracing::warn!(backend = self.backend.name(), key = %spec.key, error = %err, "submitting a held job failed; trying again later");
+                        return;
+                    }
+                    self.lock().holds.refused(&spec.key, Arc::new(err));
+                    self.settled.notify_waiters();
+                }
+            }
+        }
     }
 
     /// Merges one pushed event into what is known of its job.
@@ -802,7 +1016,13 @@ impl Shared {
                     state.events.applied += 1;
                     state.event_changes += 1;
                     job.changed_by_event = state.event_changes;
-                    deliver(&mut state.subscribers, &[change]);
+                    let changes = [change];
+                    let freed = state.free_room(&changes);
+                    deliver(&mut state.subscribers, &changes);
+                    drop(guard);
+                    if freed {
+                        self.room_freed.notify_one();
+                    }
                 }
             }
             Merge::PollEarly => {
@@ -909,6 +1129,28 @@ impl State {
         }
     }
 
+    /// Counts the jobs `events` show ended out of the tracker's jobs in the scheduler,
+    /// saying whether any was one; such a job that was forgotten while it ran is let go now.
+    fn free_room(&mut self, events: &[Event]) -> bool {
+        let mut freed = false;
+        for event in events {
+            if let Event::Changed(change) = event
+                && change.status.state.is_terminal()
+                && self.holds.ended(&change.id)
+            {
+                freed = true;
+                if self
+                    .jobs
+                    .get(&change.id)
+                    .is_some_and(|job| !job.explicitly && job.waits == 0)
+                {
+                    self.jobs.remove(&change.id);
+                }
+            }
+        }
+        freed
+    }
+
     /// When the next job whose end an event told is due to be polled again.
     fn next_end_recheck(&self) -> Option<tokio::time::Instant> {
         self.jobs
@@ -957,6 +1199,38 @@ async fn poll_forever(shared: Arc<Shared>) {
         }
         last = Some(tokio::time::Instant::now());
         shared.poll(all).await;
+    }
+}
+
+/// Why a refused submit holds its job, when it is the scheduler's submit limit.
+fn held_by(err: &Error) -> Option<HeldLocally> {
+    (err.refusal() == Some(Refusal::SubmitLimit)).then(|| HeldLocally::SubmitLimit {
+        message: err.message().to_owned(),
+    })
+}
+
+/// The refusal a held job met when its turn came, for each caller that asks about it.
+fn refused_again(err: &Error) -> Error {
+    let again = Error::new(err.kind(), err.message());
+    match err.refusal() {
+        Some(refusal) => again.with_refusal(refusal),
+        None => again,
+    }
+    .permanent()
+}
+
+/// Submits held jobs when one of the tracker's jobs ends, and once per interval while any
+/// are held: the scheduler's limit may count jobs the tracker does not follow, whose end
+/// it never sees.
+async fn submit_held_forever(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            () = shared.room_freed.notified() => {}
+            () = tokio::time::sleep(shared.interval) => {}
+        }
+        if shared.lock().holds.any_held() {
+            shared.submit_held().await;
+        }
     }
 }
 
@@ -1974,5 +2248,76 @@ mod tests {
             [JobState::Running],
             "the second poll's Queued was skipped"
         );
+    }
+
+    /// max_queued(1) on the local scheduler: the jobs go in one at a time, in submission
+    /// order, the held ones show Queued "held locally", and a job forgotten while it runs
+    /// still frees room when it ends (and is let go then).
+    #[tokio::test]
+    async fn held_jobs_go_in_order_as_room_frees() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(crate::LocalBackend::new(dir.path()).unwrap());
+        let tracker = Tracker::builder(backend, Duration::from_millis(50))
+            .max_queued(1)
+            .build()
+            .unwrap();
+        let specs: Vec<JobSpec> = (0..4)
+            .map(|n| {
+                JobSpec::new(
+                    JobKey::new(format!("held-{n}")).unwrap(),
+                    "held",
+                    "sleep 0.1",
+                )
+            })
+            .collect();
+        let mut first = None;
+        for spec in &specs {
+            match tracker.submit(spec.clone()).await.unwrap() {
+                Submitted::Job(id) => first = Some(id),
+                Submitted::Held(why) => {
+                    assert_eq!(why, HeldLocally::MaxQueued { limit: 1 });
+                    assert_eq!(why.status().native_state, NATIVE_STATE_HELD_LOCALLY);
+                }
+            }
+        }
+        let first = first.unwrap();
+        let held: Vec<String> = tracker
+            .held()
+            .iter()
+            .map(|(key, _)| key.to_string())
+            .collect();
+        assert_eq!(held, ["held-1", "held-2", "held-3"]);
+        // Submitting a held key again changes nothing.
+        assert!(matches!(
+            tracker.submit(specs[2].clone()).await.unwrap(),
+            Submitted::Held(_)
+        ));
+        assert_eq!(tracker.held().len(), 3);
+        tracker.forget(&first);
+
+        let mut started = Vec::new();
+        for spec in &specs {
+            let (_, status) = tracker
+                .wait_submitted(&spec.key, Duration::from_secs(30))
+                .await
+                .unwrap();
+            assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+            started.push(status.started_at.unwrap());
+        }
+        assert!(
+            started.windows(2).all(|pair| pair[0] <= pair[1]),
+            "{started:?}"
+        );
+        assert_eq!(tracker.in_scheduler(), 0);
+        assert!(
+            tracker.status(&first).is_none(),
+            "the forgotten job was let go"
+        );
+        let unknown = JobKey::new("never-given").unwrap();
+        let err = tracker
+            .wait_submitted(&unknown, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
     }
 }

@@ -1,0 +1,293 @@
+//! The jobs a [`Tracker`](super::Tracker) holds locally instead of submitting them: those
+//! the scheduler refused with its submit limit ([`Refusal::SubmitLimit`]) and those beyond
+//! the tracker's own [`max_queued`](super::TrackerBuilder::max_queued), in submission order,
+//! each submitted when one of the tracker's jobs in the scheduler ends.
+//!
+//! Everything here is pure bookkeeping under the tracker's lock; the tracker makes the
+//! submits.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::backend::JobId;
+use crate::error::Error;
+use crate::spec::{JobKey, JobSpec};
+use crate::state::{JobState, JobStatus};
+
+/// The [`JobStatus::native_state`] of a job a tracker holds locally: it is in no scheduler
+/// yet, so the word is batchbridge's.
+pub const NATIVE_STATE_HELD_LOCALLY: &str = "held locally";
+
+/// Why a tracker holds a job locally instead of submitting it.
+///
+/// ```
+/// use batchbridge_core::JobState;
+/// use batchbridge_core::tracker::HeldLocally;
+///
+/// let held = HeldLocally::MaxQueued { limit: 10 };
+/// let status = held.status();
+/// assert_eq!(status.state, JobState::Queued);
+/// assert_eq!(
+///     status.reason.as_deref(),
+///     Some("held locally: max_queued: 10 jobs already in the scheduler")
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeldLocally {
+    /// The scheduler refused the submit with its limit on queued jobs
+    /// ([`Refusal::SubmitLimit`](crate::Refusal::SubmitLimit)); `message` is what it said.
+    SubmitLimit {
+        /// The scheduler's refusal, as the backend reported it.
+        message: String,
+    },
+    /// The tracker's own [`max_queued`](super::TrackerBuilder::max_queued): `limit` of its
+    /// jobs are in the scheduler already.
+    MaxQueued {
+        /// The tracker's `max_queued`.
+        limit: usize,
+    },
+}
+
+impl HeldLocally {
+    /// The status a held job shows: [`Queued`](JobState::Queued), with native state
+    /// [`NATIVE_STATE_HELD_LOCALLY`] and this as its reason.
+    pub fn status(&self) -> JobStatus {
+        JobStatus::new(JobState::Queued, NATIVE_STATE_HELD_LOCALLY).with_reason(self.to_string())
+    }
+}
+
+impl fmt::Display for HeldLocally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::SubmitLimit { message } => {
+                write!(f, "held locally: the scheduler's submit limit: {message}")
+            }
+            Self::MaxQueued { limit } => write!(
+                f,
+                "held locally: max_queued: {limit} jobs already in the scheduler"
+            ),
+        }
+    }
+}
+
+/// What [`Tracker::submit`](super::Tracker::submit) did with a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Submitted {
+    /// It is in the scheduler as this job, followed by the tracker.
+    Job(JobId),
+    /// The tracker holds it, behind the jobs it held before; it is submitted when room
+    /// frees ([`Tracker::wait_submitted`](super::Tracker::wait_submitted) waits for that).
+    Held(HeldLocally),
+}
+
+/// What became of a key given to the tracker, for the waits on it.
+#[derive(Debug, Clone)]
+pub(super) enum Fate {
+    /// In the scheduler as this job.
+    Submitted(JobId),
+    /// Still held, for this reason.
+    Held(HeldLocally),
+    /// Its submit, once room freed, failed for good.
+    Refused(Arc<Error>),
+}
+
+/// A tracker's held jobs and its jobs in the scheduler.
+#[derive(Debug, Default)]
+pub(super) struct Holds {
+    /// Held jobs, oldest first: the order they are submitted in.
+    queue: VecDeque<(JobSpec, HeldLocally)>,
+    /// The jobs the tracker submitted that it has not seen end.
+    in_scheduler: HashSet<JobId>,
+    /// Every key given to the tracker whose job was submitted or refused.
+    settled: HashMap<JobKey, Result<JobId, Arc<Error>>>,
+    max_queued: Option<usize>,
+}
+
+impl Holds {
+    pub(super) fn new(max_queued: Option<usize>) -> Self {
+        Self {
+            max_queued,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a new job may go to the scheduler now: not while jobs are held (it would
+    /// pass them), nor with `max_queued` of the tracker's jobs in the scheduler. `Err` is
+    /// why it is held instead.
+    pub(super) fn room_for_new(&self) -> Result<(), HeldLocally> {
+        match self.queue.back() {
+            Some((_, why)) => Err(why.clone()),
+            None => self.room(),
+        }
+    }
+
+    /// Whether the tracker's `max_queued` leaves room for one more job in the scheduler.
+    fn room(&self) -> Result<(), HeldLocally> {
+        match self.max_queued {
+            Some(limit) if self.in_scheduler.len() >= limit => {
+                Err(HeldLocally::MaxQueued { limit })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Holds `spec` behind the others.
+    pub(super) fn hold(&mut self, spec: JobSpec, why: HeldLocally) {
+        self.queue.push_back((spec, why));
+    }
+
+    /// The held job to submit next, if there is one and room for it.
+    pub(super) fn next(&self) -> Option<JobSpec> {
+        let (spec, _) = self.queue.front()?;
+        self.room().ok().map(|()| spec.clone())
+    }
+
+    /// The next held job was refused again with the submit limit: it stays first, with the
+    /// scheduler's latest words.
+    pub(super) fn still_limited(&mut self, why: HeldLocally) {
+        if let Some((_, reason)) = self.queue.front_mut() {
+            *reason = why;
+        }
+    }
+
+    /// `key`'s job is in the scheduler as `id` (submitted now, held or not).
+    pub(super) fn submitted(&mut self, key: &JobKey, id: JobId) {
+        self.remove_held(key);
+        self.in_scheduler.insert(id.clone());
+        self.settled.insert(key.clone(), Ok(id));
+    }
+
+    /// The held job of `key` was refused for good when its turn came.
+    pub(super) fn refused(&mut self, key: &JobKey, err: Arc<Error>) {
+        self.remove_held(key);
+        self.settled.insert(key.clone(), Err(err));
+    }
+
+    fn remove_held(&mut self, key: &JobKey) {
+        if self.queue.front().is_some_and(|(spec, _)| &spec.key == key) {
+            self.queue.pop_front();
+        }
+    }
+
+    /// Job `id` was seen in a terminal state: if it was one of the tracker's, it no longer
+    /// takes room, and `true` says room freed.
+    pub(super) fn ended(&mut self, id: &JobId) -> bool {
+        self.in_scheduler.remove(id)
+    }
+
+    /// Whether job `id` is one the tracker submitted that has not ended.
+    pub(super) fn is_in_scheduler(&self, id: &JobId) -> bool {
+        self.in_scheduler.contains(id)
+    }
+
+    /// How many of the tracker's jobs are in the scheduler.
+    pub(super) fn in_scheduler(&self) -> usize {
+        self.in_scheduler.len()
+    }
+
+    /// Whether any job is held.
+    pub(super) fn any_held(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// The held jobs' keys and reasons, in the order they will be submitted.
+    pub(super) fn held(&self) -> Vec<(JobKey, HeldLocally)> {
+        self.queue
+            .iter()
+            .map(|(spec, why)| (spec.key.clone(), why.clone()))
+            .collect()
+    }
+
+    /// What became of `key`, if the tracker was given it.
+    pub(super) fn fate(&self, key: &JobKey) -> Option<Fate> {
+        if let Some(settled) = self.settled.get(key) {
+            return Some(match settled {
+                Ok(id) => Fate::Submitted(id.clone()),
+                Err(err) => Fate::Refused(Arc::clone(err)),
+            });
+        }
+        self.queue
+            .iter()
+            .find(|(spec, _)| &spec.key == key)
+            .map(|(_, why)| Fate::Held(why.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(key: &str) -> JobSpec {
+        JobSpec::new(JobKey::new(key).unwrap(), key, "true")
+    }
+
+    fn limit() -> HeldLocally {
+        HeldLocally::SubmitLimit {
+            message: "QOSMaxSubmitJobPerUserLimit".into(),
+        }
+    }
+
+    /// Steps on a tracker's holds, each with what a new submit may do after it and which
+    /// held job goes next.
+    #[test]
+    fn holds_keep_submission_order_and_max_queued() {
+        enum Step {
+            Submitted(&'static str, &'static str),
+            Hold(&'static str, HeldLocally),
+            Ended(&'static str, bool),
+            StillLimited,
+        }
+        use Step::*;
+        let max_two = HeldLocally::MaxQueued { limit: 2 };
+        let steps: Vec<(Step, Result<(), HeldLocally>, Option<&str>)> = vec![
+            (Submitted("a", "1"), Ok(()), None),
+            (Submitted("b", "2"), Err(max_two.clone()), None),
+            // A third job waits for room: held, and first in line, but no room yet.
+            (Hold("c", max_two.clone()), Err(max_two.clone()), None),
+            // A job the tracker did not submit frees nothing.
+            (Ended("99", false), Err(max_two.clone()), None),
+            (Ended("1", true), Err(max_two.clone()), Some("c")),
+            // The scheduler refused c: it stays first, and new jobs go behind it.
+            (StillLimited, Err(limit()), Some("c")),
+            (Hold("d", limit()), Err(limit()), Some("c")),
+            (Submitted("c", "3"), Err(limit()), None),
+            (Ended("2", true), Err(limit()), Some("d")),
+            (Submitted("d", "4"), Err(max_two.clone()), None),
+            (Ended("3", true), Ok(()), None),
+        ];
+        let mut holds = Holds::new(Some(2));
+        for (n, (step, room, next)) in steps.into_iter().enumerate() {
+            match step {
+                Submitted(key, id) => holds.submitted(&JobKey::new(key).unwrap(), id.into()),
+                Hold(key, why) => holds.hold(spec(key), why),
+                Ended(id, freed) => assert_eq!(holds.ended(&id.into()), freed, "step {n}"),
+                StillLimited => holds.still_limited(limit()),
+            }
+            assert_eq!(holds.room_for_new(), room, "step {n}");
+            let first = holds.next().map(|spec| spec.key.to_string());
+            assert_eq!(first.as_deref(), next, "step {n}");
+        }
+        assert!(!holds.any_held());
+        assert_eq!(holds.in_scheduler(), 1);
+    }
+
+    #[test]
+    fn a_key_is_held_then_submitted_or_refused() {
+        let mut holds = Holds::new(None);
+        let (a, b) = (JobKey::new("a").unwrap(), JobKey::new("b").unwrap());
+        assert!(holds.fate(&a).is_none());
+        holds.hold(spec("a"), limit());
+        holds.hold(spec("b"), limit());
+        assert!(matches!(holds.fate(&b), Some(Fate::Held(why)) if why == limit()));
+        assert_eq!(holds.held().len(), 2);
+        holds.submitted(&a, "7".into());
+        assert!(matches!(holds.fate(&a), Some(Fate::Submitted(id)) if id.as_str() == "7"));
+        assert!(holds.is_in_scheduler(&"7".into()));
+        holds.refused(&b, Arc::new(Error::invalid_input("no such partition")));
+        assert!(matches!(holds.fate(&b), Some(Fate::Refused(_))));
+        assert!(holds.held().is_empty());
+    }
+}
