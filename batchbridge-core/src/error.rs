@@ -120,8 +120,9 @@ impl fmt::Display for ErrorKind {
 #[non_exhaustive]
 pub enum Refusal {
     /// A limit on how many jobs a user, account or QOS may have in the scheduler was
-    /// reached (SLURM QOS and association submit limits, PBS `max_queued`): the same submit
-    /// passes once some of those jobs end.
+    /// reached (SLURM QOS and association submit limits, PBS `max_queued`, HTCondor
+    /// `MAX_JOBS_PER_OWNER` and `MAX_JOBS_SUBMITTED`): the same submit passes once some of
+    /// those jobs end. A [`Tracker`](crate::Tracker) holds such a job instead of failing it.
     SubmitLimit,
     /// The partition or queue takes no jobs now (drained, down, disabled, stopped): the
     /// same submit passes once an administrator opens it again.

@@ -252,6 +252,8 @@ impl CliScheduler for Slurm {
         "timed out",
         "Transport endpoint is not connected",
         "Zero Bytes were transmitted or received",
+        // slurmctld 24.11 under a burst of submits (the capped drain) dropped a squeue.
+        "Connection reset by peer",
     ];
 
     /// Refuses defaults whose partition or account is empty or holds whitespace or control
@@ -718,6 +720,8 @@ mod tests {
                 "squeue: error: Socket timed out on send/recv operation",
                 true,
             ),
+            // From the test bed's 24.11 during a capped drain of 200 jobs.
+            ("slurm_load_jobs error: Connection reset by peer", true),
             (
                 "sbatch: error: Batch job submission failed: Invalid partition name specified",
                 false,

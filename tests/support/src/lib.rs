@@ -16,6 +16,7 @@ use batchbridge_core::shell::{Command, HostKeys, Shell, SshAuth, SshConfig, SshS
 use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 
 mod bastion;
+mod capped;
 mod counting;
 pub mod events;
 mod kdc;
@@ -23,6 +24,7 @@ mod kdc;
 pub use bastion::{BastionHop, bastion_hops};
 pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
 pub use batchbridge_core::shell::MockShell;
+pub use capped::{DrainReport, SubmitCap, drain, htcondor_capped_login, pbs_submit_cap};
 pub use counting::CountingShell;
 pub use kdc::{KdcFacts, kdc_facts};
 
