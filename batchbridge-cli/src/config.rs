@@ -5,6 +5,7 @@
 //! point. Unknown fields are refused, so a typo never silently falls back to a default.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,6 +81,9 @@ struct ClusterConfig {
     work_dir: Option<String>,
     partition: Option<String>,
     account: Option<String>,
+    /// The most of this user's recorded jobs `submit` and `run` keep in the scheduler at
+    /// once; a further submit waits, held locally, until one ends.
+    max_queued: Option<NonZeroUsize>,
 }
 
 /// How a cluster's commands log in.
@@ -161,6 +165,9 @@ pub(crate) struct Cluster {
     pub(crate) logged_in: Option<bool>,
     /// Its commands go only through a `batchbridge login` (`login = "interactive"`).
     pub(crate) login_required: bool,
+    /// `max_queued` of its config: how many of the recorded jobs on it may be in the
+    /// scheduler at once.
+    pub(crate) max_queued: Option<NonZeroUsize>,
 }
 
 impl Cluster {
@@ -408,6 +415,7 @@ impl Clusters {
                 ssh: None,
                 logged_in: None,
                 login_required: false,
+                max_queued: config.max_queued,
             });
         }
         let (mut ssh, target) = self.ssh_settings(&config).map_err(wrong)?;
@@ -471,6 +479,7 @@ impl Clusters {
             ssh: Some(target),
             logged_in: Some(logged_in),
             login_required: login.required,
+            max_queued: config.max_queued,
         })
     }
 
@@ -696,6 +705,7 @@ impl ClusterConfig {
             work_dir: None,
             partition: None,
             account: None,
+            max_queued: None,
         }
     }
 }

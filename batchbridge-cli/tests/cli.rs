@@ -1748,3 +1748,167 @@ fn a_plain_sbatch_script_is_submitted_as_is() {
         assert!(words.contains(&field), "{field}: {shown}");
     }
 }
+
+/// Counts, every half second until `stop`, the lines `count` prints (as root on the test
+/// bed's SLURM 22.05, the host's): the most it saw and how many counts answered.
+fn sample_squeue(
+    count: Vec<String>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(usize, usize)> {
+    std::thread::spawn(move || {
+        let (mut most, mut samples) = (0, 0);
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let output = SlurmCluster::Slurm2205
+                .as_root(&count[0])
+                .args(&count[1..])
+                .output()
+                .unwrap();
+            if output.status.success() {
+                most = most.max(stdout(&output).lines().count());
+                samples += 1;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        (most, samples)
+    })
+}
+
+/// Polls `status` of every recorded job until none is active; returns each one's state.
+fn wait_all_ended(user: &User, timeout: Duration) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let states: Vec<String> = user
+            .status(&[])
+            .iter()
+            .map(|row| row["status"]["state"].as_str().unwrap().to_owned())
+            .collect();
+        let ended = ["Succeeded", "Failed", "Cancelled"];
+        if states.iter().all(|state| ended.contains(&state.as_str())) {
+            return states;
+        }
+        assert!(Instant::now() < deadline, "jobs still active: {states:?}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// Submit limits hold jobs, never fail them (issue 30): 200 `submit`s in a row of a 5 s job,
+/// as a shell loop makes them, to SLURM's partition `capped` (10 jobs per user, tests/testbed/slurm.sh):
+/// each one the limit refuses waits, saying so, and goes in when a job ends; squeue never
+/// shows more than 10 and all 200 succeed.
+#[test]
+fn submits_over_a_submit_limit_wait_their_turn() {
+    let user = User::new();
+    let cap = SlurmCluster::Slurm2205.submit_cap();
+    let login = login("ssh");
+    user.add_cluster(
+        "capped",
+        &format!(
+            "scheduler = \"slurm\"\nhost = \"{}\"\nport = {}\nuser = \"{}\"\nkey_file = \"{}\"\n\
+             known_hosts = \"{}\"\npartition = \"{}\"\n",
+            login.host,
+            login.port,
+            login.user,
+            login.private_key.display(),
+            login.known_hosts.display(),
+            cap.queue,
+        ),
+    );
+    // Long enough that ten are in the scheduler at once: with `true`, each job ends before
+    // the next submit (one ssh command each) and the limit is never met.
+    let script = user.script("nap.sh", "sleep 5\n");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let squeue = [
+        "squeue",
+        "-h",
+        "-u",
+        &login.user,
+        "-p",
+        &cap.queue,
+        "-o",
+        "%i",
+    ];
+    let sampler = sample_squeue(
+        squeue.iter().map(|s| (*s).to_owned()).collect(),
+        stop.clone(),
+    );
+    let started = Instant::now();
+    let mut waited = 0;
+    for _ in 0..200 {
+        let output = user.run(&["-c", "capped", "submit", script.to_str().unwrap()]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        if stderr(&output).contains("held locally: the scheduler's submit limit") {
+            waited += 1;
+        }
+    }
+    let states = wait_all_ended(&user, Duration::from_secs(600));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (most, samples) = sampler.join().unwrap();
+    eprintln!(
+        "200 submits through the CLI: {waited} waited for the limit, most in squeue {most} \
+         ({samples} samples), {:?}",
+        started.elapsed()
+    );
+    assert_eq!(states.len(), 200);
+    assert!(
+        states.iter().all(|state| state == "Succeeded"),
+        "{states:?}"
+    );
+    assert!(most <= cap.limit, "squeue showed {most} jobs at once");
+    assert!(waited > 0, "no submit met the limit");
+    assert!(samples > 10);
+}
+
+/// A cluster's `max_queued` keeps `submit` under a limit the site does not enforce: with
+/// `max_queued = 2` on the one-job-at-a-time partition, 8 submits in a row never have more
+/// than 2 of them in squeue, and each one over says it waits and why.
+#[test]
+fn max_queued_in_the_config_holds_submits() {
+    let user = User::new();
+    let login = login("ssh");
+    user.add_cluster(
+        "limited",
+        &format!(
+            "scheduler = \"slurm\"\nhost = \"{}\"\nport = {}\nuser = \"{}\"\nkey_file = \"{}\"\n\
+             known_hosts = \"{}\"\npartition = \"single\"\nmax_queued = 2\n",
+            login.host,
+            login.port,
+            login.user,
+            login.private_key.display(),
+            login.known_hosts.display(),
+        ),
+    );
+    let script = user.script("nap.sh", "sleep 1\n");
+    // Other tests use `single` too: only this user's jobs, by their name, are counted.
+    let name = format!("maxq-{}", std::process::id());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let squeue = ["squeue", "-h", "-p", "single", "-n", &name, "-o", "%i"];
+    let sampler = sample_squeue(
+        squeue.iter().map(|s| (*s).to_owned()).collect(),
+        stop.clone(),
+    );
+    let mut waited = 0;
+    for _ in 0..8 {
+        let output = user.run(&[
+            "-c",
+            "limited",
+            "submit",
+            "--name",
+            &name,
+            script.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        if stderr(&output).contains("held locally: max_queued: 2 jobs already in the scheduler") {
+            waited += 1;
+        }
+    }
+    let states = wait_all_ended(&user, Duration::from_secs(300));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (most, _) = sampler.join().unwrap();
+    assert!(
+        states.iter().all(|state| state == "Succeeded"),
+        "{states:?}"
+    );
+    assert_eq!(states.len(), 8);
+    assert!(most <= 2, "squeue showed {most} of them at once");
+    assert!(waited >= 5, "only {waited} submits waited");
+}

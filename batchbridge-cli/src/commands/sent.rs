@@ -2,9 +2,10 @@
 //! record), apart from what each does next.
 
 use batchbridge_core::directives::{DirectiveReport, Fate};
-use batchbridge_core::{JobId, JobSpec};
+use batchbridge_core::tracker::HeldLocally;
+use batchbridge_core::{JobId, JobSpec, JobState, Refusal};
 
-use super::context::Context;
+use super::context::{Context, poll_interval};
 use crate::cli::JobArgs;
 use crate::config::Cluster;
 use crate::exit::{CliError, CliResult};
@@ -57,11 +58,7 @@ fn refuse_or_note(report: &DirectiveReport) -> CliResult<()> {
 pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submitted> {
     let (cluster, spec, report) = prepare(context, job)?;
     refuse_or_note(&report)?;
-    let id = cluster
-        .backend
-        .submit(&spec)
-        .await
-        .map_err(|err| cluster.explain(err))?;
+    let id = submit_when_room(context, &cluster, &spec).await?;
     let entry = Entry::new(&cluster.name, id.as_str(), spec.key.as_str(), &spec.name);
     let known = context.record.entries()?.iter().any(|e| {
         (e.cluster.as_str(), e.id.as_str()) == (entry.cluster.as_str(), entry.id.as_str())
@@ -83,4 +80,79 @@ pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submi
         id,
         tasks: spec.array.map(|array| array.count),
     })
+}
+
+/// Submits `spec`, holding it here (and saying so on stderr, once per reason) while the
+/// cluster's `max_queued` of recorded jobs are in the scheduler or the scheduler refuses it
+/// with its submit limit, trying again every poll interval. The same key each time, so a
+/// submit that went through unseen is found, not repeated; interrupted, nothing is left
+/// behind. Many invocations in a row (a shell loop) are submitted in their order.
+async fn submit_when_room(
+    context: &Context,
+    cluster: &Cluster,
+    spec: &JobSpec,
+) -> CliResult<JobId> {
+    let mut said: Option<HeldLocally> = None;
+    loop {
+        let held = match queued_over_max(context, cluster).await? {
+            Some(held) => held,
+            None => match cluster.backend.submit(spec).await {
+                Ok(id) => {
+                    if said.is_some() {
+                        eprintln!("batchbridge: {}: submitted as {id}", spec.name);
+                    }
+                    return Ok(id);
+                }
+                Err(err) if err.refusal() == Some(Refusal::SubmitLimit) => {
+                    HeldLocally::SubmitLimit {
+                        message: err.message().to_owned(),
+                    }
+                }
+                Err(err) => return Err(cluster.explain(err)),
+            },
+        };
+        if said
+            .as_ref()
+            .is_none_or(|said| std::mem::discriminant(said) != std::mem::discriminant(&held))
+        {
+            eprintln!(
+                "batchbridge: {}: {held}; submitting it when one of your jobs on {} ends \
+                 (interrupt to give up: nothing is submitted)",
+                spec.name, cluster.name
+            );
+        }
+        said = Some(held);
+        tokio::time::sleep(poll_interval(cluster)).await;
+    }
+}
+
+/// Why a submit waits for the cluster's `max_queued`: that many of the jobs recorded on it
+/// are in the scheduler (one status call for all of them); `None` without a `max_queued`
+/// or below it.
+async fn queued_over_max(context: &Context, cluster: &Cluster) -> CliResult<Option<HeldLocally>> {
+    let Some(limit) = cluster.max_queued else {
+        return Ok(None);
+    };
+    let ids: Vec<JobId> = context
+        .record
+        .entries()?
+        .into_iter()
+        .filter(|entry| entry.cluster == cluster.name)
+        .map(|entry| JobId::from(entry.id))
+        .collect();
+    if ids.len() < limit.get() {
+        return Ok(None);
+    }
+    let statuses = cluster
+        .backend
+        .status(&ids)
+        .await
+        .map_err(|err| cluster.explain(err))?;
+    // A job no source knows any more (Unknown) is long gone, not in the scheduler.
+    let in_scheduler = |state: JobState| state.is_active() && state != JobState::Unknown;
+    let active = statuses
+        .values()
+        .filter(|status| in_scheduler(status.state))
+        .count();
+    Ok((active >= limit.get()).then_some(HeldLocally::MaxQueued { limit: limit.get() }))
 }
