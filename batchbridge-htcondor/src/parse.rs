@@ -144,9 +144,12 @@ pub fn condor_version(text: &str) -> Result<String> {
 /// assert_eq!(condor_submit_refusal(said), Some(Refusal::SubmitLimit));
 /// ```
 pub fn condor_submit_refusal(stderr: &str) -> Option<Refusal> {
+    // The schedd names the parameter in every wording it has: "Number of submitted jobs
+    // would exceed MAX_JOBS_PER_OWNER" when the proc is created, "MAX_JOBS_SUBMITTED
+    // exceeded. Current=2, Limit=2" when the submission is committed.
     const WORDS: &[(&str, Refusal)] = &[
-        ("would exceed MAX_JOBS_PER_OWNER", Refusal::SubmitLimit),
-        ("would exceed MAX_JOBS_SUBMITTED", Refusal::SubmitLimit),
+        ("MAX_JOBS_PER_OWNER", Refusal::SubmitLimit),
+        ("MAX_JOBS_SUBMITTED", Refusal::SubmitLimit),
     ];
     Refusal::named_in(stderr, WORDS)
 }
@@ -157,7 +160,8 @@ mod tests {
 
     /// condor_submit's refusals as the test bed's HTCondor 23.9 printed them, each provoked
     /// for real on the capped schedd (tests/testbed/htcondor.sh): an eleventh job of an owner
-    /// under MAX_JOBS_PER_OWNER = 10, a third job under MAX_JOBS_SUBMITTED = 2.
+    /// under MAX_JOBS_PER_OWNER = 10, a third job under MAX_JOBS_SUBMITTED = 2 (refused when
+    /// its proc was created, and, in another run, when its submission was committed).
     #[test]
     fn condor_submit_refusals_by_kind() {
         let cases = [
@@ -167,6 +171,10 @@ mod tests {
             ),
             (
                 include_str!("testdata/condor_submit-max-jobs-submitted.txt"),
+                Some(Refusal::SubmitLimit),
+            ),
+            (
+                include_str!("testdata/condor_submit-max-jobs-submitted-at-commit.txt"),
                 Some(Refusal::SubmitLimit),
             ),
             ("ERROR: Can't find address of local schedd\n", None),

@@ -244,6 +244,10 @@ CAPPED.SCHEDD_DAEMON_AD_FILE = $CAPPED_SPOOL/.schedd_classad
 CAPPED.SCHEDD_LOG = \$(LOG)/SchedLog.capped
 CAPPED.HISTORY = $CAPPED_SPOOL/history
 CAPPED.MAX_JOBS_PER_OWNER = $CAPPED_MAX_JOBS
+# The schedd recounts each owner's jobs every SCHEDD_INTERVAL (300 s by default); until
+# then a job that left the queue still counts against MAX_JOBS_PER_OWNER, and a drain of
+# 200 jobs would take ten at a time every five minutes.
+CAPPED.SCHEDD_INTERVAL = 5
 EOF
 }
 

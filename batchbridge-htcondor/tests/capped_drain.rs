@@ -1,0 +1,43 @@
+//! Submit limits hold jobs, never fail them (issue 30): 200 jobs through one [`Tracker`] on
+//! the test bed's capped schedd, which takes 10 jobs per owner (MAX_JOBS_PER_OWNER, reached
+//! as the user `capped`, tests/testbed/htcondor.sh): every refusal is read as the submit
+//! limit and held, none fails, all 200 succeed, and condor_q, sampled every half second
+//! throughout, never lists more than 10.
+
+// Test helpers panic on purpose: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use batchbridge_core::Tracker;
+use batchbridge_core::shell::{Command, Shell};
+use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
+use batchbridge_testbed::{drain, htcondor_capped_login};
+
+#[tokio::test]
+async fn two_hundred_jobs_drain_through_max_jobs_per_owner_of_ten() {
+    let (login, limit) = htcondor_capped_login();
+    assert_eq!(limit, 10);
+    let shell: Arc<dyn Shell> = Arc::new(login.shell());
+    let condor = HtcondorBackend::new(Arc::clone(&shell), HtcondorConfig::default()).unwrap();
+    let tracker = Tracker::new(Arc::new(condor), Duration::from_secs(2)).unwrap();
+    let specs = (0..200)
+        .map(|i| common::spec(&format!("capped-{i}"), "true\n"))
+        .collect();
+    // Every job of the user in the capped schedd's queue: what MAX_JOBS_PER_OWNER counts.
+    let count = Command::new("condor_q").args(["-af", "ClusterId"]);
+    let report = drain(&tracker, specs, shell, count, Duration::from_secs(1800)).await;
+    eprintln!("{report:?}");
+    assert!(
+        report.not_succeeded.is_empty(),
+        "{:#?}",
+        report.not_succeeded
+    );
+    assert_eq!(report.succeeded, 200);
+    assert!(report.most_in_scheduler <= limit, "{report:?}");
+    assert!(report.held_at_submit >= 190, "{report:?}");
+    assert!(report.samples > 10, "{report:?}");
+}
