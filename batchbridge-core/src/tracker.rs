@@ -137,7 +137,7 @@ pub const EVENT_RUN_HEALTHY: Duration = Duration::from_secs(60);
 /// Jobs submitted through the tracker ([`submit`](Self::submit)) are followed as those
 /// given to [`follow`](Self::follow) are; [`forget`](Self::forget) lets one go only once it
 /// ended, since its end is what frees room. One the scheduler refuses with its limit on queued jobs
-/// ([`Refusal::SubmitLimit`](crate::Refusal::SubmitLimit), temporary) is not failed but held
+/// ([`Refusal::SubmitLimit`], temporary) is not failed but held
 /// locally ([`Submitted::Held`]), and so is every later one, in submission order; so is one
 /// that would put more than [`TrackerBuilder::max_queued`] of the tracker's jobs in the
 /// scheduler, a limit a site does not enforce but a user wants to keep. When one of the

@@ -1,5 +1,6 @@
 //! The jobs a [`Tracker`](super::Tracker) holds locally instead of submitting them: those
-//! the scheduler refused with its submit limit ([`Refusal::SubmitLimit`]) and those beyond
+//! the scheduler refused with its submit limit
+//! ([`Refusal::SubmitLimit`](crate::Refusal::SubmitLimit)) and those beyond
 //! the tracker's own [`max_queued`](super::TrackerBuilder::max_queued), in submission order,
 //! each submitted when one of the tracker's jobs in the scheduler ends.
 //!
