@@ -6,17 +6,25 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
+use super::staging::STAGING;
 use super::work_dir::{EventsOf, WorkDir};
 use crate::backend::{BatchBackend, refuse_active};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::shell::{Command, Output, Shell};
 use crate::spec::JobKey;
 use crate::wrapper::{JobFiles, WrapperEvents, parse_job_files};
 
 /// `sh -c JOB_FILES sh WORK ID...`: what each job's directory says ([`parse_job_files`]).
 const JOB_FILES: &str = include_str!("job_files.sh");
-/// `sh -c CLEANUP sh WORK KEY`: removes a job's directory, its id link and its events.
+/// `sh -c CLEANUP sh WORK KEY STAGING`: removes a job's directory, its id link, its events
+/// and what it staged.
 const CLEANUP: &str = include_str!("cleanup.sh");
+/// The job directory's record of where the job runs (its working directory), for a
+/// stage-out by job id.
+pub(super) const WORKING_DIR_FILE: &str = "working_dir";
+/// The job directory's list of the inputs staged into a working directory of the user's
+/// own, one path a line, which cleanup removes.
+pub(super) const STAGED_INPUTS_FILE: &str = "staged_inputs";
 
 /// Where a command-line backend keeps its jobs: the shell that reaches the cluster, the
 /// work directory there, and the time limit of every command. A backend holds one and adds
@@ -92,6 +100,25 @@ impl JobDirs {
         Ok(parse_job_files(&output.stdout_text()))
     }
 
+    /// The working directory job `number` (under `WORK/ids/`) runs in, as its submit
+    /// recorded it; its job directory for a job submitted before that record existed.
+    pub async fn working_dir_of(&self, number: &str) -> Result<String> {
+        let work = self.work().await?;
+        let command = Command::sh(
+            "d=$1/ids/$2; [ -d \"$d\" ] || { echo \"no job $2 in $1\" >&2; exit 3; }; \
+             if [ -s \"$d/working_dir\" ]; then cat -- \"$d/working_dir\"; else cd -P -- \"$d\" && pwd -P; fi",
+            [work, number],
+        );
+        let output = self.run(command).await?;
+        if output.exit_code == Some(3) {
+            return Err(Error::new(ErrorKind::NotFound, output.stderr_text()));
+        }
+        let dir = output
+            .check("reading a job's working directory")?
+            .stdout_text();
+        Ok(dir.trim_end_matches('\n').to_owned())
+    }
+
     /// The shell, for an event source that keeps a command of its own running on it.
     pub fn shared_shell(&self) -> Arc<dyn Shell> {
         Arc::clone(&self.shell)
@@ -122,7 +149,7 @@ impl JobDirs {
             refuse_active(key, &id, &backend.status_of(&id).await?)?;
         }
         let work = self.work().await?;
-        self.run(Command::sh(CLEANUP, [work, key.as_str()]))
+        self.run(Command::sh(CLEANUP, [work, key.as_str(), STAGING]))
             .await?
             .check("removing a job directory")?;
         Ok(())
