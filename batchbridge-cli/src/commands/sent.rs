@@ -2,6 +2,7 @@
 //! record), apart from what each does next.
 
 use batchbridge_core::directives::{DirectiveReport, Fate};
+use batchbridge_core::staging::{StageLimits, StageOut};
 use batchbridge_core::{JobId, JobSpec};
 
 use super::context::Context;
@@ -18,6 +19,9 @@ pub(super) struct Submitted {
     pub(super) id: JobId,
     /// Its task count, when it is an array.
     pub(super) tasks: Option<u32>,
+    /// What to fetch once it ended (`--out`), and the caps on it.
+    pub(super) outputs: Vec<StageOut>,
+    pub(super) limits: StageLimits,
 }
 
 /// The chosen cluster and the spec the flags and the script's directives describe for it,
@@ -59,7 +63,7 @@ pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submi
     refuse_or_note(&report)?;
     let id = cluster
         .backend
-        .submit(&spec)
+        .submit_with(&spec, &terminal::transfer_bars())
         .await
         .map_err(|err| cluster.explain(err))?;
     let entry = Entry::new(&cluster.name, id.as_str(), spec.key.as_str(), &spec.name);
@@ -82,5 +86,34 @@ pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submi
         entry,
         id,
         tasks: spec.array.map(|array| array.count),
+        outputs: spec.stage_out,
+        limits: spec.stage_limits,
     })
+}
+
+/// Fetches `--out`'s files of a job that ended, with progress bars on a terminal, and
+/// names each fetched file on standard error.
+pub(super) async fn fetch_outputs(job: &Submitted) -> CliResult<()> {
+    if job.outputs.is_empty() {
+        return Ok(());
+    }
+    fetch(&job.cluster, &job.id, &job.outputs, &job.limits).await
+}
+
+/// Fetches `outputs` of job `id`, naming each file on standard error.
+pub(super) async fn fetch(
+    cluster: &Cluster,
+    id: &JobId,
+    outputs: &[StageOut],
+    limits: &StageLimits,
+) -> CliResult<()> {
+    let staged = cluster
+        .backend
+        .stage_out(id, outputs, limits, &terminal::transfer_bars())
+        .await
+        .map_err(|err| cluster.explain(err))?;
+    for file in &staged.files {
+        eprintln!("fetched {} ({} bytes)", file.local.display(), file.size);
+    }
+    Ok(())
 }
