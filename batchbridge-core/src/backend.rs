@@ -141,7 +141,7 @@ impl Capabilities {
             (spec.array.is_some() && !self.arrays, "array jobs"),
             (spec.container.is_some() && !self.containers, "containers"),
             (
-                (!spec.stage_in.is_empty() || !spec.stage_out.is_empty()) && !self.staging,
+                spec.stages_files() && !self.staging,
                 "staging files in and out",
             ),
             (

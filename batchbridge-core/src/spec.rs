@@ -478,6 +478,11 @@ impl JobSpec {
         self
     }
 
+    /// Whether the spec stages anything in or out.
+    pub fn stages_files(&self) -> bool {
+        !self.stage_in.is_empty() || !self.stage_out.is_empty()
+    }
+
     /// Sets [`JobSpec::stage_limits`].
     pub fn with_stage_limits(mut self, limits: StageLimits) -> Self {
         self.stage_limits = limits;

@@ -608,7 +608,7 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         let _in_flight = self.submits.lock(&spec.key).await;
         let staged;
         let mut inputs_manifest = String::new();
-        let spec = if spec.stage_in.is_empty() && spec.stage_out.is_empty() {
+        let spec = if !spec.stages_files() {
             spec
         } else {
             if let Some(id) = self.jobs.recorded_id(&spec.key).await? {
@@ -661,6 +661,8 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         transfer: &Transfer,
     ) -> Result<StagedOutputs> {
         let number = job_number_of(id.as_str(), S::JOB_ID)?;
+        // First, so that a job cleaned up (whose scheduler may then not know it) is NotFound.
+        let root = self.jobs.working_dir_of(number).await?;
         let status = self.status_of(id).await?;
         if !status.state.is_terminal() {
             return Err(Error::new(
@@ -671,7 +673,6 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
                 ),
             ));
         }
-        let root = self.jobs.working_dir_of(number).await?;
         StagingDir::new(self.jobs.shell(), &root, self.jobs.timeout())
             .stage_out(
                 outputs,
