@@ -809,3 +809,174 @@ impl AsyncWrite for CountedWriter {
         polled
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytesize::ByteSize;
+
+    use super::*;
+    use crate::shell::LocalShell;
+
+    /// `staging.sh list` run on a working directory holding `results/a.csv`,
+    /// `results/sub/b`, `results/it's`, `results/pw -> /etc/passwd` and
+    /// `sshlink -> ~/.ssh`, for `results/*`, `nothing*` and `sshlink`.
+    const LISTING: &str = "file 1 2 results/a.csv\n\
+        refused 1 a name with a control character, quote or backslash\n\
+        refused 1 results/pw resolves outside the working directory\n\
+        file 1 2 results/sub/b\n\
+        missing 2\n\
+        refused 3 sshlink resolves outside the working directory\n";
+
+    #[test]
+    fn a_listing_yields_its_files_once_and_the_error_for_the_rest() {
+        let outs = [
+            StageOut::new("results/*", "/back"),
+            StageOut::new("nothing*", "/back"),
+            StageOut::new("sshlink", "/back"),
+        ];
+        let refs: Vec<&StageOut> = outs.iter().collect();
+        let (files, problem) = parse_listing(LISTING, &refs).unwrap();
+        let names: Vec<_> = files.iter().map(|f| (f.remote.as_str(), f.size)).collect();
+        assert_eq!(names, [("results/a.csv", 2), ("results/sub/b", 2)]);
+        let problem = problem.unwrap();
+        assert_eq!(problem.kind(), ErrorKind::InvalidInput);
+        assert!(
+            problem.message().contains("results/pw resolves outside"),
+            "{problem}"
+        );
+        assert!(problem.message().contains("\"sshlink\""), "{problem}");
+
+        let (_, missing) = parse_listing("missing 2\n", &refs).unwrap();
+        assert_eq!(missing.unwrap().kind(), ErrorKind::NotFound);
+        let fine = [
+            StageOut::new("a", "/b"),
+            StageOut::new("nothing*", "/b").missing_ok(true),
+        ];
+        let refs: Vec<&StageOut> = fine.iter().collect();
+        assert!(parse_listing("missing 2\n", &refs).unwrap().1.is_none());
+        for bad in ["file 9 1 x\n", "file 1 big x\n", "what\n"] {
+            let err = parse_listing(bad, &refs).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_fetched_file_counts_only_when_size_and_digest_agree() {
+        let sum = "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7";
+        let said = Output {
+            exit_code: Some(0),
+            stderr: format!("size 2 sha256 {sum}\n").into_bytes(),
+            ..Output::default()
+        };
+        let cases: &[((u64, &str), Option<ErrorKind>)] = &[
+            ((2, sum), None),
+            ((1, sum), Some(ErrorKind::Io)),
+            ((2, "00"), Some(ErrorKind::Io)),
+        ];
+        for ((size, digest), expected) in cases {
+            let got = check_fetched("a", &said, (*size, (*digest).to_owned()));
+            assert_eq!(got.err().map(|e| e.kind()), *expected, "{size} {digest}");
+        }
+        let silent = Output::default();
+        let err = check_fetched("a", &silent, (2, sum.to_owned())).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnexpectedOutput);
+    }
+
+    #[test]
+    fn caps_name_the_file_and_the_cap() {
+        let limits = StageLimits::default()
+            .with_max_file_size(ByteSize::b(10))
+            .with_max_total_size(ByteSize::b(15));
+        type Case<'a> = (&'a [(&'a str, u64)], Option<&'a str>);
+        let cases: &[Case<'_>] = &[
+            (&[("a", 10), ("b", 5)], None),
+            (
+                &[("a", 11)],
+                Some(
+                    "\"a\": 11 bytes, more than the per-file cap (stageLimits.maxFileSize) of 10 bytes",
+                ),
+            ),
+            (
+                &[("a", 10), ("b", 6)],
+                Some(
+                    "16 bytes with \"b\", more than the total cap (stageLimits.maxTotalSize) of 15 bytes",
+                ),
+            ),
+        ];
+        for (files, expected) in cases {
+            let result = check_sizes("stage-in", files.iter().copied(), &limits);
+            match expected {
+                None => result.unwrap(),
+                Some(text) => {
+                    let err = result.unwrap_err();
+                    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+                    assert!(err.message().contains(text), "{err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_argument_lists_split_under_the_command_line_limit() {
+        let groups = (0..10_000).map(|i| vec![format!("dir/file-{i:05}"), "4096".to_owned()]);
+        let chunks = command_chunks(groups);
+        assert!(chunks.len() > 1);
+        assert_eq!(chunks.iter().map(Vec::len).sum::<usize>(), 20_000);
+        for chunk in &chunks {
+            let quoted: usize = chunk.iter().map(|a| a.len() + 3).sum();
+            assert!(quoted <= MAX_COMMAND_LINE / 2);
+            assert_eq!(chunk.len() % 2, 0, "a pair is never split");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_input_over_its_cap_is_refused_before_anything_is_sent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cluster");
+        let staging = StagingDir::new(&LocalShell, root.to_str().unwrap(), Duration::from_secs(10));
+        let limits = StageLimits::default().with_max_file_size(ByteSize::b(3));
+        let inputs = [StageIn::bytes(b"four".to_vec(), "big.txt")];
+        let err = staging
+            .stage_in(&inputs, &limits, &Transfer::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().contains("\"big.txt\": 4 bytes"), "{err}");
+        assert!(!root.exists(), "nothing was created");
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_input_is_not_sent_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cluster");
+        let staging = StagingDir::new(&LocalShell, root.to_str().unwrap(), Duration::from_secs(10));
+        let inputs = [StageIn::bytes(b"same".to_vec(), "a.txt")];
+        let moved = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&moved);
+        let transfer = Transfer::default().with_progress(move |p| {
+            seen.lock().unwrap().push(p.done);
+        });
+        staging
+            .stage_in(&inputs, &StageLimits::default(), &transfer)
+            .await
+            .unwrap();
+        let first = std::mem::take(&mut *moved.lock().unwrap());
+        assert_eq!(first.first(), Some(&0), "sent: it starts at 0");
+        let mtime = std::fs::metadata(root.join("a.txt"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        staging
+            .stage_in(&inputs, &StageLimits::default(), &transfer)
+            .await
+            .unwrap();
+        assert_eq!(*moved.lock().unwrap(), [4], "skipped: only its completion");
+        assert_eq!(
+            std::fs::metadata(root.join("a.txt"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            mtime
+        );
+    }
+}

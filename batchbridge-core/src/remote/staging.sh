@@ -20,19 +20,24 @@ inside() {
     c=$(canon "$1") || return 1
     case $c in "$real" | "$real"/*) return 0 ;; *) return 1 ;; esac
 }
-digest() {
-    if command -v sha256sum >/dev/null 2>&1; then
-        set -- "$(sha256sum <"$1")"
-    elif command -v shasum >/dev/null 2>&1; then
-        set -- "$(shasum -a 256 <"$1")"
-    elif command -v openssl >/dev/null 2>&1; then
-        set -- "$(openssl dgst -sha256 <"$1")"
-        set -- "${1##* }"
-    else
-        echo "the cluster has no sha256sum, shasum or openssl to check a file's SHA-256" >&2
-        exit 5
-    fi
-    printf '%s\n' "${1%% *}"
+# The SHA-256 of standard input, with whichever tool the cluster has; `digest_tool` is empty
+# when it has none.
+if command -v sha256sum >/dev/null 2>&1; then
+    digest_tool=sha256sum
+    digest() { set -- "$(sha256sum)" && printf '%s\n' "${1%% *}"; }
+elif command -v shasum >/dev/null 2>&1; then
+    digest_tool=shasum
+    digest() { set -- "$(shasum -a 256)" && printf '%s\n' "${1%% *}"; }
+elif command -v openssl >/dev/null 2>&1; then
+    digest_tool=openssl
+    digest() { set -- "$(openssl dgst -sha256)" && printf '%s\n' "${1##* }"; }
+else
+    digest_tool=
+fi
+need_digest() {
+    [ -n "$digest_tool" ] && return 0
+    echo "the cluster has no sha256sum, shasum or openssl to check a file's SHA-256" >&2
+    exit 5
 }
 size_of() { set -- "$(wc -c <"$1")" && printf '%s\n' $(($1)); }
 refuse() {
@@ -49,13 +54,14 @@ fi
 real=$(cd -P -- "$root" 2>/dev/null && pwd -P) || refuse "the working directory $root does not exist"
 case $verb in
 probe)
+    need_digest
     printf 'root %s\n' "$real"
     while [ $# -ge 2 ]; do
         p=$real/$1
         if hostile "$1" || ! inside "$p"; then
             echo "refused it resolves outside the working directory"
         elif [ -f "$p" ] && [ "$(size_of "$p")" = "$2" ]; then
-            printf 'have %s\n' "$(digest "$p")"
+            printf 'have %s\n' "$(digest <"$p")"
         else
             echo absent
         fi
@@ -71,14 +77,15 @@ put)
     dir=${p%/*}
     mkdir -p -- "$dir" || exit 1
     inside "$dir" || refuse "$dest resolves outside the working directory"
+    need_digest
     tmp=$dir/.${p##*/}.bb-partial.$$
     trap 'rm -f -- "$tmp"' EXIT
     trap 'rm -f -- "$tmp"; exit 1' HUP INT TERM PIPE
-    cat >"$tmp" || exit 1
+    # Hashed as it is written, so that checking costs no second read.
+    got_sum=$(tee -- "$tmp" | digest) || exit 1
     got=$(size_of "$tmp")
     [ "$got" = "$size" ] || { echo "$dest arrived cut short: $got of $size bytes" >&2; exit 4; }
-    got=$(digest "$tmp")
-    [ "$got" = "$sum" ] || { echo "$dest arrived damaged: SHA-256 $got, not $sum" >&2; exit 4; }
+    [ "$got_sum" = "$sum" ] || { echo "$dest arrived damaged: SHA-256 $got_sum, not $sum" >&2; exit 4; }
     mv -f -- "$tmp" "$p" || exit 1
     trap - EXIT
     ;;
@@ -124,8 +131,15 @@ fetch)
     inside "$p" || refuse "$1 resolves outside the working directory"
     c=$(canon "$p")
     [ -f "$c" ] || refuse "$1 is not a regular file"
-    cat -- "$c" || exit 1
-    printf 'size %s sha256 %s\n' "$(size_of "$c")" "$(digest "$c")" >&2
+    need_digest
+    # The file goes out on stdout (fd 4 inside) while it is hashed beside it, two reads at
+    # once instead of one after the other.
+    exec 4>&1
+    sum=$( { cat -- "$c" >&4 4>&-; } & sender=$!
+        digest <"$c" 4>&-
+        wait "$sender" || echo failed)
+    case $sum in *failed*) exit 1 ;; esac
+    printf 'size %s sha256 %s\n' "$(size_of "$c")" "$sum" >&2
     ;;
 remove)
     for f do

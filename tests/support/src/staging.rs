@@ -100,7 +100,7 @@ pub fn kill_ssh_masters_of_this_process() {
             continue;
         };
         // pid (comm) state ppid ...
-        let Some((comm, rest)) = stat.split_once(") ").map(|(a, b)| (a, b)) else {
+        let Some((comm, rest)) = stat.split_once(") ") else {
             continue;
         };
         let parent = rest.split_whitespace().nth(1);
