@@ -225,6 +225,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn cleanup_removes_what_a_job_staged_and_nothing_else() {
+        let work = tempfile::tempdir().unwrap();
+        let own = tempfile::tempdir().unwrap();
+        let root = work.path().to_str().unwrap();
+        // A job that staged into WORK/staged/KEY, and one into a working directory of its
+        // own, where the user also keeps a file of theirs and a symlink out.
+        for (key, id) in [("in-staged", "21"), ("in-own", "22")] {
+            let dir = work.path().join("jobs").join(key);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("job_id"), format!("{id}\n")).unwrap();
+        }
+        std::fs::create_dir_all(work.path().join("staged/in-staged/data")).unwrap();
+        std::fs::write(work.path().join("staged/in-staged/data/x"), "x").unwrap();
+        std::fs::create_dir_all(own.path().join("inputs")).unwrap();
+        for name in ["inputs/a.csv", "b.txt", "mine.txt"] {
+            std::fs::write(own.path().join(name), name).unwrap();
+        }
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "keep").unwrap();
+        std::os::unix::fs::symlink(outside.path(), own.path().join("link")).unwrap();
+        let job = work.path().join("jobs/in-own");
+        std::fs::write(job.join("working_dir"), own.path().to_str().unwrap()).unwrap();
+        std::fs::write(
+            job.join("staged_inputs"),
+            "inputs/a.csv\nb.txt\nlink/keep\n../x",
+        )
+        .unwrap();
+        for key in ["in-staged", "in-own"] {
+            let command = Command::sh(CLEANUP, [root, key, STAGING]);
+            let output = crate::shell::LocalShell.run(&command).await.unwrap();
+            assert_eq!(output.exit_code, Some(0), "{output:?}");
+        }
+        assert!(!work.path().join("staged/in-staged").exists());
+        assert!(!work.path().join("jobs/in-own").exists());
+        assert!(!own.path().join("inputs/a.csv").exists());
+        assert!(!own.path().join("b.txt").exists());
+        assert!(
+            own.path().join("mine.txt").is_file(),
+            "the user's own file stays"
+        );
+        assert!(
+            outside.path().join("keep").is_file(),
+            "nothing outside through a symlink"
+        );
+    }
+
+    #[tokio::test]
     async fn a_job_directory_without_a_tasks_file_has_one_task() {
         let work = tempfile::tempdir().unwrap();
         let dir = work.path().join("jobs/key-1");

@@ -142,9 +142,12 @@ fetch)
     printf 'size %s sha256 %s\n' "$(size_of "$c")" "$sum" >&2
     ;;
 remove)
+    # A path the caller would refuse, or one leading out, is skipped, not an error: what
+    # is left to remove still goes.
     for f do
-        hostile "$f" && continue
-        inside "$real/$f" && [ ! -d "$real/$f" ] && rm -f -- "$real/$f"
+        if ! hostile "$f" && inside "$real/$f" && [ ! -d "$real/$f" ]; then
+            rm -f -- "$real/$f" || exit 1
+        fi
     done
     ;;
 *)
