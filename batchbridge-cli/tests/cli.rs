@@ -1808,9 +1808,10 @@ fn staging_in_and_out(cluster: &str) {
         shown.display(),
         analyse.display()
     );
-    let (exit, screen) = user
-        .on_terminal(&line)
-        .finish("run --in --out on a terminal");
+    let mut terminal = user.on_terminal(&line);
+    // The job may wait in a busy queue for longer than `finish` waits for the tool to end.
+    terminal.read_until("copy.csv (3000000 bytes)");
+    let (exit, screen) = terminal.finish("run --in --out on a terminal");
     assert_eq!(exit, Some(0), "{screen}");
     assert!(
         screen.contains("data.csv") && screen.contains("====="),
