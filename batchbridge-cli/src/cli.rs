@@ -122,7 +122,8 @@ pub(crate) enum Command {
     },
     /// Submit a script, print its output live, exit with its exit code.
     #[command(after_help = "Examples:\n  batchbridge run hello.sh\n  \
-        batchbridge -c hpc run --cpus 8 --time 30m --cancel-on-interrupt build.sh")]
+        batchbridge -c hpc run --cpus 8 --time 30m --cancel-on-interrupt build.sh\n  \
+        batchbridge run --in data.csv --out 'results/*' analyse.sh")]
     Run {
         #[command(flatten)]
         job: JobArgs,
@@ -172,6 +173,19 @@ pub(crate) enum Command {
         /// `==> task N <==` line).
         #[arg(long)]
         task: Option<u32>,
+    },
+    /// Fetch files an ended job left in its working directory.
+    #[command(after_help = "Examples:\n  batchbridge get hpc:1234 'results/*'\n  \
+        batchbridge get 1234 output.csv ./back")]
+    Get {
+        /// The job as CLUSTER:ID or ID.
+        job: String,
+        /// A path or glob relative to the job's working directory (a directory is fetched
+        /// whole).
+        pattern: String,
+        /// Where the files go, each under its path in the working directory (default: the
+        /// current directory).
+        dir: Option<PathBuf>,
     },
     /// Cancel jobs (an ended job is left as it is, and said to have ended).
     Cancel {
@@ -295,6 +309,17 @@ pub(crate) struct JobArgs {
     /// The partition (SLURM) or queue.
     #[arg(long)]
     pub(crate) partition: Option<String>,
+    /// A local file or directory sent to the job's working directory before the submit, as
+    /// DEST (default: its own name) there (repeatable). The job is submitted only when every
+    /// input arrived whole (size and SHA-256 checked on the cluster).
+    #[arg(long = "in", value_name = "PATH[:DEST]")]
+    pub(crate) inputs: Vec<String>,
+    /// Files the job leaves in its working directory, a path or a glob (quote it), fetched
+    /// after it ended into LOCALDIR (default: the current directory) under their paths
+    /// there (repeatable). `run` and `submit --wait` fetch them before they exit; later,
+    /// `batchbridge get` does.
+    #[arg(long = "out", value_name = "PATTERN[:LOCALDIR]")]
+    pub(crate) outputs: Vec<String>,
 }
 
 /// `--time`, by core's parser, whose message says every accepted form.

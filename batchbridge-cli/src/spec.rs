@@ -6,6 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use batchbridge_core::directives::DirectiveReport;
+use batchbridge_core::staging::{StageIn, StageOut, StageWhen};
 use batchbridge_core::{ArraySpec, BatchBackend, JobKey, JobSpec};
 
 use crate::cli::JobArgs;
@@ -64,7 +65,43 @@ pub(crate) fn job_spec(job: JobArgs) -> CliResult<Flagged> {
         spec.environment.insert(name.to_owned(), value.to_owned());
     }
     spec.queue = job.partition;
+    for input in &job.inputs {
+        spec.stage_in.push(stage_in(input)?);
+    }
+    for output in &job.outputs {
+        spec.stage_out.push(stage_out(output));
+    }
     Ok(Flagged { spec, default_name })
+}
+
+/// `--in PATH[:DEST]`: DEST after the last `:` when there is one, else the file's or
+/// directory's own name.
+fn stage_in(text: &str) -> CliResult<StageIn> {
+    let (path, dest) = match text.rsplit_once(':') {
+        Some((path, dest)) if !path.is_empty() && !dest.is_empty() => (path, dest.to_owned()),
+        _ => {
+            let name = Path::new(text)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "--in {text:?}: name a file or directory, or give :DEST"
+                    ))
+                })?;
+            (text, name.to_owned())
+        }
+    };
+    Ok(StageIn::path(path, dest))
+}
+
+/// `--out PATTERN[:LOCALDIR]`: fetched after any end, so that a failed job's partial
+/// results come back too; LOCALDIR defaults to the current directory.
+fn stage_out(text: &str) -> StageOut {
+    let (pattern, dir) = match text.rsplit_once(':') {
+        Some((pattern, dir)) if !pattern.is_empty() && !dir.is_empty() => (pattern, dir),
+        _ => (text, "."),
+    };
+    StageOut::new(pattern, dir).when(StageWhen::Always)
 }
 
 /// The spec to submit: the flags' with the script's directives for `backend` applied
@@ -87,7 +124,7 @@ pub(crate) fn with_directives(
 /// Core's validation names the spec's fields (`job spec KEY: array.count: …`); the person
 /// at the terminal typed flags, and never saw the key the tool made up.
 fn in_flags(message: &str, key: &str) -> String {
-    const FLAGS: [(&str, &str); 9] = [
+    const FLAGS: [(&str, &str); 11] = [
         ("resources.cpus", "--cpus"),
         ("resources.gpus", "--gpus"),
         ("resources.memory", "--mem"),
@@ -97,6 +134,8 @@ fn in_flags(message: &str, key: &str) -> String {
         ("queue ", "--partition "),
         ("environment ", "--env "),
         ("name ", "--name "),
+        ("stageIn ", "--in "),
+        ("stageOut ", "--out "),
     ];
     let message = message
         .strip_prefix(&format!("job spec {key}: "))

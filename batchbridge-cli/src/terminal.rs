@@ -1,11 +1,14 @@
-//! What only shows on a terminal: the progress spinner and colours. In a pipe or a file
+//! What only shows on a terminal: the progress spinner, transfer bars and colours. In a pipe or a file
 //! the tool prints plain text and no spinner, so scripts see only what they asked for.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use batchbridge_core::JobState;
+use batchbridge_core::staging::{Direction, Transfer};
 use console::Style;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::exit::CliError;
 
@@ -19,6 +22,37 @@ pub(crate) fn spinner(message: String) -> ProgressBar {
     bar.set_message(message);
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
+}
+
+/// Progress bars on standard error, one per file a stage-in or stage-out moves, drawn only
+/// when standard error is a terminal (indicatif hides them otherwise, as the spinner).
+pub(crate) fn transfer_bars() -> Transfer {
+    let bars = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(
+        "{prefix} {wide_msg} {bytes}/{total_bytes} [{bar:30}] {bytes_per_sec}",
+    )
+    .map(|style| style.progress_chars("=> "))
+    .ok();
+    let open: Mutex<HashMap<String, ProgressBar>> = Mutex::default();
+    Transfer::default().with_progress(move |progress| {
+        let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
+        let bar = open.entry(progress.file.to_owned()).or_insert_with(|| {
+            let bar = bars.add(ProgressBar::new(progress.total));
+            if let Some(style) = &style {
+                bar.set_style(style.clone());
+            }
+            bar.set_prefix(match progress.direction {
+                Direction::In => "in ",
+                Direction::Out => "out",
+            });
+            bar.set_message(progress.file.to_owned());
+            bar
+        });
+        bar.set_position(progress.done);
+        if progress.done >= progress.total {
+            bar.finish();
+        }
+    })
 }
 
 /// A state's word, coloured when standard output is a terminal (and `NO_COLOR` is unset).

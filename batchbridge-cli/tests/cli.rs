@@ -1911,4 +1911,78 @@ fn max_queued_in_the_config_holds_submits() {
     assert_eq!(states.len(), 8);
     assert!(most <= 2, "squeue showed {most} of them at once");
     assert!(waited >= 5, "only {waited} submits waited");
+/// `run --in --out` sends a file, waits for the job and fetches its results before it
+/// exits; `get` fetches more later; in a pipe no progress bar is drawn, on a terminal the
+/// files' bars are.
+fn staging_in_and_out(cluster: &str) {
+    let user = User::new();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let input = user.home.path().join("data.csv");
+    std::fs::write(&input, &data).unwrap();
+    let analyse = user.script(
+        "analyse.sh",
+        "mkdir -p results\nwc -c < data.csv > results/count\ncp data.csv results/copy.csv\n",
+    );
+    let back = user.home.path().join("back");
+    let out = format!("results/*:{}", back.display());
+    let output = user.run(&[
+        "-c",
+        cluster,
+        "run",
+        "--in",
+        input.to_str().unwrap(),
+        "--out",
+        &out,
+        analyse.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), 0, "{cluster}: {}", stderr(&output));
+    assert_eq!(
+        std::fs::read_to_string(back.join("results/count"))
+            .unwrap()
+            .trim(),
+        "3000000"
+    );
+    assert_eq!(std::fs::read(back.join("results/copy.csv")).unwrap(), data);
+    let said = stderr(&output);
+    assert!(
+        !said.contains("=====") && !said.contains('\r'),
+        "a bar in a pipe: {said:?}"
+    );
+
+    let job = user.status(&[]).remove(0)["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let later = user.home.path().join("later");
+    let output = user.run(&["get", &job, "results/count", later.to_str().unwrap()]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read_to_string(later.join("results/count"))
+            .unwrap()
+            .trim(),
+        "3000000"
+    );
+
+    let shown = user.home.path().join("shown");
+    let line = format!(
+        "-c {cluster} run --in {} --out 'results/*:{}' {}",
+        input.display(),
+        shown.display(),
+        analyse.display()
+    );
+    let mut terminal = user.on_terminal(&line);
+    // The job may wait in a busy queue for longer than `finish` waits for the tool to end.
+    terminal.read_until("copy.csv (3000000 bytes)");
+    let (exit, screen) = terminal.finish("run --in --out on a terminal");
+    assert_eq!(exit, Some(0), "{screen}");
+    assert!(
+        screen.contains("data.csv") && screen.contains("====="),
+        "no bars: {screen:?}"
+    );
+    assert_eq!(std::fs::read(shown.join("results/copy.csv")).unwrap(), data);
+}
+
+#[test]
+fn staging_on_slurm_over_ssh() {
+    staging_in_and_out("slurm");
 }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::estimate::StartEstimate;
 use crate::events::EventSource;
 use crate::spec::{JobKey, JobSpec};
+use crate::staging::{StageLimits, StageOut, StagedOutputs, Transfer};
 use crate::state::JobStatus;
 
 /// Here as well as at the crate root: the type the trait speaks, by its old path.
@@ -58,6 +59,9 @@ pub struct Capabilities {
     pub cleanup: bool,
     /// [`BatchBackend::estimate_start`]: when a job would start.
     pub estimates: bool,
+    /// Stage-in and stage-out ([`JobSpec::stage_in`], [`JobSpec::stage_out`],
+    /// [`BatchBackend::stage_out`]).
+    pub staging: bool,
 }
 
 impl Capabilities {
@@ -70,6 +74,7 @@ impl Capabilities {
         withdraw: false,
         cleanup: false,
         estimates: false,
+        staging: false,
     };
 
     /// Sets [`Capabilities::arrays`].
@@ -114,6 +119,12 @@ impl Capabilities {
         self
     }
 
+    /// Sets [`Capabilities::staging`].
+    pub const fn with_staging(mut self, yes: bool) -> Self {
+        self.staging = yes;
+        self
+    }
+
     /// Refuses a spec that asks for something this backend cannot do.
     ///
     /// ```
@@ -129,6 +140,10 @@ impl Capabilities {
         let missing = [
             (spec.array.is_some() && !self.arrays, "array jobs"),
             (spec.container.is_some() && !self.containers, "containers"),
+            (
+                spec.stages_files() && !self.staging,
+                "staging files in and out",
+            ),
             (
                 spec.resources.gpus.is_some_and(|g| g > 0) && !self.gpus,
                 "GPUs",
@@ -421,7 +436,43 @@ pub trait BatchBackend: Send + Sync {
     fn capabilities(&self) -> Capabilities;
 
     /// Submits a job, or returns the id of the job already submitted with the same key.
+    ///
+    /// A backend with [`Capabilities::staging`] first sends the spec's
+    /// [`stage_in`](JobSpec::stage_in) files (see [`crate::staging`]) and submits only when
+    /// every one arrived whole; one without refuses a spec that stages anything.
     async fn submit(&self, spec: &JobSpec) -> Result<JobId>;
+
+    /// [`submit`](Self::submit), with the stage-in's progress reported to, and its
+    /// concurrency taken from, `transfer`. The default ignores `transfer`.
+    async fn submit_with(&self, spec: &JobSpec, transfer: &Transfer) -> Result<JobId> {
+        let _ = transfer;
+        self.submit(spec).await
+    }
+
+    /// Fetches job `id`'s `outputs` (see [`crate::staging`]) after it ended, those whose
+    /// [`StageWhen`](crate::staging::StageWhen) matches how its status says it ended:
+    /// each file to a temporary name in its local directory, its size and SHA-256 checked
+    /// against the cluster's, then renamed. Running it again fetches every file afresh, so
+    /// an interrupted stage-out is finished by running it again. The caps in `limits` apply.
+    ///
+    /// A job that has not ended is refused ([`JobActive`](crate::ErrorKind::JobActive)).
+    /// The default says Unsupported, as does a backend without [`Capabilities::staging`].
+    async fn stage_out(
+        &self,
+        id: &JobId,
+        outputs: &[StageOut],
+        limits: &StageLimits,
+        transfer: &Transfer,
+    ) -> Result<StagedOutputs> {
+        let _ = (outputs, limits, transfer);
+        Err(Error::new(
+            crate::ErrorKind::Unsupported,
+            format!(
+                "the {} backend cannot stage out files (job {id})",
+                self.name()
+            ),
+        ))
+    }
 
     /// The job submitted with this key, if any.
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>>;

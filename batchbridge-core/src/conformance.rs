@@ -1200,6 +1200,405 @@ pub async fn cleanup_removes_only_ended_jobs<B: BatchBackend + ?Sized>(
     Ok(())
 }
 
+/// The SHA-256 of `bytes`, lower-case hex, as `sha256sum` prints it.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(bytes))
+}
+
+/// Bytes that compress badly, so a transfer cannot shortcut them.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// Staging ([`crate::staging`]): a local file, bytes and a local directory are staged in
+/// before the submit, and the job finds each with its SHA-256 (it checks them with
+/// `sha256sum -c` and fails otherwise); a glob and a directory are staged out after it
+/// succeeded, byte for byte, an output only for failures is skipped, progress reaches
+/// every file's total, a second submit of the key sends nothing and returns the same job,
+/// a second stage-out fetches the same files again, a pattern matching nothing is
+/// [`NotFound`](ErrorKind::NotFound) unless `missing_ok`, and after cleanup the staged
+/// files are gone. A backend that cannot stage must say
+/// [`Unsupported`](ErrorKind::Unsupported).
+pub async fn staged_files_arrive_whole_and_outputs_come_back<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    use crate::staging::{StageIn, StageOut, StageWhen, Transfer};
+    let local = tempfile::tempdir()?;
+    let data = noise(300_000, 7);
+    let leaf = b"a leaf\n".to_vec();
+    let deep = noise(4096, 11);
+    std::fs::write(local.path().join("data.csv"), &data)?;
+    std::fs::create_dir_all(local.path().join("tree/sub"))?;
+    std::fs::write(local.path().join("tree/leaf.txt"), &leaf)?;
+    std::fs::write(local.path().join("tree/sub/deep.bin"), &deep)?;
+    let manifest = format!(
+        "{}  data.csv\n{}  inputs/tree/leaf.txt\n{}  inputs/tree/sub/deep.bin\n",
+        sha256_hex(&data),
+        sha256_hex(&leaf),
+        sha256_hex(&deep)
+    );
+    let back = local.path().join("back");
+    let mut spec = spec(
+        config,
+        "staging_round_trip",
+        "sha256sum -c check.sha256 || exit 7\n\
+         mkdir -p results out/deep\n\
+         printf one > results/1.txt\nprintf two > results/2.txt\nprintf log > results/3.log\n\
+         cp data.csv out/deep/copy.csv\n",
+    );
+    spec = spec
+        .with_stage_in(StageIn::path(local.path().join("data.csv"), "data.csv"))
+        .with_stage_in(StageIn::bytes(manifest.into_bytes(), "check.sha256"))
+        .with_stage_in(StageIn::path(local.path().join("tree"), "inputs/tree"))
+        .with_stage_out(StageOut::new("results/*.txt", &back))
+        .with_stage_out(StageOut::new("out", &back).when(StageWhen::Always))
+        .with_stage_out(StageOut::new("failure-notes", &back).when(StageWhen::OnFailure));
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let progress = Arc::clone(&seen);
+    let transfer = Transfer::default().with_progress(move |p| {
+        let mut seen = progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.insert(
+            (
+                p.direction == crate::staging::Direction::In,
+                p.file.to_owned(),
+            ),
+            (p.done, p.total),
+        );
+    });
+    let submitted = backend.submit_with(&spec, &transfer).await;
+    if !declared(
+        backend,
+        "staging",
+        backend.capabilities().staging,
+        &submitted,
+    ) {
+        return Ok(());
+    }
+    let id = submitted?;
+    let status = wait_terminal(backend, &id, config).await?;
+    assert_eq!(
+        status.state,
+        JobState::Succeeded,
+        "the job found its inputs damaged or missing: {status:?}"
+    );
+    {
+        let seen = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for file in [
+            "data.csv",
+            "check.sha256",
+            "inputs/tree/leaf.txt",
+            "inputs/tree/sub/deep.bin",
+        ] {
+            let (done, total) = seen
+                .get(&(true, file.to_owned()))
+                .copied()
+                .unwrap_or_else(|| panic!("no progress for {file}: {seen:?}"));
+            assert_eq!(done, total, "{file}");
+        }
+    }
+    assert_eq!(
+        backend.submit(&spec).await?,
+        id,
+        "a second submit of the key is the same job"
+    );
+
+    for round in 0..2 {
+        let staged = backend
+            .stage_out(&id, &spec.stage_out, &spec.stage_limits, &transfer)
+            .await?;
+        let remote: Vec<_> = staged.files.iter().map(|f| f.remote.as_str()).collect();
+        assert_eq!(
+            remote,
+            ["out/deep/copy.csv", "results/1.txt", "results/2.txt"],
+            "round {round}"
+        );
+        assert_eq!(staged.skipped, ["failure-notes"]);
+        assert_eq!(std::fs::read(back.join("results/1.txt"))?, b"one");
+        assert_eq!(std::fs::read(back.join("results/2.txt"))?, b"two");
+        assert_eq!(
+            std::fs::read(back.join("out/deep/copy.csv"))?,
+            data,
+            "byte for byte"
+        );
+        assert!(
+            !back.join("results/3.log").exists(),
+            "only what the glob matched"
+        );
+        let copy = &staged.files[0];
+        assert_eq!(
+            (copy.size, copy.sha256.as_str()),
+            (data.len() as u64, sha256_hex(&data).as_str())
+        );
+    }
+    let nothing = [StageOut::new("no-such-*", &back)];
+    let missing = backend
+        .stage_out(&id, &nothing, &spec.stage_limits, &transfer)
+        .await
+        .expect_err("a pattern matching nothing fetched something");
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    let fine = [StageOut::new("no-such-*", &back).missing_ok(true)];
+    let staged = backend
+        .stage_out(&id, &fine, &spec.stage_limits, &transfer)
+        .await?;
+    assert!(staged.files.is_empty());
+
+    if backend.capabilities().cleanup {
+        backend.cleanup(&spec.key).await?;
+        let gone = backend
+            .stage_out(&id, &spec.stage_out, &spec.stage_limits, &transfer)
+            .await
+            .expect_err("the staged files outlived cleanup");
+        assert!(
+            matches!(gone.kind(), ErrorKind::NotFound | ErrorKind::InvalidInput),
+            "{gone}"
+        );
+    }
+    Ok(())
+}
+
+/// Staging refuses paths that leave the job's working directory, on both sides, and
+/// writes nothing anywhere for them: on this side `../x`, `/etc/passwd`, names with a
+/// newline or a quote, and a local directory holding a symlink to a file outside it are
+/// [`InvalidInput`](ErrorKind::InvalidInput) before anything is sent (the key has no job);
+/// on the cluster, in a working directory whose job left a symlink to `~/.ssh` and one to
+/// `/etc/passwd`, a stage-in through the symlink and a stage-out of either symlink, or of
+/// a directory holding one, are refused; a last job finds no canary file in `~/.ssh` or
+/// the working directory, and nothing arrived locally.
+pub async fn hostile_stage_paths_are_refused_on_both_sides<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    use crate::staging::{StageIn, StageOut, StageWhen};
+    let local = tempfile::tempdir()?;
+    let back = local.path().join("back");
+    std::fs::create_dir_all(&back)?;
+    let probe =
+        spec(config, "staging_probe", "true\n").with_stage_in(StageIn::bytes(b"x".to_vec(), "x"));
+    let probed = backend.submit(&probe).await;
+    if !declared(backend, "staging", backend.capabilities().staging, &probed) {
+        return Ok(());
+    }
+    wait_terminal(backend, &probed?, config).await?;
+
+    for dest in [
+        "../canary",
+        "/etc/passwd",
+        "a\ncanary",
+        "it's'; touch canary; '",
+        "a\"b",
+        "sub/../../canary",
+    ] {
+        let hostile = spec(config, "staging_hostile", "true\n")
+            .with_stage_in(StageIn::bytes(b"canary".to_vec(), dest));
+        let err = backend
+            .submit(&hostile)
+            .await
+            .expect_err("a hostile destination was staged");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{dest:?}: {err}");
+        assert_eq!(
+            backend.find(&hostile.key).await?,
+            None,
+            "{dest:?}: a job was submitted"
+        );
+    }
+    std::fs::create_dir_all(local.path().join("tree"))?;
+    std::fs::write(local.path().join("secret"), "canary")?;
+    std::os::unix::fs::symlink(local.path().join("secret"), local.path().join("tree/leak"))?;
+    let leaky = spec(config, "staging_leaky_dir", "true\n")
+        .with_stage_in(StageIn::path(local.path().join("tree"), "tree"));
+    let err = backend
+        .submit(&leaky)
+        .await
+        .expect_err("a symlink out of a staged directory was followed");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+
+    // A job leaves symlinks pointing outside its working directory.
+    let trap = spec(
+        config,
+        "staging_trap",
+        "ln -s ~/.ssh sshlink\nln -s /etc/passwd pw\nmkdir -p d\nln -s ~/.ssh/authorized_keys d/keys\npwd\n",
+    )
+    .with_stage_in(StageIn::bytes(b"x".to_vec(), "x"))
+    .with_stage_out(StageOut::new("sshlink", &back).when(StageWhen::Always))
+    .with_stage_out(StageOut::new("pw", &back).when(StageWhen::Always))
+    .with_stage_out(StageOut::new("d", &back).when(StageWhen::Always));
+    let trap_id = backend.submit(&trap).await?;
+    let status = wait_terminal(backend, &trap_id, config).await?;
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    let refused = backend
+        .stage_out(
+            &trap_id,
+            &trap.stage_out,
+            &trap.stage_limits,
+            &Default::default(),
+        )
+        .await
+        .expect_err("a symlink out of the working directory was fetched");
+    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
+    let cwd = backend
+        .fetch_output(&trap_id, &OutputRequest::tail(4096))
+        .await?
+        .stdout
+        .text()
+        .trim()
+        .to_owned();
+    assert!(cwd.starts_with('/'), "the trap job printed {cwd:?}");
+
+    let mut through = spec(config, "staging_through_link", "true\n")
+        .with_stage_in(StageIn::bytes(b"canary".to_vec(), "sshlink/canary"));
+    through.working_dir = Some(cwd.clone());
+    let err = backend
+        .submit(&through)
+        .await
+        .expect_err("a stage-in went through a symlink");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(backend.find(&through.key).await?, None);
+
+    let mut check = spec(
+        config,
+        "staging_canaries",
+        "ls -A ~/.ssh | grep -c canary && exit 9\nls -A | grep -c canary && exit 8\nexit 0\n",
+    );
+    check.working_dir = Some(cwd);
+    let check_id = backend.submit(&check).await?;
+    let status = wait_terminal(backend, &check_id, config).await?;
+    assert_eq!(
+        status.state,
+        JobState::Succeeded,
+        "a canary file was written: {status:?}"
+    );
+    let arrived: Vec<_> = walk(&back);
+    assert!(arrived.is_empty(), "files arrived locally: {arrived:?}");
+    Ok(())
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(std::result::Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| e.into_path())
+        .collect()
+}
+
+/// How big [`a_large_file_stages_in_and_out_in_bounded_memory`]'s file is.
+pub const LARGE_STAGED_FILE: u64 = 200 << 20;
+
+/// A 200 MiB file ([`LARGE_STAGED_FILE`], written at test time) stages in and out, its
+/// digest checked by the job and the copy fetched byte for byte, while the peak resident
+/// memory of this process (`VmHWM`, reset before through `/proc/self/clear_refs`) stays
+/// under `max_rss`. Not in [`conformance_tests!`](crate::conformance_tests): run it in a
+/// test binary of its own, where no other test's memory counts.
+pub async fn a_large_file_stages_in_and_out_in_bounded_memory<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+    max_rss: u64,
+) -> Result<()> {
+    use crate::staging::{StageIn, StageOut, Transfer};
+    use std::io::Write;
+    let local = tempfile::tempdir()?;
+    let big = local.path().join("big.bin");
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&big)?);
+        for chunk in 0..(LARGE_STAGED_FILE >> 20) {
+            let block = noise(1 << 20, chunk + 1);
+            sha2::Digest::update(&mut hasher, &block);
+            file.write_all(&block)?;
+        }
+        file.flush()?;
+    }
+    let digest = format!("{:x}", sha2::Digest::finalize(hasher));
+    let back = local.path().join("back");
+    let spec = spec(
+        config,
+        "staging_large",
+        "sha256sum -c big.sha256 || exit 7\nmkdir -p out && cp big.bin out/copy.bin\n",
+    )
+    .with_stage_in(StageIn::path(&big, "big.bin"))
+    .with_stage_in(StageIn::bytes(
+        format!("{digest}  big.bin\n").into_bytes(),
+        "big.sha256",
+    ))
+    .with_stage_out(StageOut::new("out/*.bin", &back));
+    reset_peak_rss();
+    let id = backend.submit_with(&spec, &Transfer::default()).await?;
+    let after_in = peak_rss();
+    let status = wait_terminal(backend, &id, config).await?;
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    reset_peak_rss();
+    let staged = backend
+        .stage_out(
+            &id,
+            &spec.stage_out,
+            &spec.stage_limits,
+            &Transfer::default(),
+        )
+        .await?;
+    let after_out = peak_rss();
+    assert_eq!(staged.files.len(), 1);
+    assert_eq!(staged.files[0].sha256, digest);
+    assert_eq!(
+        file_sha256(&back.join("out/copy.bin"))?,
+        digest,
+        "byte for byte"
+    );
+    eprintln!(
+        "peak RSS: stage-in {} KiB, stage-out {} KiB",
+        after_in >> 10,
+        after_out >> 10
+    );
+    assert!(
+        after_in < max_rss && after_out < max_rss,
+        "peak RSS {after_in} / {after_out} bytes, over {max_rss}"
+    );
+    if backend.capabilities().cleanup {
+        backend.cleanup(&spec.key).await?;
+    }
+    Ok(())
+}
+
+/// The SHA-256 of a file, read in bounded memory.
+pub fn file_sha256(path: &std::path::Path) -> Result<String> {
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    let mut file = std::io::BufReader::new(std::fs::File::open(path)?);
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(format!("{:x}", sha2::Digest::finalize(hasher)))
+}
+
+/// Resets this process's peak resident memory (`VmHWM`) to its current resident memory.
+pub fn reset_peak_rss() {
+    // Linux ≥ 4.0; without it the peak is the process's whole life, which only errs high.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// This process's peak resident memory in bytes (`VmHWM` of `/proc/self/status`).
+pub fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib << 10)
+}
+
 /// How long the tracker of [`pushed_changes_arrive_for_run_succeed_fail_cancel`] waits
 /// between polls: longer than any check, so that after a job's first poll only its events
 /// (and the polls they ask for) can tell the tracker anything.
@@ -1454,6 +1853,8 @@ macro_rules! conformance_tests {
             withdraw_takes_only_a_job_that_has_not_started,
             a_reused_id_never_shows_the_old_job,
             capabilities_say_what_the_backend_does,
+            staged_files_arrive_whole_and_outputs_come_back,
+            hostile_stage_paths_are_refused_on_both_sides,
         );
         $crate::conformance_tests!(@tracked $make, $config;
             pushed_changes_arrive_for_run_succeed_fail_cancel,

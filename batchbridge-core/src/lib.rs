@@ -112,6 +112,7 @@ pub mod placement;
 pub mod remote;
 pub mod shell;
 pub mod spec;
+pub mod staging;
 pub mod state;
 pub mod tracker;
 pub mod wrapper;

@@ -12,6 +12,7 @@ use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, truncate};
+use crate::staging::{StageIn, StageLimits, StageOut, StageSource, check_stage_path};
 
 /// Longest accepted [`JobKey`]; a Kubernetes UID (36 characters) fits with room to spare.
 pub const MAX_KEY_LEN: usize = 64;
@@ -174,6 +175,17 @@ pub struct JobSpec {
     /// backend's submit as one argument or line, never interpreted by a shell.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub passthrough: BTreeMap<String, Vec<String>>,
+    /// Files sent to the job's working directory before the submit
+    /// ([`crate::staging`]); the job is submitted only when all arrived whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_in: Vec<StageIn>,
+    /// Files fetched from the job's working directory after it ended
+    /// ([`BatchBackend::stage_out`](crate::BatchBackend::stage_out)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_out: Vec<StageOut>,
+    /// Caps on the size of what is staged, in either direction.
+    #[serde(default, skip_serializing_if = "StageLimits::is_unlimited")]
+    pub stage_limits: StageLimits,
 }
 
 /// What a job needs from the cluster. Absent fields take the cluster's defaults.
@@ -385,6 +397,9 @@ impl JobSpec {
             array: None,
             container: None,
             passthrough: BTreeMap::new(),
+            stage_in: Vec::new(),
+            stage_out: Vec::new(),
+            stage_limits: StageLimits::default(),
         }
     }
 
@@ -448,6 +463,29 @@ impl JobSpec {
             .entry(backend.into())
             .or_default()
             .push(option.into());
+        self
+    }
+
+    /// Adds one input to [`JobSpec::stage_in`].
+    pub fn with_stage_in(mut self, input: StageIn) -> Self {
+        self.stage_in.push(input);
+        self
+    }
+
+    /// Adds one output to [`JobSpec::stage_out`].
+    pub fn with_stage_out(mut self, output: StageOut) -> Self {
+        self.stage_out.push(output);
+        self
+    }
+
+    /// Whether the spec stages anything in or out.
+    pub fn stages_files(&self) -> bool {
+        !self.stage_in.is_empty() || !self.stage_out.is_empty()
+    }
+
+    /// Sets [`JobSpec::stage_limits`].
+    pub fn with_stage_limits(mut self, limits: StageLimits) -> Self {
+        self.stage_limits = limits;
         self
     }
 
@@ -612,6 +650,38 @@ impl JobSpec {
                      {MAX_PATH_LEN} bytes without NUL bytes or newlines"
                 ),
             );
+        }
+        for input in &self.stage_in {
+            if let Err(why) = check_stage_path(&input.dest, false) {
+                check(
+                    false,
+                    format!("stageIn {:?}: {why}", truncate_for_message(&input.dest)),
+                );
+            }
+            if let (StageSource::Bytes(bytes), Some(cap)) =
+                (&input.source, self.stage_limits.max_file_size)
+            {
+                check(
+                    bytes.len() as u64 <= cap.as_u64(),
+                    format!(
+                        "stageIn {:?}: {} bytes, more than the per-file cap of {}",
+                        truncate_for_message(&input.dest),
+                        bytes.len(),
+                        exact_byte_size::format_exact(cap.as_u64())
+                    ),
+                );
+            }
+        }
+        for output in &self.stage_out {
+            if let Err(why) = check_stage_path(&output.pattern, true) {
+                check(
+                    false,
+                    format!(
+                        "stageOut {:?}: {why}",
+                        truncate_for_message(&output.pattern)
+                    ),
+                );
+            }
         }
         for (backend, options) in &self.passthrough {
             for option in options {

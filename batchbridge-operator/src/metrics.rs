@@ -32,7 +32,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use batchbridge_core::Result;
-use batchbridge_core::shell::{Command, LineStream, Output, Shell, SshShell};
+use batchbridge_core::shell::{
+    Command, LineStream, Output, PipeInput, PipeOutput, Shell, SshShell,
+};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
@@ -556,6 +558,18 @@ impl Shell for MeteredShell {
         let lines = self.inner.stream(command).await;
         self.count(command);
         lines
+    }
+
+    /// A staging transfer, counted like any command.
+    async fn pipe(
+        &self,
+        command: &Command,
+        input: Option<PipeInput>,
+        output: Option<PipeOutput>,
+    ) -> Result<Output> {
+        let piped = self.inner.pipe(command, input, output).await;
+        self.count(command);
+        piped
     }
 }
 

@@ -6,6 +6,7 @@ mod clusters;
 mod completions;
 mod context;
 mod forget;
+mod get;
 mod login;
 mod logs;
 mod man;
@@ -69,6 +70,7 @@ async fn dispatch(context: &mut Context, command: Command) -> CliResult<u8> {
             follow,
             task,
         } => logs::logs(context, &job, tail, follow, task).await,
+        Command::Get { job, pattern, dir } => get::get(context, &job, &pattern, dir).await,
         Command::Cancel { jobs } => cancel::cancel(context, &jobs).await,
         Command::Clusters => clusters::clusters(context).await,
         Command::Login { name, persist } => login::login(context, name, persist).await,

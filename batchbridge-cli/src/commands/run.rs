@@ -4,7 +4,7 @@
 use batchbridge_core::{JobId, JobState};
 
 use super::context::{Context, poll_interval, tracker};
-use super::sent::{Submitted, send};
+use super::sent::{Submitted, fetch_outputs, send};
 use crate::cli::JobArgs;
 use crate::config::Cluster;
 use crate::exit::{CliResult, Exit, job_exit_code};
@@ -31,6 +31,7 @@ pub(super) async fn follow(job: &Submitted, cancel_on_interrupt: bool) -> CliRes
         entry,
         id,
         tasks,
+        ..
     } = job;
     let tracker = tracker(cluster)?;
     let spinner = terminal::spinner(format!("{} Queued", entry.reference()));
@@ -63,7 +64,17 @@ pub(super) async fn follow(job: &Submitted, cancel_on_interrupt: bool) -> CliRes
             if status.state != JobState::Succeeded {
                 eprintln!("{}: {}", entry.reference(), describe::end(&status));
             }
-            Ok(job_exit_code(&status))
+            // The outputs are fetched before the exit, whatever the job's end; a failed
+            // fetch is said, and a job that failed keeps its own exit code.
+            let fetched = fetch_outputs(job).await;
+            match fetched {
+                Err(err) if status.state == JobState::Succeeded => Err(err),
+                Err(err) => {
+                    terminal::print_error(&err);
+                    Ok(job_exit_code(&status))
+                }
+                Ok(()) => Ok(job_exit_code(&status)),
+            }
         }
         None => {
             interrupted(cluster, entry, id, cancel_on_interrupt).await?;

@@ -3,6 +3,7 @@
 
 use batchbridge_core::directives::{DirectiveReport, Fate};
 use batchbridge_core::tracker::HeldLocally;
+use batchbridge_core::staging::{StageLimits, StageOut};
 use batchbridge_core::{JobId, JobSpec, JobState, Refusal};
 
 use super::context::{Context, poll_interval};
@@ -19,6 +20,9 @@ pub(super) struct Submitted {
     pub(super) id: JobId,
     /// Its task count, when it is an array.
     pub(super) tasks: Option<u32>,
+    /// What to fetch once it ended (`--out`), and the caps on it.
+    pub(super) outputs: Vec<StageOut>,
+    pub(super) limits: StageLimits,
 }
 
 /// The chosen cluster and the spec the flags and the script's directives describe for it,
@@ -79,6 +83,8 @@ pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submi
         entry,
         id,
         tasks: spec.array.map(|array| array.count),
+        outputs: spec.stage_out,
+        limits: spec.stage_limits,
     })
 }
 
@@ -96,7 +102,11 @@ async fn submit_when_room(
     loop {
         let held = match queued_over_max(context, cluster).await? {
             Some(held) => held,
-            None => match cluster.backend.submit(spec).await {
+            None => match cluster
+                .backend
+                .submit_with(spec, &terminal::transfer_bars())
+                .await
+            {
                 Ok(id) => {
                     if said.is_some() {
                         eprintln!("batchbridge: {}: submitted as {id}", spec.name);
@@ -155,4 +165,29 @@ async fn queued_over_max(context: &Context, cluster: &Cluster) -> CliResult<Opti
         .filter(|status| in_scheduler(status.state))
         .count();
     Ok((active >= limit.get()).then_some(HeldLocally::MaxQueued { limit: limit.get() }))
+/// Fetches `--out`'s files of a job that ended, with progress bars on a terminal, and
+/// names each fetched file on standard error.
+pub(super) async fn fetch_outputs(job: &Submitted) -> CliResult<()> {
+    if job.outputs.is_empty() {
+        return Ok(());
+    }
+    fetch(&job.cluster, &job.id, &job.outputs, &job.limits).await
+}
+
+/// Fetches `outputs` of job `id`, naming each file on standard error.
+pub(super) async fn fetch(
+    cluster: &Cluster,
+    id: &JobId,
+    outputs: &[StageOut],
+    limits: &StageLimits,
+) -> CliResult<()> {
+    let staged = cluster
+        .backend
+        .stage_out(id, outputs, limits, &terminal::transfer_bars())
+        .await
+        .map_err(|err| cluster.explain(err))?;
+    for file in &staged.files {
+        eprintln!("fetched {} ({} bytes)", file.local.display(), file.size);
+    }
+    Ok(())
 }

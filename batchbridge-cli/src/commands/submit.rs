@@ -2,7 +2,7 @@
 //! what `wait` or `run` do.
 
 use super::context::Context;
-use super::sent::{Submitted, prepare, send, stop_if_refused};
+use super::sent::{fetch_outputs, prepare, send, stop_if_refused};
 use super::status::Row;
 use super::{run, wait};
 use crate::cli::{Format, JobArgs};
@@ -31,10 +31,16 @@ pub(super) async fn submit(
     if !wait {
         return Ok(Exit::Success as u8);
     }
-    let Submitted {
-        cluster, entry, id, ..
-    } = submitted;
-    let statuses = wait::until_ended(vec![(cluster, id, entry.reference())], None).await?;
+    let statuses = wait::until_ended(
+        vec![(
+            submitted.cluster.clone(),
+            submitted.id.clone(),
+            submitted.entry.reference(),
+        )],
+        None,
+    )
+    .await?;
+    fetch_outputs(&submitted).await?;
     Ok(statuses
         .first()
         .map_or(Exit::Success as u8, |(_, status)| job_exit_code(status)))

@@ -87,7 +87,7 @@ impl JobDir {
         self.root.join("tasks").join(task.to_string()).join(name)
     }
 
-    fn spec(&self) -> Option<JobSpec> {
+    pub(super) fn spec(&self) -> Option<JobSpec> {
         let bytes = std::fs::read(self.path("spec.json")).ok()?;
         serde_json::from_slice(&bytes).ok()
     }

@@ -15,6 +15,8 @@
 //! STATE_DIR/jobs/ID/cancelled        written before the group is signalled
 //! STATE_DIR/jobs/ID/tasks/I/started  when task I got its CPUs
 //! STATE_DIR/jobs/ID/tasks/I/stdout, stderr, exit_code
+//! STATE_DIR/staged/KEY              the working directory of a job that stages files and
+//!                                    names none (crate::staging)
 //! STATE_DIR/events/ID.I.started, ID.I.exit.N
 //!                                    the wrapper's job events (wrapper::WrapperEvents)
 //! ```
@@ -44,9 +46,11 @@ use crate::backend::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::estimate::{StartEstimate, refused_by_submit};
 use crate::events::EventSource;
+use crate::remote::StagingDir;
 use crate::shell::LocalShell;
 use crate::spec::{JobKey, JobSpec};
-use crate::state::JobStatus;
+use crate::staging::{StageLimits, StageOut, StagedOutputs, Transfer};
+use crate::state::{JobState, JobStatus};
 use crate::wrapper::{WrapperEvents, render_script};
 use job_dir::JobDir;
 
@@ -206,6 +210,21 @@ fn last_cleaned_id(root: &Path) -> Result<u64> {
 const LAST_ID: &str = "last_id";
 /// The directory of the wrappers' event files.
 const EVENTS: &str = "events";
+/// The directory of the staging directories, one per key of a job that stages files and
+/// names no working directory.
+const STAGED: &str = "staged";
+/// The time limit of a staging step on this machine (a transfer adds a second per MiB).
+const STAGING_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A path a command can name.
+fn utf8(path: &Path) -> Result<String> {
+    path.to_str().map(str::to_owned).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "{}: staging needs a state directory whose path is UTF-8",
+            path.display()
+        ))
+    })
+}
 
 impl Inner {
     /// The job's directory: `Err` (InvalidInput) for an id that cannot be a local job,
@@ -385,13 +404,37 @@ impl BatchBackend for LocalBackend {
             .with_withdraw(true)
             .with_cleanup(true)
             .with_estimates(true)
+            .with_staging(true)
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        self.submit_with(spec, &Transfer::default()).await
+    }
+
+    /// The submit; a spec that stages files first copies them ([`StagingDir::stage_in`],
+    /// over [`LocalShell`], as a remote backend would) to its working directory, its
+    /// `workingDir` or else `STATE_DIR/staged/KEY`, which then becomes the job's.
+    async fn submit_with(&self, spec: &JobSpec, transfer: &Transfer) -> Result<JobId> {
         self.check(spec)?;
         if let Some(id) = self.inner.find(&spec.key)? {
             return Ok(id);
         }
+        let staged;
+        let spec = if spec.stages_files() {
+            let root = match &spec.working_dir {
+                Some(dir) => dir.clone(),
+                None => utf8(&self.inner.root.join(STAGED).join(spec.key.as_str()))?,
+            };
+            let inputs = StagingDir::new(&LocalShell, &root, STAGING_TIMEOUT)
+                .stage_in(&spec.stage_in, &spec.stage_limits, transfer)
+                .await?;
+            let mut with_dir = spec.clone();
+            with_dir.working_dir = Some(inputs.root);
+            staged = with_dir;
+            &staged
+        } else {
+            spec
+        };
         let dir = match self.inner.create(spec)? {
             Ok(dir) => dir,
             Err(existing) => return Ok(existing),
@@ -470,8 +513,47 @@ impl BatchBackend for LocalBackend {
             .map_err(|err| Error::new(ErrorKind::Io, format!("output task failed: {err}")))?
     }
 
-    /// Removes `STATE_DIR/jobs/ID`, `STATE_DIR/keys/KEY` and `STATE_DIR/events/ID.*` of an
-    /// ended job.
+    /// Fetches the outputs of an ended job from the working directory its spec.json names
+    /// (its job directory when none), over [`LocalShell`] like a remote backend's.
+    async fn stage_out(
+        &self,
+        id: &JobId,
+        outputs: &[StageOut],
+        limits: &StageLimits,
+        transfer: &Transfer,
+    ) -> Result<StagedOutputs> {
+        let Some(dir) = self.inner.job(id)? else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no local job {id}"),
+            ));
+        };
+        let status = dir.status(self.inner.capacity);
+        if !status.state.is_terminal() {
+            return Err(Error::new(
+                ErrorKind::JobActive,
+                format!(
+                    "job {id} is {}: its outputs are staged out once it ended",
+                    status.state
+                ),
+            ));
+        }
+        let root = match dir.spec().and_then(|spec| spec.working_dir) {
+            Some(root) => root,
+            None => utf8(dir.root())?,
+        };
+        StagingDir::new(&LocalShell, &root, STAGING_TIMEOUT)
+            .stage_out(
+                outputs,
+                status.state == JobState::Succeeded,
+                limits,
+                transfer,
+            )
+            .await
+    }
+
+    /// Removes `STATE_DIR/jobs/ID`, `STATE_DIR/keys/KEY`, `STATE_DIR/events/ID.*` and the
+    /// staging directory `STATE_DIR/staged/KEY` of an ended job.
     async fn cleanup(&self, key: &JobKey) -> Result<()> {
         let inner = self.inner.clone();
         let key = key.clone();
@@ -484,6 +566,9 @@ impl BatchBackend for LocalBackend {
                 refuse_active(&key, &id, &dir.status(inner.capacity))?;
             }
             inner.remove(&key, &id)?;
+            ignore_missing(std::fs::remove_dir_all(
+                inner.root.join(STAGED).join(key.as_str()),
+            ))?;
             tracing::info!(%id, %key, "local job cleaned up");
             Ok(())
         })

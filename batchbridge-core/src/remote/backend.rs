@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobDirs, SubmitLocks, Submitted, WorkSettings, environment_file};
+use super::job_dirs::{STAGED_INPUTS_FILE, WORKING_DIR_FILE};
+use super::{JobDirs, StagingDir, SubmitLocks, Submitted, WorkSettings, environment_file};
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
 };
@@ -18,7 +19,8 @@ use crate::estimate::{StartEstimate, cannot_estimate, refused_by_submit};
 use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
-use crate::state::JobStatus;
+use crate::staging::{StageLimits, StageOut, StagedOutputs, Transfer};
+use crate::state::{JobState, JobStatus};
 use crate::wrapper::{job_number_of, job_numbers};
 
 /// The most job ids a status query puts on its scheduler's command line: 1000 of at most
@@ -518,6 +520,14 @@ impl<S: CliScheduler> RemoteBackend<S> {
         Ok(format!("{}/jobs/{key}", self.jobs.work().await?))
     }
 
+    /// Where `spec`'s files are staged: its working directory, or `WORK/staged/KEY`.
+    async fn stage_root(&self, spec: &JobSpec) -> Result<String> {
+        match &spec.working_dir {
+            Some(dir) => Ok(dir.clone()),
+            None => Ok(format!("{}/staged/{}", self.jobs.work().await?, spec.key)),
+        }
+    }
+
     /// Refuses what `S` cannot run (the checks of every submit) before anything is sent;
     /// the environment file the submit writes.
     fn submittable(&self, spec: &JobSpec) -> Result<String> {
@@ -574,7 +584,10 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
 
     /// `S`'s, and cleanup, which the job directories bring.
     fn capabilities(&self) -> Capabilities {
-        self.scheduler.capabilities().with_cleanup(true)
+        self.scheduler
+            .capabilities()
+            .with_cleanup(true)
+            .with_staging(true)
     }
 
     fn apply_directives(&self, spec: JobSpec) -> Result<(JobSpec, DirectiveReport)> {
@@ -582,20 +595,92 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<JobId> {
+        self.submit_with(spec, &Transfer::default()).await
+    }
+
+    /// The idempotent submit; a spec that stages files first sends them
+    /// ([`StagingDir::stage_in`]) to its working directory, its `workingDir` or else
+    /// `WORK/staged/KEY`, which then becomes the job's working directory. A key that
+    /// already has a job sends nothing.
+    async fn submit_with(&self, spec: &JobSpec, transfer: &Transfer) -> Result<JobId> {
         let environment = self.submittable(spec)?;
         let dir = self.dir_of(&spec.key).await?;
+        let _in_flight = self.submits.lock(&spec.key).await;
+        let staged;
+        let mut inputs_manifest = String::new();
+        let spec = if !spec.stages_files() {
+            spec
+        } else {
+            if let Some(id) = self.jobs.recorded_id(&spec.key).await? {
+                return Ok(JobId::from(id));
+            }
+            let root = self.stage_root(spec).await?;
+            let staging = StagingDir::new(self.jobs.shell(), &root, self.jobs.timeout());
+            let inputs = staging
+                .stage_in(&spec.stage_in, &spec.stage_limits, transfer)
+                .await?;
+            // Inputs staged into a working directory of the user's own are removed one by
+            // one by cleanup; WORK/staged/KEY goes whole.
+            if spec.working_dir.is_some() {
+                inputs_manifest = inputs.files.join("\n");
+            }
+            let mut with_dir = spec.clone();
+            with_dir.working_dir = Some(inputs.root);
+            staged = with_dir;
+            &staged
+        };
         let rendered = self.scheduler.render_submit(spec, &dir)?;
         // The task count, for fetch_output to tell a task the job does not have.
         let tasks = format!("{}\n", spec.task_count());
-        let mut files = vec![("env.sh", environment.as_str()), ("tasks", tasks.as_str())];
+        // Where the job runs, for a stage-out by its id alone.
+        let working_dir = spec.working_dir.clone().unwrap_or_else(|| dir.clone());
+        let mut files = vec![
+            ("env.sh", environment.as_str()),
+            ("tasks", tasks.as_str()),
+            (WORKING_DIR_FILE, working_dir.as_str()),
+        ];
+        if !inputs_manifest.is_empty() {
+            files.push((STAGED_INPUTS_FILE, inputs_manifest.as_str()));
+        }
         files.extend(rendered.files.iter().map(|(n, c)| (*n, c.as_str())));
         let program = rendered.command.first().cloned().unwrap_or_default();
-        let _in_flight = self.submits.lock(&spec.key).await;
         match self.jobs.submit(spec, &files, rendered.command).await? {
             Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
             Submitted::Claimed => self.claimed(&spec.key, &dir).await,
             Submitted::Refused(output) => Err(self.refused(spec, &program, &output)),
         }
+    }
+
+    /// Fetches the outputs of job `id` from the working directory its submit recorded
+    /// (see [`StagingDir::stage_out`]), once its status shows it ended.
+    async fn stage_out(
+        &self,
+        id: &JobId,
+        outputs: &[StageOut],
+        limits: &StageLimits,
+        transfer: &Transfer,
+    ) -> Result<StagedOutputs> {
+        let number = job_number_of(id.as_str(), S::JOB_ID)?;
+        // First, so that a job cleaned up (whose scheduler may then not know it) is NotFound.
+        let root = self.jobs.working_dir_of(number).await?;
+        let status = self.status_of(id).await?;
+        if !status.state.is_terminal() {
+            return Err(Error::new(
+                ErrorKind::JobActive,
+                format!(
+                    "job {id} is {}: its outputs are staged out once it ended",
+                    status.state
+                ),
+            ));
+        }
+        StagingDir::new(self.jobs.shell(), &root, self.jobs.timeout())
+            .stage_out(
+                outputs,
+                status.state == JobState::Succeeded,
+                limits,
+                transfer,
+            )
+            .await
     }
 
     async fn find(&self, key: &JobKey) -> Result<Option<JobId>> {

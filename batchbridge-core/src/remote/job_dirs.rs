@@ -6,17 +6,25 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
+use super::staging::STAGING;
 use super::work_dir::{EventsOf, WorkDir};
 use crate::backend::{BatchBackend, refuse_active};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::shell::{Command, Output, Shell};
 use crate::spec::JobKey;
 use crate::wrapper::{JobFiles, WrapperEvents, parse_job_files};
 
 /// `sh -c JOB_FILES sh WORK ID...`: what each job's directory says ([`parse_job_files`]).
 const JOB_FILES: &str = include_str!("job_files.sh");
-/// `sh -c CLEANUP sh WORK KEY`: removes a job's directory, its id link and its events.
+/// `sh -c CLEANUP sh WORK KEY STAGING`: removes a job's directory, its id link, its events
+/// and what it staged.
 const CLEANUP: &str = include_str!("cleanup.sh");
+/// The job directory's record of where the job runs (its working directory), for a
+/// stage-out by job id.
+pub(super) const WORKING_DIR_FILE: &str = "working_dir";
+/// The job directory's list of the inputs staged into a working directory of the user's
+/// own, one path a line, which cleanup removes.
+pub(super) const STAGED_INPUTS_FILE: &str = "staged_inputs";
 
 /// Where a command-line backend keeps its jobs: the shell that reaches the cluster, the
 /// work directory there, and the time limit of every command. A backend holds one and adds
@@ -92,6 +100,25 @@ impl JobDirs {
         Ok(parse_job_files(&output.stdout_text()))
     }
 
+    /// The working directory job `number` (under `WORK/ids/`) runs in, as its submit
+    /// recorded it; its job directory for a job submitted before that record existed.
+    pub async fn working_dir_of(&self, number: &str) -> Result<String> {
+        let work = self.work().await?;
+        let command = Command::sh(
+            "d=$1/ids/$2; [ -d \"$d\" ] || { echo \"no job $2 in $1\" >&2; exit 3; }; \
+             if [ -s \"$d/working_dir\" ]; then cat -- \"$d/working_dir\"; else cd -P -- \"$d\" && pwd -P; fi",
+            [work, number],
+        );
+        let output = self.run(command).await?;
+        if output.exit_code == Some(3) {
+            return Err(Error::new(ErrorKind::NotFound, output.stderr_text()));
+        }
+        let dir = output
+            .check("reading a job's working directory")?
+            .stdout_text();
+        Ok(dir.trim_end_matches('\n').to_owned())
+    }
+
     /// The shell, for an event source that keeps a command of its own running on it.
     pub fn shared_shell(&self) -> Arc<dyn Shell> {
         Arc::clone(&self.shell)
@@ -122,7 +149,7 @@ impl JobDirs {
             refuse_active(key, &id, &backend.status_of(&id).await?)?;
         }
         let work = self.work().await?;
-        self.run(Command::sh(CLEANUP, [work, key.as_str()]))
+        self.run(Command::sh(CLEANUP, [work, key.as_str(), STAGING]))
             .await?
             .check("removing a job directory")?;
         Ok(())
@@ -195,6 +222,53 @@ mod tests {
         assert_eq!(run("odd").await.exit_code, Some(0));
         assert!(work.path().join("jobs/kept/job_id").is_file());
         assert!(!work.path().join("jobs/odd").exists());
+    }
+
+    #[tokio::test]
+    async fn cleanup_removes_what_a_job_staged_and_nothing_else() {
+        let work = tempfile::tempdir().unwrap();
+        let own = tempfile::tempdir().unwrap();
+        let root = work.path().to_str().unwrap();
+        // A job that staged into WORK/staged/KEY, and one into a working directory of its
+        // own, where the user also keeps a file of theirs and a symlink out.
+        for (key, id) in [("in-staged", "21"), ("in-own", "22")] {
+            let dir = work.path().join("jobs").join(key);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("job_id"), format!("{id}\n")).unwrap();
+        }
+        std::fs::create_dir_all(work.path().join("staged/in-staged/data")).unwrap();
+        std::fs::write(work.path().join("staged/in-staged/data/x"), "x").unwrap();
+        std::fs::create_dir_all(own.path().join("inputs")).unwrap();
+        for name in ["inputs/a.csv", "b.txt", "mine.txt"] {
+            std::fs::write(own.path().join(name), name).unwrap();
+        }
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "keep").unwrap();
+        std::os::unix::fs::symlink(outside.path(), own.path().join("link")).unwrap();
+        let job = work.path().join("jobs/in-own");
+        std::fs::write(job.join("working_dir"), own.path().to_str().unwrap()).unwrap();
+        std::fs::write(
+            job.join("staged_inputs"),
+            "inputs/a.csv\nb.txt\nlink/keep\n../x",
+        )
+        .unwrap();
+        for key in ["in-staged", "in-own"] {
+            let command = Command::sh(CLEANUP, [root, key, STAGING]);
+            let output = crate::shell::LocalShell.run(&command).await.unwrap();
+            assert_eq!(output.exit_code, Some(0), "{output:?}");
+        }
+        assert!(!work.path().join("staged/in-staged").exists());
+        assert!(!work.path().join("jobs/in-own").exists());
+        assert!(!own.path().join("inputs/a.csv").exists());
+        assert!(!own.path().join("b.txt").exists());
+        assert!(
+            own.path().join("mine.txt").is_file(),
+            "the user's own file stays"
+        );
+        assert!(
+            outside.path().join("keep").is_file(),
+            "nothing outside through a symlink"
+        );
     }
 
     #[tokio::test]

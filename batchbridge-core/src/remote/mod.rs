@@ -68,12 +68,15 @@
 //! - `job_dirs.rs`: [`JobDirs`], the job directories, their files and their cleanup;
 //! - `work_dir.rs`: [`WorkDir`] and [`environment_file`];
 //! - `submit.rs`: [`JobDirs::submit`], [`SubmitLocks`], [`Submitted`], [`rejected`];
-//! - `output.rs`: [`JobDirs::fetch_output`].
+//! - `output.rs`: [`JobDirs::fetch_output`];
+//! - `staging.rs` and `staging.sh`: [`StagingDir`], the files a job stages in and out
+//!   ([`crate::staging`]), streamed through the same shell.
 
 mod backend;
 mod job_dirs;
 mod output;
 mod settings;
+mod staging;
 mod submit;
 mod work_dir;
 
@@ -82,6 +85,7 @@ pub use backend::{
 };
 pub use job_dirs::JobDirs;
 pub use settings::{SubmitDefaults, WorkSettings};
+pub use staging::{StagedInputs, StagingDir};
 pub use submit::{SubmitLocks, Submitted, rejected};
 pub use work_dir::{MAX_ENVIRONMENT_BYTES, WorkDir, environment_file};
 // The wrapper protocol, where backends have always found it.

@@ -59,3 +59,45 @@ pub(super) async fn exchange(
     fed?;
     Ok((out?, err?))
 }
+
+/// The buffer each direction of a [`Shell::pipe`](super::Shell::pipe) copies through: large
+/// enough that a fast link is not held back by small reads, small enough to cost nothing.
+const PIPE_BUFFER: usize = 256 * 1024;
+
+async fn pump(
+    from: Option<impl AsyncRead + Unpin>,
+    to: Option<impl AsyncWrite + Unpin>,
+) -> std::io::Result<()> {
+    let (Some(from), Some(mut to)) = (from, to) else {
+        return Ok(());
+    };
+    let mut from = tokio::io::BufReader::with_capacity(PIPE_BUFFER, from);
+    match tokio::io::copy_buf(&mut from, &mut to)
+        .await
+        .and(to.shutdown().await)
+    {
+        // A program may exit without reading all its input; its exit status says why.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+/// [`exchange`] for [`Shell::pipe`](super::Shell::pipe): streams `input` into the child's
+/// stdin and its stdout into `output`, capturing only stderr (at most `limit` bytes).
+pub(super) async fn exchange_streams(
+    stdin: Option<impl AsyncWrite + Unpin>,
+    input: Option<super::PipeInput>,
+    stdout: Option<impl AsyncRead + Unpin>,
+    output: Option<super::PipeOutput>,
+    stderr: Option<impl AsyncRead + Unpin>,
+    limit: usize,
+) -> std::io::Result<Captured> {
+    let (fed, drained, err) = tokio::join!(
+        pump(input, stdin),
+        pump(stdout, output),
+        capture(stderr, limit)
+    );
+    fed?;
+    drained?;
+    err
+}

@@ -5,9 +5,9 @@ use std::process::Stdio;
 
 use async_trait::async_trait;
 
-use super::capture::exchange;
+use super::capture::{exchange, exchange_streams};
 use super::lines::stream_lines;
-use super::{Command, LineStream, Output, Shell};
+use super::{Command, LineStream, Output, PipeInput, PipeOutput, Shell};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Runs commands as child processes of this program.
@@ -82,6 +82,54 @@ impl Shell for LocalShell {
                 stderr: stderr.data,
                 stdout_truncated: stdout.truncated,
                 stderr_truncated: stderr.truncated,
+            })
+        };
+        match tokio::time::timeout(command.get_timeout(), run).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{:?} did not finish within {:?}; it was killed",
+                    command.get_program(),
+                    command.get_timeout()
+                ),
+            )),
+        }
+    }
+
+    async fn pipe(
+        &self,
+        command: &Command,
+        input: Option<PipeInput>,
+        output: Option<PipeOutput>,
+    ) -> Result<Output> {
+        command.check_no_nul()?;
+        let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::null() };
+        let mut child = tokio::process::Command::new(command.get_program())
+            .args(command.get_args())
+            .stdin(piped(input.is_some()))
+            .stdout(piped(output.is_some()))
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| cannot_run(command, err))?;
+        let run = async {
+            let stderr = exchange_streams(
+                child.stdin.take(),
+                input,
+                child.stdout.take(),
+                output,
+                child.stderr.take(),
+                command.get_output_limit(),
+            )
+            .await?;
+            let status = child.wait().await?;
+            Ok::<_, std::io::Error>(Output {
+                exit_code: status.code(),
+                signal: status.signal(),
+                stderr: stderr.data,
+                stderr_truncated: stderr.truncated,
+                ..Output::default()
             })
         };
         match tokio::time::timeout(command.get_timeout(), run).await {

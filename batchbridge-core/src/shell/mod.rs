@@ -287,7 +287,35 @@ pub trait Shell: Send + Sync + std::fmt::Debug {
             ),
         ))
     }
+
+    /// Runs a command to completion like [`run`](Self::run), but streams: its standard
+    /// input is read from `input` (the command's own stdin, if any, is not used) and its
+    /// standard output written to `output` as they go, so a transfer of any size costs
+    /// bounded memory. The returned [`Output`]'s stdout is empty when `output` is given; its
+    /// stderr is captured as usual. The command's timeout covers the whole transfer. A shell
+    /// that cannot stream says Unsupported (the default).
+    async fn pipe(
+        &self,
+        command: &Command,
+        input: Option<PipeInput>,
+        output: Option<PipeOutput>,
+    ) -> Result<Output> {
+        let _ = (input, output);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the shell to {} cannot stream data through `{}`",
+                self.host(),
+                command.tool()
+            ),
+        ))
+    }
 }
+
+/// A byte source streamed into a command's standard input by [`Shell::pipe`].
+pub type PipeInput = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+/// Where [`Shell::pipe`] streams a command's standard output.
+pub type PipeOutput = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 
 /// The most bytes of one line a [`Shell::stream`] hands over; the rest of a longer line is
 /// dropped, so a command printing without line ends costs bounded memory.

@@ -25,14 +25,14 @@ use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use openssh::Session;
 use tokio::sync::{Mutex, Semaphore};
 
-use super::capture::exchange;
+use super::capture::{exchange, exchange_streams};
 use super::connect_failure::classify_connect_failure;
 use super::credential::{HostKeys, SshAuth, write_key};
 use super::jump::{JumpChain, JumpHost};
 use super::kerberos::{GSSAPI_OPTIONS, check_user_ticket};
 use super::lines::stream_lines;
 use super::private_file::write_private;
-use super::{Command, LineStream, MAX_COMMAND_LINE, Output, Shell};
+use super::{Command, LineStream, MAX_COMMAND_LINE, Output, PipeInput, PipeOutput, Shell};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where and how to connect.
@@ -981,6 +981,118 @@ impl Shell for SshShell {
                 ),
             )),
         }
+    }
+
+    async fn pipe(
+        &self,
+        command: &Command,
+        input: Option<PipeInput>,
+        output: Option<PipeOutput>,
+    ) -> Result<Output> {
+        let line = command.to_shell_line()?;
+        check_line_length(&line, command)?;
+        tracing::debug!(target = %self.target, command = %line, "streaming data remotely");
+        let _permit = self.sessions.acquire().await.map_err(|_| {
+            Error::new(
+                ErrorKind::ConnectionLost,
+                format!("{}: shell closed", self.target),
+            )
+        })?;
+        tokio::time::timeout(
+            command.get_timeout(),
+            self.pipe_connected(&line, command, input, output),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{}: {:?} did not finish within {:?} (it may still be running there)",
+                    self.target,
+                    command.get_program(),
+                    command.get_timeout()
+                ),
+            ))
+        })
+    }
+}
+
+impl SshShell {
+    /// [`Shell::pipe`] on a live connection: a channel refused before anything was sent is
+    /// tried once more on a fresh connection, as [`Shell::run`] does; once the data flows,
+    /// a broken connection is [`ConnectionLost`](ErrorKind::ConnectionLost) (temporary to
+    /// the caller, who sends the whole stream again).
+    async fn pipe_connected(
+        &self,
+        line: &str,
+        command: &Command,
+        input: Option<PipeInput>,
+        output: Option<PipeOutput>,
+    ) -> Result<Output> {
+        let piped = |yes: bool| {
+            if yes {
+                openssh::Stdio::piped()
+            } else {
+                openssh::Stdio::null()
+            }
+        };
+        let mut attempt = 0;
+        let (mut child, generation) = loop {
+            attempt += 1;
+            let (session, generation) = self.live_connection().await?;
+            let spawned = session
+                .arc_raw_command(line)
+                .stdin(piped(input.is_some()))
+                .stdout(piped(output.is_some()))
+                .stderr(openssh::Stdio::piped())
+                .spawn()
+                .await;
+            match spawned {
+                Ok(child) => break (child, generation),
+                Err(err) => {
+                    self.invalidate(generation).await;
+                    if attempt > 1 {
+                        return Err(connection_lost(&self.target, command, err, false));
+                    }
+                    tracing::warn!(target = %self.target, %err, "SSH channel refused; reconnecting");
+                }
+            }
+        };
+        let broken = |err: openssh::Error| connection_lost(&self.target, command, err, true);
+        let exchanged = exchange_streams(
+            child.stdin().take(),
+            input,
+            child.stdout().take(),
+            output,
+            child.stderr().take(),
+            command.get_output_limit(),
+        )
+        .await;
+        let stderr = match exchanged {
+            Ok(stderr) => stderr,
+            Err(err) => {
+                self.invalidate(generation).await;
+                return Err(broken(openssh::Error::ChildIo(err)));
+            }
+        };
+        let (exit_code, signal) = match child.wait().await {
+            Ok(status) => (status.code(), status.signal()),
+            Err(openssh::Error::Remote(err)) if err.kind() == std::io::ErrorKind::NotFound => {
+                (Some(127), None)
+            }
+            Err(openssh::Error::RemoteProcessTerminated) => (None, None),
+            Err(err) => {
+                self.invalidate(generation).await;
+                return Err(broken(err));
+            }
+        };
+        Ok(Output {
+            exit_code,
+            signal,
+            stderr: stderr.data,
+            stderr_truncated: stderr.truncated,
+            ..Output::default()
+        })
     }
 }
 

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use batchbridge_core::shell::{Command, LineStream, Output, Shell, SshShell};
+use batchbridge_core::shell::{
+    Command, LineStream, Output, PipeInput, PipeOutput, Shell, SshShell,
+};
 use batchbridge_core::{Error, ErrorKind, Result};
 use tokio::time::Instant;
 
@@ -129,6 +131,16 @@ impl Shell for BudgetedShell {
     async fn stream(&self, command: &Command) -> Result<LineStream> {
         self.admit()?;
         self.inner.stream(command).await
+    }
+
+    async fn pipe(
+        &self,
+        command: &Command,
+        input: Option<PipeInput>,
+        output: Option<PipeOutput>,
+    ) -> Result<Output> {
+        self.admit()?;
+        self.inner.pipe(command, input, output).await
     }
 }
 

@@ -20,6 +20,7 @@ mod capped;
 mod counting;
 pub mod events;
 mod kdc;
+pub mod staging;
 
 pub use bastion::{BastionHop, bastion_hops};
 pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};

@@ -1,0 +1,982 @@
+//! [`StagingDir`]: a job's working directory on the cluster as the staging of
+//! [`crate::staging`] sees it, reached through a [`Shell`]. Every file streams through
+//! [`Shell::pipe`] as one remote command (`staging.sh`), up to [`Transfer::concurrency`] at
+//! once over the shell's one connection.
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::error::{Error, ErrorKind, Result, excerpt};
+use crate::shell::{Command, MAX_COMMAND_LINE, Output, PipeInput, PipeOutput, Shell};
+use crate::staging::{
+    Direction, PROGRESS_STEP, Progress, StageIn, StageLimits, StageOut, StageSource, StagedFile,
+    StagedOutputs, Transfer, check_stage_path,
+};
+
+/// `sh -c STAGING sh VERB ROOT ARGS...`: the remote half of every staging step.
+pub(super) const STAGING: &str = include_str!("staging.sh");
+const REFUSED_EXIT_CODE: i32 = 3;
+const DAMAGED_EXIT_CODE: i32 = 4;
+const NO_DIGEST_TOOL_EXIT_CODE: i32 = 5;
+/// The slowest a transfer may go before its command's time limit ends it: the limit of
+/// one file is the backend's command time limit plus a second per MiB.
+const SLOWEST_BYTES_PER_SECOND: u64 = 1 << 20;
+/// Where a file is written before it is whole: hidden, beside its final name, and never
+/// matched by a stage-out's listing.
+const PARTIAL_SUFFIX: &str = ".bb-partial";
+
+/// A job's working directory on the cluster, for staging files in and out.
+///
+/// ```
+/// use std::time::Duration;
+/// use batchbridge_core::remote::StagingDir;
+/// use batchbridge_core::shell::LocalShell;
+/// use batchbridge_core::staging::{StageIn, StageLimits, StageOut, Transfer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let tmp = tempfile::tempdir()?;
+/// let cluster = tmp.path().join("cluster");
+/// let staging = StagingDir::new(&LocalShell, cluster.to_str().unwrap(), Duration::from_secs(10));
+/// let inputs = [StageIn::bytes(b"1,2\n".to_vec(), "data/in.csv")];
+/// staging.stage_in(&inputs, &StageLimits::default(), &Transfer::default()).await?;
+/// assert_eq!(std::fs::read(cluster.join("data/in.csv"))?, b"1,2\n");
+///
+/// let outputs = [StageOut::new("data/*.csv", tmp.path().join("back"))];
+/// let fetched = staging.stage_out(&outputs, true, &StageLimits::default(), &Transfer::default()).await?;
+/// assert_eq!(fetched.files[0].remote, "data/in.csv");
+/// assert_eq!(std::fs::read(tmp.path().join("back/data/in.csv"))?, b"1,2\n");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct StagingDir<'a> {
+    shell: &'a dyn Shell,
+    root: &'a str,
+    timeout: Duration,
+}
+
+/// What [`StagingDir::stage_in`] staged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StagedInputs {
+    /// The working directory, resolved (symlinks followed) on the cluster.
+    pub root: String,
+    /// Each file staged (or found there already), relative to it.
+    pub files: Vec<String>,
+}
+
+/// One file of a stage-in, planned: what it is, where it goes, how big, its digest.
+struct Upload {
+    dest: String,
+    payload: Payload,
+    size: u64,
+    sha256: String,
+}
+
+enum Payload {
+    File(PathBuf),
+    Bytes(Arc<[u8]>),
+}
+
+/// One file a stage-out's listing found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    remote: String,
+    size: u64,
+    local_dir: PathBuf,
+}
+
+impl<'a> StagingDir<'a> {
+    /// The directory `root` (absolute) on the host `shell` reaches; each command's time
+    /// limit is `timeout`, plus a second per MiB it moves.
+    pub fn new(shell: &'a dyn Shell, root: &'a str, timeout: Duration) -> Self {
+        Self {
+            shell,
+            root,
+            timeout,
+        }
+    }
+
+    /// Sends `inputs` (see [`crate::staging`]); Ok, with the directory's resolved path and
+    /// the files, only when every file arrived whole or was already there with the same
+    /// SHA-256.
+    /// Caps in `limits` and paths leaving the directory are refused as
+    /// [`InvalidInput`](ErrorKind::InvalidInput) before anything is sent.
+    pub async fn stage_in(
+        &self,
+        inputs: &[StageIn],
+        limits: &StageLimits,
+        transfer: &Transfer,
+    ) -> Result<StagedInputs> {
+        let inputs = inputs.to_vec();
+        let limits = *limits;
+        let uploads = tokio::task::spawn_blocking(move || plan_uploads(&inputs, &limits))
+            .await
+            .map_err(|err| Error::new(ErrorKind::Io, format!("planning a stage-in: {err}")))??;
+        let (real, present) = self.probe(&uploads).await?;
+        let files = uploads.iter().map(|u| u.dest.clone()).collect();
+        let mut to_send = Vec::new();
+        for (upload, have) in uploads.into_iter().zip(present) {
+            if have.as_deref() == Some(upload.sha256.as_str()) {
+                report(
+                    transfer,
+                    Direction::In,
+                    &upload.dest,
+                    upload.size,
+                    upload.size,
+                );
+            } else {
+                to_send.push(upload);
+            }
+        }
+        futures::stream::iter(to_send.into_iter().map(Ok))
+            .try_for_each_concurrent(transfer.concurrency(), |upload| {
+                self.upload(&real, upload, transfer)
+            })
+            .await?;
+        Ok(StagedInputs { root: real, files })
+    }
+
+    /// Fetches `outputs` whose [`StageWhen`](crate::staging::StageWhen) applies to a job
+    /// that `succeeded` (or not). Every listed file is fetched before a pattern that matched
+    /// nothing (unless [`missing_ok`](StageOut::missing_ok)) or a file refused by the
+    /// cluster (a symlink pointing outside, a hostile name) fails the whole.
+    pub async fn stage_out(
+        &self,
+        outputs: &[StageOut],
+        succeeded: bool,
+        limits: &StageLimits,
+        transfer: &Transfer,
+    ) -> Result<StagedOutputs> {
+        let mut staged = StagedOutputs::default();
+        let (applying, skipped): (Vec<_>, Vec<_>) =
+            outputs.iter().partition(|out| out.when.applies(succeeded));
+        staged.skipped = skipped.iter().map(|out| out.pattern.clone()).collect();
+        for out in &applying {
+            check_stage_path(&out.pattern, true).map_err(|why| {
+                Error::invalid_input(format!("stage-out {:?}: {why}", excerpt(&out.pattern)))
+            })?;
+        }
+        if applying.is_empty() {
+            return Ok(staged);
+        }
+        let (listed, problems) = self.list(&applying).await?;
+        check_out_limits(&listed, limits)?;
+        let fetched: Vec<StagedFile> = futures::stream::iter(listed)
+            .map(|file| self.fetch(file, transfer))
+            .buffer_unordered(transfer.concurrency())
+            .try_collect()
+            .await?;
+        staged.files = fetched;
+        staged.files.sort_by(|a, b| a.remote.cmp(&b.remote));
+        match problems {
+            Some(err) => Err(err),
+            None => Ok(staged),
+        }
+    }
+
+    /// Removes the files `paths` (relative to the directory) if they are inside it.
+    pub async fn remove(&self, paths: &[String]) -> Result<()> {
+        for chunk in command_chunks(paths.iter().map(|p| vec![p.clone()])) {
+            let args = ["remove", self.root]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(chunk);
+            self.run(Command::sh(STAGING, args))
+                .await?
+                .check("removing staged files")?;
+        }
+        Ok(())
+    }
+
+    async fn run(&self, command: Command) -> Result<Output> {
+        self.shell.run(&command.timeout(self.timeout)).await
+    }
+
+    fn transfer_timeout(&self, size: u64) -> Duration {
+        self.timeout + Duration::from_secs(size / SLOWEST_BYTES_PER_SECOND)
+    }
+
+    /// Creates the directory and asks which files are there already with their size:
+    /// their digests, in `uploads`' order.
+    async fn probe(&self, uploads: &[Upload]) -> Result<(String, Vec<Option<String>>)> {
+        let mut real = None;
+        let mut present = Vec::with_capacity(uploads.len());
+        let pairs = uploads
+            .iter()
+            .map(|u| vec![u.dest.clone(), u.size.to_string()]);
+        let chunks = command_chunks(pairs);
+        for chunk in if chunks.is_empty() {
+            vec![Vec::new()]
+        } else {
+            chunks
+        } {
+            let args = ["probe", self.root]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(chunk);
+            let output = self.run(Command::sh(STAGING, args)).await?;
+            let output = refusal(output, "preparing the job's working directory")?;
+            for line in output.stdout_text().lines() {
+                if let Some(root) = line.strip_prefix("root ") {
+                    real = Some(root.to_owned());
+                } else if let Some(sum) = line.strip_prefix("have ") {
+                    present.push(Some(sum.to_owned()));
+                } else if line == "absent" {
+                    present.push(None);
+                } else if let Some(why) = line.strip_prefix("refused ") {
+                    let dest = &uploads[present.len()].dest;
+                    return Err(Error::invalid_input(format!(
+                        "stage-in {dest:?}: refused by the cluster: {why}"
+                    )));
+                }
+            }
+        }
+        match real {
+            Some(real) if present.len() == uploads.len() => Ok((real, present)),
+            _ => Err(Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!(
+                    "the staging probe of {} answered for {} of {} files",
+                    self.root,
+                    present.len(),
+                    uploads.len()
+                ),
+            )),
+        }
+    }
+
+    async fn upload(&self, real: &str, upload: Upload, transfer: &Transfer) -> Result<()> {
+        let input: PipeInput = match &upload.payload {
+            Payload::File(path) => Box::new(tokio::fs::File::open(path).await.map_err(|err| {
+                Error::new(ErrorKind::Io, format!("stage-in {}: {err}", path.display()))
+            })?),
+            Payload::Bytes(bytes) => Box::new(std::io::Cursor::new(Arc::clone(bytes))),
+        };
+        let counted = Counted::new(
+            transfer.clone(),
+            Direction::In,
+            upload.dest.clone(),
+            upload.size,
+        );
+        let input: PipeInput = Box::new(counted.reader(input));
+        let command = Command::sh(
+            STAGING,
+            [
+                "put",
+                real,
+                &upload.dest,
+                &upload.size.to_string(),
+                &upload.sha256,
+            ],
+        )
+        .timeout(self.transfer_timeout(upload.size));
+        let output = self.shell.pipe(&command, Some(input), None).await?;
+        refusal(output, &format!("stage-in {}", upload.dest))?;
+        report(
+            transfer,
+            Direction::In,
+            &upload.dest,
+            upload.size,
+            upload.size,
+        );
+        Ok(())
+    }
+
+    /// Lists what the applying outputs match: the files, and the error for patterns that
+    /// matched nothing or files the cluster refused, if any.
+    async fn list(&self, outputs: &[&StageOut]) -> Result<(Vec<Listed>, Option<Error>)> {
+        let args = ["list", self.root]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(outputs.iter().map(|out| out.pattern.clone()));
+        let output = self.run(Command::sh(STAGING, args)).await?;
+        let output = refusal(output, "listing the job's outputs")?;
+        let text = output.stdout_text();
+        let parsed = parse_listing(&text, outputs)?;
+        Ok(parsed)
+    }
+
+    async fn fetch(&self, file: Listed, transfer: &Transfer) -> Result<StagedFile> {
+        let local = local_target(&file.local_dir, &file.remote).await?;
+        let name = local
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let partial = local.with_file_name(format!(".{name}{PARTIAL_SUFFIX}"));
+        let io = |err: std::io::Error| {
+            Error::new(
+                ErrorKind::Io,
+                format!("stage-out {}: {err}", local.display()),
+            )
+        };
+        let sink = tokio::fs::File::create(&partial).await.map_err(io)?;
+        let counted = Counted::new(
+            transfer.clone(),
+            Direction::Out,
+            file.remote.clone(),
+            file.size,
+        );
+        let digest = Arc::clone(&counted.digest);
+        let output: PipeOutput = Box::new(counted.writer(sink));
+        let command = Command::sh(STAGING, ["fetch", self.root, &file.remote])
+            .timeout(self.transfer_timeout(file.size));
+        let fetched = self.shell.pipe(&command, None, Some(output)).await;
+        let checked = fetched
+            .and_then(|output| refusal(output, &format!("stage-out {}", file.remote)))
+            .and_then(|output| {
+                let got = digest
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                check_fetched(&file.remote, &output, got)
+            });
+        let (size, sha256) = match checked {
+            Ok(done) => done,
+            Err(err) => {
+                let _ = tokio::fs::remove_file(&partial).await;
+                return Err(err);
+            }
+        };
+        std::fs::File::open(&partial)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        tokio::fs::rename(&partial, &local).await.map_err(io)?;
+        report(transfer, Direction::Out, &file.remote, size, size);
+        Ok(StagedFile {
+            remote: file.remote,
+            local,
+            size,
+            sha256,
+        })
+    }
+}
+
+fn report(transfer: &Transfer, direction: Direction, file: &str, done: u64, total: u64) {
+    transfer.report(&Progress {
+        direction,
+        file,
+        done,
+        total,
+    });
+}
+
+/// Splits argument groups into chunks whose command lines stay well under a remote
+/// shell's limit (the script itself takes some 6 KiB).
+fn command_chunks(groups: impl Iterator<Item = Vec<String>>) -> Vec<Vec<String>> {
+    let budget = MAX_COMMAND_LINE / 2;
+    let mut chunks: Vec<Vec<String>> = Vec::new();
+    let mut used = budget;
+    for group in groups {
+        let cost: usize = group.iter().map(|a| a.len() + 3).sum();
+        if used + cost > budget {
+            chunks.push(Vec::new());
+            used = 0;
+        }
+        used += cost;
+        chunks.last_mut().expect("a chunk was pushed").extend(group);
+    }
+    chunks
+}
+
+/// Turns a staging command's failure into its error: a refusal is InvalidInput, a file
+/// that arrived damaged a temporary Io error (sending it again may well work).
+fn refusal(output: Output, what: &str) -> Result<Output> {
+    match output.exit_code {
+        Some(REFUSED_EXIT_CODE) => Err(Error::invalid_input(format!(
+            "{what}: refused by the cluster: {}",
+            excerpt(&output.stderr_text())
+        ))),
+        Some(DAMAGED_EXIT_CODE) => Err(Error::new(
+            ErrorKind::Io,
+            format!("{what}: {}", excerpt(&output.stderr_text())),
+        )
+        .temporary()),
+        Some(NO_DIGEST_TOOL_EXIT_CODE) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("{what}: {}", excerpt(&output.stderr_text())),
+        )),
+        _ => output.check(what),
+    }
+}
+
+/// What the cluster said of a fetched file (`size N sha256 HEX`, the last line of its
+/// stderr) against what arrived: its size and digest when they agree.
+fn check_fetched(remote: &str, output: &Output, got: (u64, String)) -> Result<(u64, String)> {
+    let stderr = output.stderr_text();
+    let said = stderr.lines().last().and_then(|line| {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("size"), Some(size), Some("sha256"), Some(sum)) => {
+                Some((size.parse::<u64>().ok()?, sum.to_owned()))
+            }
+            _ => None,
+        }
+    });
+    match said {
+        Some(said) if said == got => Ok(got),
+        Some((size, sum)) => Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "stage-out {remote}: {} bytes with SHA-256 {} arrived, the cluster has {size} \
+                 bytes with SHA-256 {sum}; fetch it again",
+                got.0, got.1
+            ),
+        )
+        .temporary()),
+        None => Err(Error::new(
+            ErrorKind::UnexpectedOutput,
+            format!(
+                "stage-out {remote}: the cluster printed no digest: {}",
+                excerpt(&stderr)
+            ),
+        )),
+    }
+}
+
+/// The listing's files, each once, and the error for what it refused or missed.
+fn parse_listing(text: &str, outputs: &[&StageOut]) -> Result<(Vec<Listed>, Option<Error>)> {
+    let mut files: Vec<Listed> = Vec::new();
+    let mut refused = Vec::new();
+    let mut missing = Vec::new();
+    let entry = |n: &str| -> Result<&StageOut> {
+        n.parse::<usize>()
+            .ok()
+            .and_then(|n| outputs.get(n.checked_sub(1)?))
+            .copied()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::UnexpectedOutput,
+                    format!("the stage-out listing named entry {n:?}"),
+                )
+            })
+    };
+    for line in text.lines() {
+        let mut words = line.splitn(4, ' ');
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("file"), Some(n), Some(size), Some(path)) => {
+                let out = entry(n)?;
+                let size = size.parse().map_err(|_| {
+                    Error::new(ErrorKind::UnexpectedOutput, format!("listing: {line:?}"))
+                })?;
+                if !files
+                    .iter()
+                    .any(|f| f.remote == path && f.local_dir == out.local_dir)
+                {
+                    files.push(Listed {
+                        remote: path.to_owned(),
+                        size,
+                        local_dir: out.local_dir.clone(),
+                    });
+                }
+            }
+            (Some("missing"), Some(n), None, None) => {
+                let out = entry(n)?;
+                if !out.missing_ok {
+                    missing.push(format!("{:?}", out.pattern));
+                }
+            }
+            (Some("refused"), Some(n), why, rest) => {
+                let out = entry(n)?;
+                let why = [why, rest]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                refused.push(format!("{:?}: {why}", out.pattern));
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::UnexpectedOutput,
+                    format!("the stage-out listing printed {:?}", excerpt(line)),
+                ));
+            }
+        }
+    }
+    let problem = if !refused.is_empty() {
+        Some(Error::invalid_input(format!(
+            "stage-out refused by the cluster: {}",
+            refused.join("; ")
+        )))
+    } else if !missing.is_empty() {
+        Some(Error::new(
+            ErrorKind::NotFound,
+            format!("stage-out: nothing matched {}", missing.join(", ")),
+        ))
+    } else {
+        None
+    };
+    Ok((files, problem))
+}
+
+fn check_out_limits(listed: &[Listed], limits: &StageLimits) -> Result<()> {
+    check_sizes(
+        "stage-out",
+        listed.iter().map(|f| (f.remote.as_str(), f.size)),
+        limits,
+    )
+}
+
+/// Refuses a file over the per-file cap or a total over the total cap, naming both.
+fn check_sizes<'a>(
+    what: &str,
+    files: impl Iterator<Item = (&'a str, u64)>,
+    limits: &StageLimits,
+) -> Result<()> {
+    let mut total = 0u64;
+    for (name, size) in files {
+        if let Some(cap) = limits.max_file_size
+            && size > cap.as_u64()
+        {
+            return Err(Error::invalid_input(format!(
+                "{what} {name:?}: {size} bytes, more than the per-file cap (stageLimits.maxFileSize) of {} bytes",
+                cap.as_u64()
+            )));
+        }
+        total = total.saturating_add(size);
+        if let Some(cap) = limits.max_total_size
+            && total > cap.as_u64()
+        {
+            return Err(Error::invalid_input(format!(
+                "{what}: {total} bytes with {name:?}, more than the total cap (stageLimits.maxTotalSize) of {} bytes",
+                cap.as_u64()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every file of `inputs`, hashed, within `limits`; directories walked, their symlinks
+/// followed inside them and refused when they point outside.
+fn plan_uploads(inputs: &[StageIn], limits: &StageLimits) -> Result<Vec<Upload>> {
+    let mut uploads = Vec::new();
+    for input in inputs {
+        check_stage_path(&input.dest, false).map_err(|why| {
+            Error::invalid_input(format!("stage-in {:?}: {why}", excerpt(&input.dest)))
+        })?;
+        match &input.source {
+            StageSource::Bytes(bytes) => {
+                let mut hasher = Sha256::new();
+                hasher.update(bytes);
+                uploads.push(Upload {
+                    dest: input.dest.clone(),
+                    payload: Payload::Bytes(Arc::from(bytes.as_slice())),
+                    size: bytes.len() as u64,
+                    sha256: format!("{:x}", hasher.finalize()),
+                });
+            }
+            StageSource::Path(path) => plan_path(path, &input.dest, &mut uploads)?,
+        }
+    }
+    check_sizes(
+        "stage-in",
+        uploads.iter().map(|u| (u.dest.as_str(), u.size)),
+        limits,
+    )?;
+    Ok(uploads)
+}
+
+fn plan_path(path: &Path, dest: &str, uploads: &mut Vec<Upload>) -> Result<()> {
+    let io = |what: &Path, err: std::io::Error| {
+        Error::new(ErrorKind::Io, format!("stage-in {}: {err}", what.display())).with_source(err)
+    };
+    let meta = std::fs::metadata(path).map_err(|err| io(path, err))?;
+    if meta.is_file() {
+        uploads.push(hashed(path, dest.to_owned())?);
+        return Ok(());
+    }
+    if !meta.is_dir() {
+        return Err(Error::invalid_input(format!(
+            "stage-in {}: neither a file nor a directory",
+            path.display()
+        )));
+    }
+    let root = std::fs::canonicalize(path).map_err(|err| io(path, err))?;
+    for entry in walkdir::WalkDir::new(&root)
+        .follow_links(true)
+        .sort_by_file_name()
+    {
+        let entry = entry.map_err(|err| {
+            Error::new(ErrorKind::Io, format!("stage-in {}: {err}", path.display()))
+        })?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let target = std::fs::canonicalize(entry.path()).map_err(|err| io(entry.path(), err))?;
+        if !target.starts_with(&root) {
+            return Err(Error::invalid_input(format!(
+                "stage-in {}: a symlink pointing outside the directory ({})",
+                entry.path().display(),
+                target.display()
+            )));
+        }
+        let relative = entry
+            .path()
+            .strip_prefix(&root)
+            .ok()
+            .and_then(Path::to_str)
+            .ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "stage-in {}: a name that is not UTF-8",
+                    entry.path().display()
+                ))
+            })?;
+        let file_dest = format!("{}/{relative}", dest.trim_end_matches('/'));
+        check_stage_path(&file_dest, false).map_err(|why| {
+            Error::invalid_input(format!("stage-in {}: {why}", entry.path().display()))
+        })?;
+        uploads.push(hashed(entry.path(), file_dest)?);
+    }
+    Ok(())
+}
+
+/// A file to send, its SHA-256 computed as it is read (bounded memory).
+fn hashed(path: &Path, dest: String) -> Result<Upload> {
+    let io = |err: std::io::Error| {
+        Error::new(ErrorKind::Io, format!("stage-in {}: {err}", path.display())).with_source(err)
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+    let mut hasher = Sha256::new();
+    let size = std::io::copy(&mut reader, &mut hasher).map_err(io)?;
+    Ok(Upload {
+        dest,
+        payload: Payload::File(path.to_owned()),
+        size,
+        sha256: format!("{:x}", hasher.finalize()),
+    })
+}
+
+/// The local file a fetched `remote` path goes to under `local_dir`, its directories
+/// created; refused when the path (from the cluster) would leave `local_dir`.
+async fn local_target(local_dir: &Path, remote: &str) -> Result<PathBuf> {
+    check_stage_path(remote, true)
+        .map_err(|why| Error::invalid_input(format!("stage-out {:?}: {why}", excerpt(remote))))?;
+    let io = |err: std::io::Error| {
+        Error::new(
+            ErrorKind::Io,
+            format!("stage-out into {}: {err}", local_dir.display()),
+        )
+    };
+    let local = local_dir.join(remote);
+    let parent = local.parent().unwrap_or(local_dir).to_owned();
+    tokio::fs::create_dir_all(&parent).await.map_err(io)?;
+    let base = tokio::fs::canonicalize(local_dir).await.map_err(io)?;
+    let real_parent = tokio::fs::canonicalize(&parent).await.map_err(io)?;
+    if !real_parent.starts_with(&base) {
+        return Err(Error::invalid_input(format!(
+            "stage-out {remote:?}: {} is a symlink leading out of {}",
+            parent.display(),
+            local_dir.display()
+        )));
+    }
+    if tokio::fs::symlink_metadata(&local)
+        .await
+        .is_ok_and(|meta| meta.file_type().is_symlink())
+    {
+        return Err(Error::invalid_input(format!(
+            "stage-out {remote:?}: {} is a symlink; it is not written through",
+            local.display()
+        )));
+    }
+    Ok(local)
+}
+
+/// Counts the bytes of one file's transfer for its progress, and for a fetch hashes them.
+struct Counted {
+    transfer: Transfer,
+    direction: Direction,
+    file: String,
+    total: u64,
+    done: u64,
+    reported: u64,
+    hasher: Option<Sha256>,
+    /// The size and digest of what was written, once the writer shut down.
+    digest: Arc<Mutex<(u64, String)>>,
+}
+
+impl Counted {
+    fn new(transfer: Transfer, direction: Direction, file: String, total: u64) -> Self {
+        report(&transfer, direction, &file, 0, total);
+        Self {
+            transfer,
+            direction,
+            file,
+            total,
+            done: 0,
+            reported: 0,
+            hasher: None,
+            digest: Arc::default(),
+        }
+    }
+
+    fn advance(&mut self, bytes: &[u8]) {
+        if let Some(hasher) = &mut self.hasher {
+            hasher.update(bytes);
+        }
+        self.done += bytes.len() as u64;
+        if self.done - self.reported >= PROGRESS_STEP && self.done < self.total {
+            self.reported = self.done;
+            report(
+                &self.transfer,
+                self.direction,
+                &self.file,
+                self.done,
+                self.total,
+            );
+        }
+    }
+
+    fn reader(self, inner: PipeInput) -> CountedReader {
+        CountedReader {
+            inner,
+            counted: self,
+        }
+    }
+
+    fn writer(mut self, inner: tokio::fs::File) -> CountedWriter {
+        self.hasher = Some(Sha256::new());
+        CountedWriter {
+            inner,
+            counted: self,
+        }
+    }
+}
+
+struct CountedReader {
+    inner: PipeInput,
+    counted: Counted,
+}
+
+impl AsyncRead for CountedReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.counted.advance(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+struct CountedWriter {
+    inner: tokio::fs::File,
+    counted: Counted,
+}
+
+impl AsyncWrite for CountedWriter {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.counted.advance(&buf[..n]);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_shutdown(cx);
+        if let Poll::Ready(Ok(())) = polled
+            && let Some(hasher) = self.counted.hasher.take()
+        {
+            let done = self.counted.done;
+            *self
+                .counted
+                .digest
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) =
+                (done, format!("{:x}", hasher.finalize()));
+        }
+        polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytesize::ByteSize;
+
+    use super::*;
+    use crate::shell::LocalShell;
+
+    /// `staging.sh list` run on a working directory holding `results/a.csv`,
+    /// `results/sub/b`, `results/it's`, `results/pw -> /etc/passwd` and
+    /// `sshlink -> ~/.ssh`, for `results/*`, `nothing*` and `sshlink`.
+    const LISTING: &str = "file 1 2 results/a.csv\n\
+        refused 1 a name with a control character, quote or backslash\n\
+        refused 1 results/pw resolves outside the working directory\n\
+        file 1 2 results/sub/b\n\
+        missing 2\n\
+        refused 3 sshlink resolves outside the working directory\n";
+
+    #[test]
+    fn a_listing_yields_its_files_once_and_the_error_for_the_rest() {
+        let outs = [
+            StageOut::new("results/*", "/back"),
+            StageOut::new("nothing*", "/back"),
+            StageOut::new("sshlink", "/back"),
+        ];
+        let refs: Vec<&StageOut> = outs.iter().collect();
+        let (files, problem) = parse_listing(LISTING, &refs).unwrap();
+        let names: Vec<_> = files.iter().map(|f| (f.remote.as_str(), f.size)).collect();
+        assert_eq!(names, [("results/a.csv", 2), ("results/sub/b", 2)]);
+        let problem = problem.unwrap();
+        assert_eq!(problem.kind(), ErrorKind::InvalidInput);
+        assert!(
+            problem.message().contains("results/pw resolves outside"),
+            "{problem}"
+        );
+        assert!(problem.message().contains("\"sshlink\""), "{problem}");
+
+        let (_, missing) = parse_listing("missing 2\n", &refs).unwrap();
+        assert_eq!(missing.unwrap().kind(), ErrorKind::NotFound);
+        let fine = [
+            StageOut::new("a", "/b"),
+            StageOut::new("nothing*", "/b").missing_ok(true),
+        ];
+        let refs: Vec<&StageOut> = fine.iter().collect();
+        assert!(parse_listing("missing 2\n", &refs).unwrap().1.is_none());
+        for bad in ["file 9 1 x\n", "file 1 big x\n", "what\n"] {
+            let err = parse_listing(bad, &refs).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::UnexpectedOutput, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_fetched_file_counts_only_when_size_and_digest_agree() {
+        let sum = "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7";
+        let said = Output {
+            exit_code: Some(0),
+            stderr: format!("size 2 sha256 {sum}\n").into_bytes(),
+            ..Output::default()
+        };
+        let cases: &[((u64, &str), Option<ErrorKind>)] = &[
+            ((2, sum), None),
+            ((1, sum), Some(ErrorKind::Io)),
+            ((2, "00"), Some(ErrorKind::Io)),
+        ];
+        for ((size, digest), expected) in cases {
+            let got = check_fetched("a", &said, (*size, (*digest).to_owned()));
+            assert_eq!(got.err().map(|e| e.kind()), *expected, "{size} {digest}");
+        }
+        let silent = Output::default();
+        let err = check_fetched("a", &silent, (2, sum.to_owned())).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnexpectedOutput);
+    }
+
+    #[test]
+    fn caps_name_the_file_and_the_cap() {
+        let limits = StageLimits::default()
+            .with_max_file_size(ByteSize::b(10))
+            .with_max_total_size(ByteSize::b(15));
+        type Case<'a> = (&'a [(&'a str, u64)], Option<&'a str>);
+        let cases: &[Case<'_>] = &[
+            (&[("a", 10), ("b", 5)], None),
+            (
+                &[("a", 11)],
+                Some(
+                    "\"a\": 11 bytes, more than the per-file cap (stageLimits.maxFileSize) of 10 bytes",
+                ),
+            ),
+            (
+                &[("a", 10), ("b", 6)],
+                Some(
+                    "16 bytes with \"b\", more than the total cap (stageLimits.maxTotalSize) of 15 bytes",
+                ),
+            ),
+        ];
+        for (files, expected) in cases {
+            let result = check_sizes("stage-in", files.iter().copied(), &limits);
+            match expected {
+                None => result.unwrap(),
+                Some(text) => {
+                    let err = result.unwrap_err();
+                    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+                    assert!(err.message().contains(text), "{err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_argument_lists_split_under_the_command_line_limit() {
+        let groups = (0..10_000).map(|i| vec![format!("dir/file-{i:05}"), "4096".to_owned()]);
+        let chunks = command_chunks(groups);
+        assert!(chunks.len() > 1);
+        assert_eq!(chunks.iter().map(Vec::len).sum::<usize>(), 20_000);
+        for chunk in &chunks {
+            let quoted: usize = chunk.iter().map(|a| a.len() + 3).sum();
+            assert!(quoted <= MAX_COMMAND_LINE / 2);
+            assert_eq!(chunk.len() % 2, 0, "a pair is never split");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_input_over_its_cap_is_refused_before_anything_is_sent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cluster");
+        let staging = StagingDir::new(&LocalShell, root.to_str().unwrap(), Duration::from_secs(10));
+        let limits = StageLimits::default().with_max_file_size(ByteSize::b(3));
+        let inputs = [StageIn::bytes(b"four".to_vec(), "big.txt")];
+        let err = staging
+            .stage_in(&inputs, &limits, &Transfer::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.message().contains("\"big.txt\": 4 bytes"), "{err}");
+        assert!(!root.exists(), "nothing was created");
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_input_is_not_sent_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cluster");
+        let staging = StagingDir::new(&LocalShell, root.to_str().unwrap(), Duration::from_secs(10));
+        let inputs = [StageIn::bytes(b"same".to_vec(), "a.txt")];
+        let moved = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&moved);
+        let transfer = Transfer::default().with_progress(move |p| {
+            seen.lock().unwrap().push(p.done);
+        });
+        staging
+            .stage_in(&inputs, &StageLimits::default(), &transfer)
+            .await
+            .unwrap();
+        let first = std::mem::take(&mut *moved.lock().unwrap());
+        assert_eq!(first.first(), Some(&0), "sent: it starts at 0");
+        let mtime = std::fs::metadata(root.join("a.txt"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        staging
+            .stage_in(&inputs, &StageLimits::default(), &transfer)
+            .await
+            .unwrap();
+        assert_eq!(*moved.lock().unwrap(), [4], "skipped: only its completion");
+        assert_eq!(
+            std::fs::metadata(root.join("a.txt"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            mtime
+        );
+    }
+}
