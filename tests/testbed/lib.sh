@@ -126,6 +126,7 @@ TESTBED_COMPONENTS=(
     slurm2
     pbs
     kube
+    seaweedfs
 )
 
 # choose_components [NAME...]: sets COMPONENTS to the names given, or to every component.
