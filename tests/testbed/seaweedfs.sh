@@ -19,11 +19,12 @@
 #
 # What tests get ($TESTBED_DIR/seaweedfs/facts.json, mode 644: the credentials only open
 # this loopback test store):
-#   {"endpoint":"http://127.0.0.1:18333","region":"us-east-1",
+#   {"endpoint":"http://127.0.0.1:18333","region":"us-east-1","bucket":"batchbridge-tests",
 #    "access_key":"...","secret_key":"...","weed":".../seaweedfs/bin/weed",
 #    "version":"v0.0.0-20261109003541-7506e5f91cd6"}
-# Path-style addressing (http://127.0.0.1:18333/BUCKET/KEY); tests create their own
-# buckets with unique names and may leave them: `down` wipes the store.
+# Path-style addressing (http://127.0.0.1:18333/BUCKET/KEY). Tests share the one bucket
+# `up` makes, each under a key prefix of its own, and may leave their objects: `down`
+# wipes the store.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,6 +45,10 @@ S3_PORT=18333
 ENDPOINT="http://$HOST:$S3_PORT"
 REGION=us-east-1
 ACCESS_KEY_ID=batchbridge-test
+# The one bucket tests use, each under a key prefix of its own: every bucket is a SeaweedFS
+# collection with volumes of its own, so a bucket per test would soon use up the volume
+# server's slots (-volume.max).
+BUCKET=batchbridge-tests
 
 COMPONENT_NAME=seaweedfs
 SWFS_DIR="$TESTBED_DIR/seaweedfs"
@@ -154,8 +159,8 @@ EOF
 }
 
 write_facts() {
-    printf '{"endpoint":"%s","region":"%s","access_key":"%s","secret_key":"%s","weed":"%s","version":"%s"}\n' \
-        "$ENDPOINT" "$REGION" "$ACCESS_KEY_ID" "$(json_escape "$(cat "$SECRET_FILE")")" \
+    printf '{"endpoint":"%s","region":"%s","bucket":"%s","access_key":"%s","secret_key":"%s","weed":"%s","version":"%s"}\n' \
+        "$ENDPOINT" "$REGION" "$BUCKET" "$ACCESS_KEY_ID" "$(json_escape "$(cat "$SECRET_FILE")")" \
         "$(json_escape "$WEED")" "$SEAWEEDFS_VERSION" >"$FACTS.tmp"
     chmod 644 "$FACTS.tmp"
     mv -f "$FACTS.tmp" "$FACTS"
@@ -164,17 +169,31 @@ write_facts() {
 # ---------------------------------------------------------------------------
 # Checks (curl's --aws-sigv4 signs with the test key: the gateway checks the signature)
 
+# s3_status PATH [CURL_ARG...] : the HTTP status of a request for $ENDPOINT/PATH.
 s3_status() {
-    curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" "$ENDPOINT/" 2>/dev/null || true
+    local path="$1"
+    shift
+    curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" "$ENDPOINT/$path" 2>/dev/null || true
+}
+
+# signed_s3_status PATH [CURL_ARG...] : the same, signed with the test key.
+signed_s3_status() {
+    s3_status "$@" --aws-sigv4 "aws:amz:$REGION:s3" --user "$ACCESS_KEY_ID:$(cat "$SECRET_FILE")"
 }
 
 signed_list_ok() {
-    [[ "$(s3_status --aws-sigv4 "aws:amz:$REGION:s3" \
-        --user "$ACCESS_KEY_ID:$(cat "$SECRET_FILE")")" == 200 ]]
+    [[ "$(signed_s3_status "")" == 200 ]]
+}
+
+# ensure_bucket : the tests' bucket (200 when made, 409 when this key already owns it).
+ensure_bucket() {
+    local status
+    status="$(signed_s3_status "$BUCKET" -X PUT)"
+    [[ "$status" == 200 || "$status" == 409 ]] || die "could not make bucket $BUCKET (HTTP $status)"
 }
 
 anonymous_refused() {
-    [[ "$(s3_status)" == 403 ]]
+    [[ "$(s3_status "")" == 403 ]]
 }
 
 # ---------------------------------------------------------------------------
@@ -220,6 +239,7 @@ cmd_up() {
         start_weed
     fi
     anonymous_refused || die "the S3 gateway on $ENDPOINT answers unsigned requests"
+    ensure_bucket
     write_facts
     log "seaweedfs: S3 on $ENDPOINT ready in $((SECONDS - started))s, facts: $FACTS"
 }

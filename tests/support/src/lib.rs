@@ -222,6 +222,34 @@ pub fn kube_facts() -> KubeFacts {
     }
 }
 
+/// The S3-compatible object store of the test bed (`tests/testbed/seaweedfs.sh`): SeaweedFS
+/// on loopback, path-style buckets, one key allowed everything.
+#[derive(Debug, Clone)]
+pub struct SeaweedFsFacts {
+    /// The S3 endpoint, such as `http://127.0.0.1:18333`.
+    pub endpoint: String,
+    /// The region requests are signed for.
+    pub region: String,
+    /// The bucket tests share, each under a key prefix of its own.
+    pub bucket: String,
+    /// The test key's id.
+    pub access_key: String,
+    /// The test key's secret.
+    pub secret_key: String,
+}
+
+/// Reads `seaweedfs/facts.json`.
+pub fn seaweedfs_facts() -> SeaweedFsFacts {
+    let facts = Facts::read("seaweedfs/facts.json");
+    SeaweedFsFacts {
+        endpoint: facts.field("endpoint"),
+        region: facts.field("region"),
+        bucket: facts.field("bucket"),
+        access_key: facts.field("access_key"),
+        secret_key: facts.field("secret_key"),
+    }
+}
+
 /// Debian's `at` on this machine (`tests/testbed/at.sh`), used through the sshd's login.
 #[derive(Debug, Clone)]
 pub struct AtFacts {
