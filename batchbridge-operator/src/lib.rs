@@ -43,6 +43,7 @@ pub mod leader;
 pub mod metrics;
 pub mod output;
 pub mod reason;
+pub mod staging;
 pub mod status;
 
 pub use controller::Operator;

@@ -93,6 +93,18 @@ words! {
         /// move the job's output, block, lose the job id) or read; the message names the
         /// line. Nothing was submitted and the job is never retried: edit the script.
         DirectiveRefused,
+        /// An entry of spec.inputs or spec.outputs cannot be had (its ConfigMap, Secret or
+        /// object is missing, a Secret lacks the label batchbridge.dev/job-input=true, the
+        /// object store refused the listing, the inline inputs are too big); the message
+        /// names the entry. Nothing was submitted and the job is not retried: fix the entry
+        /// or what it names, and edit the job to run it again.
+        InputRefused,
+        /// OutputsStaged: every output the job had to send is in its object store.
+        OutputsStaged,
+        /// OutputsStaged False: an output the job had to send is not in its object store
+        /// (the job's stderr says why: a missing file, no curl or wget, an expired URL);
+        /// the message names each.
+        OutputsNotStaged,
         /// The scheduler refused the attempt for now: a limit on the jobs a user, account
         /// or QOS may have in it was reached. It is submitted again until the scheduler
         /// takes it; the message carries the scheduler's words.
@@ -205,6 +217,11 @@ words! {
         Failed,
         /// BatchJob: whether the finished job's output was collected.
         OutputCollected,
+        /// BatchJob with spec.outputs: whether the outputs the job had to send (by their
+        /// `when`) arrived in their object stores, checked once the job ended; True with
+        /// reason OutputsStaged, False with OutputsNotStaged. The phase stays what the
+        /// script did.
+        OutputsStaged,
         /// BatchJob: held back by spec.suspend, as batch/v1 Job's `Suspended`: True once
         /// nothing runs on the cluster (not submitted, or the attempt's cancel confirmed),
         /// False with reason `Suspending` while the attempt is being cancelled; gone once

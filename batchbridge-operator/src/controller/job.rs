@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::placement::{Answer, Candidate, Seen, Skipped};
-use batchbridge_core::{ErrorKind, JobId, JobKey, Withdrawal};
+use batchbridge_core::{ErrorKind, JobId, JobKey, JobStatus, Withdrawal};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -33,6 +33,7 @@ use crate::decision::{
 };
 use crate::output;
 use crate::reason::{ClusterProblem, Reason};
+use crate::staging;
 
 /// The finalizer that makes deletion wait for the job's cancellation and the removal of its
 /// files (bounded by [`REMOVAL_DEADLINE`](crate::decision::REMOVAL_DEADLINE)). Its name
@@ -336,8 +337,23 @@ async fn submit(
         .job_spec(attempt)
         .and_then(|spec| connection.backend.apply_directives(spec));
     let submitted = match directed {
-        Ok((spec, report)) => match report.check() {
+        Ok((mut spec, report)) => match report.check() {
             Ok(()) => {
+                if let Err(refused) = stage(ctx, job, &mut spec.script).await {
+                    let done = Done::Submit {
+                        attempt,
+                        outcome: SubmitOutcome::InputRefused(refused),
+                    };
+                    return finish_on_cluster(
+                        ctx,
+                        job,
+                        connection,
+                        &current,
+                        &done,
+                        ActionKind::Submit,
+                    )
+                    .await;
+                }
                 let submitted = connection.submit(&spec).await;
                 ctx.metrics.submitted(&connection.labels, submitted.is_ok());
                 submitted
@@ -383,6 +399,86 @@ async fn submit(
     finish_on_cluster(ctx, job, connection, &current, &done, ActionKind::Submit).await
 }
 
+/// Wraps `script` with the job's spec.inputs and spec.outputs (read and signed now, so
+/// every attempt gets fresh URLs), or says which entry cannot be had.
+async fn stage(ctx: &Context, job: &BatchJob, script: &mut String) -> Result<(), String> {
+    if job.spec.inputs.is_empty() && job.spec.outputs.is_empty() {
+        return Ok(());
+    }
+    let staging = staging::prepare(&ctx.client, job)
+        .await
+        .map_err(|refused| refused.0)?;
+    *script = staging::wrap_script(script, &staging.inputs, &staging.outputs)
+        .map_err(|err| err.message().to_owned())?;
+    Ok(())
+}
+
+/// Whether the ended job's outputs arrived in their stores (None without spec.outputs), an
+/// Event for each: the script's exit code says which outputs its `when` applies to, and an
+/// object counts only if it was written after this attempt was submitted (a minute's
+/// leeway for the store's clock).
+async fn check_outputs(
+    ctx: &Context,
+    job: &BatchJob,
+    observation: Option<&JobStatus>,
+    current: &BatchJobStatus,
+) -> Option<Result<String, String>> {
+    if job.spec.outputs.is_empty() {
+        return None;
+    }
+    let exit_code = observation.map_or(current.exit_code, |seen| seen.exit_code);
+    let since = current
+        .submit_time
+        .as_ref()
+        .map_or(SystemTime::UNIX_EPOCH, |at| SystemTime::from(at.0))
+        .checked_sub(Duration::from_secs(60))
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let checked = staging::check_outputs(&ctx.client, job, exit_code == Some(0), since).await;
+    let mut missing = Vec::new();
+    for (output, result) in &checked {
+        let store = &output.object_store;
+        let target = format!(
+            "{}/{}",
+            store.bucket,
+            store.key.as_deref().unwrap_or_default()
+        );
+        match result {
+            Ok(()) => {
+                publish(
+                    ctx,
+                    job,
+                    EventType::Normal,
+                    Reason::OutputsStaged.as_str(),
+                    &format!("{} sent to {target} at {}", output.path, store.endpoint),
+                    "StageOut",
+                )
+                .await;
+            }
+            Err(problem) => {
+                publish(
+                    ctx,
+                    job,
+                    EventType::Warning,
+                    Reason::OutputsNotStaged.as_str(),
+                    &format!("{} not sent to {target}: {problem}", output.path),
+                    "StageOut",
+                )
+                .await;
+                missing.push(format!("{}: {problem}", output.path));
+            }
+        }
+    }
+    Some(if missing.is_empty() {
+        Ok(format!(
+            "{} of {} outputs sent (the others' when did not apply)",
+            checked.len(),
+            job.spec.outputs.len()
+        ))
+    } else {
+        Err(missing.join("; "))
+    })
+}
+
 async fn collect(
     ctx: &Arc<Context>,
     job: &Arc<BatchJob>,
@@ -390,8 +486,11 @@ async fn collect(
     id: &JobId,
     current: BatchJobStatus,
 ) -> Option<Duration> {
+    // The poller still follows the job: its report of the end is written with the output.
+    let observation = connection.poller.observation(id);
     let outcome = match output::collect(&ctx.output, job, connection, id).await {
         Ok(collected) => CollectOutcome::Collected {
+            staged: check_outputs(ctx, job, observation.as_ref(), &current).await,
             tail: collected.tail,
             task_outputs: collected.task_outputs,
             task_outputs_omitted: collected.task_outputs_omitted,
@@ -401,8 +500,6 @@ async fn collect(
         },
         Err(err) => CollectOutcome::Failed(Failure::of(&err)),
     };
-    // The poller still follows the job: its report of the end is written with the output.
-    let observation = connection.poller.observation(id);
     let done = Done::Collect {
         outcome,
         observation: observation.as_ref(),

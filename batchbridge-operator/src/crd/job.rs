@@ -16,6 +16,7 @@ use super::names::{
     DNS_SUBDOMAIN, LABEL_RULE, SUBDOMAIN_RULE, is_dns_label, is_dns_subdomain, refused,
 };
 use super::placement::{Move, Placement, PlacementStatus};
+use super::staging::{JobInput, JobOutput};
 // `Reason` alone is kube's CEL validation reason, which the derives bring into scope.
 use crate::reason::Reason as StatusReason;
 
@@ -57,6 +58,9 @@ use crate::reason::Reason as StatusReason;
     validation = Rule::new("has(self.clusterRef) != has(self.placement)")
         .message("a BatchJob names exactly one of clusterRef (the one BatchCluster to run on) or placement (its candidate BatchClusters)")
         .reason(Reason::FieldValueInvalid),
+    validation = Rule::new("!has(self.array) || !has(self.outputs) || size(self.outputs) == 0")
+        .message("an array job cannot have outputs: every task would write the same objects")
+        .reason(Reason::FieldValueForbidden),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BatchJobSpec {
@@ -140,6 +144,20 @@ pub struct BatchJobSpec {
     /// field that may change while the job is active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
+    /// Files put in the job's working directory before its script runs: keys of
+    /// ConfigMaps and Secrets of this namespace, and objects of S3-compatible stores
+    /// (fetched by the job itself). A Secret is used only if it carries the label
+    /// batchbridge.dev/job-input=true. If one cannot be had the job fails unsubmitted,
+    /// reason InputRefused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub inputs: Vec<JobInput>,
+    /// Files of the job's working directory sent to S3-compatible stores when its script
+    /// ends (by the job itself), each as its `when` says; the condition OutputsStaged says
+    /// whether they arrived. Not for array jobs (every task would write the same objects).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub outputs: Vec<JobOutput>,
     /// Other BatchJobs of this namespace (never of another) this job runs after, each with
     /// the condition it waits for; the job stays Pending, reason WaitingForDependencies,
     /// until every one is met, whatever cluster each runs on. A name no BatchJob has yet is
@@ -218,6 +236,8 @@ const SPEC_FROZEN_WHILE_ACTIVE: &str = concat!(
         "cleanup",
         "ttlSecondsAfterFinished",
         "after",
+        "inputs",
+        "outputs",
     ),
     ")"
 );

@@ -112,6 +112,7 @@ mod job;
 pub mod names;
 mod placement;
 mod quantity;
+mod staging;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
@@ -132,6 +133,7 @@ pub use placement::{
     CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, LabelValue,
     MAX_CANDIDATES, Move, MoveOutcome, Placement, PlacementPolicy, PlacementStatus,
 };
+pub use staging::{JobInput, JobOutput, KeyReference, ObjectLocation, SecretName, StageWhen};
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.
 /// The regular expression comes first so that text that is no duration gets the rule's

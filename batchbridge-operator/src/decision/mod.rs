@@ -206,6 +206,9 @@ pub enum SubmitOutcome {
     /// the job's script (the message names each line). The same script is refused again,
     /// so the job fails for good.
     DirectiveRefused(String),
+    /// Nothing was submitted: an entry of spec.inputs or spec.outputs cannot be had (the
+    /// message names it). The job fails for good, as the same spec would fail again.
+    InputRefused(String),
 }
 
 /// What came of an output collection.
@@ -226,6 +229,10 @@ pub enum CollectOutcome {
         /// The objects the API server did not take (with its answer's code): reported, never
         /// retried by fetching the output again, so the job's end is written regardless.
         unwritten: Vec<String>,
+        /// For a job with spec.outputs: whether the outputs its `when` applies to arrived
+        /// in their stores (the message for OutputsStaged True), or which did not (for
+        /// OutputsStaged False). None for a job without outputs.
+        staged: Option<Result<String, String>>,
     },
     /// Fetching it failed; [`Failure`] says whether to try again.
     Failed(Failure),

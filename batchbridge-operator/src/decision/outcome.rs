@@ -81,9 +81,11 @@ pub(super) fn submitted(
             plan.requeue(SUBMIT_AGAIN);
         }
         SubmitOutcome::Failed(Failure::Refused(message))
-        | SubmitOutcome::DirectiveRefused(message) => {
+        | SubmitOutcome::DirectiveRefused(message)
+        | SubmitOutcome::InputRefused(message) => {
             let reason = match outcome {
                 SubmitOutcome::DirectiveRefused(_) => Reason::DirectiveRefused,
+                SubmitOutcome::InputRefused(_) => Reason::InputRefused,
                 _ => Reason::SubmitRejected,
             };
             next.phase = Some(Phase::Failed);
@@ -117,7 +119,22 @@ pub(super) fn collected(
             summary,
             refused,
             unwritten,
+            staged,
         } => {
+            if let Some(staged) = staged {
+                let (holds, reason, message) = match staged {
+                    Ok(message) => (true, Reason::OutputsStaged, message),
+                    Err(message) => (false, Reason::OutputsNotStaged, message),
+                };
+                set_condition(
+                    &mut next.conditions,
+                    ConditionType::OutputsStaged,
+                    holds,
+                    reason,
+                    message,
+                    now,
+                );
+            }
             next.output_tail.clone_from(tail);
             next.task_outputs.clone_from(task_outputs);
             next.task_outputs_omitted = *task_outputs_omitted;

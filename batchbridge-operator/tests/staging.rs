@@ -1,0 +1,408 @@
+//! A BatchJob's spec.inputs and spec.outputs end to end on the real API server, SLURM and
+//! the test bed's SeaweedFS object store: inputs from a ConfigMap, a Secret and an S3
+//! prefix reach the job's working directory; its output reaches S3 byte for byte; a job
+//! that fails still sends its `when: Always` output (and not its OnSuccess one), its phase
+//! staying Failed; a job naming another namespace's ConfigMap or an unlabelled Secret is
+//! refused unsubmitted. What is in the store is read with curl, not with the operator's code.
+
+// Helpers panic on purpose: anything unexpected is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use batchbridge_operator::crd::Phase;
+use batchbridge_operator::reason::{ConditionType, Reason};
+use batchbridge_testbed::{SeaweedFsFacts, seaweedfs_facts};
+use common::Cluster;
+use common::operator::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde_json::{Value, json};
+
+/// curl signing with the test bed's key; the HTTP status and the body.
+fn s3(store: &SeaweedFsFacts, args: &[&str], path: &str) -> (String, Vec<u8>) {
+    let body = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("curl")
+        .args(["-s", "-o"])
+        .arg(body.path())
+        .args(["-w", "%{http_code}", "--aws-sigv4"])
+        .arg(format!("aws:amz:{}:s3", store.region))
+        .arg("--user")
+        .arg(format!("{}:{}", store.access_key, store.secret_key))
+        .args(args)
+        .arg(format!("{}/{path}", store.endpoint))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "curl: {out:?}");
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        std::fs::read(body.path()).unwrap(),
+    )
+}
+
+fn put_object(store: &SeaweedFsFacts, path: &str, bytes: &[u8]) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), bytes).unwrap();
+    let (status, _) = s3(store, &["-T", file.path().to_str().unwrap()], path);
+    assert_eq!(status, "200", "PUT {path}");
+}
+
+fn get_object(store: &SeaweedFsFacts, path: &str) -> Option<Vec<u8>> {
+    match s3(store, &[], path) {
+        (status, body) if status == "200" => Some(body),
+        (status, _) if status == "404" => None,
+        (status, body) => panic!("GET {path}: {status} {}", String::from_utf8_lossy(&body)),
+    }
+}
+
+/// This test's place in the test bed's bucket: the bucket and a key prefix named after the
+/// test namespace (unique per run).
+fn place(store: &SeaweedFsFacts, bed: &Cluster) -> (String, String) {
+    (store.bucket.clone(), format!("{}/", bed.namespace))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), bytes).unwrap();
+    let out = Command::new("sha256sum").arg(file.path()).output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+async fn create_in<K>(bed: &Cluster, namespace: &str, object: &K)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(bed.client.clone(), namespace)
+        .create(&PostParams::default(), object)
+        .await
+        .unwrap();
+}
+
+fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// A Opaque Secret, labelled for BatchJobs' use if `for_jobs`.
+fn secret(name: &str, data: [(&str, Vec<u8>); 2], for_jobs: bool) -> Secret {
+    let mut secret = secret_of(name, "Opaque", data);
+    if for_jobs {
+        secret.metadata.labels = Some(BTreeMap::from([(
+            "batchbridge.dev/job-input".to_owned(),
+            "true".to_owned(),
+        )]));
+    }
+    secret
+}
+
+/// The store's credentials Secret, `store` in the test namespace.
+async fn store_secret(bed: &Cluster, store: &SeaweedFsFacts) {
+    let credentials = secret(
+        "store",
+        [
+            ("accessKeyId", store.access_key.clone().into_bytes()),
+            ("secretAccessKey", store.secret_key.clone().into_bytes()),
+        ],
+        true,
+    );
+    put_secret(bed, &credentials).await;
+}
+
+fn location(store: &SeaweedFsFacts, bucket: &str, what: Value) -> Value {
+    let mut location = json!({
+        "endpoint": store.endpoint,
+        "bucket": bucket,
+        "credentialsSecret": {"name": "store"},
+    });
+    location
+        .as_object_mut()
+        .unwrap()
+        .extend(what.as_object().unwrap().clone());
+    location
+}
+
+fn condition(
+    job: &batchbridge_operator::crd::BatchJob,
+    type_: ConditionType,
+) -> Option<(String, String, String)> {
+    status(job)
+        .conditions
+        .iter()
+        .find(|condition| condition.type_ == type_.as_str())
+        .map(|condition| {
+            (
+                condition.status.clone(),
+                condition.reason.clone(),
+                condition.message.clone(),
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
+    let store = seaweedfs_facts();
+    let (bed, operator) = set_up("staging-io", "ssh", "slurm").await;
+    let (bucket, run) = place(&store, &bed);
+    // 300 KiB of bytes that are no text, and a small file in a sub-directory.
+    let big: Vec<u8> = (0..300 * 1024_u32).map(|i| (i * 7 % 251) as u8).collect();
+    put_object(&store, &format!("{bucket}/{run}in/big.bin"), &big);
+    put_object(
+        &store,
+        &format!("{bucket}/{run}in/sub/small.csv"),
+        b"a,b\n1,2\n",
+    );
+    create_in(
+        &bed,
+        &bed.namespace,
+        &config_map("params", &[("params.txt", "alpha=1\n")]),
+    )
+    .await;
+    let token = b"s3cr3t token with 'quotes' and $(touch /tmp/staging-canary)\n".to_vec();
+    put_secret(
+        &bed,
+        &secret(
+            "token",
+            [("token", token.clone()), ("unused", Vec::new())],
+            true,
+        ),
+    )
+    .await;
+    store_secret(&bed, &store).await;
+
+    let script = "#!/bin/bash\nset -e\n\
+        cat params.txt > report.txt\n\
+        stat -c %a secret/token >> report.txt\n\
+        sha256sum < secret/token | cut -d' ' -f1 >> report.txt\n\
+        sha256sum < data/big.bin | cut -d' ' -f1 >> report.txt\n\
+        cat data/sub/small.csv >> report.txt\n";
+    create_job(
+        &bed,
+        "io",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": script,
+            "inputs": [
+                {"path": "params.txt", "configMap": {"name": "params", "key": "params.txt"}},
+                {"path": "secret/token", "secret": {"name": "token", "key": "token"}},
+                {"path": "data", "objectStore": location(&store, &bucket, json!({"prefix": format!("{run}in/")}))},
+            ],
+            "outputs": [
+                {"path": "report.txt", "objectStore": location(&store, &bucket, json!({"key": format!("{run}out/report.txt")}))},
+            ],
+        }),
+    )
+    .await;
+    let job = wait_for(&bed, "io", "outputs staged", |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
+    })
+    .await;
+    assert_eq!(
+        status(&job).phase,
+        Some(Phase::Succeeded),
+        "{:#?}",
+        job.status
+    );
+    let (holds, reason, message) = condition(&job, ConditionType::OutputsStaged).unwrap();
+    assert_eq!(
+        (holds.as_str(), reason.as_str()),
+        ("True", Reason::OutputsStaged.as_str()),
+        "{message}"
+    );
+    let expected = format!(
+        "alpha=1\n600\n{}\n{}\na,b\n1,2\n",
+        sha256(&token),
+        sha256(&big)
+    );
+    let report = get_object(&store, &format!("{bucket}/{run}out/report.txt")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&report), expected);
+    assert!(
+        !std::path::Path::new("/tmp/staging-canary").exists(),
+        "the Secret's text ran as code"
+    );
+    let events = events_of(&bed, "io").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "OutputsStaged" && note.contains("report.txt sent to")),
+        "{events:?}"
+    );
+    // The store's credentials never reach the cluster: only signatures made with them.
+    let job_files = slurm(&format!(
+        "grep -rl -- {} ~/.batchbridge 2>/dev/null | wc -l",
+        store.secret_key
+    ))
+    .await;
+    assert_eq!(job_files.trim(), "0", "the secret key is in a job file");
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_still_sends_its_always_outputs_and_stays_failed() {
+    let store = seaweedfs_facts();
+    let (bed, operator) = set_up("staging-fail", "ssh", "slurm").await;
+    let (bucket, run) = place(&store, &bed);
+    store_secret(&bed, &store).await;
+    create_job(
+        &bed,
+        "fails",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "echo 'half done' > partial.txt\necho done > final.txt\nexit 3\n",
+            "outputs": [
+                {"path": "partial.txt", "when": "Always",
+                 "objectStore": location(&store, &bucket, json!({"key": format!("{run}partial.txt")}))},
+                {"path": "final.txt",
+                 "objectStore": location(&store, &bucket, json!({"key": format!("{run}final.txt")}))},
+            ],
+        }),
+    )
+    .await;
+    let job = wait_for(&bed, "fails", "outputs staged", |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
+    })
+    .await;
+    let now = status(&job);
+    assert_eq!(now.phase, Some(Phase::Failed), "{:#?}", job.status);
+    assert_eq!(now.reason, Some(Reason::NonZeroExitCode));
+    assert_eq!(now.exit_code, Some(3));
+    let (holds, _, message) = condition(&job, ConditionType::OutputsStaged).unwrap();
+    assert_eq!(
+        holds, "True",
+        "{message}; the job's output: {:?}",
+        now.output_tail
+    );
+    assert_eq!(
+        get_object(&store, &format!("{bucket}/{run}partial.txt")).as_deref(),
+        Some(&b"half done\n"[..])
+    );
+    assert_eq!(
+        get_object(&store, &format!("{bucket}/{run}final.txt")),
+        None,
+        "an OnSuccess output of a failed job was sent"
+    );
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_namespaces_config_map_and_an_unlabelled_secret_are_refused() {
+    let (bed, operator) = set_up("staging-tenant", "ssh", "slurm").await;
+    // Another tenant's namespace, with a ConfigMap and a Secret of the same names the
+    // hostile jobs ask for.
+    let other = format!("{}-other", bed.namespace);
+    Api::<Namespace>::all(bed.client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(other.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    create_in(&bed, &other, &config_map("theirs", &[("k", "their data")])).await;
+    // There is no namespace field: one written anyway is dropped (by the typed client here,
+    // pruned by the API server from kubectl), and the name is looked up in the job's own
+    // namespace, where there is none.
+    create_job(
+        &bed,
+        "cross",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "cat k\n",
+            "inputs": [{"path": "k", "configMap": {"name": "theirs", "key": "k", "namespace": other}}],
+        }),
+    )
+    .await;
+    // A Secret in the job's namespace whose owner did not label it for BatchJobs.
+    put_secret(
+        &bed,
+        &secret(
+            "db",
+            [("password", b"hunter2".to_vec()), ("user", b"app".to_vec())],
+            false,
+        ),
+    )
+    .await;
+    create_job(
+        &bed,
+        "unlabelled",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "cat password\n",
+            "inputs": [{"path": "password", "secret": {"name": "db", "key": "password"}}],
+        }),
+    )
+    .await;
+    for (name, says) in [
+        ("cross", "no ConfigMap \"theirs\" in the job's namespace"),
+        (
+            "unlabelled",
+            "is not labelled batchbridge.dev/job-input=true",
+        ),
+    ] {
+        let job = wait_for_phase(&bed, name, Phase::Failed).await;
+        let now = status(&job);
+        assert_eq!(
+            now.reason,
+            Some(Reason::InputRefused),
+            "{name}: {:#?}",
+            job.status
+        );
+        assert!(
+            now.message.as_deref().unwrap_or_default().contains(says),
+            "{name}: {:?}",
+            now.message
+        );
+        assert_eq!(now.job_id, None, "{name} was submitted");
+    }
+    // A path climbing out of the working directory never gets past the API server.
+    let refused = bed
+        .jobs()
+        .create(
+            &PostParams::default(),
+            &batch_job(
+                "climb",
+                json!({
+                    "clusterRef": {"name": "slurm"},
+                    "script": "true\n",
+                    "inputs": [{"path": "../x", "configMap": {"name": "theirs", "key": "k"}}],
+                }),
+            ),
+        )
+        .await;
+    let message = common::api_error(refused, 422);
+    assert!(message.contains("path must be relative"), "{message}");
+    operator.stop().await;
+    bed.clean_up().await;
+}
