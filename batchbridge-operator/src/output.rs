@@ -390,7 +390,7 @@ fn owned_by(object: &ObjectMeta, job: &BatchJob) -> bool {
 
 /// Writes the output ConfigMap `map`: creates it, or updates the one `job` owns (an earlier
 /// attempt's). False, with nothing written, when the name belongs to another object.
-async fn write_config_map(
+pub(crate) async fn write_config_map(
     api: &Api<ConfigMap>,
     field_manager: &str,
     job: &BatchJob,
@@ -642,7 +642,7 @@ fn env_var(name: &str, value: &str) -> EnvVar {
     }
 }
 
-fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
+pub(crate) fn owned_meta(job: &BatchJob, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: job.namespace(),

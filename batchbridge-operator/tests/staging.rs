@@ -2,7 +2,8 @@
 //! the test bed's SeaweedFS object store: inputs from a ConfigMap, a Secret and an S3
 //! prefix reach the job's working directory; its output reaches S3 byte for byte; a job
 //! that fails still sends its `when: Always` output (and not its OnSuccess one), its phase
-//! staying Failed; a job naming another namespace's ConfigMap or an unlabelled Secret is
+//! staying Failed; a ConfigMap output beyond 512 KiB is refused, the job still Succeeded;
+//! a job naming another namespace's ConfigMap or an unlabelled Secret is
 //! refused unsubmitted. What is in the store is read with curl, not with the operator's code.
 
 // Helpers panic on purpose: anything unexpected is a failed test.
@@ -210,6 +211,7 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
             ],
             "outputs": [
                 {"path": "report.txt", "objectStore": location(&store, &bucket, json!({"key": format!("{run}out/report.txt")}))},
+                {"path": "report.txt", "configMap": {"name": "io-results", "key": "report.txt"}},
             ],
         }),
     )
@@ -239,6 +241,20 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
     );
     let report = get_object(&store, &format!("{bucket}/{run}out/report.txt")).unwrap();
     assert_eq!(String::from_utf8_lossy(&report), expected);
+    let results = Api::<ConfigMap>::namespaced(bed.client.clone(), &bed.namespace)
+        .get("io-results")
+        .await
+        .unwrap();
+    assert_eq!(
+        results.data.unwrap_or_default().get("report.txt"),
+        Some(&expected),
+        "the ConfigMap output"
+    );
+    assert_eq!(
+        results.metadata.owner_references.unwrap_or_default()[0].name,
+        "io",
+        "the ConfigMap belongs to the job"
+    );
     assert!(
         !std::path::Path::new("/tmp/staging-canary").exists(),
         "the Secret's text ran as code"
@@ -403,6 +419,53 @@ async fn another_namespaces_config_map_and_an_unlabelled_secret_are_refused() {
         .await;
     let message = common::api_error(refused, 422);
     assert!(message.contains("path must be relative"), "{message}");
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_map_output_beyond_its_cap_is_refused_and_the_job_still_succeeded() {
+    let (bed, operator) = set_up("staging-cap", "ssh", "slurm").await;
+    create_job(
+        &bed,
+        "big",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "head -c 600000 /dev/zero > big.bin\necho small > small.txt\n",
+            "outputs": [
+                {"path": "big.bin", "configMap": {"name": "big-results", "key": "big.bin"}},
+            ],
+        }),
+    )
+    .await;
+    let job = wait_for(&bed, "big", "outputs staged", |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
+    })
+    .await;
+    assert_eq!(
+        status(&job).phase,
+        Some(Phase::Succeeded),
+        "{:#?}",
+        job.status
+    );
+    let (holds, reason, message) = condition(&job, ConditionType::OutputsStaged).unwrap();
+    assert_eq!(
+        (holds.as_str(), reason.as_str()),
+        ("False", Reason::OutputsNotStaged.as_str()),
+        "{message}"
+    );
+    assert!(message.contains("big.bin"), "{message}");
+    assert!(
+        message.contains("524288") || message.contains("512"),
+        "{message}"
+    );
+    let map = Api::<ConfigMap>::namespaced(bed.client.clone(), &bed.namespace)
+        .get_opt("big-results")
+        .await
+        .unwrap();
+    assert!(map.is_none(), "a refused output was written: {map:?}");
     operator.stop().await;
     bed.clean_up().await;
 }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use batchbridge_core::placement::{Answer, Candidate, Seen, Skipped};
-use batchbridge_core::{ErrorKind, JobId, JobKey, JobStatus, Withdrawal};
+use batchbridge_core::staging::StageOut;
+use batchbridge_core::{ErrorKind, JobId, JobKey, JobSpec, JobStatus, Withdrawal};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -339,7 +340,7 @@ async fn submit(
     let submitted = match directed {
         Ok((mut spec, report)) => match report.check() {
             Ok(()) => {
-                if let Err(refused) = stage(ctx, job, &mut spec.script).await {
+                if let Err(refused) = stage(ctx, job, &mut spec).await {
                     let done = Done::Submit {
                         attempt,
                         outcome: SubmitOutcome::InputRefused(refused),
@@ -401,15 +402,27 @@ async fn submit(
 
 /// Wraps `script` with the job's spec.inputs and spec.outputs (read and signed now, so
 /// every attempt gets fresh URLs), or says which entry cannot be had.
-async fn stage(ctx: &Context, job: &BatchJob, script: &mut String) -> Result<(), String> {
+///
+/// The ConfigMap outputs go into the spec's stage-out list too: the backend then records the
+/// job's working directory, where the operator fetches them from once the job ended.
+async fn stage(ctx: &Context, job: &BatchJob, spec: &mut JobSpec) -> Result<(), String> {
     if job.spec.inputs.is_empty() && job.spec.outputs.is_empty() {
         return Ok(());
     }
     let staging = staging::prepare(&ctx.client, job)
         .await
         .map_err(|refused| refused.0)?;
-    *script = staging::wrap_script(script, &staging.inputs, &staging.outputs)
+    spec.script = staging::wrap_script(&spec.script, &staging.inputs, &staging.outputs)
         .map_err(|err| err.message().to_owned())?;
+    for output in job
+        .spec
+        .outputs
+        .iter()
+        .filter(|output| output.config_map.is_some())
+    {
+        spec.stage_out
+            .push(StageOut::new(output.path.clone(), "config-map"));
+    }
     Ok(())
 }
 
@@ -420,6 +433,8 @@ async fn stage(ctx: &Context, job: &BatchJob, script: &mut String) -> Result<(),
 async fn check_outputs(
     ctx: &Context,
     job: &BatchJob,
+    connection: &Connection,
+    id: &JobId,
     observation: Option<&JobStatus>,
     current: &BatchJobStatus,
 ) -> Option<Result<String, String>> {
@@ -433,15 +448,14 @@ async fn check_outputs(
         .map_or(SystemTime::UNIX_EPOCH, |at| SystemTime::from(at.0))
         .checked_sub(Duration::from_secs(60))
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let checked = staging::check_outputs(&ctx.client, job, exit_code == Some(0), since).await;
+    let succeeded = exit_code == Some(0);
+    let mut checked = staging::check_outputs(&ctx.client, job, succeeded, since).await;
+    checked.extend(
+        staging::to_config_maps(&ctx.output, job, &*connection.backend, id, succeeded).await,
+    );
     let mut missing = Vec::new();
     for (output, result) in &checked {
-        let store = &output.object_store;
-        let target = format!(
-            "{}/{}",
-            store.bucket,
-            store.key.as_deref().unwrap_or_default()
-        );
+        let target = staging::destination(output);
         match result {
             Ok(()) => {
                 publish(
@@ -449,7 +463,7 @@ async fn check_outputs(
                     job,
                     EventType::Normal,
                     Reason::OutputsStaged.as_str(),
-                    &format!("{} sent to {target} at {}", output.path, store.endpoint),
+                    &format!("{} sent to {target}", output.path),
                     "StageOut",
                 )
                 .await;
@@ -490,7 +504,7 @@ async fn collect(
     let observation = connection.poller.observation(id);
     let outcome = match output::collect(&ctx.output, job, connection, id).await {
         Ok(collected) => CollectOutcome::Collected {
-            staged: check_outputs(ctx, job, observation.as_ref(), &current).await,
+            staged: check_outputs(ctx, job, connection, id, observation.as_ref(), &current).await,
             tail: collected.tail,
             task_outputs: collected.task_outputs,
             task_outputs_omitted: collected.task_outputs_omitted,

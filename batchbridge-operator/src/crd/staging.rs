@@ -69,8 +69,9 @@ pub struct KeyReference {
         .reason(Reason::FieldValueInvalid),
 )]
 pub struct ObjectLocation {
-    /// The store's endpoint URL, such as "https://s3.eu-west-1.amazonaws.com" or
-    /// "http://minio.storage:9000"; buckets are addressed by path. The cluster's nodes fetch
+    /// The store's endpoint URL: http or https, a host and maybe a port, no path (such as
+    /// the URL of s3.eu-west-1.amazonaws.com, or of minio.storage:9000); buckets are
+    /// addressed by path. The cluster's nodes fetch
     /// from and send to it; the operator itself only lists a prefix.
     #[x_kube(validation = Rule::new("self.matches('^https?://[^/?#@\\\\s]+/?$')")
         .message("endpoint must be an http or https URL with a host and no path, query or user"))]
@@ -108,11 +109,22 @@ pub struct SecretName {
     pub name: String,
 }
 
-/// One output of a job: a file in its working directory sent, when the job ends, to an
-/// object store by the job itself (through a presigned URL, with curl or wget). Whether each
-/// arrived is the condition OutputsStaged; the job's phase stays what the script did.
+/// One output of a job: a file of its working directory sent, when the job ends, to an
+/// object store (by the job itself, through a presigned URL, with curl or wget) or, for a
+/// small result, into a key of a ConfigMap of the job's namespace (fetched by the operator
+/// over the cluster connection; at most 512 KiB for all of a job's ConfigMap outputs,
+/// refused beyond). Whether each arrived is the condition OutputsStaged; the job's phase
+/// stays what the script did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.objectStore) != has(self.configMap)")
+        .message("an output names exactly one of objectStore or configMap")
+        .reason(Reason::FieldValueInvalid),
+    validation = Rule::new("!has(self.objectStore) || has(self.objectStore.key)")
+        .message("an output's objectStore names a key, not a prefix")
+        .reason(Reason::FieldValueInvalid),
+)]
 pub struct JobOutput {
     /// The file, relative to the job's working directory, such as "results/summary.csv".
     #[x_kube(validation = Rule::new(RELATIVE_PATH).message(RELATIVE_PATH_MESSAGE))]
@@ -122,8 +134,13 @@ pub struct JobOutput {
     #[serde(default)]
     pub when: StageWhen,
     /// The object it becomes (key, not prefix).
-    #[x_kube(validation = Rule::new("has(self.key)").message("an output names a key, not a prefix"))]
-    pub object_store: ObjectLocation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectLocation>,
+    /// The ConfigMap key it becomes: a ConfigMap of the job's namespace that the job owns
+    /// (created if missing; one of that name not owned by the job is left alone and the
+    /// output reported not staged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<KeyReference>,
 }
 
 /// When an output is sent, as the script ended (PSI/J's flags).

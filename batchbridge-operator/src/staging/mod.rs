@@ -16,6 +16,7 @@
 //! sets: the operator cannot know whether the job's author may read a Secret (the
 //! BatchJob does not say who created it), so the Secret's owner says BatchJobs may.
 
+mod config_map;
 mod script;
 mod store;
 
@@ -25,6 +26,7 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client, ResourceExt as _};
 
+pub use config_map::{MAX_CONFIG_MAP_OUTPUTS, to_config_maps};
 pub use script::{InputSource, MAX_INLINE_BYTES, StagedInput, StagedOutput, wrap_script};
 pub use store::{MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY};
 
@@ -128,15 +130,18 @@ impl Reader {
             }
         }
         for (index, output) in job.spec.outputs.iter().enumerate() {
+            let Some(location) = &output.object_store else {
+                continue;
+            };
             let field = format!("spec.outputs[{index}] ({})", output.path);
             let store = self
-                .store(&output.object_store)
+                .store(location)
                 .await
                 .map_err(|err| Refused(format!("{field}: {}", err.0)))?;
             staging.outputs.push(StagedOutput {
                 path: output.path.clone(),
                 when: output.when,
-                url: store.put_url(output.object_store.key.as_deref().unwrap_or_default()),
+                url: store.put_url(location.key.as_deref().unwrap_or_default()),
             });
         }
         Ok(staging)
@@ -225,6 +230,21 @@ fn secret_bytes(secret: &Secret, key: &str) -> Option<Vec<u8>> {
         .or_else(|| text.map(|text| text.clone().into_bytes()))
 }
 
+/// Where an output goes, in words for Events: "BUCKET/KEY at ENDPOINT" or "ConfigMap NAME,
+/// key KEY".
+pub fn destination(output: &JobOutput) -> String {
+    match (&output.object_store, &output.config_map) {
+        (Some(store), _) => format!(
+            "{}/{} at {}",
+            store.bucket,
+            store.key.as_deref().unwrap_or_default(),
+            store.endpoint
+        ),
+        (None, Some(map)) => format!("ConfigMap {}, key {}", map.name, map.key),
+        (None, None) => String::new(),
+    }
+}
+
 /// Where the object `key` listed under `prefix` goes: `dir`/(key less prefix). A key whose
 /// rest would climb out of `dir` (a `..` component, an absolute path) is refused: keys are
 /// whatever whoever writes the bucket chose.
@@ -264,23 +284,26 @@ pub async fn check_outputs(
     };
     let mut checked = Vec::new();
     for output in &job.spec.outputs {
+        let Some(location) = &output.object_store else {
+            continue;
+        };
         if !output.when.applies(succeeded) {
             continue;
         }
-        let key = output.object_store.key.clone().unwrap_or_default();
-        let result = match reader.store(&output.object_store).await {
+        let key = location.key.clone().unwrap_or_default();
+        let result = match reader.store(location).await {
             Err(refused) => Err(refused.0),
             Ok(store) => match store.modified(&key).await {
                 Ok(Some(at)) if at + std::time::Duration::from_secs(1) >= since => Ok(()),
                 Ok(Some(at)) => Err(format!(
                     "{key:?} in bucket {:?} was written at {}, before this attempt: the job \
                      did not send it",
-                    output.object_store.bucket,
+                    location.bucket,
                     humantime::format_rfc3339_seconds(at)
                 )),
                 Ok(None) => Err(format!(
                     "{key:?} is not in bucket {:?}: the job did not send it (see its stderr)",
-                    output.object_store.bucket
+                    location.bucket
                 )),
                 Err(err) => Err(err.0),
             },
