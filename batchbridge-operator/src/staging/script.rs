@@ -104,8 +104,8 @@ __bb_put() {
 ///     when: StageWhen::Always,
 ///     url: "http://store/b/out.txt?X-Amz-Signature=1".into(),
 /// }];
-/// let script = wrap_script("#!/bin/bash\n#SBATCH -n 1\nwc -l data/in.csv > out.txt\n", &inputs, &outputs)?;
-/// assert!(script.starts_with("#!/bin/bash\n#SBATCH -n 1\n# batchbridge"));
+/// let script = wrap_script("#!/bin/bash\n#DIRECTIVE -n 1\nwc -l data/in.csv > out.txt\n", &inputs, &outputs)?;
+/// assert!(script.starts_with("#!/bin/bash\n#DIRECTIVE -n 1\n# batchbridge"));
 /// assert!(script.ends_with("wc -l data/in.csv > out.txt\n"));
 /// # Ok::<(), batchbridge_core::Error>(())
 /// ```
@@ -230,8 +230,8 @@ mod tests {
             ("echo hi\n", "", "echo hi\n"),
             ("#!/bin/bash\necho hi\n", "#!/bin/bash\n", "echo hi\n"),
             (
-                "#!/bin/bash\n\n#PBS -l x\n  # c\nrun\n#x\n",
-                "#!/bin/bash\n\n#PBS -l x\n  # c\n",
+                "#!/bin/bash\n\n#DIRECTIVE -l x\n  # c\nrun\n#x\n",
+                "#!/bin/bash\n\n#DIRECTIVE -l x\n  # c\n",
                 "run\n#x\n",
             ),
             ("# only comments", "# only comments", ""),
