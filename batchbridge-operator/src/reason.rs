@@ -99,6 +99,9 @@ words! {
         /// names the entry. Nothing was submitted and the job is not retried: fix the entry
         /// or what it names, and edit the job to run it again.
         InputRefused,
+        /// Event: an entry of spec.inputs was read (ConfigMap, Secret) or signed (object
+        /// store) for the attempt being submitted; the job fetches it before its script.
+        InputPrepared,
         /// OutputsStaged: every output the job had to send is in its object store.
         OutputsStaged,
         /// OutputsStaged False: an output the job had to send is not in its object store

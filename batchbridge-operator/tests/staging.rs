@@ -260,10 +260,22 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
         "the Secret's text ran as code"
     );
     let events = events_of(&bed, "io").await;
+    for note in [
+        "params.txt from ConfigMap params, key params.txt",
+        "secret/token from Secret token, key token",
+        "data from every object under",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(reason, text)| reason == "InputPrepared" && text.contains(note)),
+            "{note}: {events:?}"
+        );
+    }
     assert!(
-        events
-            .iter()
-            .any(|(reason, note)| reason == "OutputsStaged" && note.contains("report.txt sent to")),
+        events.iter().any(|(reason, note)| reason == "OutputsStaged"
+            && note.contains("report.txt to batchbridge-tests/")
+            && note.contains("report.txt to ConfigMap io-results, key report.txt")),
         "{events:?}"
     );
     // The store's credentials never reach the cluster: only signatures made with them.

@@ -423,11 +423,34 @@ async fn stage(ctx: &Context, job: &BatchJob, spec: &mut JobSpec) -> Result<(), 
         spec.stage_out
             .push(StageOut::new(output.path.clone(), "config-map"));
     }
+    // One Event names every input: kube's recorder folds Events of one reason into a
+    // series that keeps the first note, so an Event per input would show only the first.
+    if !job.spec.inputs.is_empty() {
+        let inputs: Vec<String> = job
+            .spec
+            .inputs
+            .iter()
+            .map(|input| format!("{} from {}", input.path, staging::origin(input)))
+            .collect();
+        let note = format!(
+            "fetched by the job before its script: {}",
+            inputs.join("; ")
+        );
+        publish(
+            ctx,
+            job,
+            EventType::Normal,
+            Reason::InputPrepared.as_str(),
+            &note,
+            "StageIn",
+        )
+        .await;
+    }
     Ok(())
 }
 
-/// Whether the ended job's outputs arrived in their stores (None without spec.outputs), an
-/// Event for each: the script's exit code says which outputs its `when` applies to, and an
+/// Whether the ended job's outputs arrived in their stores (None without spec.outputs),
+/// with an Event naming each: the script's exit code says which outputs its `when` applies to, and an
 /// object counts only if it was written after this attempt was submitted (a minute's
 /// leeway for the store's clock).
 async fn check_outputs(
@@ -453,34 +476,39 @@ async fn check_outputs(
     checked.extend(
         staging::to_config_maps(&ctx.output, job, &*connection.backend, id, succeeded).await,
     );
+    // One Event per outcome naming each output, for the same reason as the inputs'.
+    let mut sent = Vec::new();
     let mut missing = Vec::new();
     for (output, result) in &checked {
         let target = staging::destination(output);
         match result {
-            Ok(()) => {
-                publish(
-                    ctx,
-                    job,
-                    EventType::Normal,
-                    Reason::OutputsStaged.as_str(),
-                    &format!("{} sent to {target}", output.path),
-                    "StageOut",
-                )
-                .await;
-            }
-            Err(problem) => {
-                publish(
-                    ctx,
-                    job,
-                    EventType::Warning,
-                    Reason::OutputsNotStaged.as_str(),
-                    &format!("{} not sent to {target}: {problem}", output.path),
-                    "StageOut",
-                )
-                .await;
-                missing.push(format!("{}: {problem}", output.path));
-            }
+            Ok(()) => sent.push(format!("{} to {target}", output.path)),
+            Err(problem) => missing.push(format!("{} to {target}: {problem}", output.path)),
         }
+    }
+    if !sent.is_empty() {
+        let note = format!("sent: {}", sent.join("; "));
+        publish(
+            ctx,
+            job,
+            EventType::Normal,
+            Reason::OutputsStaged.as_str(),
+            &note,
+            "StageOut",
+        )
+        .await;
+    }
+    if !missing.is_empty() {
+        let note = format!("not sent: {}", missing.join("; "));
+        publish(
+            ctx,
+            job,
+            EventType::Warning,
+            Reason::OutputsNotStaged.as_str(),
+            &note,
+            "StageOut",
+        )
+        .await;
     }
     Some(if missing.is_empty() {
         Ok(format!(

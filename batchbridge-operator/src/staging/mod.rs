@@ -30,7 +30,7 @@ pub use config_map::{MAX_CONFIG_MAP_OUTPUTS, to_config_maps};
 pub use script::{InputSource, MAX_INLINE_BYTES, StagedInput, StagedOutput, wrap_script};
 pub use store::{MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY};
 
-use crate::crd::{BatchJob, JobOutput, KeyReference, ObjectLocation};
+use crate::crd::{BatchJob, JobInput, JobOutput, KeyReference, ObjectLocation};
 
 /// The label a Secret needs (value "true") before a BatchJob may use it, as an input or as
 /// an object store's credentials.
@@ -242,6 +242,24 @@ pub fn destination(output: &JobOutput) -> String {
         ),
         (None, Some(map)) => format!("ConfigMap {}, key {}", map.name, map.key),
         (None, None) => String::new(),
+    }
+}
+
+/// Where an input comes from, in words for Events.
+pub fn origin(input: &JobInput) -> String {
+    match (&input.config_map, &input.secret, &input.object_store) {
+        (Some(map), _, _) => format!("ConfigMap {}, key {}", map.name, map.key),
+        (None, Some(secret), _) => format!("Secret {}, key {}", secret.name, secret.key),
+        (None, None, Some(store)) => match (&store.key, &store.prefix) {
+            (Some(key), _) => format!("{}/{key} at {}", store.bucket, store.endpoint),
+            (None, prefix) => format!(
+                "every object under {}/{} at {}",
+                store.bucket,
+                prefix.as_deref().unwrap_or_default(),
+                store.endpoint
+            ),
+        },
+        (None, None, None) => String::new(),
     }
 }
 
