@@ -1911,6 +1911,8 @@ fn max_queued_in_the_config_holds_submits() {
     assert_eq!(states.len(), 8);
     assert!(most <= 2, "squeue showed {most} of them at once");
     assert!(waited >= 5, "only {waited} submits waited");
+}
+
 /// `run --in --out` sends a file, waits for the job and fetches its results before it
 /// exits; `get` fetches more later; in a pipe no progress bar is drawn, on a terminal the
 /// files' bars are.

@@ -165,6 +165,8 @@ async fn queued_over_max(context: &Context, cluster: &Cluster) -> CliResult<Opti
         .filter(|status| in_scheduler(status.state))
         .count();
     Ok((active >= limit.get()).then_some(HeldLocally::MaxQueued { limit: limit.get() }))
+}
+
 /// Fetches `--out`'s files of a job that ended, with progress bars on a terminal, and
 /// names each fetched file on standard error.
 pub(super) async fn fetch_outputs(job: &Submitted) -> CliResult<()> {
