@@ -58,6 +58,14 @@ pub struct Capabilities {
     pub cleanup: bool,
     /// [`BatchBackend::estimate_start`]: when a job would start.
     pub estimates: bool,
+    /// Native dependencies ([`JobSpec::after`]): the backend hands them to its scheduler,
+    /// which holds the job until they are met, and reports a job its scheduler ended
+    /// because one can no longer be met as Failed with
+    /// [`FailureCause::DependencyFailed`](crate::FailureCause::DependencyFailed). Without
+    /// it, [`check`](Self::check) refuses a spec with dependencies, and
+    /// [`Tracker::submit_after`](crate::Tracker::submit_after) holds such a spec on the
+    /// client instead (the portable path every backend gets).
+    pub dependencies: bool,
 }
 
 impl Capabilities {
@@ -70,6 +78,7 @@ impl Capabilities {
         withdraw: false,
         cleanup: false,
         estimates: false,
+        dependencies: false,
     };
 
     /// Sets [`Capabilities::arrays`].
@@ -114,6 +123,12 @@ impl Capabilities {
         self
     }
 
+    /// Sets [`Capabilities::dependencies`].
+    pub const fn with_dependencies(mut self, yes: bool) -> Self {
+        self.dependencies = yes;
+        self
+    }
+
     /// Refuses a spec that asks for something this backend cannot do.
     ///
     /// ```
@@ -132,6 +147,10 @@ impl Capabilities {
             (
                 spec.resources.gpus.is_some_and(|g| g > 0) && !self.gpus,
                 "GPUs",
+            ),
+            (
+                !spec.after.is_empty() && !self.dependencies,
+                "dependencies natively (Tracker::submit_after holds such a job until they are met)",
             ),
         ];
         match missing.iter().find(|(unsupported, _)| *unsupported) {

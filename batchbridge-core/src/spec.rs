@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+use crate::dependency::{self, Dependency};
 use crate::error::{Error, Result, truncate};
 
 /// Longest accepted [`JobKey`]; a Kubernetes UID (36 characters) fits with room to spare.
@@ -174,6 +175,13 @@ pub struct JobSpec {
     /// backend's submit as one argument or line, never interpreted by a shell.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub passthrough: BTreeMap<String, Vec<String>>,
+    /// Jobs on the same backend this one runs after, each with the end of it that lets
+    /// this one start; all must be met. A dependency that can no longer be met ends this
+    /// job with [`FailureCause::DependencyFailed`](crate::FailureCause::DependencyFailed)
+    /// naming it, and the job never runs. See [`dependency`](crate::dependency) for how
+    /// backends with and without native dependencies carry it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Dependency>,
 }
 
 /// What a job needs from the cluster. Absent fields take the cluster's defaults.
@@ -385,6 +393,7 @@ impl JobSpec {
             array: None,
             container: None,
             passthrough: BTreeMap::new(),
+            after: Vec::new(),
         }
     }
 
@@ -411,6 +420,21 @@ impl JobSpec {
     /// Sets [`JobSpec::queue`].
     pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
+        self
+    }
+
+    /// Adds one dependency to [`JobSpec::after`].
+    ///
+    /// ```
+    /// use batchbridge_core::{Dependency, JobKey, JobSpec};
+    ///
+    /// let simulate = JobSpec::new(JobKey::new("simulate-1")?, "simulate", "./simulate")
+    ///     .with_after(Dependency::after_ok("4242"));
+    /// assert_eq!(simulate.after, [Dependency::after_ok("4242")]);
+    /// # Ok::<(), batchbridge_core::Error>(())
+    /// ```
+    pub fn with_after(mut self, dependency: Dependency) -> Self {
+        self.after.push(dependency);
         self
     }
 
@@ -623,6 +647,7 @@ impl JobSpec {
                 );
             }
         }
+        problems.extend(dependency::problems(&self.after));
 
         if problems.is_empty() {
             Ok(())
