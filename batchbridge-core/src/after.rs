@@ -89,8 +89,11 @@ impl Tracker {
     pub async fn submit_after(&self, spec: &JobSpec) -> Result<Released> {
         spec.validate()?;
         let backend = self.backend();
-        if spec.after.is_empty() || backend.capabilities().dependencies {
+        if spec.after.is_empty() {
             return backend.submit(spec).await.map(Released::Submitted);
+        }
+        if backend.capabilities().dependencies {
+            return self.submit_native(spec).await;
         }
         let mut watches: Vec<_> = spec
             .after
@@ -103,18 +106,11 @@ impl Tracker {
                 .after
                 .iter()
                 .zip(&ended)
-                .map(|(dependency, end)| (dependency, end.as_ref().map(|s| s.state)));
-            match dependency::readiness(states) {
-                (Readiness::Met, _) => break,
-                (Readiness::NeverMet, Some(dependency)) => {
-                    let index = spec.after.iter().position(|d| d == dependency);
-                    let status = index.and_then(|i| ended[i].clone());
-                    return Ok(Released::DependencyFailed {
-                        dependency: dependency.clone(),
-                        status: Box::new(status.unwrap_or_else(|| JobStatus::unknown("not seen"))),
-                    });
-                }
-                (Readiness::Waiting | Readiness::NeverMet, _) => {}
+                .map(|(d, end)| (d, end.as_ref()));
+            match decide(states) {
+                Decision::Waiting => {}
+                Decision::Met => break,
+                Decision::NeverMet(released) => return Ok(released),
             }
             // The next status of any dependency still running; `Watch::next` is
             // cancel-safe, so a future dropped unready loses nothing.
@@ -138,6 +134,52 @@ impl Tracker {
         let mut released = spec.clone();
         released.after.clear();
         backend.submit(&released).await.map(Released::Submitted)
+    }
+
+    /// The native path, after one look at the jobs waited for: one that already ended
+    /// the wrong way decides here, and ones that ended the right way are left out of what
+    /// the scheduler gets. A scheduler may count a job it has forgotten as met whatever
+    /// its end (SLURM does once the job leaves its memory), or refuse its id (PBS).
+    async fn submit_native(&self, spec: &JobSpec) -> Result<Released> {
+        let backend = self.backend();
+        let ids: Vec<JobId> = spec.after.iter().map(|d| d.job.clone()).collect();
+        let seen = backend.status(&ids).await?;
+        let ended = |d: &Dependency| seen.get(&d.job).filter(|s| s.state.is_terminal());
+        let states = spec.after.iter().map(|d| (d, ended(d)));
+        if let Decision::NeverMet(released) = decide(states) {
+            return Ok(released);
+        }
+        let mut native = spec.clone();
+        native.after.retain(|d| ended(d).is_none());
+        backend.submit(&native).await.map(Released::Submitted)
+    }
+}
+
+/// What the ends seen so far decide, by [`dependency::readiness`].
+enum Decision {
+    Waiting,
+    Met,
+    NeverMet(Released),
+}
+
+/// Decides on each dependency and the terminal status seen of its job, if any.
+fn decide<'a>(
+    ends: impl Iterator<Item = (&'a Dependency, Option<&'a JobStatus>)> + Clone,
+) -> Decision {
+    let states = ends.clone().map(|(d, status)| (d, status.map(|s| s.state)));
+    match dependency::readiness(states) {
+        (Readiness::Waiting, _) => Decision::Waiting,
+        (Readiness::Met, _) => Decision::Met,
+        (Readiness::NeverMet, failed) => {
+            let (dependency, status) = ends
+                .into_iter()
+                .find(|(d, _)| Some(*d) == failed)
+                .expect("readiness names the dependency that can never be met");
+            Decision::NeverMet(Released::DependencyFailed {
+                dependency: dependency.clone(),
+                status: Box::new(status.cloned().expect("decided by an end")),
+            })
+        }
     }
 }
 

@@ -65,6 +65,10 @@ pub struct Dependency {
 
 /// Which end of a job lets the jobs after it start.
 ///
+/// Exhaustive on purpose: these three are what SLURM, PBS and the portable path share, and
+/// a condition added later must be a compile error in every backend that maps them, not a
+/// dependency silently dropped.
+///
 /// ```
 /// use batchbridge_core::JobState;
 /// use batchbridge_core::dependency::{Condition, Readiness};
@@ -76,7 +80,6 @@ pub struct Dependency {
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub enum Condition {
     /// After the job succeeded (the default).
     #[default]
