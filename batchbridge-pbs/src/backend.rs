@@ -441,10 +441,10 @@ mod tests {
             (AFTER_QDEL, "132", Cancelled, "F", None, None, Some(deleted_by_batch), "deleted while running"),
             (WALLTIME, "134", Failed, "F", None, None, Some(FailureCause::WallTimeExceeded), "walltime exceeded (Exit_status -29)"),
             (DEPENDENCY, "6015", Failed, "F", Some(1), None, Some(FailureCause::ExitCode(1)), "and failed"),
-            (DEPENDENCY, "6016", Failed, "F", None, None, Some(FailureCause::DependencyFailed("6015.pbs".into())), "its dependency on 6015.pbs can never be met"),
-            (DEPENDENCY, "6017", Failed, "F", None, None, Some(FailureCause::DependencyFailed("6016.pbs".into())), "deleted by PBS without running"),
+            (DEPENDENCY, "6016", Failed, "F", None, None, Some(FailureCause::DependencyFailed("6015".into())), "its dependency on 6015 can never be met"),
+            (DEPENDENCY, "6017", Failed, "F", None, None, Some(FailureCause::DependencyFailed("6016".into())), "deleted by PBS without running"),
             (DEPENDENCY, "6018", Succeeded, "F", Some(0), None, None, "and finished"),
-            (DEPENDENCY, "6019", Failed, "F", None, None, Some(FailureCause::DependencyFailed("99999.pbs".into())), "99999.pbs"),
+            (DEPENDENCY, "6019", Failed, "F", None, None, Some(FailureCause::DependencyFailed("99999".into())), "99999"),
             (DEPENDENCY, "6021", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
         ];
         for (capture, number, state, native, exit_code, signal, cause, reason) in cases {

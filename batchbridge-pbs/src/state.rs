@@ -185,7 +185,7 @@ fn pbs_ended(
 /// Failed with [`FailureCause::DependencyFailed`]: PBS leaves it finished (F, substate
 /// [`SUBSTATE_FINISHED`]) without an `Exit_status` (it never ran), its `depend` list still
 /// naming what it waited for. PBS does not say which dependency failed; the cause names
-/// the one job waited for, or all of them (`12.pbs, 13.pbs`). Any other status is
+/// the one job waited for, or all of them (`12, 13`), by the backend's ids. Any other status is
 /// returned as it came.
 ///
 /// ```
@@ -201,7 +201,7 @@ fn pbs_ended(
 /// };
 /// let status = job_status(&job, None, 0);
 /// assert_eq!(status.state, JobState::Failed);
-/// assert_eq!(status.cause, Some(FailureCause::DependencyFailed("6015.pbs".into())));
+/// assert_eq!(status.cause, Some(FailureCause::DependencyFailed("6015".into())));
 /// ```
 pub fn dependency_deleted(mut status: JobStatus, job: &QstatJob) -> JobStatus {
     let waited_for: Vec<&str> = job
@@ -211,7 +211,8 @@ pub fn dependency_deleted(mut status: JobStatus, job: &QstatJob) -> JobStatus {
         .split(',')
         .filter_map(|term| term.strip_prefix("after")?.split_once(':'))
         .flat_map(|(_, jobs)| jobs.split(':'))
-        .map(|job| job.split_once('@').map_or(job, |(id, _)| id))
+        // `6015.pbs@pbs`: the backend's id is the sequence number alone.
+        .map(|job| job.split(['.', '@']).next().unwrap_or(job))
         .collect();
     let deleted_unrun = job.job_state == "F"
         && job.substate == Some(SUBSTATE_FINISHED)
