@@ -26,7 +26,11 @@ on_both_clusters!(
 
 /// The `Dependency=` word of `scontrol show job ID`.
 async fn dependency_field(shell: &SshShell, id: &JobId) -> String {
-    let text = stdout_of(shell, Command::new("scontrol").args(["show", "job", id.as_str()])).await;
+    let text = stdout_of(
+        shell,
+        Command::new("scontrol").args(["show", "job", id.as_str()]),
+    )
+    .await;
     text.split_whitespace()
         .find_map(|word| word.strip_prefix("Dependency="))
         .unwrap_or_else(|| panic!("no Dependency= in {text}"))
@@ -142,5 +146,9 @@ async fn a_failed_dependency_ends_its_dependents_naming_it(cluster: SlurmCluster
         Some(FailureCause::DependencyFailed(failing.to_string())),
         "{released:?}"
     );
-    assert_eq!(slurm.find(&late.key).await.unwrap(), None, "nothing submitted");
+    assert_eq!(
+        slurm.find(&late.key).await.unwrap(),
+        None,
+        "nothing submitted"
+    );
 }
