@@ -178,7 +178,7 @@ pub struct JobSpec {
     /// Jobs on the same backend this one runs after, each with the end of it that lets
     /// this one start; all must be met. A dependency that can no longer be met ends this
     /// job with [`FailureCause::DependencyFailed`](crate::FailureCause::DependencyFailed)
-    /// naming it, and the job never runs. See [`dependency`](crate::dependency) for how
+    /// naming it, and the job never runs. See [`dependency`] for how
     /// backends with and without native dependencies carry it out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<Dependency>,

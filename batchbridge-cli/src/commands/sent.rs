@@ -56,7 +56,7 @@ fn refuse_or_note(report: &DirectiveReport) -> CliResult<()> {
     Ok(())
 }
 
-/// Submits a job with dependencies through core's [`Tracker::submit_after`]: at once where
+/// Submits a job with dependencies through core's [`Tracker::submit_after`](batchbridge_core::Tracker::submit_after): at once where
 /// the scheduler holds it, else after holding it here (saying so: the command must keep
 /// running). A dependency that can no longer be met submits nothing: exit 1, naming it.
 async fn submit_after(context: &Context, cluster: &Cluster, spec: &JobSpec) -> CliResult<JobId> {
