@@ -320,6 +320,13 @@ pub(crate) struct JobArgs {
     /// `batchbridge get` does.
     #[arg(long = "out", value_name = "PATTERN[:LOCALDIR]")]
     pub(crate) outputs: Vec<String>,
+    /// Start only after this job of the same cluster has ended so (repeatable; all must
+    /// hold): JOB or ok:JOB once it succeeded, notok:JOB once it failed or was cancelled,
+    /// any:JOB once it ended. JOB is an ID or CLUSTER:ID. If it can no longer hold, the job
+    /// is never submitted (exit 1). On a scheduler without dependencies of its own
+    /// (HTCondor, local) this command holds the job until then: keep it running.
+    #[arg(long, value_name = "[ok:|notok:|any:]JOB")]
+    pub(crate) after: Vec<String>,
 }
 
 /// `--time`, by core's parser, whose message says every accepted form.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use batchbridge_core::directives::DirectiveReport;
 use batchbridge_core::staging::{StageIn, StageOut, StageWhen};
-use batchbridge_core::{ArraySpec, BatchBackend, JobKey, JobSpec};
+use batchbridge_core::{ArraySpec, BatchBackend, Dependency, JobKey, JobSpec};
 
 use crate::cli::JobArgs;
 use crate::exit::{CliError, CliResult};
@@ -17,6 +17,8 @@ use crate::exit::{CliError, CliResult};
 /// ([`BatchBackend::apply_directives`]); [`with_directives`] finishes it.
 pub(crate) struct Flagged {
     spec: JobSpec,
+    /// `--after`'s values, read once the cluster is known ([`Flagged::after`]).
+    after: Vec<String>,
     /// The name when neither `--name` nor a directive gives one: the script's file name.
     default_name: String,
 }
@@ -71,7 +73,47 @@ pub(crate) fn job_spec(job: JobArgs) -> CliResult<Flagged> {
     for output in &job.outputs {
         spec.stage_out.push(stage_out(output));
     }
-    Ok(Flagged { spec, default_name })
+    Ok(Flagged {
+        spec,
+        after: job.after,
+        default_name,
+    })
+}
+
+impl Flagged {
+    /// Reads `--after`'s values as dependencies on jobs of `cluster`, the one the job goes
+    /// to ([`dependency`]).
+    pub(crate) fn after(mut self, cluster: &str) -> CliResult<Self> {
+        for text in std::mem::take(&mut self.after) {
+            self.spec.after.push(dependency(&text, cluster)?);
+        }
+        Ok(self)
+    }
+}
+
+/// One `--after`: `[ok:|notok:|any:]JOB` with JOB an ID or `CLUSTER:ID` (as `submit`
+/// prints it), the job on `cluster`. A condition word comes first, so `ok:7` is "after job
+/// 7 succeeded" even beside a cluster named `ok` (write `ok:ok:7` for that one's job 7).
+fn dependency(text: &str, cluster: &str) -> CliResult<Dependency> {
+    let (condition, job) = match text.split_once(':') {
+        Some((word @ ("ok" | "notok" | "any"), job)) => (word, job),
+        _ => ("ok", text),
+    };
+    let id = match job.split_once(':') {
+        Some((named, id)) if named == cluster => id,
+        Some((named, _)) => {
+            return Err(CliError::usage(format!(
+                "--after {text:?}: that job is on cluster {named:?} and this one goes to \
+                 {cluster:?}; a job runs after jobs of its own cluster"
+            )));
+        }
+        None => job,
+    };
+    format!("{condition}:{id}")
+        .parse()
+        .map_err(|err: batchbridge_core::Error| {
+            CliError::usage(format!("--after {text:?}: {}", err.message()))
+        })
 }
 
 /// `--in PATH[:DEST]`: DEST after the last `:` when there is one, else the file's or
@@ -230,6 +272,26 @@ fn fresh_key(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn after_reads_a_condition_then_an_id_or_this_clusters_reference() {
+        let table = [
+            ("12", Some("ok:12")),
+            ("hpc:12", Some("ok:12")),
+            ("ok:12", Some("ok:12")),
+            ("notok:hpc:12", Some("notok:12")),
+            ("any:12.pbs", Some("any:12.pbs")),
+            ("ok:ok:12", None),
+            ("other:12", None),
+            ("any:other:12", None),
+            ("ok:", None),
+            ("12,13", None),
+        ];
+        for (text, expected) in table {
+            let read = dependency(text, "hpc").ok().map(|d| d.to_string());
+            assert_eq!(read.as_deref(), expected, "{text}");
+        }
+    }
 
     #[test]
     fn arrays_are_n_or_a_range_from_0() {

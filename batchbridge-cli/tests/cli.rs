@@ -1083,6 +1083,83 @@ fn time_is_what_sbatch_would_ask_for() {
     }
 }
 
+/// `submit --after`: on SLURM the scheduler holds the job (scontrol's `Dependency=`); on
+/// HTCondor, which has no dependencies of its own, the command holds it and submits it only
+/// once the job it runs after has ended; a dependency that failed submits nothing (exit 1,
+/// naming it); a job of another cluster or an unknown condition is refused (exit 2).
+#[test]
+fn submit_after_waits_in_the_scheduler_or_in_the_command() {
+    let user = User::new();
+    let slow = user.script("slow.sh", "sleep 5\n");
+    let fails = user.script("fails.sh", "exit 3\n");
+    let quick = user.script("quick.sh", "true\n");
+    let [slow, fails, quick] = [&slow, &fails, &quick].map(|p| p.to_str().unwrap());
+    let id = |job: &str| job.split_once(':').unwrap().1.to_owned();
+
+    let first = user.submit(&["-c", "slurm", slow]);
+    let second = user.submit(&["-c", "slurm", "--after", &first, quick]);
+    let third = user.submit(&[
+        "-c",
+        "slurm",
+        "--after",
+        &format!("any:{}", id(&second)),
+        quick,
+    ]);
+    let shown = scontrol_show(&second);
+    assert!(
+        shown.contains(&format!("Dependency=afterok:{}(unfulfilled)", id(&first))),
+        "{shown}"
+    );
+    let shown = scontrol_show(&third);
+    assert!(
+        shown.contains(&format!("Dependency=afterany:{}(unfulfilled)", id(&second))),
+        "{shown}"
+    );
+    user.wait_state(&third, "Succeeded");
+
+    let first = user.submit(&["-c", "condor", slow]);
+    let output = user.run(&["-c", "condor", "submit", "--after", &first, quick]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("holding the job here until ok:{}", id(&first))),
+        "{}",
+        stderr(&output)
+    );
+    let when_submitted = user.status(&[&first]).remove(0);
+    assert_eq!(
+        when_submitted["status"]["state"], "Succeeded",
+        "submitted only once its dependency ended: {when_submitted}"
+    );
+    user.wait_state(stdout(&output).trim(), "Succeeded");
+
+    let failed = user.submit(&["-c", "condor", fails]);
+    user.wait_state(&failed, "Failed");
+    let output = user.run(&["-c", "condor", "submit", "--after", &failed, quick]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("job {} ended Failed, exit code 3", id(&failed)))
+            && stderr(&output).contains("was not submitted"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+
+    for (after, said) in [
+        ("slurm:12", "a job runs after jobs of its own cluster"),
+        ("later:12", "that job is on cluster \"later\""),
+        ("ok:", "the job id must be"),
+        ("ok:1;id", "the job id must be"),
+    ] {
+        let output = user.run(&["-c", "condor", "submit", "--after", after, quick]);
+        assert_eq!(code(&output), 2, "{after}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(said),
+            "{after}: {}",
+            stderr(&output)
+        );
+    }
+}
+
 /// `scontrol show job` of a CLUSTER:ID on SLURM 22.05, the CLI tests' `slurm` cluster.
 fn scontrol_show(job: &str) -> String {
     let id = job.split_once(':').unwrap().1;

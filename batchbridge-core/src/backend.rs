@@ -62,6 +62,14 @@ pub struct Capabilities {
     /// Stage-in and stage-out ([`JobSpec::stage_in`], [`JobSpec::stage_out`],
     /// [`BatchBackend::stage_out`]).
     pub staging: bool,
+    /// Native dependencies ([`JobSpec::after`]): the backend hands them to its scheduler,
+    /// which holds the job until they are met, and reports a job its scheduler ended
+    /// because one can no longer be met as Failed with
+    /// [`FailureCause::DependencyFailed`](crate::FailureCause::DependencyFailed). Without
+    /// it, [`check`](Self::check) refuses a spec with dependencies, and
+    /// [`Tracker::submit_after`](crate::Tracker::submit_after) holds such a spec on the
+    /// client instead (the portable path every backend gets).
+    pub dependencies: bool,
 }
 
 impl Capabilities {
@@ -75,6 +83,7 @@ impl Capabilities {
         cleanup: false,
         estimates: false,
         staging: false,
+        dependencies: false,
     };
 
     /// Sets [`Capabilities::arrays`].
@@ -125,6 +134,12 @@ impl Capabilities {
         self
     }
 
+    /// Sets [`Capabilities::dependencies`].
+    pub const fn with_dependencies(mut self, yes: bool) -> Self {
+        self.dependencies = yes;
+        self
+    }
+
     /// Refuses a spec that asks for something this backend cannot do.
     ///
     /// ```
@@ -147,6 +162,10 @@ impl Capabilities {
             (
                 spec.resources.gpus.is_some_and(|g| g > 0) && !self.gpus,
                 "GPUs",
+            ),
+            (
+                !spec.after.is_empty() && !self.dependencies,
+                "dependencies natively (Tracker::submit_after holds such a job until they are met)",
             ),
         ];
         match missing.iter().find(|(unsupported, _)| *unsupported) {

@@ -1735,6 +1735,87 @@ async fn next_change_of(changes: &mut Changes, id: &JobId, config: &Config) -> C
         .unwrap_or_else(|_| panic!("no change of job {id} within {:?}", config.timeout))
 }
 
+/// Dependencies ([`JobSpec::after`]) through [`Tracker::submit_after`], natively or on the
+/// portable path: a job after one that succeeded runs and starts only after it ended; a job
+/// after one that failed never runs and ends with
+/// [`FailureCause::DependencyFailed`] naming it (unsubmitted on the portable path, ended
+/// by the scheduler on the native one); a job after the failure (afternotok) runs. A
+/// backend without native dependencies refuses a spec with them on a plain
+/// [`submit`](BatchBackend::submit) as Unsupported, never ignoring them.
+pub async fn dependencies_hold_and_end_their_dependents<B: BatchBackend + 'static>(
+    backend: Arc<B>,
+    config: &Config,
+) -> Result<()> {
+    use crate::after::Released;
+    use crate::dependency::Dependency;
+
+    let tracker = Tracker::new(backend.clone(), config.poll_interval)?;
+    let succeeds = backend
+        .submit(&spec(config, "dep_succeeds", "sleep 2\n"))
+        .await?;
+    let fails = backend
+        .submit(&spec(config, "dep_fails", "sleep 2\nexit 3\n"))
+        .await?;
+    let after_success =
+        spec(config, "after_success", "true\n").with_after(Dependency::after_ok(succeeds.clone()));
+    let after_failure =
+        spec(config, "after_failure", "true\n").with_after(Dependency::after_ok(fails.clone()));
+    let rescue =
+        spec(config, "rescue", "true\n").with_after(Dependency::after_not_ok(fails.clone()));
+    if !backend.capabilities().dependencies {
+        match backend.submit(&after_success).await {
+            Err(err) => assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}"),
+            Ok(id) => panic!("a submit without native dependencies ignored them: job {id}"),
+        }
+    }
+    let (after_success, after_failure, rescue) = tokio::join!(
+        tracker.submit_after(&after_success),
+        tracker.submit_after(&after_failure),
+        tracker.submit_after(&rescue),
+    );
+    let ended = |released: Result<Released>| {
+        let backend = &backend;
+        async move {
+            match released? {
+                Released::Submitted(id) => {
+                    Ok(Some(wait_terminal(backend.as_ref(), &id, config).await?))
+                }
+                Released::DependencyFailed { .. } => Ok::<_, crate::Error>(None),
+            }
+        }
+    };
+    let dependency_status = wait_terminal(backend.as_ref(), &succeeds, config).await?;
+    let status = ended(after_success)
+        .await?
+        .unwrap_or_else(|| panic!("the job after one that succeeded was not submitted"));
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    if let (Some(started), Some(dependency_ended)) = (status.started_at, dependency_status.ended_at)
+    {
+        // Schedulers record whole seconds.
+        assert!(
+            started + Duration::from_secs(1) >= dependency_ended,
+            "started before its dependency ended: {status:?} after {dependency_status:?}"
+        );
+    }
+    let failed_cause = Some(FailureCause::DependencyFailed(fails.to_string()));
+    match after_failure? {
+        Released::DependencyFailed { dependency, status } => {
+            assert_eq!(dependency.job, fails, "{dependency:?}");
+            assert_eq!(status.state, JobState::Failed, "{status:?}");
+        }
+        Released::Submitted(id) => {
+            let status = wait_terminal(backend.as_ref(), &id, config).await?;
+            assert_eq!(status.state, JobState::Failed, "{status:?}");
+            assert_eq!(status.cause, failed_cause, "{status:?}");
+        }
+    }
+    let status = ended(rescue)
+        .await?
+        .unwrap_or_else(|| panic!("the job after one that failed (afternotok) was not submitted"));
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    Ok(())
+}
+
 /// A [`Tracker`] with the backend's events when it has them, polling every
 /// [`Config::poll_interval`], never shows a job in any state after a terminal one (no
 /// Running after Succeeded, whether polled or pushed) in [`Tracker::changes`], for a job
@@ -1859,6 +1940,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@tracked $make, $config;
             pushed_changes_arrive_for_run_succeed_fail_cancel,
             tracked_changes_never_leave_a_terminal_state,
+            dependencies_hold_and_end_their_dependents,
         );
     };
     (@tracked $make:expr, $config:expr; $($check:ident),* $(,)?) => {

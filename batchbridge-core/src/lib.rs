@@ -94,6 +94,7 @@
 // docs.rs builds with `--cfg docsrs` and every feature: mark what needs one.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod after;
 pub mod backend;
 pub mod cause;
 pub mod directives;
@@ -102,6 +103,7 @@ pub mod directives;
 #[cfg(any(test, feature = "conformance"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
+pub mod dependency;
 pub mod error;
 pub mod estimate;
 pub mod events;
@@ -124,6 +126,7 @@ pub use backend::{
 };
 pub use bytesize::{self, ByteSize};
 pub use cause::{CancelledBy, FailureCause};
+pub use dependency::Dependency;
 pub use error::{Error, ErrorKind, Refusal, Result};
 pub use job_id::JobId;
 pub use local::LocalBackend;

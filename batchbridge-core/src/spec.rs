@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+use crate::dependency::{self, Dependency};
 use crate::error::{Error, Result, truncate};
 use crate::staging::{StageIn, StageLimits, StageOut, StageSource, check_stage_path};
 
@@ -186,6 +187,13 @@ pub struct JobSpec {
     /// Caps on the size of what is staged, in either direction.
     #[serde(default, skip_serializing_if = "StageLimits::is_unlimited")]
     pub stage_limits: StageLimits,
+    /// Jobs on the same backend this one runs after, each with the end of it that lets
+    /// this one start; all must be met. A dependency that can no longer be met ends this
+    /// job with [`FailureCause::DependencyFailed`](crate::FailureCause::DependencyFailed)
+    /// naming it, and the job never runs. See [`dependency`] for how
+    /// backends with and without native dependencies carry it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Dependency>,
 }
 
 /// What a job needs from the cluster. Absent fields take the cluster's defaults.
@@ -400,6 +408,7 @@ impl JobSpec {
             stage_in: Vec::new(),
             stage_out: Vec::new(),
             stage_limits: StageLimits::default(),
+            after: Vec::new(),
         }
     }
 
@@ -426,6 +435,21 @@ impl JobSpec {
     /// Sets [`JobSpec::queue`].
     pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
+        self
+    }
+
+    /// Adds one dependency to [`JobSpec::after`].
+    ///
+    /// ```
+    /// use batchbridge_core::{Dependency, JobKey, JobSpec};
+    ///
+    /// let simulate = JobSpec::new(JobKey::new("simulate-1")?, "simulate", "./simulate")
+    ///     .with_after(Dependency::after_ok("4242"));
+    /// assert_eq!(simulate.after, [Dependency::after_ok("4242")]);
+    /// # Ok::<(), batchbridge_core::Error>(())
+    /// ```
+    pub fn with_after(mut self, dependency: Dependency) -> Self {
+        self.after.push(dependency);
         self
     }
 
@@ -693,6 +717,7 @@ impl JobSpec {
                 );
             }
         }
+        problems.extend(dependency::problems(&self.after));
 
         if problems.is_empty() {
             Ok(())

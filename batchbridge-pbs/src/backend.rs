@@ -266,6 +266,7 @@ impl CliScheduler for Pbs {
             .with_accounting(true)
             .with_withdraw(true)
             .with_estimates(true)
+            .with_dependencies(true)
     }
 
     /// The script's `#PBS` lines, read as qsub reads them ([`apply_directives`]).
@@ -396,6 +397,10 @@ mod tests {
     const AFTER_QDEL: &str = include_str!("testdata/qstat-after-qdel.json");
     const WALLTIME: &str = include_str!("testdata/qstat-walltime.json");
     const CANCEL_RACE: &str = include_str!("testdata/qstat-cancel-race.json");
+    /// `-W depend=` chains: 6015 exits 1; 6016 (afterok:6015) and 6017 (afterok:6016)
+    /// deleted by the server, 6018 (afternotok:6015) ran; 6019 waited for a job that does
+    /// not exist; 6021 was qdel'd while it waited.
+    const DEPENDENCY: &str = include_str!("testdata/qstat-dependency.json");
 
     fn status_in(capture: &str, number: &str) -> JobStatus {
         let seen = parse_qstat(capture).unwrap();
@@ -419,7 +424,7 @@ mod tests {
         use JobState::*;
         let deleted_by_batch = FailureCause::Cancelled(CancelledBy::Account("batch".into()));
         #[rustfmt::skip]
-        let cases: [Case; 14] = [
+        let cases: [Case; 20] = [
             // capture, job, state, native, exit code, signal, cause, reason contains
             (MID_RUN, "123", Succeeded, "F", Some(0), None, None, "and finished"),
             (MID_RUN, "124", Failed, "F", Some(3), None, Some(FailureCause::ExitCode(3)), "and failed"),
@@ -435,6 +440,12 @@ mod tests {
             (AFTER_QDEL, "130", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
             (AFTER_QDEL, "132", Cancelled, "F", None, None, Some(deleted_by_batch), "deleted while running"),
             (WALLTIME, "134", Failed, "F", None, None, Some(FailureCause::WallTimeExceeded), "walltime exceeded (Exit_status -29)"),
+            (DEPENDENCY, "6015", Failed, "F", Some(1), None, Some(FailureCause::ExitCode(1)), "and failed"),
+            (DEPENDENCY, "6016", Failed, "F", None, None, Some(FailureCause::DependencyFailed("6015".into())), "its dependency on 6015 can never be met"),
+            (DEPENDENCY, "6017", Failed, "F", None, None, Some(FailureCause::DependencyFailed("6016".into())), "deleted by PBS without running"),
+            (DEPENDENCY, "6018", Succeeded, "F", Some(0), None, None, "and finished"),
+            (DEPENDENCY, "6019", Failed, "F", None, None, Some(FailureCause::DependencyFailed("99999".into())), "99999"),
+            (DEPENDENCY, "6021", Cancelled, "F", None, None, Some(FailureCause::Cancelled(CancelledBy::Unknown)), "deleted before it ran"),
         ];
         for (capture, number, state, native, exit_code, signal, cause, reason) in cases {
             let status = status_in(capture, number);

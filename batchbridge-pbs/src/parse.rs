@@ -35,6 +35,8 @@ pub struct QstatJob {
     pub array_index: Option<u32>,
     #[serde(rename = "Variable_List")]
     pub variable_list: Option<HashMap<String, serde_json::Value>>,
+    /// `qsub -W depend=`'s list as the server keeps it (`afterok:12.pbs@pbs,...`).
+    pub depend: Option<String>,
 }
 
 impl QstatJob {

@@ -3,6 +3,7 @@
 //! [`batchbridge_core::remote::environment_file`]). Every value from the spec reaches the
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
+use batchbridge_core::dependency::Condition;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::wrapper::BatchJobWrapper;
@@ -145,9 +146,52 @@ pub fn qsub_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> Res
         "-o".to_owned(),
         format!("{dir}/"),
     ]);
+    options.extend(dependency_options(spec, &options)?);
     // The job script is POSIX sh, whatever the user's login shell.
     options.extend(["-S".to_owned(), "/bin/sh".to_owned()]);
     Ok(options)
+}
+
+/// qsub's options for [`JobSpec::after`]: one `-W depend=` joining every dependency with
+/// `,` (all must be met). PBS deletes a job whose dependency can never be met (it then
+/// reads as [`dependency_deleted`](crate::state::dependency_deleted)). A `depend` among
+/// `options` already (passthrough, `#PBS -W depend=`) beside `after` is refused: one of
+/// them would silently lose.
+///
+/// ```
+/// use batchbridge_core::{Dependency, JobKey, JobSpec};
+/// use batchbridge_pbs::script::dependency_options;
+///
+/// let spec = JobSpec::new(JobKey::new("k")?, "n", "true")
+///     .with_after(Dependency::after_ok("41.pbs"))
+///     .with_after(Dependency::after_not_ok("42.pbs"));
+/// assert_eq!(dependency_options(&spec, &[])?, ["-W", "depend=afterok:41.pbs,afternotok:42.pbs"]);
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn dependency_options(spec: &JobSpec, options: &[String]) -> Result<Vec<String>> {
+    if spec.after.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(own) = options.iter().find(|o| o.starts_with("depend=")) {
+        return Err(Error::invalid_input(format!(
+            "passthrough.{PASSTHROUGH_KEY}: \"-W {}\" and after both say what the job \
+             waits for; keep after alone",
+            excerpt(own)
+        )));
+    }
+    let terms: Vec<String> = spec
+        .after
+        .iter()
+        .map(|dependency| {
+            let word = match dependency.condition {
+                Condition::AfterOk => "afterok",
+                Condition::AfterNotOk => "afternotok",
+                Condition::AfterAny => "afterany",
+            };
+            format!("{word}:{}", dependency.job)
+        })
+        .collect();
+    Ok(vec!["-W".to_owned(), format!("depend={}", terms.join(","))])
 }
 
 /// Reads one passthrough entry: a single qsub option, its value attached (`-lplace=pack`,
@@ -315,6 +359,51 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn dependencies_become_one_depend_option() {
+        use batchbridge_core::Dependency;
+        let table: [(&[Dependency], Option<&str>); 4] = [
+            (&[], None),
+            (
+                &[Dependency::after_ok("41.pbs")],
+                Some("-W depend=afterok:41.pbs"),
+            ),
+            (
+                &[
+                    Dependency::after_not_ok("41.pbs"),
+                    Dependency::after_any("42.pbs"),
+                ],
+                Some("-W depend=afternotok:41.pbs,afterany:42.pbs"),
+            ),
+            (
+                &[
+                    Dependency::after_any("7.pbs"),
+                    Dependency::after_ok("8[].pbs"),
+                ],
+                Some("-W depend=afterany:7.pbs,afterok:8[].pbs"),
+            ),
+        ];
+        for (after, expected) in table {
+            let options = options(|s| s.after = after.to_vec()).unwrap();
+            let depend: Vec<_> = pairs(&options)
+                .into_iter()
+                .filter(|pair| pair.starts_with("-W depend="))
+                .collect();
+            assert_eq!(
+                depend,
+                expected.into_iter().collect::<Vec<_>>(),
+                "{after:?}"
+            );
+        }
+        let err = options(|s| {
+            s.after = vec![Dependency::after_ok("2.pbs")];
+            s.passthrough
+                .insert("pbs".into(), vec!["-W depend=afterok:1.pbs".into()]);
+        })
+        .unwrap_err();
+        assert!(err.message().contains("and after both"), "{err}");
     }
 
     #[test]

@@ -15,6 +15,11 @@ use crate::parse::{QstatJob, parse_ctime};
 /// `substate` of a finished job that `qdel` removed (`JOB_SUBSTATE_TERMINATED`).
 pub const SUBSTATE_DELETED: u32 = 91;
 
+/// `substate` of a finished job that ended without being deleted by a person: exit 0, or,
+/// with no `Exit_status` at all, a job the server deleted because a dependency can never
+/// be met ([`dependency_deleted`]).
+pub const SUBSTATE_FINISHED: u32 = 92;
+
 /// Maps a PBS `job_state` letter onto the unified state. F (finished) and X (a finished
 /// subjob) are Succeeded here: [`ended`] decides how they really ended.
 ///
@@ -176,6 +181,54 @@ fn pbs_ended(
     }
 }
 
+/// A job the PBS server deleted because one of its dependencies can never be met, made
+/// Failed with [`FailureCause::DependencyFailed`]: PBS leaves it finished (F, substate
+/// [`SUBSTATE_FINISHED`]) without an `Exit_status` (it never ran), its `depend` list still
+/// naming what it waited for. PBS does not say which dependency failed; the cause names
+/// the one job waited for, or all of them (`12, 13`), by the backend's ids. Any other status is
+/// returned as it came.
+///
+/// ```
+/// use batchbridge_core::{FailureCause, JobState};
+/// use batchbridge_pbs::parse::QstatJob;
+/// use batchbridge_pbs::state::{dependency_deleted, job_status};
+///
+/// let job = QstatJob {
+///     job_state: "F".into(),
+///     substate: Some(92),
+///     depend: Some("afterok:6015.pbs@pbs,beforeok:6017.pbs@pbs".into()),
+///     ..QstatJob::default()
+/// };
+/// let status = job_status(&job, None, 0);
+/// assert_eq!(status.state, JobState::Failed);
+/// assert_eq!(status.cause, Some(FailureCause::DependencyFailed("6015".into())));
+/// ```
+pub fn dependency_deleted(mut status: JobStatus, job: &QstatJob) -> JobStatus {
+    let waited_for: Vec<&str> = job
+        .depend
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|term| term.strip_prefix("after")?.split_once(':'))
+        .flat_map(|(_, jobs)| jobs.split(':'))
+        // `6015.pbs@pbs`: the backend's id is the sequence number alone.
+        .map(|job| job.split(['.', '@']).next().unwrap_or(job))
+        .collect();
+    let deleted_unrun = job.job_state == "F"
+        && job.substate == Some(SUBSTATE_FINISHED)
+        && job.exit_status.is_none();
+    if !deleted_unrun || waited_for.is_empty() {
+        return status;
+    }
+    let named = waited_for.join(", ");
+    status.state = JobState::Failed;
+    status.reason = Some(format!(
+        "deleted by PBS without running: its dependency on {named} can never be met"
+    ));
+    status.cause = Some(FailureCause::DependencyFailed(named));
+    status
+}
+
 /// The status of one job or subjob from its qstat record (and, once it finished, what its
 /// job directory says for task `task`): state, native letter, reason (PBS's `comment`, or
 /// the hold types of a held job), queue, times, and for a finished one its exit code,
@@ -208,7 +261,7 @@ pub fn job_status(job: &QstatJob, files: Option<&JobFiles>, task: u32) -> JobSta
         );
         status.native_state.clone_from(&job.job_state);
         status.ended_at = job.obittime.as_deref().and_then(parse_ctime);
-        status
+        dependency_deleted(status, job)
     } else {
         let mut status = JobStatus::new(state, job.job_state.clone());
         status.reason = match (state, &job.comment) {

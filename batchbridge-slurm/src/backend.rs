@@ -276,6 +276,7 @@ impl CliScheduler for Slurm {
             .with_accounting(!matches!(self.accounting(), Accounting::Unavailable { .. }))
             .with_withdraw(true)
             .with_estimates(true)
+            .with_dependencies(true)
     }
 
     /// The script's `#SBATCH` lines ([`crate::directives`]).

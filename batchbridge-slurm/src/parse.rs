@@ -5,11 +5,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use batchbridge_core::{Error, ErrorKind, JobState, JobStatus, Refusal, Result};
 
-use crate::state::status_from;
+use crate::state::{never_satisfied, status_from};
 
 /// The `squeue -o` format [`parse_squeue`] reads: id, state, reason, submit, start (for a
-/// pending job the scheduler's estimate), end, partition.
-pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e|%P";
+/// pending job the scheduler's estimate), end, partition, dependencies (`afterok:41(failed)`:
+/// what names the dependency of a job SLURM ended because it can never be met).
+pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e|%P|%E";
 /// The `sacct -o` fields [`parse_sacct`] reads.
 pub const SACCT_FIELDS: &str = "JobID,State,Reason,ExitCode,Submit,Start,End,Partition";
 /// How far ahead a start is no estimate. SLURM plans a running job without a time limit to
@@ -121,14 +122,32 @@ pub(crate) fn is_no_estimate(start: SystemTime, reference: Option<SystemTime>) -
 
 /// Reads `squeue -h -r -t all -o` [`SQUEUE_FORMAT`] output. Lines that do not parse are
 /// skipped with a warning: one odd line must not hide every other job.
+///
+/// The dependency column is read when present (output of the format before it had one
+/// still parses): a job SLURM ended because a dependency can never be met becomes
+/// Failed with [`FailureCause::DependencyFailed`](batchbridge_core::FailureCause::DependencyFailed)
+/// ([`never_satisfied`]).
 pub fn parse_squeue(text: &str) -> Vec<Row> {
     parse_lines(text, "squeue", |fields| match fields {
-        [id, state, reason, submitted, started, ended, partition] => row(
+        [
             id,
-            status_from(state, reason, None),
-            [submitted, started, ended],
+            state,
+            reason,
+            submitted,
+            started,
+            ended,
             partition,
-        ),
+            dependency @ ..,
+        ] if dependency.len() <= 1 => {
+            let mut row = row(
+                id,
+                status_from(state, reason, None),
+                [submitted, started, ended],
+                partition,
+            )?;
+            row.status = never_satisfied(row.status, dependency.first().copied().unwrap_or(""));
+            Some(row)
+        }
         _ => None,
     })
 }
@@ -281,6 +300,65 @@ mod tests {
     /// provoked for real: a QOS with MaxSubmitJobsPerUser=1 and an association with
     /// MaxSubmitJobs=1 holding one job, a drained and an inactive partition, an unknown
     /// account and partition.
+    /// Captured from the test bed with `--kill-on-invalid-dep=yes`: SLURM 22.05 (start
+    /// `N/A`) and 24.11 (start at the cancel) end a job whose afterok dependency failed;
+    /// a dependent still waiting, and one a person cancelled while it waited, stay what
+    /// they are.
+    #[test]
+    fn a_job_slurm_ended_for_its_dependency_failed_naming_it() {
+        use batchbridge_core::FailureCause::{Cancelled as ByCancel, DependencyFailed};
+        let out = "8538|CANCELLED|DependencyNeverSatisfied|1795689931|N/A|1795689931|debug|afterok:8537(failed)\n\
+                   2865|CANCELLED|DependencyNeverSatisfied|1795689946|1795689946|1795689946|debug|afterok:2864(failed)\n\
+                   2866|CANCELLED|DependencyNeverSatisfied|1795689946|1795689946|1795689946|debug|afterany:2860(unfulfilled),afterok:2864(failed)\n\
+                   8540|PENDING|Dependency|1795689931|N/A|N/A|debug|afterok:8539(unfulfilled)\n\
+                   8541|CANCELLED|Dependency|1795689931|1795689990|1795689990|debug|afterok:8539(unfulfilled)\n\
+                   8537|FAILED|NonZeroExitCode|1795689931|1795689931|1795689931|debug|(null)\n";
+        let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
+        let rows = parse_squeue(out);
+        let seen: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.job.as_str(),
+                    r.status.state,
+                    r.status.cause.clone(),
+                    r.status.started_at,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("8538", Failed, Some(DependencyFailed("8537".into())), None),
+                ("2865", Failed, Some(DependencyFailed("2864".into())), None),
+                ("2866", Failed, Some(DependencyFailed("2864".into())), None),
+                ("8540", Queued, None, None),
+                (
+                    "8541",
+                    Cancelled,
+                    Some(ByCancel(batchbridge_core::CancelledBy::Unknown)),
+                    None
+                ),
+                (
+                    "8537",
+                    Failed,
+                    Some(batchbridge_core::FailureCause::Other),
+                    at(1_795_689_931)
+                ),
+            ]
+        );
+        assert!(
+            rows[0]
+                .status
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("job 8537"),
+            "{:?}",
+            rows[0].status.reason
+        );
+    }
+
     #[test]
     fn sbatch_refusals_by_kind() {
         use Refusal::*;

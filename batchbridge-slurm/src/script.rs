@@ -2,6 +2,7 @@
 //! generated batch script (the environment file is [`batchbridge_core::remote::environment_file`]). Every value from the spec reaches the
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
+use batchbridge_core::dependency::Condition;
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::wrapper::BatchJobWrapper;
@@ -105,6 +106,7 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
         }
         options.push(range);
     }
+    options.extend(dependency_options(spec)?);
     // The batch script enters the spec's working directory itself (see batch_script).
     options.push(format!("--chdir={dir}"));
     // The wrapper's own output: slurmstepd's notes such as "CANCELLED AT" or "DUE TO TIME
@@ -112,6 +114,59 @@ pub fn sbatch_options(spec: &JobSpec, defaults: &SubmitDefaults, dir: &str) -> R
     options.push(format!("--output={dir}/wrapper.log"));
     options.push("--open-mode=append".to_owned());
     Ok(options)
+}
+
+/// sbatch's options for [`JobSpec::after`]: one `--dependency` joining every dependency
+/// with `,` (all must be met), and `--kill-on-invalid-dep=yes`, so that SLURM ends a job
+/// whose dependency can never be met (state `CANCELLED`, reason
+/// `DependencyNeverSatisfied`) instead of leaving it pending for ever. A passthrough
+/// `--dependency` (or an `#SBATCH` one) beside `after` is refused: one of them would
+/// silently lose.
+///
+/// ```
+/// use batchbridge_core::{Dependency, JobKey, JobSpec};
+/// use batchbridge_slurm::script::dependency_options;
+///
+/// let spec = JobSpec::new(JobKey::new("k")?, "n", "true")
+///     .with_after(Dependency::after_ok("41"))
+///     .with_after(Dependency::after_any("42"));
+/// assert_eq!(
+///     dependency_options(&spec)?,
+///     ["--dependency=afterok:41,afterany:42", "--kill-on-invalid-dep=yes"]
+/// );
+/// # Ok::<(), batchbridge_core::Error>(())
+/// ```
+pub fn dependency_options(spec: &JobSpec) -> Result<Vec<String>> {
+    if spec.after.is_empty() {
+        return Ok(Vec::new());
+    }
+    let own = spec.passthrough.get(PASSTHROUGH_KEY).into_iter().flatten();
+    if let Some(option) = own
+        .into_iter()
+        .find(|o| o.starts_with("--dep") || o.starts_with("-d"))
+    {
+        return Err(Error::invalid_input(format!(
+            "passthrough.{PASSTHROUGH_KEY}: {:?} and after both say what the job waits for; \
+             keep after alone",
+            excerpt(option)
+        )));
+    }
+    let terms: Vec<String> = spec
+        .after
+        .iter()
+        .map(|dependency| {
+            let word = match dependency.condition {
+                Condition::AfterOk => "afterok",
+                Condition::AfterNotOk => "afternotok",
+                Condition::AfterAny => "afterany",
+            };
+            format!("{word}:{}", dependency.job)
+        })
+        .collect();
+    Ok(vec![
+        format!("--dependency={}", terms.join(",")),
+        "--kill-on-invalid-dep=yes".to_owned(),
+    ])
 }
 
 /// Refuses a passthrough entry that is not one sbatch option about the job.
@@ -187,6 +242,52 @@ mod tests {
 
     fn spec() -> JobSpec {
         JobSpec::new(JobKey::new("key-1").unwrap(), "name", "echo hi")
+    }
+
+    #[test]
+    fn dependencies_become_one_dependency_option_that_ends_impossible_jobs() {
+        use batchbridge_core::Dependency;
+        let table: [(&[Dependency], &[&str]); 4] = [
+            (&[], &[]),
+            (
+                &[Dependency::after_ok("41")],
+                &["--dependency=afterok:41", "--kill-on-invalid-dep=yes"],
+            ),
+            (
+                &[Dependency::after_not_ok("41"), Dependency::after_any("42")],
+                &[
+                    "--dependency=afternotok:41,afterany:42",
+                    "--kill-on-invalid-dep=yes",
+                ],
+            ),
+            (
+                &[
+                    Dependency::after_any("7"),
+                    Dependency::after_ok("8"),
+                    Dependency::after_not_ok("9"),
+                ],
+                &[
+                    "--dependency=afterany:7,afterok:8,afternotok:9",
+                    "--kill-on-invalid-dep=yes",
+                ],
+            ),
+        ];
+        for (after, expected) in table {
+            let mut spec = spec();
+            spec.after = after.to_vec();
+            assert_eq!(dependency_options(&spec).unwrap(), expected, "{after:?}");
+            let all = sbatch_options(&spec, &SubmitDefaults::default(), "/w/k").unwrap();
+            for option in expected {
+                assert!(all.contains(&(*option).to_owned()), "{all:?}");
+            }
+        }
+        for own in ["--dependency=afterok:1", "--dep=singleton", "-dafterok:1"] {
+            let mut spec = spec().with_after(Dependency::after_ok("2"));
+            spec.passthrough.insert("slurm".into(), vec![own.into()]);
+            let err = sbatch_options(&spec, &SubmitDefaults::default(), "/w/k").unwrap_err();
+            assert_eq!(err.kind(), batchbridge_core::ErrorKind::InvalidInput);
+            assert!(err.message().contains("and after both"), "{err}");
+        }
     }
 
     #[test]

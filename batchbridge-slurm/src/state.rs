@@ -108,6 +108,43 @@ pub fn status_from(native: &str, reason: &str, exit_code: Option<&str>) -> JobSt
     status
 }
 
+/// The reason SLURM gives a job it ended because one of its dependencies can never be met
+/// (sbatch's `--kill-on-invalid-dep=yes`, which batchbridge always sets with one).
+pub const NEVER_SATISFIED: &str = "DependencyNeverSatisfied";
+
+/// A status, with a job SLURM cancelled for [`NEVER_SATISFIED`] made Failed with
+/// [`FailureCause::DependencyFailed`] naming the dependency's job, read from squeue's
+/// dependency field (`%E`: `afterok:8537(failed)`, several joined by `,`). Nobody
+/// cancelled such a job: it can never run. Any other status is returned as it came.
+///
+/// ```
+/// use batchbridge_core::{FailureCause, JobState};
+/// use batchbridge_slurm::state::{never_satisfied, status_from};
+///
+/// let cancelled = status_from("CANCELLED", "DependencyNeverSatisfied", None);
+/// let status = never_satisfied(cancelled, "afterok:8537(failed)");
+/// assert_eq!(status.state, JobState::Failed);
+/// assert_eq!(status.cause, Some(FailureCause::DependencyFailed("8537".into())));
+/// ```
+pub fn never_satisfied(mut status: JobStatus, dependency_field: &str) -> JobStatus {
+    if status.state != JobState::Cancelled || status.reason.as_deref() != Some(NEVER_SATISFIED) {
+        return status;
+    }
+    let failed = dependency_field.split(',').find_map(|term| {
+        let (_, job) = term.split_once(':')?;
+        job.strip_suffix("(failed)")
+    });
+    status.state = JobState::Failed;
+    status.cause = Some(FailureCause::DependencyFailed(
+        failed.unwrap_or("(SLURM did not say which)").to_owned(),
+    ));
+    status.reason = Some(match failed {
+        Some(job) => format!("{NEVER_SATISFIED}: job {job} ended so that this one can never run"),
+        None => NEVER_SATISFIED.to_owned(),
+    });
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

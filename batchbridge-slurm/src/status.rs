@@ -89,12 +89,17 @@ fn with_files(mut status: JobStatus, files: Option<&JobFiles>, index: u32) -> Jo
         return status;
     };
     if status.state.is_terminal() && status.exit_code.is_none() && status.signal.is_none() {
-        match files.ended.get(&index) {
+        // Only an end the files add changes the cause: one SLURM's own words decided (a
+        // dependency that can never be met) stays.
+        let ended = files.ended.get(&index);
+        match ended {
             Some(TaskEnd::Exit(code)) => status.exit_code = Some(*code),
             Some(TaskEnd::Signal(signal)) => status.signal = Some(*signal),
             None => {}
         }
-        status.cause = failure_cause(&status.native_state, status.exit_code, status.signal);
+        if ended.is_some() {
+            status.cause = failure_cause(&status.native_state, status.exit_code, status.signal);
+        }
     }
     files.overrule(status, index)
 }

@@ -6,12 +6,14 @@ use batchbridge_core::tracker::HeldLocally;
 use batchbridge_core::staging::{StageLimits, StageOut};
 use batchbridge_core::{JobId, JobSpec, JobState, Refusal};
 
-use super::context::{Context, poll_interval};
+use batchbridge_core::after::Released;
+
+use super::context::{Context, poll_interval, tracker};
 use crate::cli::JobArgs;
 use crate::config::Cluster;
-use crate::exit::{CliError, CliResult};
+use crate::exit::{CliError, CliResult, Exit};
 use crate::record::Entry;
-use crate::{spec, terminal};
+use crate::{describe, spec, terminal};
 
 /// A job this invocation submitted.
 pub(super) struct Submitted {
@@ -34,6 +36,7 @@ pub(super) fn prepare(
 ) -> CliResult<(Cluster, JobSpec, DirectiveReport)> {
     let flagged = spec::job_spec(job)?;
     let cluster = context.cluster(&context.chosen_cluster())?;
+    let flagged = flagged.after(&cluster.name)?;
     let (spec, report) = spec::with_directives(flagged, cluster.backend.as_ref())?;
     Ok((cluster, spec, report))
 }
@@ -57,12 +60,60 @@ fn refuse_or_note(report: &DirectiveReport) -> CliResult<()> {
     Ok(())
 }
 
+/// Submits a job with dependencies through core's [`Tracker::submit_after`](batchbridge_core::Tracker::submit_after): at once where
+/// the scheduler holds it, else after holding it here (saying so: the command must keep
+/// running). A dependency that can no longer be met submits nothing: exit 1, naming it.
+async fn submit_after(context: &Context, cluster: &Cluster, spec: &JobSpec) -> CliResult<JobId> {
+    let tracker = tracker(cluster)?;
+    if !cluster.backend.capabilities().dependencies {
+        let after: Vec<String> = spec.after.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "batchbridge: holding the job here until {} (cluster {} has no dependencies of \
+             its own; keep this command running)",
+            after.join(", "),
+            cluster.name
+        );
+    }
+    let released = match tracker.submit_after(spec).await {
+        // Its dependencies allow it and the scheduler is full: wait for room as any
+        // submit does, with the same key; without native dependencies they are met.
+        Err(err) if err.refusal() == Some(Refusal::SubmitLimit) => {
+            let mut spec = spec.clone();
+            if !cluster.backend.capabilities().dependencies {
+                spec.after.clear();
+            }
+            return submit_when_room(context, cluster, &spec).await;
+        }
+        released => released.map_err(|err| cluster.explain(err))?,
+    };
+    match released {
+        Released::Submitted(id) => Ok(id),
+        Released::DependencyFailed { dependency, status } => Err(CliError::new(
+            Exit::JobFailed,
+            format!(
+                "{} was not submitted: job {} ended {}, so the dependency {dependency} can \
+                 no longer be met",
+                spec.key,
+                dependency.job,
+                describe::end(&status)
+            ),
+        )),
+        _ => Err(CliError::new(
+            Exit::Failure,
+            format!("{} was neither submitted nor refused", spec.key),
+        )),
+    }
+}
+
 /// Submits the job the flags and the script's directives describe to the chosen cluster and
 /// records it.
 pub(super) async fn send(context: &mut Context, job: JobArgs) -> CliResult<Submitted> {
     let (cluster, spec, report) = prepare(context, job)?;
     refuse_or_note(&report)?;
-    let id = submit_when_room(context, &cluster, &spec).await?;
+    let id = match spec.after.is_empty() {
+        true => submit_when_room(context, &cluster, &spec).await?,
+        false => submit_after(context, &cluster, &spec).await?,
+    };
     let entry = Entry::new(&cluster.name, id.as_str(), spec.key.as_str(), &spec.name);
     let known = context.record.entries()?.iter().any(|e| {
         (e.cluster.as_str(), e.id.as_str()) == (entry.cluster.as_str(), entry.id.as_str())
