@@ -15,7 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use batchbridge_core::shell::{Certificate, Shell, SshConfig, SshShell};
 use batchbridge_core::{
-    BatchBackend, Error, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
+    BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
+    Refusal,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -24,7 +25,7 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Placement, Scheduler};
-use crate::decision::CLUSTER_RECHECK;
+use crate::decision::{CLUSTER_RECHECK, SubmitGate};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::{ClusterProblem, Reason};
 use budget::{BudgetedShell, ConnectBudget};
@@ -51,6 +52,8 @@ pub struct Connection {
     pub labels: ClusterLabels,
     /// The SSH certificate of the Secret the connection logs in with, when it has one.
     pub certificate: Option<Certificate>,
+    /// What the scheduler said about its submit limit ([`SubmitGate`]).
+    pub gate: std::sync::Mutex<SubmitGate>,
     submit_slots: Semaphore,
     output_slots: Semaphore,
     fingerprint: Fingerprint,
@@ -106,11 +109,26 @@ impl Connection {
         self.spec.ssh.as_ref().map(|ssh| ssh.user.as_str())
     }
 
-    /// Submits `spec` once one of the [`SUBMITS_AT_ONCE`] slots is free.
-    pub async fn submit(&self, spec: &JobSpec) -> batchbridge_core::Result<JobId> {
+    /// Submits `spec`, of the BatchJob whose uid is `uid`, once one of the
+    /// [`SUBMITS_AT_ONCE`] slots is free, unless the scheduler's submit limit became known
+    /// meanwhile and this job's submit is not the probe of it ([`SubmitGate::holds`]):
+    /// then it fails as that limit's refusal without asking the scheduler.
+    pub async fn submit(&self, spec: &JobSpec, uid: &str) -> batchbridge_core::Result<JobId> {
         // The semaphore is never closed, so a permit always comes.
         let _slot = self.submit_slots.acquire().await.ok();
+        if let Some(limit) = self.gate().holds(uid) {
+            return Err(Error::new(
+                ErrorKind::Rejected,
+                format!("not submitted: the cluster's submit limit holds it ({limit})"),
+            )
+            .with_refusal(Refusal::SubmitLimit));
+        }
         self.backend.submit(spec).await
+    }
+
+    /// The cluster's [`SubmitGate`], locked.
+    pub fn gate(&self) -> std::sync::MutexGuard<'_, SubmitGate> {
+        self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Fetches job `id`'s output once one of the [`OUTPUT_FETCHES_AT_ONCE`] slots is free.
@@ -219,6 +237,12 @@ impl Clusters {
             entries: Mutex::new(HashMap::new()),
             budgets: std::sync::Mutex::default(),
         }
+    }
+
+    /// BatchCluster `name` of `namespace`'s spec.maxQueued, as the cache shows it.
+    pub fn max_queued(&self, namespace: &str, name: &str) -> Option<u32> {
+        let key = ObjectRef::<BatchCluster>::new(name).within(namespace);
+        self.store.get(&key)?.spec.max_queued
     }
 
     /// The connection to BatchCluster `name` of `namespace`, built on first use and
@@ -553,6 +577,7 @@ impl Clusters {
             spec: spec.clone(),
             labels,
             certificate: secrets.login.and_then(credentials::certificate),
+            gate: std::sync::Mutex::default(),
             submit_slots: Semaphore::new(SUBMITS_AT_ONCE),
             output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
             fingerprint,

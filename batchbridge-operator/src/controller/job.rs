@@ -22,13 +22,13 @@ use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::ObjectRef;
 
 use super::actions::ActionKind;
-use super::{Context, ReconcileError, apply_status, publish};
+use super::{Context, ReconcileError, apply_status, publish, room};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
 use crate::decision::{
-    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, CollectOutcome, Done, Effect,
+    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, Capacity, CollectOutcome, Done, Effect,
     Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target, removal,
-    step_done, step_placed, transitions,
+    step_done, step_placed, takes_room, transitions,
 };
 use crate::output;
 use crate::reason::{ClusterProblem, Reason};
@@ -76,12 +76,13 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
             },
             (None, cluster) => Target::Fixed(cluster.unwrap_or_default()),
         },
+        capacity: Capacity::Free,
     }
 }
 
 /// The BatchCluster the job's current attempt uses: its clusterRef, or the one placement
 /// chose for it; `None` for a placed job waiting to be placed.
-fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
+pub(super) fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
     match job.spec.fixed_cluster() {
         Some(cluster) => Some(cluster),
         None if status.phase.unwrap_or(Phase::Pending) == Phase::Pending => None,
@@ -137,7 +138,15 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Action, Reconci
         Some(problem) => Finding::ClusterProblem(problem),
         None => Finding::Observed(observation.as_ref()),
     };
-    let step = decision::step(&rules_of(&job), &status, &event, SystemTime::now());
+    let capacity = match (&connection, &problem) {
+        (Ok(connection), None) => room::capacity(ctx, &job, connection, &status).await,
+        _ => Capacity::Free,
+    };
+    let rules = Rules {
+        capacity,
+        ..rules_of(&job)
+    };
+    let step = decision::step(&rules, &status, &event, SystemTime::now());
     let requeue = perform(ctx, &job, &connection, &status, step).await?;
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
@@ -327,7 +336,7 @@ async fn submit(
     let submitted = match directed {
         Ok((spec, report)) => match report.check() {
             Ok(()) => {
-                let submitted = connection.submit(&spec).await;
+                let submitted = connection.submit(&spec, &job.uid().unwrap_or_default()).await;
                 ctx.metrics.submitted(&connection.labels, submitted.is_ok());
                 submitted
             }
@@ -368,8 +377,24 @@ async fn submit(
             SubmitOutcome::Failed(failure)
         }
     };
+    let limit = match &outcome {
+        SubmitOutcome::Failed(Failure::Deferred {
+            reason: Reason::SubmitLimit,
+            message,
+        }) => Some(message.as_str()),
+        _ => None,
+    };
+    let taken = matches!(outcome, SubmitOutcome::Accepted { .. });
+    room::record_submit(ctx, job, connection, taken, limit);
     let done = Done::Submit { attempt, outcome };
-    finish_on_cluster(ctx, job, connection, &current, &done, ActionKind::Submit).await
+    let requeue =
+        finish_on_cluster(ctx, job, connection, &current, &done, ActionKind::Submit).await;
+    if let Some(cluster) = job.spec.fixed_cluster() {
+        // Taken, the next job may probe the scheduler's limit; refused, its place in line is
+        // kept by the first waiting job.
+        room::wake_waiting(ctx, job.namespace().unwrap_or_default(), cluster.to_owned());
+    }
+    requeue
 }
 
 async fn collect(
@@ -765,6 +790,12 @@ async fn write_status(
 ) -> Result<BatchJob, ReconcileError> {
     let written = apply_status(ctx, job, next).await?;
     ctx.metrics.observe_attempt_end(job, current, next);
+    if takes_room(current)
+        && !takes_room(next)
+        && let Some(cluster) = cluster_of(job, current)
+    {
+        room::wake_waiting(ctx, job.namespace().unwrap_or_default(), cluster.to_owned());
+    }
     for event in transitions(current, next) {
         publish(
             ctx,

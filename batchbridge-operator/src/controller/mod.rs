@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod credential;
 pub mod intake;
 pub mod job;
+mod room;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,6 +22,7 @@ use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -93,6 +95,11 @@ pub struct Context {
     pub placer: Placer,
     /// One permit per placement in progress, [`PLACEMENTS_AT_ONCE`] in all.
     pub(crate) placing: Semaphore,
+    /// Every BatchJob, as the job controller's cache has it: what room on a cluster is
+    /// counted from.
+    pub(crate) jobs: Store<BatchJob>,
+    /// Wakes a BatchJob (the intake's woken lane).
+    pub(crate) wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
 }
 
 /// How many placements run at once. A placement is mostly a status write and an Event
@@ -366,12 +373,17 @@ impl Operator {
         let store = cluster_controller.store();
         let (wake, woken) = mpsc::unbounded_channel();
         let (act, acted) = mpsc::unbounded_channel();
+        // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
+        // here) are dropped before they are stored.
+        let (job_reader, job_writer) = kube::runtime::reflector::store();
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(self.instance.clone()),
         };
         let ctx = Arc::new(Context {
             actions: Actions::new(wake.clone(), act, Arc::clone(&self.metrics)),
+            jobs: job_reader.clone(),
+            wake: wake.clone(),
             clusters: Clusters::new(
                 self.client.clone(),
                 store.clone(),
@@ -403,9 +415,6 @@ impl Operator {
                     tracing::debug!(error = %err, "BatchCluster reconcile");
                 }
             });
-        // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
-        // here) are dropped before they are stored.
-        let (job_reader, job_writer) = kube::runtime::reflector::store();
         let watched = watcher(jobs, watcher::Config::default())
             .default_backoff()
             .modify(|job: &mut BatchJob| job.managed_fields_mut().clear())

@@ -32,6 +32,7 @@ use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::holds;
 
 mod attempt;
+mod capacity;
 mod events;
 mod observe;
 mod outcome;
@@ -41,6 +42,7 @@ mod removal;
 mod tests;
 
 pub use attempt::MAX_CLUSTERS_USED;
+pub use capacity::{Capacity, Load, SubmitGate, takes_room, waits_for_room};
 use attempt::{cluster_problem, end_attempt, mark_cluster_ready, set_ready};
 pub use events::{Notice, event_type, transitions};
 use observe::observe;
@@ -62,8 +64,9 @@ pub const ACTION_RETRY: Duration = Duration::from_secs(5);
 /// wrote, unless its phase changes ([`step`] holds the scheduler's words for the wait back).
 pub const QUEUE_REPORT_HOLD: Duration = Duration::from_secs(60);
 
-/// How long an attempt the scheduler refused for now (a submit limit, a closed queue) waits
-/// before the same key is submitted again: a limit frees as jobs end and a drain ends at an
+/// How long a job the scheduler refused for now (a submit limit, a closed queue), or one
+/// waiting for room on its cluster, waits before it is looked at again when nothing wakes
+/// it: a limit frees as jobs end (which wakes the waiting jobs) and a drain ends at an
 /// administrator's hand, neither within seconds.
 pub const SUBMIT_AGAIN: Duration = Duration::from_secs(30);
 
@@ -105,6 +108,9 @@ pub struct Rules<'a> {
     pub cleanup: CleanupPolicy,
     /// How the job's cluster is found.
     pub target: Target<'a>,
+    /// Whether its cluster has room for another attempt now (for a job with a fixed
+    /// cluster; [`SubmitGate::admit`]).
+    pub capacity: Capacity,
 }
 
 /// How a job's cluster is found.
