@@ -1,7 +1,8 @@
 //! Submit limits hold jobs, never fail them (issue 30, point 2): 200 BatchJobs drain
 //! through the partition `capped` of the test bed's SLURM 24.11 (its QOS lets the test user
 //! have 10 jobs in the scheduler) with the BatchCluster's spec.maxQueued at 10, against the real API
-//! server; once with the operator left alone, once killed three times during the drain.
+//! server; once with the operator left alone, once killed three times during the drain;
+//! and once without maxQueued, the scheduler's limit alone holding the jobs.
 //!
 //! Each job appends its name to a marker file in the cluster user's home; the count of
 //! each name there says how often it ran. While the drain goes on, squeue is sampled for
@@ -59,48 +60,75 @@ struct Drain {
     /// How many squeue samples were taken.
     samples: usize,
     /// Whether a job was seen Pending with reason SubmitLimit and a message naming
-    /// spec.maxQueued.
+    /// spec.maxQueued, or the scheduler's limit.
     held_seen: bool,
     /// How long from the first job's creation to the last one's success.
     took: Duration,
+    /// The most a job was accepted after a younger one.
+    latest: Duration,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_jobs_drain_through_a_cap_of_ten_and_none_fails() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-drain", 0).await;
+    let drain = drain("limits-drain", 0, Some(CAP)).await;
     eprintln!(
-        "drain of {JOBS}: {:.0} s, at most {} in the scheduler over {} samples",
+        "drain of {JOBS}: {:.0} s, at most {} in the scheduler over {} samples, a job accepted at most {:?} after a younger one",
         drain.took.as_secs_f64(),
         drain.most_in_scheduler,
-        drain.samples
+        drain.samples,
+        drain.latest
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_with_the_operator_killed_three_times_runs_each_job_once() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-kill", 3).await;
+    let drain = drain("limits-kill", 3, Some(CAP)).await;
     eprintln!(
-        "drain of {JOBS} with 3 kills: {:.0} s, at most {} in the scheduler over {} samples",
+        "drain of {JOBS} with 3 kills: {:.0} s, at most {} in the scheduler over {} samples, a job accepted at most {:?} after a younger one",
         drain.took.as_secs_f64(),
         drain.most_in_scheduler,
-        drain.samples
+        drain.samples,
+        drain.latest
     );
 }
 
-/// Drains [`JOBS`] jobs through the capped partition, killing the operator `kills` times
+/// Without spec.maxQueued, the scheduler's own limit holds the jobs: its refusal shows in
+/// the held jobs' message, and the drain ends as with maxQueued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedulers_limit_alone_holds_jobs_and_none_fails() {
+    let _partition = CAPPED_PARTITION.lock().await;
+    let drain = drain("limits-qos", 0, None).await;
+    eprintln!(
+        "drain of {JOBS} under the scheduler's limit alone: {:.0} s, at most {} in the \
+         scheduler over {} samples, a job accepted at most {:?} after a younger one",
+        drain.took.as_secs_f64(),
+        drain.most_in_scheduler,
+        drain.samples,
+        drain.latest
+    );
+}
+
+/// Drains [`JOBS`] jobs through the capped partition (spec.maxQueued `max_queued`), killing the operator `kills` times
 /// (each after another sixth of the jobs succeeded) and starting a new one at once, and
 /// checks what a user would: none failed, all succeeded, each ran once, at most [`CAP`]
 /// in the scheduler at any sample, the held ones said why.
-async fn drain(test: &str, kills: usize) -> Drain {
+async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
     let bed = Cluster::new(test).await;
     let ssh = CAPPED.login();
     let shell = Arc::new(CAPPED.shell());
     create_secret(&bed, "cluster-key", &ssh).await;
     let mut spec = cluster_spec("slurm", &SshLogin::from(&ssh), "cluster-key");
     spec["defaults"] = json!({"partition": "capped"});
-    spec["maxQueued"] = json!(CAP);
+    if let Some(max) = max_queued {
+        spec["maxQueued"] = json!(max);
+    }
+    // What a held job's message says: the setting, or the scheduler's words.
+    let held_for = match max_queued {
+        Some(max) => format!("spec.maxQueued {max}"),
+        None => "QOSMaxSubmitJobPerUserLimit".to_owned(),
+    };
     create_cluster_with(&bed, "capped", spec).await;
     let client = bed.operator_client().await;
     let mut operator = RunningOperator::start(&bed, &client);
@@ -164,7 +192,7 @@ async fn drain(test: &str, kills: usize) -> Drain {
                 && status
                     .message
                     .as_deref()
-                    .is_some_and(|m| m.contains("spec.maxQueued 10"));
+                    .is_some_and(|m| m.contains(&held_for));
             *phases.entry(format!("{phase:?}")).or_default() += 1;
         }
         let succeeded = phases.get("Succeeded").copied().unwrap_or_default();
@@ -190,6 +218,28 @@ async fn drain(test: &str, kills: usize) -> Drain {
     sampling.abort();
     assert_eq!(killed, kills);
 
+    // Submitted in creation order (the names sort as the jobs were created): a job's
+    // acceptance may come a little after a younger one's, as up to 5 submits run at once,
+    // and before the scheduler's limit is known, but an older job never waits behind younger
+    // ones for as long as a held job waited to be submitted again before (30 s).
+    let mut jobs = bed.jobs().list(&ListParams::default()).await.unwrap().items;
+    jobs.sort_by_key(ResourceExt::name_any);
+    let accepted: Vec<_> = jobs
+        .iter()
+        .map(|job| status(job).submit_time.unwrap().0)
+        .collect();
+    let mut youngest_before = accepted[0];
+    let mut latest = Duration::ZERO;
+    for at in &accepted {
+        let late = Duration::try_from(youngest_before.duration_since(*at)).unwrap_or_default();
+        latest = latest.max(late);
+        youngest_before = youngest_before.max(*at);
+    }
+    assert!(
+        latest < Duration::from_secs(30),
+        "a job was accepted {latest:?} after a younger one"
+    );
+
     let ran = run(&shell, &format!("cat \"$HOME/{marker}\"; rm -f \"$HOME/{marker}\"")).await;
     let mut runs = BTreeMap::<&str, usize>::new();
     for name in ran.lines() {
@@ -203,6 +253,7 @@ async fn drain(test: &str, kills: usize) -> Drain {
         samples: samples.load(Ordering::SeqCst),
         held_seen,
         took,
+        latest,
     };
     assert!(drain.samples > 10, "squeue sampled {} times", drain.samples);
     assert!(
