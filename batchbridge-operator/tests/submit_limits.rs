@@ -240,7 +240,11 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
         "a job was accepted {latest:?} after a younger one"
     );
 
-    let ran = run(&shell, &format!("cat \"$HOME/{marker}\"; rm -f \"$HOME/{marker}\"")).await;
+    let ran = run(
+        &shell,
+        &format!("cat \"$HOME/{marker}\"; rm -f \"$HOME/{marker}\""),
+    )
+    .await;
     let mut runs = BTreeMap::<&str, usize>::new();
     for name in ran.lines() {
         *runs.entry(name).or_default() += 1;

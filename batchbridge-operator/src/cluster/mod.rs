@@ -15,8 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use batchbridge_core::shell::{Certificate, Shell, SshConfig, SshShell};
 use batchbridge_core::{
-    BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
-    Refusal,
+    BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest, Refusal,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -128,7 +127,9 @@ impl Connection {
 
     /// The cluster's [`SubmitGate`], locked.
     pub fn gate(&self) -> std::sync::MutexGuard<'_, SubmitGate> {
-        self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Fetches job `id`'s output once one of the [`OUTPUT_FETCHES_AT_ONCE`] slots is free.

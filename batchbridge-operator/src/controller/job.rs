@@ -26,9 +26,9 @@ use super::{Context, ReconcileError, apply_status, publish, room};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
 use crate::decision::{
-    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, Capacity, CollectOutcome, Done, Effect,
-    Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target, removal,
-    step_done, step_placed, takes_room, transitions,
+    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, Capacity, CollectOutcome, Done,
+    Effect, Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target,
+    removal, step_done, step_placed, takes_room, transitions,
 };
 use crate::output;
 use crate::reason::{ClusterProblem, Reason};
@@ -336,7 +336,9 @@ async fn submit(
     let submitted = match directed {
         Ok((spec, report)) => match report.check() {
             Ok(()) => {
-                let submitted = connection.submit(&spec, &job.uid().unwrap_or_default()).await;
+                let submitted = connection
+                    .submit(&spec, &job.uid().unwrap_or_default())
+                    .await;
                 ctx.metrics.submitted(&connection.labels, submitted.is_ok());
                 submitted
             }

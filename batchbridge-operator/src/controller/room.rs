@@ -31,7 +31,8 @@ pub(super) async fn capacity(
         return Capacity::Free;
     };
     let now = SystemTime::now();
-    let edited = status.observed_generation.is_some() && status.observed_generation != job.metadata.generation;
+    let edited = status.observed_generation.is_some()
+        && status.observed_generation != job.metadata.generation;
     if !(waits_for_room(status, job.spec.suspend == Some(true), now) || edited) {
         return Capacity::Free;
     }

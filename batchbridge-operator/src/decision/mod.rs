@@ -42,8 +42,8 @@ mod removal;
 mod tests;
 
 pub use attempt::MAX_CLUSTERS_USED;
-pub use capacity::{Capacity, Load, SubmitGate, takes_room, waits_for_room};
 use attempt::{cluster_problem, end_attempt, mark_cluster_ready, set_ready};
+pub use capacity::{Capacity, Load, SubmitGate, takes_room, waits_for_room};
 pub use events::{Notice, event_type, transitions};
 use observe::observe;
 use outcome::{collected, submitted};

@@ -318,7 +318,12 @@ fn waiting_for_room() -> BatchJobStatus {
         capacity: full(),
         ..spec()
     };
-    let step = step(&rules, &BatchJobStatus::default(), &Finding::Observed(None), now());
+    let step = step(
+        &rules,
+        &BatchJobStatus::default(),
+        &Finding::Observed(None),
+        now(),
+    );
     step.status.expect("the wait is written")
 }
 
@@ -338,7 +343,10 @@ fn refused_for_the_limit() -> BatchJobStatus {
     let step = step_done(&spec(), &submitting, &done, now());
     let refused = step.status.expect("the refusal is written");
     assert_eq!(refused.reason, Some(Reason::SubmitLimit));
-    assert_eq!(refused.message.as_deref(), Some("QOSMaxSubmitJobPerUserLimit"));
+    assert_eq!(
+        refused.message.as_deref(),
+        Some("QOSMaxSubmitJobPerUserLimit")
+    );
     refused
 }
 
