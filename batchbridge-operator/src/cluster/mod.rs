@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use batchbridge_core::shell::{Certificate, Shell, SshConfig, SshShell};
 use batchbridge_core::{
-    BatchBackend, Error, ErrorKind, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest, Refusal,
+    BatchBackend, Error, JobId, JobOutput, JobSpec, LocalBackend, OutputRequest,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -109,20 +109,22 @@ impl Connection {
     }
 
     /// Submits `spec`, of the BatchJob whose uid is `uid`, once one of the
-    /// [`SUBMITS_AT_ONCE`] slots is free, unless the scheduler's submit limit became known
-    /// meanwhile and this job's submit is not the probe of it ([`SubmitGate::holds`]):
-    /// then it fails as that limit's refusal without asking the scheduler.
-    pub async fn submit(&self, spec: &JobSpec, uid: &str) -> batchbridge_core::Result<JobId> {
+    /// [`SUBMITS_AT_ONCE`] slots is free; `Err(message)`, the scheduler not asked, when its
+    /// submit limit became known meanwhile and this job's submit is not the probe of it
+    /// ([`SubmitGate::holds`]).
+    pub async fn submit(
+        &self,
+        spec: &JobSpec,
+        uid: &str,
+    ) -> Result<batchbridge_core::Result<JobId>, String> {
         // The semaphore is never closed, so a permit always comes.
         let _slot = self.submit_slots.acquire().await.ok();
         if let Some(limit) = self.gate().holds(uid) {
-            return Err(Error::new(
-                ErrorKind::Rejected,
-                format!("not submitted: the cluster's submit limit holds it ({limit})"),
-            )
-            .with_refusal(Refusal::SubmitLimit));
+            return Err(format!(
+                "not submitted while the cluster's submit limit holds: {limit}"
+            ));
         }
-        self.backend.submit(spec).await
+        Ok(self.backend.submit(spec).await)
     }
 
     /// The cluster's [`SubmitGate`], locked.
@@ -238,12 +240,6 @@ impl Clusters {
             entries: Mutex::new(HashMap::new()),
             budgets: std::sync::Mutex::default(),
         }
-    }
-
-    /// BatchCluster `name` of `namespace`'s spec.maxQueued, as the cache shows it.
-    pub fn max_queued(&self, namespace: &str, name: &str) -> Option<u32> {
-        let key = ObjectRef::<BatchCluster>::new(name).within(namespace);
-        self.store.get(&key)?.spec.max_queued
     }
 
     /// The connection to BatchCluster `name` of `namespace`, built on first use and

@@ -335,13 +335,34 @@ async fn submit(
         .and_then(|spec| connection.backend.apply_directives(spec));
     let submitted = match directed {
         Ok((spec, report)) => match report.check() {
-            Ok(()) => {
-                let submitted = connection
-                    .submit(&spec, &job.uid().unwrap_or_default())
+            Ok(()) => match connection
+                .submit(&spec, &job.uid().unwrap_or_default())
+                .await
+            {
+                Ok(submitted) => {
+                    ctx.metrics.submitted(&connection.labels, submitted.is_ok());
+                    submitted
+                }
+                // Not sent: held as the scheduler's refusal would have held it.
+                Err(message) => {
+                    let done = Done::Submit {
+                        attempt,
+                        outcome: SubmitOutcome::Failed(Failure::Deferred {
+                            reason: Reason::SubmitLimit,
+                            message,
+                        }),
+                    };
+                    return finish_on_cluster(
+                        ctx,
+                        job,
+                        connection,
+                        &current,
+                        &done,
+                        ActionKind::Submit,
+                    )
                     .await;
-                ctx.metrics.submitted(&connection.labels, submitted.is_ok());
-                submitted
-            }
+                }
+            },
             Err(refused) => {
                 let done = Done::Submit {
                     attempt,
@@ -394,7 +415,8 @@ async fn submit(
     if let Some(cluster) = job.spec.fixed_cluster() {
         // Taken, the next job may probe the scheduler's limit; refused, its place in line is
         // kept by the first waiting job.
-        room::wake_waiting(ctx, job.namespace().unwrap_or_default(), cluster.to_owned());
+        let namespace = job.namespace().unwrap_or_default();
+        room::wake_waiting(ctx, connection, namespace, cluster.to_owned());
     }
     requeue
 }
@@ -796,7 +818,10 @@ async fn write_status(
         && !takes_room(next)
         && let Some(cluster) = cluster_of(job, current)
     {
-        room::wake_waiting(ctx, job.namespace().unwrap_or_default(), cluster.to_owned());
+        let namespace = job.namespace().unwrap_or_default();
+        if let Ok(connection) = ctx.clusters.get(&namespace, cluster).await {
+            room::wake_waiting(ctx, &connection, namespace, cluster.to_owned());
+        }
     }
     for event in transitions(current, next) {
         publish(

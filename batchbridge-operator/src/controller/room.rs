@@ -30,6 +30,10 @@ pub(super) async fn capacity(
     let Some(cluster) = job.spec.fixed_cluster() else {
         return Capacity::Free;
     };
+    if !limited(connection) {
+        // Nothing to count: a cluster without a limit costs its jobs no scan of the cache.
+        return Capacity::Free;
+    }
     let now = SystemTime::now();
     let edited = status.observed_generation.is_some()
         && status.observed_generation != job.metadata.generation;
@@ -51,6 +55,12 @@ pub(super) async fn capacity(
     };
     let uid = job.uid().unwrap_or_default();
     connection.gate().admit(&uid, &load, now)
+}
+
+/// Whether room on `connection`'s cluster is limited: by spec.maxQueued, or by the
+/// scheduler's limit as far as it is known.
+pub(super) fn limited(connection: &Connection) -> bool {
+    connection.spec.max_queued.is_some() || connection.gate().knows_limit()
 }
 
 /// How many jobs of BatchCluster `cluster` in `namespace` take room, and how many wait to
@@ -114,11 +124,19 @@ pub(super) fn record_submit(
     }
 }
 
-/// Wakes, after [`SETTLE`], the jobs waiting for room on BatchCluster `cluster` of
-/// `namespace` that may fit now: as many as spec.maxQueued leaves room for, at least the
+/// Wakes, after [`SETTLE`], the jobs waiting for room on `connection`'s cluster, BatchCluster
+/// `cluster` of `namespace`, that may fit now, if its room is [`limited`]: as many as spec.maxQueued leaves room for, at least the
 /// first one (the scheduler's limit lets one probe at a time), in creation order.
-pub(super) fn wake_waiting(ctx: &Context, namespace: String, cluster: String) {
-    let max_queued = ctx.clusters.max_queued(&namespace, &cluster);
+pub(super) fn wake_waiting(
+    ctx: &Context,
+    connection: &Connection,
+    namespace: String,
+    cluster: String,
+) {
+    if !limited(connection) {
+        return;
+    }
+    let max_queued = connection.spec.max_queued;
     let (jobs, wake) = (ctx.jobs.clone(), ctx.wake.clone());
     tokio::spawn(async move {
         tokio::time::sleep(SETTLE).await;

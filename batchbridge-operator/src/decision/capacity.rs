@@ -141,6 +141,12 @@ impl SubmitGate {
         Capacity::Free
     }
 
+    /// Whether the scheduler's submit limit is known (a refusal since the jobs that waited
+    /// for the last one were all submitted).
+    pub fn knows_limit(&self) -> bool {
+        self.cap.is_some()
+    }
+
     /// The scheduler refused job `uid`'s submit for its submit limit, saying `message`,
     /// with `active` jobs of the cluster active.
     pub fn refused(&mut self, uid: &str, message: &str, active: u32, now: SystemTime) {
