@@ -273,9 +273,9 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
     // Submitted in creation order (the names sort as the jobs were created): with
     // maxQueued and one operator, a job's acceptance may come a little after a younger
     // one's, as up to 5 submits run at once, but an older job never waits behind younger ones
-    // for as long as a held job waited to be submitted again before (30 s). Across kills, and
-    // under the scheduler's limit alone, the order is measured, not asserted (see
-    // docs/RELIABILITY.md, "Submit limits").
+    // for as long as a held job waited to be submitted again before (30 s). Across kills,
+    // and once the scheduler refused a submit (its limit is shared with other tests' jobs),
+    // the order is measured, not asserted (see docs/RELIABILITY.md, "Submit limits").
     let mut jobs = bed.jobs().list(&ListParams::default()).await.unwrap().items;
     jobs.sort_by_key(ResourceExt::name_any);
     let accepted: Vec<_> = jobs
@@ -290,7 +290,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
         youngest_before = youngest_before.max(*at);
     }
     assert!(
-        kills > 0 || max_queued.is_none() || latest < Duration::from_secs(30),
+        kills > 0 || max_queued.is_none() || sent.1 > 0.0 || latest < Duration::from_secs(30),
         "a job was accepted {latest:?} after a younger one"
     );
 
@@ -308,8 +308,10 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
         "{} of this test's jobs in the scheduler at once",
         drain.most_in_scheduler
     );
+    // Under the scheduler's limit alone, a drain whose jobs end as fast as they are sent
+    // may never meet the limit: nothing is held then.
     assert!(
-        drain.held_seen,
+        drain.held_seen || (max_queued.is_none() && drain.submits.1 == 0.0),
         "no job was seen held with reason SubmitLimit"
     );
     operator.signal("-TERM");
