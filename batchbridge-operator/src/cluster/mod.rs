@@ -24,7 +24,7 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio::time::Instant;
 
 use crate::crd::{BatchCluster, BatchClusterSpec, BatchJob, Placement, Scheduler};
-use crate::decision::CLUSTER_RECHECK;
+use crate::decision::{CLUSTER_RECHECK, SubmitGate};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::{ClusterProblem, Reason};
 use budget::{BudgetedShell, ConnectBudget};
@@ -51,6 +51,8 @@ pub struct Connection {
     pub labels: ClusterLabels,
     /// The SSH certificate of the Secret the connection logs in with, when it has one.
     pub certificate: Option<Certificate>,
+    /// What the scheduler said about its submit limit ([`SubmitGate`]).
+    pub gate: std::sync::Mutex<SubmitGate>,
     submit_slots: Semaphore,
     output_slots: Semaphore,
     fingerprint: Fingerprint,
@@ -106,11 +108,30 @@ impl Connection {
         self.spec.ssh.as_ref().map(|ssh| ssh.user.as_str())
     }
 
-    /// Submits `spec` once one of the [`SUBMITS_AT_ONCE`] slots is free.
-    pub async fn submit(&self, spec: &JobSpec) -> batchbridge_core::Result<JobId> {
+    /// Submits `spec`, of the BatchJob whose uid is `uid`, once one of the
+    /// [`SUBMITS_AT_ONCE`] slots is free; `Err(message)`, the scheduler not asked, when its
+    /// submit limit became known meanwhile and this job's submit is not the probe of it
+    /// ([`SubmitGate::holds`]).
+    pub async fn submit(
+        &self,
+        spec: &JobSpec,
+        uid: &str,
+    ) -> Result<batchbridge_core::Result<JobId>, String> {
         // The semaphore is never closed, so a permit always comes.
         let _slot = self.submit_slots.acquire().await.ok();
-        self.backend.submit(spec).await
+        if let Some(limit) = self.gate().holds(uid) {
+            return Err(format!(
+                "not submitted while the cluster's submit limit holds: {limit}"
+            ));
+        }
+        Ok(self.backend.submit(spec).await)
+    }
+
+    /// The cluster's [`SubmitGate`], locked.
+    pub fn gate(&self) -> std::sync::MutexGuard<'_, SubmitGate> {
+        self.gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Fetches job `id`'s output once one of the [`OUTPUT_FETCHES_AT_ONCE`] slots is free.
@@ -553,6 +574,7 @@ impl Clusters {
             spec: spec.clone(),
             labels,
             certificate: secrets.login.and_then(credentials::certificate),
+            gate: std::sync::Mutex::default(),
             submit_slots: Semaphore::new(SUBMITS_AT_ONCE),
             output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
             fingerprint,

@@ -24,13 +24,13 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::actions::ActionKind;
 use super::dependencies::Dependencies;
-use super::{Context, ReconcileError, apply_status, publish};
+use super::{Context, ReconcileError, apply_status, publish, room};
 use crate::cluster::{Connection, connection_problem};
 use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
 use crate::decision::{
-    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, CollectOutcome, Done, Effect,
-    Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target, removal,
-    step_done, step_placed, transitions,
+    self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, Capacity, CollectOutcome, Done,
+    Effect, Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target,
+    removal, step_done, step_placed, takes_room, transitions,
 };
 use crate::output;
 use crate::reason::{ClusterProblem, Reason};
@@ -82,12 +82,13 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
         },
         after: &[],
         cycle: None,
+        capacity: Capacity::Free,
     }
 }
 
 /// The BatchCluster the job's current attempt uses: its clusterRef, or the one placement
 /// chose for it; `None` for a placed job waiting to be placed.
-fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
+pub(super) fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
     match job.spec.fixed_cluster() {
         Some(cluster) => Some(cluster),
         None if status.phase.unwrap_or(Phase::Pending) == Phase::Pending => None,
@@ -143,11 +144,16 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Action, Reconci
         Some(problem) => Finding::ClusterProblem(problem),
         None => Finding::Observed(observation.as_ref()),
     };
+    let capacity = match (&connection, &problem) {
+        (Ok(connection), None) => room::capacity(ctx, &job, connection, &status).await,
+        _ => Capacity::Free,
+    };
     let dependencies = Dependencies::of(&job, &ctx.jobs);
     let after = dependencies.after(&job);
     let rules = Rules {
         after: &after,
         cycle: dependencies.cycle(),
+        capacity,
         ..rules_of(&job)
     };
     let step = decision::step(&rules, &status, &event, SystemTime::now());
@@ -355,9 +361,34 @@ async fn submit(
                     )
                     .await;
                 }
-                let submitted = connection.submit(&spec).await;
-                ctx.metrics.submitted(&connection.labels, submitted.is_ok());
-                submitted
+                match connection
+                    .submit(&spec, &job.uid().unwrap_or_default())
+                    .await
+                {
+                    Ok(submitted) => {
+                        ctx.metrics.submitted(&connection.labels, submitted.is_ok());
+                        submitted
+                    }
+                    // Not sent: held as the scheduler's refusal would have held it.
+                    Err(message) => {
+                        let done = Done::Submit {
+                            attempt,
+                            outcome: SubmitOutcome::Failed(Failure::Deferred {
+                                reason: Reason::SubmitLimit,
+                                message,
+                            }),
+                        };
+                        return finish_on_cluster(
+                            ctx,
+                            job,
+                            connection,
+                            &current,
+                            &done,
+                            ActionKind::Submit,
+                        )
+                        .await;
+                    }
+                }
             }
             Err(refused) => {
                 let done = Done::Submit {
@@ -396,8 +427,25 @@ async fn submit(
             SubmitOutcome::Failed(failure)
         }
     };
+    let limit = match &outcome {
+        SubmitOutcome::Failed(Failure::Deferred {
+            reason: Reason::SubmitLimit,
+            message,
+        }) => Some(message.as_str()),
+        _ => None,
+    };
+    let taken = matches!(outcome, SubmitOutcome::Accepted { .. });
+    room::record_submit(ctx, job, connection, taken, limit);
     let done = Done::Submit { attempt, outcome };
-    finish_on_cluster(ctx, job, connection, &current, &done, ActionKind::Submit).await
+    let requeue =
+        finish_on_cluster(ctx, job, connection, &current, &done, ActionKind::Submit).await;
+    if let Some(cluster) = job.spec.fixed_cluster() {
+        // Taken, the next job may probe the scheduler's limit; refused, its place in line is
+        // kept by the first waiting job.
+        let namespace = job.namespace().unwrap_or_default();
+        room::wake_waiting(ctx, connection, namespace, cluster.to_owned());
+    }
+    requeue
 }
 
 /// Wraps `script` with the job's spec.inputs and spec.outputs (read and signed now, so
@@ -915,6 +963,15 @@ async fn write_status(
 ) -> Result<BatchJob, ReconcileError> {
     let written = apply_status(ctx, job, next).await?;
     ctx.metrics.observe_attempt_end(job, current, next);
+    if takes_room(current)
+        && !takes_room(next)
+        && let Some(cluster) = cluster_of(job, current)
+    {
+        let namespace = job.namespace().unwrap_or_default();
+        if let Ok(connection) = ctx.clusters.get(&namespace, cluster).await {
+            room::wake_waiting(ctx, &connection, namespace, cluster.to_owned());
+        }
+    }
     for event in transitions(current, next) {
         publish(
             ctx,

@@ -8,6 +8,7 @@ pub mod credential;
 pub mod dependencies;
 pub mod intake;
 pub mod job;
+mod room;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,7 +23,7 @@ use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -96,8 +97,11 @@ pub struct Context {
     pub placer: Placer,
     /// One permit per placement in progress, [`PLACEMENTS_AT_ONCE`] in all.
     pub(crate) placing: Semaphore,
-    /// The BatchJob cache, where a job's spec.after dependencies are looked up.
+    /// Every BatchJob, as the job controller's cache has it: where a job's spec.after
+    /// dependencies are looked up and what room on a cluster is counted from.
     pub(crate) jobs: Store<BatchJob>,
+    /// Wakes a BatchJob (the intake's woken lane).
+    pub(crate) wake: mpsc::UnboundedSender<ObjectRef<BatchJob>>,
 }
 
 /// How many placements run at once. A placement is mostly a status write and an Event
@@ -382,6 +386,8 @@ impl Operator {
         };
         let ctx = Arc::new(Context {
             actions: Actions::new(wake.clone(), act, Arc::clone(&self.metrics)),
+            jobs: job_reader.clone(),
+            wake: wake.clone(),
             clusters: Clusters::new(
                 self.client.clone(),
                 store.clone(),
@@ -404,7 +410,6 @@ impl Operator {
             credential_expiry_warning: self.credential_expiry_warning,
             placer: Placer::default(),
             placing: Semaphore::new(PLACEMENTS_AT_ONCE),
-            jobs: job_reader.clone(),
         });
         let forgetting = forget_gone_clusters(gone_seen, Arc::clone(&ctx));
         let clusters = cluster_controller

@@ -126,6 +126,14 @@ pub struct BatchClusterSpec {
     /// What jobs get when they do not choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<ClusterDefaults>,
+    /// The most BatchJobs of this cluster the operator keeps active on it at once (submitted,
+    /// queued, held or running): the rest wait Pending with reason SubmitLimit and are
+    /// submitted in creation order as those end. For staying under a limit the site sets on
+    /// queued jobs but does not enforce, or below one it does. A submit limit the scheduler
+    /// enforces holds jobs the same way without it (reason SubmitLimit, the scheduler's
+    /// message). Absent: no limit of the operator's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queued: Option<u32>,
 }
 
 fn push_events_by_default() -> bool {

@@ -32,6 +32,7 @@ use crate::reason::{ClusterProblem, ConditionType, Reason};
 use crate::status::holds;
 
 mod attempt;
+mod capacity;
 pub mod dependencies;
 mod events;
 mod observe;
@@ -43,6 +44,7 @@ mod tests;
 
 pub use attempt::MAX_CLUSTERS_USED;
 use attempt::{cluster_problem, end_attempt, mark_cluster_ready, set_ready};
+pub use capacity::{Capacity, Load, SubmitGate, takes_room, waits_for_room};
 pub use events::{Notice, event_type, transitions};
 use observe::observe;
 use outcome::{collected, submitted};
@@ -63,8 +65,9 @@ pub const ACTION_RETRY: Duration = Duration::from_secs(5);
 /// wrote, unless its phase changes ([`step`] holds the scheduler's words for the wait back).
 pub const QUEUE_REPORT_HOLD: Duration = Duration::from_secs(60);
 
-/// How long an attempt the scheduler refused for now (a submit limit, a closed queue) waits
-/// before the same key is submitted again: a limit frees as jobs end and a drain ends at an
+/// How long a job the scheduler refused for now (a submit limit, a closed queue), or one
+/// waiting for room on its cluster, waits before it is looked at again when nothing wakes
+/// it: a limit frees as jobs end (which wakes the waiting jobs) and a drain ends at an
 /// administrator's hand, neither within seconds.
 pub const SUBMIT_AGAIN: Duration = Duration::from_secs(30);
 
@@ -112,6 +115,9 @@ pub struct Rules<'a> {
     /// The circle of jobs, this one first and last, that wait on each other through
     /// spec.after ([`dependencies::cycle_through`]), if the job is in one.
     pub cycle: Option<&'a [String]>,
+    /// Whether its cluster has room for another attempt now (for a job with a fixed
+    /// cluster; [`SubmitGate::admit`]).
+    pub capacity: Capacity,
 }
 
 /// How a job's cluster is found.

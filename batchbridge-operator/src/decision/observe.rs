@@ -12,7 +12,10 @@ use crate::status::{condition, observed, set_condition};
 use super::attempt::{end_attempt, retry_wait, set_finished, start_attempt};
 use super::dependencies::waits_for_dependencies;
 use super::placement::move_wait;
-use super::{ACTION_RETRY, Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Rules, Target};
+use super::{
+    ACTION_RETRY, Capacity, Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Rules, SUBMIT_AGAIN,
+    Target,
+};
 
 /// A reconcile with the cluster usable.
 pub(super) fn observe(
@@ -346,13 +349,29 @@ pub(super) fn begin_attempt(
     now: SystemTime,
     plan: &mut Plan<Effect>,
 ) {
-    match rules.target {
-        Target::Fixed(cluster) => {
+    match (rules.target, &rules.capacity) {
+        (Target::Fixed(_), Capacity::Full(message)) => wait_for_room(next, message, plan),
+        (Target::Fixed(cluster), Capacity::Free) => {
             start_attempt(rules, next, attempt, retries, cluster, now);
             plan.push(Effect::Submit { attempt });
         }
-        Target::Placed { .. } => plan.push(Effect::Place(Purpose::Attempt { attempt, retries })),
+        (Target::Placed { .. }, _) => {
+            plan.push(Effect::Place(Purpose::Attempt { attempt, retries }));
+        }
     }
+}
+
+/// No room on the job's cluster ([`Capacity::Full`]): a job that has not run is Pending with
+/// reason SubmitLimit and `message` (written once: the same message writes nothing); a retry
+/// keeps RetryPending and the reason of the attempt that failed. Looked at again after
+/// [`SUBMIT_AGAIN`] in case no job of the cluster wakes it when room frees.
+fn wait_for_room(next: &mut BatchJobStatus, message: &str, plan: &mut Plan<Effect>) {
+    if next.phase.unwrap_or(Phase::Pending) == Phase::Pending {
+        next.phase = Some(Phase::Pending);
+        next.reason = Some(Reason::SubmitLimit);
+        next.message = Some(message.to_owned());
+    }
+    plan.requeue(SUBMIT_AGAIN);
 }
 
 /// A job being moved, as its cluster's poller reports it: cancelled without having started,

@@ -66,8 +66,16 @@ pub(super) fn submitted(
             plan.requeue(action_retry(problem.as_ref()));
         }
         SubmitOutcome::Failed(Failure::Deferred { reason, message }) => {
-            // The status still says Submitted without an id, now with the scheduler's
-            // reason: the same key is submitted again until the scheduler takes it.
+            // The scheduler has no job of this key: the attempt is undone, as one that never
+            // reached the cluster, and the job waits Pending with the scheduler's reason
+            // until its cluster has room (`capacity`), never Failed. Its next submit uses the
+            // same key again.
+            next.phase = Some(Phase::Pending);
+            next.attempts = attempt.saturating_sub(1);
+            if matches!(rules.target, Target::Placed { .. }) {
+                next.cluster = None;
+            }
+            next.observed_generation = (next.attempts > 0).then_some(rules.generation);
             next.reason = Some(*reason);
             next.message = Some(message.clone());
             set_condition(

@@ -33,6 +33,7 @@ fn spec() -> Rules<'static> {
         target: Target::Fixed("hpc"),
         after: &[],
         cycle: None,
+        capacity: Capacity::Free,
     }
 }
 
@@ -296,6 +297,8 @@ struct Case {
     after: Vec<Dependency<'static>>,
     /// The circle the job waits in through spec.after.
     cycle: Option<Vec<String>>,
+    /// Whether the job's cluster has room.
+    capacity: Capacity,
     /// The expected phase, attempts and retries of the written status (None: no write).
     writes: Option<(Phase, u32, u32)>,
     effects: Vec<Effect>,
@@ -315,6 +318,7 @@ fn case(name: &'static str, status: BatchJobStatus, event: impl Into<On<'static>
         ttl: None,
         after: Vec::new(),
         cycle: None,
+        capacity: Capacity::Free,
         writes: None,
         effects: Vec::new(),
         requeue: None,
@@ -352,6 +356,49 @@ fn collect_done(outcome: CollectOutcome) -> Done<'static> {
     }
 }
 
+/// No room on the job's cluster.
+fn full() -> Capacity {
+    Capacity::Full("BatchCluster hpc has spec.maxQueued 10".into())
+}
+
+/// A new job held for room on its cluster, as the step wrote it.
+fn waiting_for_room() -> BatchJobStatus {
+    let rules = Rules {
+        capacity: full(),
+        ..spec()
+    };
+    let step = step(
+        &rules,
+        &BatchJobStatus::default(),
+        &Finding::Observed(None),
+        now(),
+    );
+    step.status.expect("the wait is written")
+}
+
+/// Attempt 2's submit, refused for a submit limit, as the step wrote it.
+fn refused_for_the_limit() -> BatchJobStatus {
+    let submitting = with(at(Phase::Submitted), |s| {
+        s.job_id = None;
+        s.attempts = 2;
+    });
+    let done = Done::Submit {
+        attempt: 2,
+        outcome: SubmitOutcome::Failed(Failure::Deferred {
+            reason: Reason::SubmitLimit,
+            message: "QOSMaxSubmitJobPerUserLimit".into(),
+        }),
+    };
+    let step = step_done(&spec(), &submitting, &done, now());
+    let refused = step.status.expect("the refusal is written");
+    assert_eq!(refused.reason, Some(Reason::SubmitLimit));
+    assert_eq!(
+        refused.message.as_deref(),
+        Some("QOSMaxSubmitJobPerUserLimit")
+    );
+    refused
+}
+
 fn submit_failed(failure: Failure) -> Done<'static> {
     Done::Submit {
         attempt: 1,
@@ -373,6 +420,7 @@ fn run(case: &Case) -> Step {
         target: Target::Fixed("hpc"),
         after: &case.after,
         cycle: case.cycle.as_deref(),
+        capacity: case.capacity.clone(),
     };
     // The conditions as an earlier step wrote them, for the status's generation.
     let mut status = case.status.clone();
@@ -1283,15 +1331,71 @@ fn steps() {
             )
         },
         Case {
-            writes: Some((Phase::Submitted, 1, 0)),
+            writes: Some((Phase::Pending, 0, 0)),
             requeue: Some(SUBMIT_AGAIN),
             ..case(
-                "a submit refused for now is submitted again later",
+                "a submit refused for a submit limit undoes its attempt: Pending, never Failed",
                 with(at(Phase::Submitted), |s| s.job_id = None),
                 submit_failed(Failure::Deferred {
                     reason: Reason::SubmitLimit,
                     message: "QOSMaxSubmitJobPerUserLimit".into(),
                 }),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 0, 0)),
+            requeue: Some(SUBMIT_AGAIN),
+            capacity: full(),
+            ..case(
+                "no room on its cluster: a new job waits Pending, SubmitLimit, nothing submitted",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            requeue: Some(SUBMIT_AGAIN),
+            capacity: full(),
+            ..case(
+                "still no room: nothing written again",
+                waiting_for_room(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 1, 0)),
+            effects: vec![Submit { attempt: 1 }],
+            ..case(
+                "room again: the waiting job's attempt begins",
+                waiting_for_room(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 2, 0)),
+            effects: vec![Submit { attempt: 2 }],
+            ..case(
+                "a job whose submit the limit refused submits the same attempt's key again",
+                refused_for_the_limit(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            requeue: Some(SUBMIT_AGAIN),
+            policy: policy(2, &[]),
+            capacity: full(),
+            ..case(
+                "a retry due with no room keeps RetryPending and its reason",
+                failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 600),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            effects: vec![Submit { attempt: 1 }],
+            capacity: full(),
+            ..case(
+                "a submit cut short by a restart is sent again whatever the room: it counts already",
+                with(at(Phase::Submitted), |s| s.job_id = None),
+                Finding::Observed(None),
             )
         },
         Case {
@@ -2551,7 +2655,8 @@ mod placement {
 }
 
 /// A submit limit or a closed queue shows as the status's reason and the Submitted
-/// condition's, with the scheduler's words; the job neither fails nor counts an attempt.
+/// condition's, with the scheduler's words; the job neither fails nor counts an attempt:
+/// it is Pending again (it was Submitted, its key resent every 30 s, before issue 30).
 #[test]
 fn a_submit_refused_for_now_says_why() {
     let refused = case(
@@ -2563,7 +2668,8 @@ fn a_submit_refused_for_now_says_why() {
         }),
     );
     let status = run(&refused).status.unwrap();
-    assert_eq!(status.phase, Some(Phase::Submitted));
+    assert_eq!(status.phase, Some(Phase::Pending));
+    assert_eq!(status.attempts, 0);
     assert_eq!(status.reason, Some(Reason::QueueClosed));
     assert_eq!(
         status.message.as_deref(),
