@@ -301,6 +301,26 @@ impl JobStatus {
         self
     }
 
+    /// Sets [`requeues`](Self::requeues) from how many times the scheduler started the
+    /// job (PBS's `run_count`, HTCondor's `NumJobStarts`): every start but the one it is in,
+    /// or all of them while it waits (Queued or Held) again.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobState, JobStatus};
+    ///
+    /// assert_eq!(JobStatus::new(JobState::Running, "R").with_starts(1).requeues, 0);
+    /// assert!(JobStatus::new(JobState::Queued, "Q").with_starts(1).requeued());
+    /// assert_eq!(JobStatus::new(JobState::Succeeded, "F").with_starts(2).requeues, 1);
+    /// assert!(!JobStatus::new(JobState::Queued, "Q").with_starts(0).requeued());
+    /// ```
+    pub const fn with_starts(self, starts: u32) -> Self {
+        let requeues = match self.state {
+            JobState::Queued | JobState::Held => starts,
+            _ => starts.saturating_sub(1),
+        };
+        self.with_requeues(requeues)
+    }
+
     /// The status of a job that no source knows, with the reason why.
     pub fn unknown(reason: impl Into<String>) -> Self {
         Self::new(JobState::Unknown, "").with_reason(reason)

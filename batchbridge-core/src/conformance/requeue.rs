@@ -20,7 +20,9 @@ const RUN_TWICE_SCRIPT: &str = "if [ -e requeue-mark ]; then echo 'second run'; 
 /// [`requeued`](crate::JobStatus::requeued): Queued, with a
 /// [`requeues`](crate::JobStatus::requeues) count above 0, never in a final state before it
 /// ran again; then it runs again under the same id and succeeds (its output is its second
-/// run's), and `find` by its key still names that id. The files its first run left (the
+/// run's), and `find` by its key still names that id. A scheduler may start it again before
+/// a poll sees it wait (PBS does so at once after `qrerun`): then it must be seen running
+/// with its count above 0, and the check says on stderr that the wait went unseen. The files its first run left (the
 /// end the job wrapper recorded when the scheduler stopped it) must not make it look ended.
 ///
 /// **Without `requeue` this check provokes nothing**: the scheduler cannot put a running
@@ -50,7 +52,7 @@ pub async fn requeued_job_runs_again_under_its_id<B: BatchBackend + ?Sized>(
 
     let deadline = Instant::now() + config.timeout;
     let mut seen = Vec::new();
-    let waiting = loop {
+    let requeued = loop {
         let status = status_of(backend, &id).await?;
         if seen.last() != Some(&status.state) {
             seen.push(status.state);
@@ -59,7 +61,7 @@ pub async fn requeued_job_runs_again_under_its_id<B: BatchBackend + ?Sized>(
             !status.state.is_terminal(),
             "requeued job {id} was reported in a final state (states seen: {seen:?}): {status:?}"
         );
-        if status.requeued() {
+        if status.requeued() || status.state == JobState::Running && status.requeues > 0 {
             break status;
         }
         assert!(
@@ -70,11 +72,16 @@ pub async fn requeued_job_runs_again_under_its_id<B: BatchBackend + ?Sized>(
         );
         tokio::time::sleep(config.poll_interval).await;
     };
+    let seen_waiting = if requeued.requeued() {
+        "waits again"
+    } else {
+        "was started again before a poll saw it wait, and runs"
+    };
     eprintln!(
-        "requeued_job_runs_again_under_its_id: job {id} waits again: {} ({}), requeues {}",
-        waiting.native_state,
-        waiting.reason.as_deref().unwrap_or("no reason given"),
-        waiting.requeues
+        "requeued_job_runs_again_under_its_id: job {id} {seen_waiting}: {} ({}), requeues {}",
+        requeued.native_state,
+        requeued.reason.as_deref().unwrap_or("no reason given"),
+        requeued.requeues
     );
 
     let ended = wait_terminal(backend, &id, config).await?;
