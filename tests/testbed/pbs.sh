@@ -39,7 +39,7 @@
 #
 # What tests get ($TESTBED_DIR/pbs/facts.json):
 #   {"host":"10.250.19.2","port":22,"user":"batch","private_key":"...","known_hosts":"...",
-#    "server":"pbs"}
+#    "server":"pbs","capped_queue":"capped","capped_max_queued":10}
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -123,17 +123,24 @@ pbs_ok() {
 # that theirs never see a queue closed or a limit reached: `closable`, which they disable
 # and enable again, and `onejob`, where a user may have one job (max_queued).
 REFUSAL_QUEUES=(closable onejob)
+# The capped drains' queue (submit limits hold jobs, issue 30): a user may have
+# CAPPED_MAX_QUEUED jobs queued or running in it (max_queued), and only jobs sent to it see
+# the limit.
+CAPPED_QUEUE=capped
+CAPPED_MAX_QUEUED=10
 
 queues_ok() {
     local queue
-    for queue in "${REFUSAL_QUEUES[@]}"; do
+    for queue in "${REFUSAL_QUEUES[@]}" "$CAPPED_QUEUE"; do
         in_pbs /opt/pbs/bin/qstat -Q "$queue" >/dev/null 2>&1 || return 1
     done
+    in_pbs /opt/pbs/bin/qstat -Qf "$CAPPED_QUEUE" 2>/dev/null |
+        grep -q "max_queued = \[u:PBS_GENERIC=$CAPPED_MAX_QUEUED\]"
 }
 
 ensure_queues() {
     local queue
-    for queue in "${REFUSAL_QUEUES[@]}"; do
+    for queue in "${REFUSAL_QUEUES[@]}" "$CAPPED_QUEUE"; do
         in_pbs /opt/pbs/bin/qstat -Q "$queue" >/dev/null 2>&1 ||
             qmgr "create queue $queue queue_type = execution"
         # Enabled again in case a test was killed before it could.
@@ -141,6 +148,7 @@ ensure_queues() {
         qmgr "set queue $queue started = True"
     done
     qmgr 'set queue onejob max_queued = "[u:PBS_GENERIC=1]"'
+    qmgr "set queue $CAPPED_QUEUE max_queued = \"[u:PBS_GENERIC=$CAPPED_MAX_QUEUED]\""
 }
 
 # The processes whose root directory is the root filesystem: daemons, sshd, jobs.
@@ -395,9 +403,9 @@ end_to_end_check() {
 }
 
 write_facts() {
-    printf '{"host":"%s","port":%d,"user":"%s","private_key":"%s","known_hosts":"%s","server":"%s"}\n' \
+    printf '{"host":"%s","port":%d,"user":"%s","private_key":"%s","known_hosts":"%s","server":"%s","capped_queue":"%s","capped_max_queued":%d}\n' \
         "$PBS_ADDR" "$SSH_PORT" "$SSH_USER" "$(json_escape "$CLIENT_KEY")" \
-        "$(json_escape "$KNOWN_HOSTS")" "$PBS_HOST" >"$FACTS.tmp"
+        "$(json_escape "$KNOWN_HOSTS")" "$PBS_HOST" "$CAPPED_QUEUE" "$CAPPED_MAX_QUEUED" >"$FACTS.tmp"
     chmod 644 "$FACTS.tmp"
     mv -f "$FACTS.tmp" "$FACTS"
 }

@@ -51,6 +51,12 @@ PREEMPTOR_PARTITION=preemptor
 PREEMPT_GRES=preempt
 LIMIT_QOS=onejob
 LIMIT_ACCOUNT=onejob
+# The capped drains' partition (submit limits hold jobs, issue 30): its partition QOS lets a
+# user have CAPPED_MAX_SUBMIT jobs pending or running in it, so only jobs sent to it see
+# the limit.
+CAPPED_PARTITION=capped
+CAPPED_QOS=capped
+CAPPED_MAX_SUBMIT=10
 NODE_CPUS=16
 # Declared, not measured (SlurmdParameters=config_overrides): 16 CPUs x
 # DefMemPerCPU=1024 fit exactly, so CPUs are the limit (16 one-CPU jobs at once)
@@ -162,12 +168,16 @@ accounting_ok() {
 
 # limits_ok : the refusal tests' QOS and account are there with their limit of one job.
 limits_ok() {
-    local limit qos
+    local limit qos capped
     limit="$(timeout 10 sacctmgr -n -P show assoc where cluster="$CLUSTER" \
         account="$LIMIT_ACCOUNT" user="$BATCH_USER" format=MaxSubmit 2>/dev/null)" || return 1
     qos="$(timeout 10 sacctmgr -n -P show qos "$LIMIT_QOS" format=MaxSubmitPU 2>/dev/null)" ||
         return 1
-    [[ "$limit" == 1 && "$qos" == 1 ]]
+    [[ "$limit" == 1 && "$qos" == 1 ]] || return 1
+    capped="$(timeout 10 sacctmgr -n -P show qos "$CAPPED_QOS" format=MaxSubmitPU 2>/dev/null)" ||
+        return 1
+    [[ "$capped" == "$CAPPED_MAX_SUBMIT" ]] || return 1
+    timeout 10 scontrol -o show partition "$CAPPED_PARTITION" 2>/dev/null | grep -q " QoS=$CAPPED_QOS "
 }
 
 # cluster_ok : every daemon answers. slurmctld keeps a node idle for minutes
@@ -243,6 +253,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 # Every job in 'single' gets the whole node, so its jobs run one at a time.
 PartitionName=single Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 PartitionName=$DRAINABLE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
+PartitionName=$CAPPED_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP QOS=$CAPPED_QOS
 PartitionName=$PREEMPTEE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP PriorityTier=0 PreemptMode=REQUEUE
 PartitionName=$PREEMPTOR_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
 EOF
@@ -458,6 +469,17 @@ ensure_accounts() {
     fi
 }
 
+# ensure_capped_qos : the capped partition's QOS, MaxSubmitJobsPerUser=CAPPED_MAX_SUBMIT.
+# Made before slurmctld starts, which reads it as the partition's QOS.
+ensure_capped_qos() {
+    if [[ -z "$(sacctmgr -n -P show qos "$CAPPED_QOS" format=Name)" ]]; then
+        log "slurm: adding QOS $CAPPED_QOS"
+        sacctmgr -i add qos "$CAPPED_QOS" >&2 || die "sacctmgr add qos $CAPPED_QOS failed"
+    fi
+    sacctmgr -i modify qos "$CAPPED_QOS" set MaxSubmitJobsPerUser="$CAPPED_MAX_SUBMIT" \
+        >/dev/null || die "sacctmgr modify qos $CAPPED_QOS failed"
+}
+
 # ensure_limits : the refusal tests' QOS (MaxSubmitJobsPerUser=1, allowed to the user) and
 # the user's association with their account (MaxSubmitJobs=1); their partition back up, in
 # case a test was killed before it could restore it.
@@ -485,6 +507,8 @@ ensure_limits() {
         set MaxSubmitJobs=1 >/dev/null || die "sacctmgr modify user (MaxSubmitJobs) failed"
     scontrol update PartitionName="$DRAINABLE_PARTITION" State=UP >&2 ||
         die "scontrol update partition failed"
+    scontrol update PartitionName="$CAPPED_PARTITION" QOS="$CAPPED_QOS" >&2 ||
+        die "scontrol update partition $CAPPED_PARTITION failed"
     limits_ok || die "the refusal tests' limits are not in place"
 }
 
@@ -536,9 +560,10 @@ write_facts() {
     for p in "${PARTITIONS[@]}"; do
         parts+="${parts:+,}\"$(json_escape "$p")\""
     done
-    printf '{"cluster":"%s","partitions":[%s],"default_partition":"%s","account":"%s","node":"%s","cpus":%d}\n' \
+    printf '{"cluster":"%s","partitions":[%s],"default_partition":"%s","account":"%s","node":"%s","cpus":%d,"capped_partition":"%s","capped_max_submit":%d}\n' \
         "$(json_escape "$CLUSTER")" "$parts" "$(json_escape "$DEFAULT_PARTITION")" \
-        "$(json_escape "$ACCOUNT")" "$(json_escape "$NODE")" "$NODE_CPUS" >"$FACTS.tmp"
+        "$(json_escape "$ACCOUNT")" "$(json_escape "$NODE")" "$NODE_CPUS" "$CAPPED_PARTITION" \
+        "$CAPPED_MAX_SUBMIT" >"$FACTS.tmp"
     chmod 644 "$FACTS.tmp"
     mv -f "$FACTS.tmp" "$FACTS"
 }
@@ -588,6 +613,7 @@ cmd_up() {
     ensure_mariadb
     ensure_slurmdbd
     ensure_cluster
+    ensure_capped_qos
     ensure_slurmctld
     ensure_slurmd
     ensure_accounts

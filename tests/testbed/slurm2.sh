@@ -54,6 +54,12 @@ PREEMPTOR_PARTITION=preemptor
 PREEMPT_GRES=preempt
 LIMIT_QOS=onejob
 LIMIT_ACCOUNT=onejob
+# The capped drains' partition (submit limits hold jobs, issue 30): its partition QOS lets a
+# user have CAPPED_MAX_SUBMIT jobs pending or running in it, so only jobs sent to it see
+# the limit.
+CAPPED_PARTITION=capped
+CAPPED_QOS=capped
+CAPPED_MAX_SUBMIT=10
 NODE_CPUS=16
 # As in slurm.sh: declared, not measured; 16 CPUs x DefMemPerCPU=1024 fit exactly.
 NODE_MEMORY_MB=16384
@@ -162,12 +168,16 @@ accounting_ok() {
 
 # limits_ok : the refusal tests' QOS and account are there with their limit of one job.
 limits_ok() {
-    local limit qos
+    local limit qos capped
     limit="$(timeout 10 chroot "$ROOTFS" sacctmgr -n -P show assoc where cluster="$CLUSTER" \
         account="$LIMIT_ACCOUNT" user="$BATCH_USER" format=MaxSubmit 2>/dev/null)" || return 1
     qos="$(timeout 10 chroot "$ROOTFS" sacctmgr -n -P show qos "$LIMIT_QOS" format=MaxSubmitPU 2>/dev/null)" ||
         return 1
-    [[ "$limit" == 1 && "$qos" == 1 ]]
+    [[ "$limit" == 1 && "$qos" == 1 ]] || return 1
+    capped="$(timeout 10 chroot "$ROOTFS" sacctmgr -n -P show qos "$CAPPED_QOS" format=MaxSubmitPU 2>/dev/null)" ||
+        return 1
+    [[ "$capped" == "$CAPPED_MAX_SUBMIT" ]] || return 1
+    timeout 10 chroot "$ROOTFS" scontrol -o show partition "$CAPPED_PARTITION" 2>/dev/null | grep -q " QoS=$CAPPED_QOS "
 }
 
 cluster_ok() {
@@ -299,6 +309,7 @@ NodeName=$BIG_NODE NodeAddr=127.0.0.1 Port=$BIG_NODE_PORT CPUs=$BIG_NODE_CPUS Re
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=single Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 PartitionName=$DRAINABLE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
+PartitionName=$CAPPED_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP QOS=$CAPPED_QOS
 PartitionName=$PREEMPTEE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP PriorityTier=0 PreemptMode=REQUEUE
 PartitionName=$PREEMPTOR_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
 EOF
@@ -470,6 +481,17 @@ ensure_accounts() {
     fi
 }
 
+# ensure_capped_qos : the capped partition's QOS, MaxSubmitJobsPerUser=CAPPED_MAX_SUBMIT.
+# Made before slurmctld starts, which reads it as the partition's QOS.
+ensure_capped_qos() {
+    if [[ -z "$(in_root sacctmgr -n -P show qos "$CAPPED_QOS" format=Name)" ]]; then
+        log "slurm2: adding QOS $CAPPED_QOS"
+        in_root sacctmgr -i add qos "$CAPPED_QOS" >&2 || die "sacctmgr add qos $CAPPED_QOS failed"
+    fi
+    in_root sacctmgr -i modify qos "$CAPPED_QOS" set MaxSubmitJobsPerUser="$CAPPED_MAX_SUBMIT" \
+        >/dev/null || die "sacctmgr modify qos $CAPPED_QOS failed"
+}
+
 # ensure_limits : the refusal tests' QOS (MaxSubmitJobsPerUser=1, allowed to the user) and
 # the user's association with their account (MaxSubmitJobs=1); their partition back up, in
 # case a test was killed before it could restore it.
@@ -497,6 +519,8 @@ ensure_limits() {
         set MaxSubmitJobs=1 >/dev/null || die "sacctmgr modify user (MaxSubmitJobs) failed"
     in_root scontrol update PartitionName="$DRAINABLE_PARTITION" State=UP >&2 ||
         die "scontrol update partition failed"
+    in_root scontrol update PartitionName="$CAPPED_PARTITION" QOS="$CAPPED_QOS" >&2 ||
+        die "scontrol update partition $CAPPED_PARTITION failed"
     limits_ok || die "the refusal tests' limits are not in place"
 }
 
@@ -537,10 +561,11 @@ write_facts() {
         parts+="${parts:+,}\"$(json_escape "$p")\""
     done
     version="$(in_root sinfo --version)"
-    printf '{"host":"%s","port":%d,"user":"%s","private_key":"%s","known_hosts":"%s","cluster":"%s","partitions":[%s],"default_partition":"%s","account":"%s","node":"%s","cpus":%d,"version":"%s","root":"%s"}\n' \
+    printf '{"host":"%s","port":%d,"user":"%s","private_key":"%s","known_hosts":"%s","cluster":"%s","partitions":[%s],"default_partition":"%s","account":"%s","node":"%s","cpus":%d,"version":"%s","root":"%s","capped_partition":"%s","capped_max_submit":%d}\n' \
         "$SSH_HOST" "$SSH_PORT" "$BATCH_USER" "$(json_escape "$CLIENT_KEY")" \
         "$(json_escape "$KNOWN_HOSTS")" "$CLUSTER" "$parts" "$DEFAULT_PARTITION" "$ACCOUNT" \
-        "$NODE" "$NODE_CPUS" "$(json_escape "$version")" "$(json_escape "$ROOTFS")" >"$FACTS.tmp"
+        "$NODE" "$NODE_CPUS" "$(json_escape "$version")" "$(json_escape "$ROOTFS")" \
+        "$CAPPED_PARTITION" "$CAPPED_MAX_SUBMIT" >"$FACTS.tmp"
     chmod 644 "$FACTS.tmp"
     mv -f "$FACTS.tmp" "$FACTS"
 }
@@ -583,6 +608,7 @@ cmd_up() {
     ensure_mariadb
     ensure_slurmdbd
     ensure_cluster_record
+    ensure_capped_qos
     ensure_slurmctld
     ensure_slurmd
     ensure_accounts
