@@ -7,7 +7,7 @@ use crate::backend::{BatchBackend, OutputRequest};
 use crate::error::Result;
 use crate::state::JobState;
 
-use super::{Config, spec, status_of, wait_line, wait_terminal};
+use super::{Config, spec, status_of, wait_for, wait_line, wait_terminal};
 
 /// The script: its first run marks the job directory (its working directory) and sleeps,
 /// so that it is still running when it is requeued; its second run finds the mark and ends
@@ -42,7 +42,7 @@ pub async fn requeued_job_runs_again_under_its_id<B: BatchBackend + ?Sized>(
     };
     let spec = spec(config, "requeued", RUN_TWICE_SCRIPT);
     let id = backend.submit(&spec).await?;
-    super::wait_for(backend, &id, config, "Running", |s| {
+    wait_for(backend, &id, config, "Running", |s| {
         s.state == JobState::Running
     })
     .await?;
