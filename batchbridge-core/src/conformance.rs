@@ -34,7 +34,9 @@
 //! [`NotStarted`](FailureCause::NotStarted); an invalid spec is refused and leaves nothing behind; the
 //! version is one printable line; cleanup refuses an active job and removes an ended one;
 //! an id keeps naming its job after the scheduler's numbering restarts (provoked only with
-//! [`Config::restart_numbering`]); the capabilities say what the backend does.
+//! [`Config::restart_numbering`]); a running job put back in the queue waits as requeued
+//! and runs again under its id (provoked only with [`Config::requeue`]); the capabilities
+//! say what the backend does.
 //! Through a [`Tracker`]: for a backend with pushed events, a run, a success, a failure and
 //! a cancel reach the tracker without its interval's polls (a backend without events
 //! passes that check only because it has none, and the check says so); and the tracker's
@@ -57,13 +59,17 @@
 //! | [`BatchBackend::events`] returning a source | [`pushed_changes_arrive_for_run_succeed_fail_cancel`] (else it checks nothing); [`tracked_changes_never_leave_a_terminal_state`] with events or without |
 //! | [`Config::unsatisfiable`] `None` | [`cancel_queued_job`] and the queued half of [`withdraw_takes_only_a_job_that_has_not_started`] check a refused resource request instead of a queued job |
 //! | [`Config::restart_numbering`] | [`a_reused_id_never_shows_the_old_job`] (else it provokes nothing) |
+//! | [`Config::requeue`] | [`requeued_job_runs_again_under_its_id`] (else it provokes nothing) |
 //!
 //! Every other check runs in full on every backend.
 //!
 //! For unit tests of a command-line backend's error paths, [`scripted`] is a shell that
 //! answers with canned replies.
 
+mod requeue;
 pub mod scripted;
+
+pub use requeue::requeued_job_runs_again_under_its_id;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -118,7 +124,17 @@ pub struct Config {
     /// [`a_reused_id_never_shows_the_old_job`] calls it. `None` (the default) for a
     /// scheduler that never repeats a number, which that check then cannot provoke.
     pub restart_numbering: Option<RestartNumbering>,
+    /// Puts the given running job back in the scheduler's queue under the same id, as a
+    /// user or an administrator would (SLURM's `scontrol requeue`, PBS's `qrerun`,
+    /// HTCondor's `condor_vacate_job`); [`requeued_job_runs_again_under_its_id`] calls it.
+    /// `None` (the default) for a scheduler that cannot, which that check then cannot
+    /// provoke.
+    pub requeue: Option<Requeue>,
 }
+
+/// What [`Config::requeue`] runs: an async step, given the running job's id.
+pub type Requeue =
+    fn(JobId) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
 
 /// What [`Config::restart_numbering`] runs: an async step, given the suite's backend's name.
 pub type RestartNumbering =
@@ -135,6 +151,7 @@ impl Default for Config {
             customize: |_| {},
             kill_grace: Duration::from_secs(45),
             restart_numbering: None,
+            requeue: None,
         }
     }
 }
@@ -1933,6 +1950,7 @@ macro_rules! conformance_tests {
             cleanup_removes_only_ended_jobs,
             withdraw_takes_only_a_job_that_has_not_started,
             a_reused_id_never_shows_the_old_job,
+            requeued_job_runs_again_under_its_id,
             capabilities_say_what_the_backend_does,
             staged_files_arrive_whole_and_outputs_come_back,
             hostile_stage_paths_are_refused_on_both_sides,

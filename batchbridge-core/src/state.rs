@@ -245,6 +245,18 @@ pub struct JobStatus {
     /// Per-state task counts, for array jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<TaskCounts>,
+    /// How many times the scheduler put the job back in its queue after it had started,
+    /// under the same job id: requeued by a user or an administrator, preempted and
+    /// requeued, evicted from its node. 0 for a job that never went back (or whose
+    /// scheduler does not say). A [`Queued`](JobState::Queued) job with a count above 0
+    /// waits to run again: [`requeued`](Self::requeued).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requeues: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference.
+const fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 impl JobStatus {
@@ -263,7 +275,50 @@ impl JobStatus {
             expected_start_at: None,
             ended_at: None,
             tasks: None,
+            requeues: 0,
         }
+    }
+
+    /// Whether the job waits in the queue to run again, under the same id, after it had
+    /// started: Queued with [`requeues`](Self::requeues) above 0. Never a final state: the
+    /// job runs again.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobState, JobStatus};
+    ///
+    /// assert!(JobStatus::new(JobState::Queued, "PENDING").with_requeues(1).requeued());
+    /// assert!(!JobStatus::new(JobState::Queued, "PENDING").requeued());
+    /// // Running again after a requeue: the count stays, the job no longer waits.
+    /// assert!(!JobStatus::new(JobState::Running, "RUNNING").with_requeues(1).requeued());
+    /// ```
+    pub const fn requeued(&self) -> bool {
+        matches!(self.state, JobState::Queued) && self.requeues > 0
+    }
+
+    /// Sets how many times the job went back to its queue after it had started.
+    pub const fn with_requeues(mut self, requeues: u32) -> Self {
+        self.requeues = requeues;
+        self
+    }
+
+    /// Sets [`requeues`](Self::requeues) from how many times the scheduler started the
+    /// job (PBS's `run_count`, HTCondor's `NumJobStarts`): every start but the one it is in,
+    /// or all of them while it waits (Queued or Held) again.
+    ///
+    /// ```
+    /// use batchbridge_core::{JobState, JobStatus};
+    ///
+    /// assert_eq!(JobStatus::new(JobState::Running, "R").with_starts(1).requeues, 0);
+    /// assert!(JobStatus::new(JobState::Queued, "Q").with_starts(1).requeued());
+    /// assert_eq!(JobStatus::new(JobState::Succeeded, "F").with_starts(2).requeues, 1);
+    /// assert!(!JobStatus::new(JobState::Queued, "Q").with_starts(0).requeued());
+    /// ```
+    pub const fn with_starts(self, starts: u32) -> Self {
+        let requeues = match self.state {
+            JobState::Queued | JobState::Held => starts,
+            _ => starts.saturating_sub(1),
+        };
+        self.with_requeues(requeues)
     }
 
     /// The status of a job that no source knows, with the reason why.
@@ -404,6 +459,8 @@ impl JobStatus {
         if state.is_terminal() {
             status.ended_at = known.iter().filter_map(|s| s.ended_at).max();
         }
+        // The most any task went back: a requeued array waits to run again.
+        status.requeues = known.iter().map(|s| s.requeues).max().unwrap_or(0);
         status.tasks = Some(counts);
         status
     }
@@ -486,6 +543,14 @@ mod tests {
     }
 
     #[test]
+    fn a_status_that_never_went_back_to_the_queue_omits_the_count() {
+        let json = serde_json::to_value(JobStatus::new(Queued, "PENDING")).unwrap();
+        assert_eq!(json.get("requeues"), None);
+        let read: JobStatus = serde_json::from_value(json).unwrap();
+        assert_eq!(read.requeues, 0);
+    }
+
+    #[test]
     fn status_serde_round_trips_with_rfc3339_times() {
         let mut status = JobStatus::new(Failed, "TIMEOUT").with_reason("TimeLimit");
         status.exit_code = Some(0);
@@ -493,8 +558,10 @@ mod tests {
         status.submitted_at =
             Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000));
         status.tasks = Some(TaskCounts::from_states([Failed]));
+        status.requeues = 2;
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["state"], "Failed");
+        assert_eq!(json["requeues"], 2);
         assert_eq!(json["submittedAt"], "2023-11-14T22:13:20Z");
         assert_eq!(serde_json::from_value::<JobStatus>(json).unwrap(), status);
     }

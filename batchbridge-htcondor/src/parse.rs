@@ -10,7 +10,7 @@ use serde::Deserialize;
 pub const ATTRIBUTES: &str = "ClusterId,ProcId,JobStatus,ExitCode,ExitBySignal,ExitSignal,\
                               HoldReason,HoldReasonCode,RemoveReason,LastRejMatchReason,QDate,\
                               JobStartDate,CompletionDate,EnteredCurrentStatus,BatchBridgeTasks,\
-                              WantContainer";
+                              WantContainer,NumJobStarts";
 
 /// One proc's job ad, with the attributes of [`ATTRIBUTES`]; those the ad lacks are `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -34,6 +34,7 @@ pub struct ProcAd {
     pub entered_current_status: Option<i64>,
     pub batch_bridge_tasks: Option<u32>,
     pub want_container: Option<bool>,
+    pub num_job_starts: Option<u32>,
     /// Not an attribute: why the proc's script never ran, from its job directory (see
     /// [`parse_not_started`]).
     #[serde(skip)]

@@ -97,7 +97,8 @@ pub fn proc_status(ad: &ProcAd) -> JobStatus {
         3 => epoch(ad.entered_current_status),
         _ => None,
     };
-    status
+    // Evicted, vacated or preempted, HTCondor puts a job back to Idle under the same id.
+    status.with_starts(ad.num_job_starts.unwrap_or(0))
 }
 
 /// The expression of batchbridge's wall-time `periodic_remove`, up to its number of seconds

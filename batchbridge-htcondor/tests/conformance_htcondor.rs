@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
+use batchbridge_core::JobId;
 use batchbridge_core::conformance::Config;
+use batchbridge_core::shell::{Command, Shell};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
 use batchbridge_testbed::htcondor_shell;
 
@@ -14,6 +16,26 @@ async fn backend() -> HtcondorBackend {
     HtcondorBackend::new(Arc::new(htcondor_shell()), HtcondorConfig::default()).unwrap()
 }
 
+/// `condor_vacate_job` of job `id`, as its owner: HTCondor stops it and puts it back to
+/// Idle, to be matched and started again.
+async fn requeue(id: JobId) -> batchbridge_core::Result<()> {
+    let output = htcondor_shell()
+        .run(&Command::new("condor_vacate_job").arg(id.as_str()))
+        .await?;
+    assert!(
+        output.success(),
+        "condor_vacate_job {id}: {}",
+        output.stderr_text()
+    );
+    Ok(())
+}
+
+fn config() -> Config {
+    let mut config = Config::default();
+    config.requeue = Some(|id| Box::pin(requeue(id)));
+    config
+}
+
 // The default unsatisfiable request (1024 CPUs) matches no slot of the pool, so the job
 // stays Idle with "no match found".
-batchbridge_core::conformance_tests!(backend(), Config::default());
+batchbridge_core::conformance_tests!(backend(), config());

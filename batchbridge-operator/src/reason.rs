@@ -59,6 +59,11 @@ words! {
         Submitted,
         /// Waiting in the scheduler's queue; the message carries the scheduler's own reason.
         Queued,
+        /// Back in the scheduler's queue after it had started, under the same job id and
+        /// the same attempt: requeued by a user or an administrator, or preempted and
+        /// requeued. It runs again; the message says how many times it went back, with the
+        /// scheduler's own reason. Never a failure.
+        Requeued,
         /// Kept from running until released; the message says why.
         Held,
         /// Running.

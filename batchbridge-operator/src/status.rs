@@ -97,11 +97,14 @@ pub fn run_time(start: &Time, finish: &Time) -> String {
 }
 
 /// The status's `reason` and `message` for what the backend reports. A failed job's
-/// reason is its cause ([`Reason::of_failure`]), which a retry policy's `retryOn` names;
-/// the scheduler's own reason, when it gives one, goes into the message.
+/// reason is its cause ([`Reason::of_failure`]), which a retry policy's `retryOn` names; a
+/// job back in the queue after it had started ([`JobStatus::requeued`]) is
+/// [`Requeued`](Reason::Requeued), not failed; the scheduler's own reason, when it gives
+/// one, goes into the message.
 pub fn explain(job: &JobStatus) -> (Reason, Option<String>) {
     let scheduler_reason = job.reason.clone().filter(|reason| !reason.is_empty());
     let reason = match job.state {
+        JobState::Queued if job.requeued() => Reason::Requeued,
         JobState::Queued => Reason::Queued,
         JobState::Held => Reason::Held,
         JobState::Running => Reason::Running,
@@ -111,18 +114,22 @@ pub fn explain(job: &JobStatus) -> (Reason, Option<String>) {
         JobState::Cancelled => Reason::Cancelled,
         _ => Reason::Unknown,
     };
-    let ended = match (job.state, &job.cause) {
+    let summary = match (job.state, &job.cause) {
         (JobState::Failed | JobState::Cancelled, Some(cause)) => Some(cause.to_string()),
         (JobState::Failed, None) => Some(match (job.exit_code, job.signal) {
             (_, Some(signal)) => format!("ended by signal {signal}"),
             (Some(code), None) => format!("exited with code {code}"),
             (None, None) => "failed".to_owned(),
         }),
+        _ if job.requeued() => Some(match job.requeues {
+            1 => "back in the queue after it had started".to_owned(),
+            times => format!("back in the queue after it had started ({times} times)"),
+        }),
         _ => None,
     };
-    let message = match (ended, scheduler_reason) {
-        (Some(ended), Some(said)) => Some(format!("{ended}: {said}")),
-        (ended, said) => ended.or(said),
+    let message = match (summary, scheduler_reason) {
+        (Some(summary), Some(said)) => Some(format!("{summary}: {said}")),
+        (summary, said) => summary.or(said),
     };
     (reason, message)
 }
@@ -211,6 +218,21 @@ mod tests {
                 Some("ReqNodeNotAvail, Reserved for maintenance"),
             ),
             (job(JobState::Queued, None, None), Reason::Queued, None),
+            (
+                job(JobState::Queued, Some("BeginTime"), None).with_requeues(1),
+                Reason::Requeued,
+                Some("back in the queue after it had started: BeginTime"),
+            ),
+            (
+                job(JobState::Queued, None, None).with_requeues(3),
+                Reason::Requeued,
+                Some("back in the queue after it had started (3 times)"),
+            ),
+            (
+                job(JobState::Running, None, None).with_requeues(1),
+                Reason::Running,
+                None,
+            ),
             (
                 job(
                     JobState::Held,

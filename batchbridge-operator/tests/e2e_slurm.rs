@@ -865,3 +865,84 @@ async fn a_scripts_directives_are_taken_or_refused_naming_the_line() {
     operator.stop().await;
     bed.clean_up().await;
 }
+
+/// Issue 30, point 4: `scontrol requeue` of a running job. The BatchJob goes Running →
+/// Queued (reason `Requeued`) → Running → Succeeded under one job id and one attempt, never
+/// Failed. The script ends after 5 s on its second run (it marks its job directory on the
+/// first), long enough for the 1 s polls to see it run again, so the Succeeded is that
+/// second run's. SLURM holds a requeued job back for two
+/// minutes (its BeginTime), hence the longer wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_job_goes_back_to_queued_and_runs_again() {
+    let _node = SLURM_NODE.read().await;
+    let (bed, operator) = set_up("e2e-requeue", "ssh", "slurm").await;
+    create_job(
+        &bed,
+        "requeued",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": "if [ -e requeue-mark ]; then sleep 5; echo second run; exit 0; fi\n\
+                       : >requeue-mark\necho first run\nsleep 300\n",
+        }),
+    )
+    .await;
+    let running = status(&wait_for_phase(&bed, "requeued", Phase::Running).await);
+    let id = running.job_id.clone().unwrap();
+    // The script marks its directory in its first line; the operator saw Running after
+    // SLURM started it, but leave it a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    slurm(&format!("scontrol requeue {id}")).await;
+
+    let mut seen: Vec<(Phase, Option<Reason>)> = vec![(Phase::Running, running.reason)];
+    let mut requeued_message = None;
+    let deadline = Instant::now() + Duration::from_secs(400);
+    let done = loop {
+        let now = status(&bed.jobs().get("requeued").await.unwrap());
+        let phase = now.phase.unwrap();
+        if seen.last() != Some(&(phase, now.reason)) {
+            seen.push((phase, now.reason));
+            if now.reason == Some(Reason::Requeued) {
+                requeued_message.clone_from(&now.message);
+            }
+        }
+        assert_eq!(now.job_id.as_deref(), Some(id.as_str()), "{seen:?}");
+        assert_eq!(now.attempts, 1, "a requeue is no new attempt: {seen:?}");
+        assert_ne!(phase, Phase::Failed, "a requeued job never fails: {now:#?}");
+        if phase.is_terminal() {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not final within 400 s: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("phases of the requeued BatchJob: {seen:?}; while requeued: {requeued_message:?}");
+    let phases: Vec<Phase> = seen.iter().map(|(phase, _)| *phase).collect();
+    let mut order = phases.clone();
+    order.dedup();
+    assert_eq!(
+        order,
+        [
+            Phase::Running,
+            Phase::Queued,
+            Phase::Running,
+            Phase::Succeeded
+        ],
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&(Phase::Queued, Some(Reason::Requeued))),
+        "Queued again with reason Requeued: {seen:?}"
+    );
+    assert!(
+        requeued_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("back in the queue after it had started")),
+        "{requeued_message:?}"
+    );
+    assert_eq!(done.phase, Some(Phase::Succeeded), "{done:#?}");
+    assert_eq!(done.exit_code, Some(0), "{done:#?}");
+    operator.stop().await;
+    bed.clean_up().await;
+}

@@ -33,6 +33,9 @@ pub struct QstatJob {
     pub array: Option<String>,
     /// A subjob's index.
     pub array_index: Option<u32>,
+    /// How many times PBS started the job (`qrerun`, a requeue after a node failure and
+    /// preemption with requeue start it again under the same id).
+    pub run_count: Option<u32>,
     #[serde(rename = "Variable_List")]
     pub variable_list: Option<HashMap<String, serde_json::Value>>,
     /// `qsub -W depend=`'s list as the server keeps it (`afterok:12.pbs@pbs,...`).

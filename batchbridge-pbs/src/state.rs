@@ -288,5 +288,36 @@ pub fn job_status(job: &QstatJob, files: Option<&JobFiles>, task: u32) -> JobSta
     status.queue.clone_from(&job.queue);
     status.submitted_at = job.ctime.as_deref().and_then(parse_ctime);
     status.started_at = job.stime.as_deref().and_then(parse_ctime);
-    status
+    status.with_starts(job.run_count.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run_count` as the test bed's PBS printed it around a `qrerun` of a running job:
+    /// 1 while it ran, then (PBS starting it again at once) 2 while it ran again.
+    #[test]
+    fn run_counts_are_requeues() {
+        let cases = [
+            ("Q", None, JobState::Queued, 0, false),
+            ("R", Some(1), JobState::Running, 0, false),
+            ("Q", Some(1), JobState::Queued, 1, true),
+            ("R", Some(2), JobState::Running, 1, false),
+            ("H", Some(1), JobState::Held, 1, false),
+        ];
+        for (job_state, run_count, state, requeues, requeued) in cases {
+            let job = QstatJob {
+                job_state: job_state.into(),
+                run_count,
+                ..QstatJob::default()
+            };
+            let status = job_status(&job, None, 0);
+            assert_eq!(
+                (status.state, status.requeues, status.requeued()),
+                (state, requeues, requeued),
+                "{job_state} run_count {run_count:?}"
+            );
+        }
+    }
 }

@@ -20,7 +20,7 @@ use batchbridge_core::{
 
 use crate::estimate::{estimate_command, parse_test_only};
 use crate::parse::{
-    self, Row, SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue, sbatch_refusal,
+    self, Row, SACCT_FIELDS, SQUEUE_FIELDS, parse_sacct, parse_squeue, sbatch_refusal,
 };
 use crate::script::{batch_script, sbatch_options};
 use crate::status::{Sightings, resolve};
@@ -201,8 +201,8 @@ impl Slurm {
             "-r",
             "-t",
             "all",
-            "-o",
-            SQUEUE_FORMAT,
+            "-O",
+            SQUEUE_FIELDS,
         ]);
         command = if ids.len() <= MAX_IDS_ON_COMMAND_LINE {
             command.arg("-j").arg(ids.join(","))

@@ -7,10 +7,16 @@ use batchbridge_core::{Error, ErrorKind, JobState, JobStatus, Refusal, Result};
 
 use crate::state::{never_satisfied, status_from};
 
-/// The `squeue -o` format [`parse_squeue`] reads: id, state, reason, submit, start (for a
-/// pending job the scheduler's estimate), end, partition, dependencies (`afterok:41(failed)`:
-/// what names the dependency of a job SLURM ended because it can never be met).
-pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%V|%S|%e|%P|%E";
+/// The `squeue -O` fields [`parse_squeue`] reads, each followed by `|`: id, state, reason,
+/// submit, start (for a pending job the scheduler's estimate), end, partition, how many
+/// times SLURM put the job back in its queue after it had started (`scontrol requeue`,
+/// preemption with requeue, a node failure with requeue), and dependencies
+/// (`afterok:41(failed)`: what names the dependency of a job SLURM ended because it can
+/// never be met; `(null)` for none). `-O`, not `-o`: `-o` has no letter for the restart
+/// count; `JobArrayID` prints what `-o %i` does (`107_2`), and a field without a width is
+/// printed whole.
+pub const SQUEUE_FIELDS: &str = "JobArrayID:|,State:|,Reason:|,SubmitTime:|,StartTime:|,\
+                                 EndTime:|,Partition:|,RestartCnt:|,Dependency:|";
 /// The `sacct -o` fields [`parse_sacct`] reads.
 pub const SACCT_FIELDS: &str = "JobID,State,Reason,ExitCode,Submit,Start,End,Partition";
 /// How far ahead a start is no estimate. SLURM plans a running job without a time limit to
@@ -120,13 +126,23 @@ pub(crate) fn is_no_estimate(start: SystemTime, reference: Option<SystemTime>) -
     reference.is_some_and(|reference| start >= reference + NO_ESTIMATE_HORIZON)
 }
 
-/// Reads `squeue -h -r -t all -o` [`SQUEUE_FORMAT`] output. Lines that do not parse are
+/// Reads `squeue -h -r -t all -O` [`SQUEUE_FIELDS`] output. Lines that do not parse are
 /// skipped with a warning: one odd line must not hide every other job.
 ///
-/// The dependency column is read when present (output of the format before it had one
-/// still parses): a job SLURM ended because a dependency can never be met becomes
-/// Failed with [`FailureCause::DependencyFailed`](batchbridge_core::FailureCause::DependencyFailed)
+/// A job SLURM requeued waits PENDING (reason `BeginTime` for its first two minutes, as
+/// SLURM delays a requeued job's start) with its restart count above 0: Queued, and
+/// [`requeued`](JobStatus::requeued). A job SLURM ended because a dependency can never be
+/// met becomes Failed with
+/// [`FailureCause::DependencyFailed`](batchbridge_core::FailureCause::DependencyFailed)
 /// ([`never_satisfied`]).
+///
+/// ```
+/// use batchbridge_slurm::parse::parse_squeue;
+///
+/// // 22.05 on the test bed, a job `scontrol requeue`d while it ran.
+/// let rows = parse_squeue("8495|PENDING|BeginTime|1795689249|1795689370|NONE|debug|1|(null)|\n");
+/// assert!(rows[0].status.requeued());
+/// ```
 pub fn parse_squeue(text: &str) -> Vec<Row> {
     parse_lines(text, "squeue", |fields| match fields {
         [
@@ -137,15 +153,13 @@ pub fn parse_squeue(text: &str) -> Vec<Row> {
             started,
             ended,
             partition,
-            dependency @ ..,
-        ] if dependency.len() <= 1 => {
-            let mut row = row(
-                id,
-                status_from(state, reason, None),
-                [submitted, started, ended],
-                partition,
-            )?;
-            row.status = never_satisfied(row.status, dependency.first().copied().unwrap_or(""));
+            restarts,
+            dependency,
+            "",
+        ] => {
+            let status = status_from(state, reason, None).with_requeues(restarts.parse().ok()?);
+            let mut row = row(id, status, [submitted, started, ended], partition)?;
+            row.status = never_satisfied(row.status, dependency);
             Some(row)
         }
         _ => None,
@@ -307,12 +321,12 @@ mod tests {
     #[test]
     fn a_job_slurm_ended_for_its_dependency_failed_naming_it() {
         use batchbridge_core::FailureCause::{Cancelled as ByCancel, DependencyFailed};
-        let out = "8538|CANCELLED|DependencyNeverSatisfied|1795689931|N/A|1795689931|debug|afterok:8537(failed)\n\
-                   2865|CANCELLED|DependencyNeverSatisfied|1795689946|1795689946|1795689946|debug|afterok:2864(failed)\n\
-                   2866|CANCELLED|DependencyNeverSatisfied|1795689946|1795689946|1795689946|debug|afterany:2860(unfulfilled),afterok:2864(failed)\n\
-                   8540|PENDING|Dependency|1795689931|N/A|N/A|debug|afterok:8539(unfulfilled)\n\
-                   8541|CANCELLED|Dependency|1795689931|1795689990|1795689990|debug|afterok:8539(unfulfilled)\n\
-                   8537|FAILED|NonZeroExitCode|1795689931|1795689931|1795689931|debug|(null)\n";
+        let out = "8538|CANCELLED|DependencyNeverSatisfied|1795689931|N/A|1795689931|debug|0|afterok:8537(failed)|\n\
+                   2865|CANCELLED|DependencyNeverSatisfied|1795689946|1795689946|1795689946|debug|0|afterok:2864(failed)|\n\
+                   2866|CANCELLED|DependencyNeverSatisfied|1795689946|1795689946|1795689946|debug|0|afterany:2860(unfulfilled),afterok:2864(failed)|\n\
+                   8540|PENDING|Dependency|1795689931|N/A|N/A|debug|0|afterok:8539(unfulfilled)|\n\
+                   8541|CANCELLED|Dependency|1795689931|1795689990|1795689990|debug|0|afterok:8539(unfulfilled)|\n\
+                   8537|FAILED|NonZeroExitCode|1795689931|1795689931|1795689931|debug|0|(null)|\n";
         let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
         let rows = parse_squeue(out);
         let seen: Vec<_> = rows
@@ -460,9 +474,9 @@ mod tests {
     /// Captured from the test bed: an array of 4 (`%1`) and a plain job, just submitted.
     #[test]
     fn squeue_of_a_pending_array_and_a_job() {
-        let out = "107_0|PENDING|None|1795248211|N/A|N/A|debug\n\
-                   107_1|PENDING|None|1795248211|N/A|N/A|debug\n\
-                   108|PENDING|Priority|1795248211|N/A|N/A|debug\n";
+        let out = "107_0|PENDING|None|1795248211|N/A|N/A|debug|0|(null)|\n\
+                   107_1|PENDING|None|1795248211|N/A|N/A|debug|0|(null)|\n\
+                   108|PENDING|Priority|1795248211|N/A|N/A|debug|0|(null)|\n";
         let rows = parse_squeue(out);
         assert_eq!(rows.len(), 3);
         assert_eq!(
@@ -484,9 +498,9 @@ mod tests {
     /// Captured from the test bed: the same array later, one task running, in both tools.
     #[test]
     fn squeue_and_sacct_of_a_finishing_array() {
-        let squeue = "107_0|COMPLETED|None|1795248211|1795248211|1795248212|debug\n\
-                      107_2|FAILED|NonZeroExitCode|1795248211|1795248215|1795248216|debug\n\
-                      107_3|RUNNING|None|1795248211|1795248217|NONE|debug\n";
+        let squeue = "107_0|COMPLETED|None|1795248211|1795248211|1795248212|debug|0|(null)|\n\
+                      107_2|FAILED|NonZeroExitCode|1795248211|1795248215|1795248216|debug|0|(null)|\n\
+                      107_3|RUNNING|None|1795248211|1795248217|NONE|debug|0|(null)|\n";
         let sacct = "107_0|COMPLETED|None|0:0|1795248211|1795248211|1795248212|debug\n\
                      107_1|FAILED|JobArrayTaskLimit|1:0|1795248211|1795248213|1795248214|debug\n\
                      107_3|RUNNING|JobArrayTaskLimit|0:0|1795248211|1795248217|Unknown|debug\n";
@@ -553,9 +567,9 @@ mod tests {
     fn expected_starts_are_not_starts() {
         let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
         let waiting = parse_squeue(
-            "4667|PENDING|Resources|1795445438|1795445490|1795446090|debug\n\
-             4668|PENDING|Priority|1795445439|1795446060|1795446360|debug\n\
-             4661|RUNNING|None|1795445430|1795445430|1795445490|debug\n",
+            "4667|PENDING|Resources|1795445438|1795445490|1795446090|debug|0|(null)|\n\
+             4668|PENDING|Priority|1795445439|1795446060|1795446360|debug|0|(null)|\n\
+             4661|RUNNING|None|1795445430|1795445430|1795445490|debug|0|(null)|\n",
         );
         let seen: Vec<_> = waiting
             .iter()
@@ -577,7 +591,8 @@ mod tests {
             ]
         );
         let cancelled_waiting =
-            &parse_squeue("4668|CANCELLED|Resources|1795445439|1795445532|1795445532|debug\n")[0];
+            &parse_squeue("4668|CANCELLED|Resources|1795445439|1795445532|1795445532|debug|0|(null)|\n")
+                [0];
         assert_eq!(cancelled_waiting.status.state, Cancelled);
         assert_eq!(
             (
@@ -588,7 +603,7 @@ mod tests {
             "cancelled before it ever started"
         );
         let cancelled_running =
-            &parse_squeue("4663|CANCELLED|None|1795445430|1795445430|1795445442|debug\n")[0];
+            &parse_squeue("4663|CANCELLED|None|1795445430|1795445430|1795445442|debug|0|(null)|\n")[0];
         assert_eq!(cancelled_running.status.started_at, at(1_795_445_430));
         let in_sacct = parse_sacct(
             "4668|CANCELLED by 1001|None|0:0|1795445439|None|1795445532|debug\n\
@@ -610,27 +625,27 @@ mod tests {
         let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
         let cases = [
             (
-                "6|PENDING|Resources|1795654457|1827190455|1827190515|debug",
+                "6|PENDING|Resources|1795654457|1827190455|1827190515|debug|0|(null)|",
                 None,
             ),
             // Behind a job without a limit that had run for 100 days: 265 days ahead.
             (
-                "7|PENDING|Resources|1795654457|1818550455|1818550515|debug",
+                "7|PENDING|Resources|1795654457|1818550455|1818550515|debug|0|(null)|",
                 None,
             ),
             // One that had run for 200 days: 165 days ahead is taken for an estimate.
             (
-                "7|PENDING|Resources|1795654457|1809910457|1809910517|debug",
+                "7|PENDING|Resources|1795654457|1809910457|1809910517|debug|0|(null)|",
                 at(1_809_910_457),
             ),
             // Waiting behind a month-long job: a real estimate.
             (
-                "8|PENDING|Priority|1795654457|1798246457|1798246517|debug",
+                "8|PENDING|Priority|1795654457|1798246457|1798246517|debug|0|(null)|",
                 at(1_798_246_457),
             ),
             // A start with no submit to measure it from is kept.
             (
-                "9|PENDING|Priority|N/A|1827190455|1827190515|debug",
+                "9|PENDING|Priority|N/A|1827190455|1827190515|debug|0|(null)|",
                 at(1_827_190_455),
             ),
         ];
@@ -645,8 +660,9 @@ mod tests {
     /// field left empty names none.
     #[test]
     fn partitions_are_the_queue() {
-        let squeue =
-            parse_squeue("4667|PENDING|Resources|1|2|3|single\n4668|PENDING|Priority|1|2|3|\n");
+        let squeue = parse_squeue(
+            "4667|PENDING|Resources|1|2|3|single|0|(null)|\n4668|PENDING|Priority|1|2|3||0|(null)|\n",
+        );
         assert_eq!(squeue[0].status.queue.as_deref(), Some("single"));
         assert_eq!(squeue[1].status.queue, None);
         let sacct = parse_sacct("4659|FAILED|None|3:0|1|2|3|debug\n");
@@ -655,7 +671,7 @@ mod tests {
 
     #[test]
     fn odd_lines_are_skipped_not_fatal() {
-        let out = "garbage\n\n108|RUNNING|None|1|2|NONE|debug\n109|RUNNING\n";
+        let out = "garbage\n\n108|RUNNING|None|1|2|NONE|debug|0|(null)|\n109|RUNNING\n";
         let rows = parse_squeue(out);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].job, "108");

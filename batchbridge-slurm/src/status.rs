@@ -167,12 +167,32 @@ mod tests {
         resolve("7", &seen)
     }
 
+    /// A job `scontrol requeue`d while it ran (22.05 on the test bed): squeue has it
+    /// PENDING with a restart count, while its first run's wrapper recorded the SIGTERM
+    /// that stopped it. The record of that run must not end the job: it waits to run again.
+    #[test]
+    fn a_requeued_job_waits_whatever_its_first_run_recorded() {
+        let status = run(
+            "7|PENDING|BeginTime|1795689249|1795689370|NONE|debug|1|(null)|",
+            "",
+            "7 tasks 1 0\n7 task 0 signal 15",
+        );
+        assert_eq!(status.state, Queued, "{status:?}");
+        assert!(status.requeued(), "{status:?}");
+        assert_eq!(
+            (status.exit_code, status.signal, status.cause),
+            (None, None, None)
+        );
+        let again = run("7|RUNNING|None|1795689249|1795689370|NONE|debug|1|(null)|", "", "");
+        assert_eq!((again.state, again.requeues), (Running, 1));
+    }
+
     #[test]
     fn every_source_and_their_combinations() {
         let cases = [
             Case {
                 what: "running in squeue",
-                squeue: "7|RUNNING|None|1|2|NONE|debug",
+                squeue: "7|RUNNING|None|1|2|NONE|debug|0|(null)|",
                 sacct: "",
                 files: "",
                 expected: (Running, None, None),
@@ -180,7 +200,7 @@ mod tests {
             },
             Case {
                 what: "finished in squeue: the exit-code file adds the code",
-                squeue: "7|FAILED|NonZeroExitCode|1|2|3|debug",
+                squeue: "7|FAILED|NonZeroExitCode|1|2|3|debug|0|(null)|",
                 sacct: "",
                 files: "7 tasks 1 0\n7 task 0 exit 3",
                 expected: (Failed, Some(3), None),
@@ -188,7 +208,7 @@ mod tests {
             },
             Case {
                 what: "squeue wins over a lagging sacct",
-                squeue: "7|COMPLETED|None|1|2|3|debug",
+                squeue: "7|COMPLETED|None|1|2|3|debug|0|(null)|",
                 sacct: "7|RUNNING|None|0:0|1|2|Unknown|debug",
                 files: "7 tasks 1 0\n7 task 0 exit 0",
                 expected: (Succeeded, Some(0), None),
@@ -269,7 +289,7 @@ mod tests {
             },
             Case {
                 what: "array: pending tasks expanded by squeue -r",
-                squeue: "7_0|RUNNING|None|1|2|NONE|debug\n7_1|PENDING|JobArrayTaskLimit|1|N/A|N/A|debug\n7_2|PENDING|JobArrayTaskLimit|1|N/A|N/A|debug",
+                squeue: "7_0|RUNNING|None|1|2|NONE|debug|0|(null)|\n7_1|PENDING|JobArrayTaskLimit|1|N/A|N/A|debug|0|(null)|\n7_2|PENDING|JobArrayTaskLimit|1|N/A|N/A|debug|0|(null)|",
                 sacct: "",
                 files: "7 tasks 3 0",
                 expected: (Running, None, None),
@@ -277,7 +297,7 @@ mod tests {
             },
             Case {
                 what: "array: task 0 purged from squeue, sacct remembers it",
-                squeue: "7_1|FAILED|NonZeroExitCode|1|2|3|debug\n7_2|RUNNING|None|1|2|NONE|debug",
+                squeue: "7_1|FAILED|NonZeroExitCode|1|2|3|debug|0|(null)|\n7_2|RUNNING|None|1|2|NONE|debug|0|(null)|",
                 sacct: "7_0|COMPLETED|None|0:0|1|2|3|debug\n7_1|RUNNING|None|0:0|1|2|Unknown|debug\n7_[2]|PENDING|None|0:0|1|N/A|N/A|debug",
                 files: "7 tasks 3 0",
                 expected: (Running, None, None),
@@ -285,7 +305,7 @@ mod tests {
             },
             Case {
                 what: "array: all done, one failed, some known only from files",
-                squeue: "7_2|COMPLETED|None|1|2|3|debug",
+                squeue: "7_2|COMPLETED|None|1|2|3|debug|0|(null)|",
                 sacct: "",
                 files: "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
                 expected: (Failed, Some(4), None),
@@ -301,7 +321,7 @@ mod tests {
             },
             Case {
                 what: "array of one task",
-                squeue: "7_0|COMPLETED|None|1|2|3|debug",
+                squeue: "7_0|COMPLETED|None|1|2|3|debug|0|(null)|",
                 sacct: "",
                 files: "7 tasks 1 0\n7 task 0 exit 0",
                 expected: (Succeeded, None, None),
@@ -355,9 +375,9 @@ mod tests {
             (
                 "array, task 1 failed: squeue has no exit code, the files have it (issue 21 \
                  case 1)",
-                "7_0|COMPLETED|None|1795445430|1795445430|1795445430|debug\n\
-                 7_1|FAILED|NonZeroExitCode|1795445430|1795445430|1795445430|debug\n\
-                 7_2|COMPLETED|None|1795445430|1795445430|1795445430|debug",
+                "7_0|COMPLETED|None|1795445430|1795445430|1795445430|debug|0|(null)|\n\
+                 7_1|FAILED|NonZeroExitCode|1795445430|1795445430|1795445430|debug|0|(null)|\n\
+                 7_2|COMPLETED|None|1795445430|1795445430|1795445430|debug|0|(null)|",
                 "",
                 "7 tasks 3 0\n7 task 0 exit 0\n7 task 1 exit 4\n7 task 2 exit 0",
                 Some(C::ExitCode(4)),
@@ -380,7 +400,7 @@ mod tests {
             ),
             (
                 "exit 3 in squeue, code from the files",
-                "7|FAILED|NonZeroExitCode|1795445430|1795445430|1795445430|debug",
+                "7|FAILED|NonZeroExitCode|1795445430|1795445430|1795445430|debug|0|(null)|",
                 "",
                 "7 tasks 1 0\n7 task 0 exit 3",
                 Some(C::ExitCode(3)),
@@ -408,7 +428,7 @@ mod tests {
             ),
             (
                 "batchbridge's cancel, in squeue",
-                "7|CANCELLED|None|1795445430|1795445430|1795445442|debug",
+                "7|CANCELLED|None|1795445430|1795445430|1795445442|debug|0|(null)|",
                 "",
                 "7 tasks 1 1\n7 task 0 signal 15",
                 Some(C::Cancelled(Request)),
@@ -422,7 +442,7 @@ mod tests {
             ),
             (
                 "over its time limit, in squeue: the signal from the files keeps the cause",
-                "7|TIMEOUT|TimeLimit|1795445430|1795445430|1795445491|debug",
+                "7|TIMEOUT|TimeLimit|1795445430|1795445430|1795445491|debug|0|(null)|",
                 "",
                 "7 tasks 1 0\n7 task 0 signal 15",
                 Some(C::WallTimeExceeded),
@@ -436,7 +456,7 @@ mod tests {
             ),
             (
                 "succeeded",
-                "7|COMPLETED|None|1795445430|1795445430|1795445436|debug",
+                "7|COMPLETED|None|1795445430|1795445430|1795445436|debug|0|(null)|",
                 "",
                 "7 tasks 1 0\n7 task 0 exit 0",
                 None,
@@ -456,7 +476,7 @@ mod tests {
     #[test]
     fn arrays_summarise_native_states_reasons_and_times() {
         let squeue = parse_squeue(
-            "7_0|RUNNING|None|10|20|NONE|debug\n7_1|PENDING|JobArrayTaskLimit|11|N/A|N/A|debug\n",
+            "7_0|RUNNING|None|10|20|NONE|debug|0|(null)|\n7_1|PENDING|JobArrayTaskLimit|11|N/A|N/A|debug|0|(null)|\n",
         );
         let seen = Sightings {
             squeue: squeue.iter().collect(),
@@ -475,7 +495,7 @@ mod tests {
     #[test]
     fn what_needs_the_job_directory() {
         let squeue = parse_squeue(
-            "1|RUNNING|None|1|2|NONE|debug\n2|COMPLETED|None|1|2|3|debug\n3_0|RUNNING|None|1|2|NONE|debug\n",
+            "1|RUNNING|None|1|2|NONE|debug|0|(null)|\n2|COMPLETED|None|1|2|3|debug|0|(null)|\n3_0|RUNNING|None|1|2|NONE|debug|0|(null)|\n",
         );
         let sacct = parse_sacct(
             "5|COMPLETED|None|0:0|1|2|3|debug\n6|FAILED|NonZeroExitCode|70:0|1|2|3|debug\n",

@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
-use batchbridge_core::Resources;
 use batchbridge_core::conformance::Config;
+use batchbridge_core::shell::{Command, Shell};
+use batchbridge_core::{JobId, Resources};
 use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::SlurmCluster;
 
@@ -16,23 +17,43 @@ async fn backend(cluster: SlurmCluster) -> SlurmBackend {
     SlurmBackend::new(Arc::new(cluster.shell()), SlurmConfig::default()).unwrap()
 }
 
-fn config() -> Config {
+/// `scontrol requeue` of job `id`, as the job's own user.
+async fn requeue(cluster: SlurmCluster, id: JobId) -> batchbridge_core::Result<()> {
+    let output = cluster
+        .shell()
+        .run(&Command::new("scontrol").args(["requeue", id.as_str()]))
+        .await?;
+    assert!(
+        output.success(),
+        "scontrol requeue {id}: {}",
+        output.stderr_text()
+    );
+    Ok(())
+}
+
+fn config(cluster: SlurmCluster) -> Config {
     let mut config = Config::default();
     // 64 CPUs, more than the running node's 16: 22.05 queues the job though no node has
     // them, 24.11 (which refuses that) because the one node that has them is down.
     config.unsatisfiable = Some(Resources::default().with_cpus(64));
     config.customize = |spec| spec.queue = Some("debug".into());
+    // SLURM delays a requeued job's start by two minutes (reason BeginTime).
+    config.timeout = std::time::Duration::from_secs(300);
+    config.requeue = Some(match cluster {
+        SlurmCluster::Slurm2205 => |id| Box::pin(requeue(SlurmCluster::Slurm2205, id)),
+        SlurmCluster::Slurm2411 => |id| Box::pin(requeue(SlurmCluster::Slurm2411, id)),
+    });
     config
 }
 
 mod slurm_22_05 {
     use batchbridge_testbed::SlurmCluster::Slurm2205;
 
-    batchbridge_core::conformance_tests!(super::backend(Slurm2205), super::config());
+    batchbridge_core::conformance_tests!(super::backend(Slurm2205), super::config(Slurm2205));
 }
 
 mod slurm_24_11 {
     use batchbridge_testbed::SlurmCluster::Slurm2411;
 
-    batchbridge_core::conformance_tests!(super::backend(Slurm2411), super::config());
+    batchbridge_core::conformance_tests!(super::backend(Slurm2411), super::config(Slurm2411));
 }

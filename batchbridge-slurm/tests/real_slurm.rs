@@ -31,6 +31,7 @@ on_both_clusters!(
     the_largest_resources_a_spec_may_ask_for_reach_slurm_exactly,
     an_array_beyond_the_clusters_max_array_size_is_refused_naming_it,
     a_scripts_sbatch_directives_reach_slurm_field_by_field,
+    a_job_preempted_with_requeue_waits_then_runs_again,
 );
 
 async fn sbatch(shell: &SshShell, options: &[&str], script: &str) -> String {
@@ -552,4 +553,37 @@ async fn a_scripts_sbatch_directives_reach_slurm_field_by_field(cluster: SlurmCl
         "{err}"
     );
     assert_eq!(slurm.find(&key).await.unwrap(), None);
+}
+
+/// Issue 30, point 4: a job in the test bed's `preemptee` partition (PreemptMode=REQUEUE)
+/// holding the one `preempt` GRES is preempted by a job in `preemptor` that needs it. SLURM
+/// requeues it: the backend shows it Queued and requeued (never ended), then it runs again
+/// under its id and succeeds. Its script ends at once on its second run (it marks its job
+/// directory on the first).
+async fn a_job_preempted_with_requeue_waits_then_runs_again(cluster: SlurmCluster) {
+    let slurm = common::backend(cluster);
+    let mut low = common::spec(
+        "preempted",
+        "if [ -e requeue-mark ]; then echo second run; exit 0; fi\n\
+         : >requeue-mark\necho first run\nsleep 600\n",
+    );
+    low.queue = Some("preemptee".into());
+    low.passthrough
+        .insert("slurm".into(), vec!["--gres=preempt:1".into()]);
+    let id = slurm.submit(&low).await.unwrap();
+    common::wait_for(&slurm, &id, "Running", |s| s.state == JobState::Running).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let shell = cluster.shell();
+    let high = sbatch(&shell, &["-p", "preemptor", "--gres=preempt:1"], "sleep 5").await;
+    let requeued = common::wait_for(&slurm, &id, "requeued or ended", |s| {
+        s.requeued() || s.state.is_terminal()
+    })
+    .await;
+    assert!(requeued.requeued(), "preempted by job {high}: {requeued:?}");
+    let ended = common::wait_for(&slurm, &id, "the end", |s| s.state.is_terminal()).await;
+    assert_eq!(
+        (ended.state, ended.exit_code, ended.requeues),
+        (JobState::Succeeded, Some(0), 1),
+        "{ended:?}"
+    );
 }

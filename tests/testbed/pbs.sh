@@ -3,7 +3,7 @@
 # scheduler, mom) built from source, and an sshd for the user `batch`, all in a Debian
 # bookworm root filesystem run inside a network namespace this script makes.
 #
-# usage: pbs.sh up|down|status|stop-server|start-server|qmgr COMMAND
+# usage: pbs.sh up|down|status|stop-server|start-server|qmgr COMMAND|qrerun JOB
 #
 #   up      build the root filesystem once (cached under $TESTBED_DIR/pbs/rootfs and reused
 #           by every later `up`, like kube's binaries): debootstrap, the Debian packages
@@ -22,6 +22,8 @@
 #           for the fault tests: qsub and qstat fail while it is down.
 #   qmgr COMMAND   run one qmgr command as root, for the tests that change a queue (the
 #           refusal tests close their own queue and open it again).
+#   qrerun JOB     put running job JOB back in its queue as an administrator would (qrerun
+#           needs operator or manager rights), for the conformance suite's requeue check.
 #
 # Why a root filesystem and namespaces. PBS refuses loopback addresses ("Could not find any
 # usable IP address"), and test traffic may only go to loopback or to test hosts in network
@@ -491,6 +493,7 @@ server_gone() { ! server_answers && ! in_pbs pgrep -x pbs_server >/dev/null; }
 
 case "${1:-}" in
 qmgr) in_pbs /opt/pbs/bin/qmgr -c "${2:?usage: pbs.sh qmgr COMMAND}" ;;
+qrerun) in_pbs /opt/pbs/bin/qrerun "${2:?usage: pbs.sh qrerun JOB}" ;;
 stop-server) cmd_stop_server ;;
 start-server) cmd_start_server ;;
 *) component_main "$@" ;;

@@ -41,6 +41,14 @@ DEFAULT_PARTITION=debug
 # test so that theirs never see it: a partition they drain and restore, a QOS and an
 # account (association) that let the user have one job at a time.
 DRAINABLE_PARTITION=drainable
+# The preemption tests' pair (issue 30): a job in PREEMPTOR_PARTITION that needs the one
+# PREEMPT_GRES a job in PREEMPTEE_PARTITION holds preempts that job, which SLURM requeues.
+# Only jobs asking for that GRES contend for it, so the load of other tests neither
+# provokes nor blocks the preemption; and only PREEMPTEE_PARTITION has a PriorityTier below
+# the others', so no other partition's job can ever be preempted.
+PREEMPTEE_PARTITION=preemptee
+PREEMPTOR_PARTITION=preemptor
+PREEMPT_GRES=preempt
 LIMIT_QOS=onejob
 LIMIT_ACCOUNT=onejob
 # The capped drains' partition (submit limits hold jobs, issue 30): its partition QOS lets a
@@ -222,6 +230,13 @@ KillWait=5
 InactiveLimit=0
 Waittime=0
 MailProg=/bin/true
+# Preemption by partition: a job may preempt only jobs of partitions with a lower
+# PriorityTier (every partition has the default 1 but $PREEMPTEE_PARTITION, 0), and those
+# are requeued. A count-only GRES ($PREEMPT_GRES, no device file) is what the pair contend
+# for.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+GresTypes=$PREEMPT_GRES
 
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$DBD_HOST
@@ -233,12 +248,14 @@ JobCompType=jobcomp/none
 # refuses an account the user has no association with.
 AccountingStorageEnforce=limits
 
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB State=UNKNOWN
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB Gres=$PREEMPT_GRES:1 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 # Every job in 'single' gets the whole node, so its jobs run one at a time.
 PartitionName=single Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 PartitionName=$DRAINABLE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
 PartitionName=$CAPPED_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP QOS=$CAPPED_QOS
+PartitionName=$PREEMPTEE_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP PriorityTier=0 PreemptMode=REQUEUE
+PartitionName=$PREEMPTOR_PARTITION Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
 EOF
 }
 

@@ -5,7 +5,8 @@
 //! already seen for a task is a duplicate (an event source's runs may replay what they
 //! read before); `Started` makes a job Running; an exit code from 0 to 128 ends a job that
 //! is not an array ([`TaskEnd::status`] decides the state and cause); `Held` makes it
-//! Held with the reason; `Released` and `Evicted` put it back to Queued. Endings that look
+//! Held with the reason; `Released` and `Evicted` put it back to Queued (`Evicted` as
+//! [`requeued`](JobStatus::requeued), its count one more). Endings that look
 //! alike from the job's side (a signal, a removal, an exit above 128: a cancel, a wall-time
 //! limit, the OOM killer and a preemption all end a script so; exit
 //! [`NOT_STARTED_EXIT_CODE`], a script that could not start or one that exited so) decide
@@ -120,8 +121,13 @@ pub(super) fn merge(
             held.reason.clone_from(reason);
             Merge::Observe(Box::new(held))
         }
-        EventKind::Released | EventKind::Evicted => {
-            Merge::Observe(Box::new(from_event(current, JobState::Queued)))
+        EventKind::Released => Merge::Observe(Box::new(from_event(current, JobState::Queued))),
+        EventKind::Evicted => {
+            // Taken off its node after it had started: it waits to run again, requeued
+            // (the next poll brings the scheduler's own count).
+            let mut requeued = from_event(current, JobState::Queued);
+            requeued.requeues += 1;
+            Merge::Observe(Box::new(requeued))
         }
     }
 }
@@ -409,7 +415,7 @@ mod tests {
                 Some(running.clone()),
                 vec![(0, Started)],
                 (0, Evicted),
-                Merge::Observe(Box::new(evented(&running, Queued))),
+                Merge::Observe(Box::new(evented(&running, Queued).with_requeues(1))),
             ),
             (
                 "a duplicate start",
