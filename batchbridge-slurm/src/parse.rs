@@ -590,9 +590,9 @@ mod tests {
                 (Running, at(1_795_445_430), None, None),
             ]
         );
-        let cancelled_waiting =
-            &parse_squeue("4668|CANCELLED|Resources|1795445439|1795445532|1795445532|debug|0|(null)|\n")
-                [0];
+        let cancelled_waiting = &parse_squeue(
+            "4668|CANCELLED|Resources|1795445439|1795445532|1795445532|debug|0|(null)|\n",
+        )[0];
         assert_eq!(cancelled_waiting.status.state, Cancelled);
         assert_eq!(
             (
@@ -603,7 +603,8 @@ mod tests {
             "cancelled before it ever started"
         );
         let cancelled_running =
-            &parse_squeue("4663|CANCELLED|None|1795445430|1795445430|1795445442|debug|0|(null)|\n")[0];
+            &parse_squeue("4663|CANCELLED|None|1795445430|1795445430|1795445442|debug|0|(null)|\n")
+                [0];
         assert_eq!(cancelled_running.status.started_at, at(1_795_445_430));
         let in_sacct = parse_sacct(
             "4668|CANCELLED by 1001|None|0:0|1795445439|None|1795445532|debug\n\

@@ -183,7 +183,11 @@ mod tests {
             (status.exit_code, status.signal, status.cause),
             (None, None, None)
         );
-        let again = run("7|RUNNING|None|1795689249|1795689370|NONE|debug|1|(null)|", "", "");
+        let again = run(
+            "7|RUNNING|None|1795689249|1795689370|NONE|debug|1|(null)|",
+            "",
+            "",
+        );
         assert_eq!((again.state, again.requeues), (Running, 1));
     }
 

@@ -2,8 +2,8 @@
 //! record), apart from what each does next.
 
 use batchbridge_core::directives::{DirectiveReport, Fate};
-use batchbridge_core::tracker::HeldLocally;
 use batchbridge_core::staging::{StageLimits, StageOut};
+use batchbridge_core::tracker::HeldLocally;
 use batchbridge_core::{JobId, JobSpec, JobState, Refusal};
 
 use batchbridge_core::after::Released;
