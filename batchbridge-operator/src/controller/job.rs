@@ -24,9 +24,10 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::actions::ActionKind;
 use super::dependencies::Dependencies;
+use super::room::cluster_of;
 use super::{Context, ReconcileError, apply_status, publish, room};
 use crate::cluster::{Connection, connection_problem};
-use crate::crd::{BatchJob, BatchJobStatus, Phase, attempt_key};
+use crate::crd::{BatchJob, BatchJobStatus, attempt_key};
 use crate::decision::{
     self, ACTION_RETRY, ActionEffect, CLUSTER_RECHECK, Cancel, Capacity, CollectOutcome, Done,
     Effect, Failure, Finding, Placed, Purpose, Removal, Rules, Step, SubmitOutcome, Target,
@@ -83,16 +84,6 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
         after: &[],
         cycle: None,
         capacity: Capacity::Free,
-    }
-}
-
-/// The BatchCluster the job's current attempt uses: its clusterRef, or the one placement
-/// chose for it; `None` for a placed job waiting to be placed.
-pub(super) fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
-    match job.spec.fixed_cluster() {
-        Some(cluster) => Some(cluster),
-        None if status.phase.unwrap_or(Phase::Pending) == Phase::Pending => None,
-        None => status.cluster.as_deref(),
     }
 }
 

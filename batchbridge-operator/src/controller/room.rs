@@ -9,9 +9,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::Context;
-use super::job::cluster_of;
 use crate::cluster::Connection;
-use crate::crd::{BatchJob, BatchJobStatus};
+use crate::crd::{BatchJob, BatchJobStatus, Phase};
 use crate::decision::{Capacity, Load, takes_room, waits_for_room};
 
 /// How long after room may have freed the waiting jobs are woken: time for the watch to
@@ -159,4 +158,14 @@ pub(super) fn wake_waiting(
             let _ = wake.send(ObjectRef::from(&**job));
         }
     });
+}
+
+/// The BatchCluster the job's current attempt uses: its clusterRef, or the one placement
+/// chose for it; `None` for a placed job waiting to be placed.
+pub(super) fn cluster_of<'a>(job: &'a BatchJob, status: &'a BatchJobStatus) -> Option<&'a str> {
+    match job.spec.fixed_cluster() {
+        Some(cluster) => Some(cluster),
+        None if status.phase.unwrap_or(Phase::Pending) == Phase::Pending => None,
+        None => status.cluster.as_deref(),
+    }
 }

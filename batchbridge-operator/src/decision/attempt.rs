@@ -246,6 +246,31 @@ pub(super) fn mark_cluster_ready(status: &mut BatchJobStatus, now: SystemTime) {
     }
 }
 
+/// The job Pending for `reason`, nothing of it on the cluster: of its attempts only their
+/// count, retries and clusters are left (the next submit starts the next attempt), of its
+/// conditions only ClusterReady and Ready.
+pub(super) fn pend(next: &mut BatchJobStatus, reason: Reason, message: &str) {
+    let mut conditions = std::mem::take(&mut next.conditions);
+    conditions.retain(|c| {
+        c.type_ == ConditionType::ClusterReady.as_str() || c.type_ == ConditionType::Ready.as_str()
+    });
+    *next = BatchJobStatus {
+        phase: Some(Phase::Pending),
+        reason: Some(reason),
+        message: Some(message.to_owned()),
+        attempts: next.attempts,
+        retries: next.retries,
+        observed_generation: next.observed_generation,
+        spec_digest: next.spec_digest.take(),
+        conditions,
+        cluster: next.cluster.take(),
+        placement: next.placement.take(),
+        moves: std::mem::take(&mut next.moves),
+        clusters_used: std::mem::take(&mut next.clusters_used),
+        ..BatchJobStatus::default()
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,7 @@ use crate::crd::{AfterCondition, BatchJobStatus, Phase};
 use crate::reason::Reason;
 use crate::status::time;
 
-use super::attempt::set_finished;
-use super::observe::pend;
+use super::attempt::{pend, set_finished};
 use super::{Effect, Plan, RECHECK, Rules};
 
 /// One entry of spec.after and what the cache shows of the BatchJob it names.

@@ -9,7 +9,7 @@ use crate::crd::{BatchJobStatus, MoveOutcome, Phase};
 use crate::reason::{ConditionType, Reason};
 use crate::status::{condition, observed, set_condition};
 
-use super::attempt::{end_attempt, retry_wait, set_finished, start_attempt};
+use super::attempt::{end_attempt, pend, retry_wait, set_finished, start_attempt};
 use super::dependencies::waits_for_dependencies;
 use super::placement::move_wait;
 use super::{
@@ -104,31 +104,6 @@ fn hold(next: &mut BatchJobStatus, message: &str, now: SystemTime) {
         message,
         now,
     );
-}
-
-/// The job Pending for `reason`, nothing of it on the cluster: of its attempts only their
-/// count, retries and clusters are left (the next submit starts the next attempt), of its
-/// conditions only ClusterReady and Ready.
-pub(super) fn pend(next: &mut BatchJobStatus, reason: Reason, message: &str) {
-    let mut conditions = std::mem::take(&mut next.conditions);
-    conditions.retain(|c| {
-        c.type_ == ConditionType::ClusterReady.as_str() || c.type_ == ConditionType::Ready.as_str()
-    });
-    *next = BatchJobStatus {
-        phase: Some(Phase::Pending),
-        reason: Some(reason),
-        message: Some(message.to_owned()),
-        attempts: next.attempts,
-        retries: next.retries,
-        observed_generation: next.observed_generation,
-        spec_digest: next.spec_digest.take(),
-        conditions,
-        cluster: next.cluster.take(),
-        placement: next.placement.take(),
-        moves: std::mem::take(&mut next.moves),
-        clusters_used: std::mem::take(&mut next.clusters_used),
-        ..BatchJobStatus::default()
-    };
 }
 
 /// Whether the job's attempt is being cancelled for spec.suspend (the condition Suspended
