@@ -19,8 +19,9 @@
 //!   job ended: each entry whose [`StageWhen`] matches the job's end is listed on the
 //!   cluster, each file streams to a temporary name in the local directory, its digest is
 //!   checked, and it is renamed to its final name. Running it again starts the interrupted
-//!   files over and skips none that are missing. [`stage_out_when_ended`] runs it for a job a
-//!   [`Tracker`](crate::Tracker) follows.
+//!   files over and skips none that are missing.
+//!   [`Tracker::stage_out_when_ended`](crate::Tracker::stage_out_when_ended) runs it for a
+//!   job the tracker follows.
 //!
 //! ```
 //! use batchbridge_core::{JobKey, JobSpec};
@@ -340,8 +341,13 @@ pub struct StagedFile {
     pub sha256: String,
 }
 
+/// The longest path [`check_stage_path`] takes: Linux's `PATH_MAX`, as the spec's own paths
+/// ([`MAX_PATH_LEN`](crate::spec::MAX_PATH_LEN)). Its own constant, so that this module, which
+/// the spec's fields come from, imports nothing of the spec.
+pub const MAX_STAGE_PATH_LEN: usize = 4096;
+
 /// Why a path relative to the job's working directory is refused, if it is: empty,
-/// absolute, with a `..` component, longer than [`MAX_PATH_LEN`](crate::spec::MAX_PATH_LEN),
+/// absolute, with a `..` component, longer than [`MAX_STAGE_PATH_LEN`],
 /// or with a control character (a newline would split the cluster tools' line-per-file
 /// output), a quote or a backslash (which `sha256sum` escapes and job scripts rarely quote
 /// right). Glob characters (`*`, `?`, `[`) only where `glob` allows them (stage-out).
@@ -359,11 +365,8 @@ pub fn check_stage_path(path: &str, glob: bool) -> std::result::Result<(), Strin
     if path.is_empty() {
         return Err("must not be empty".into());
     }
-    if path.len() > crate::spec::MAX_PATH_LEN {
-        return Err(format!(
-            "must be at most {} bytes",
-            crate::spec::MAX_PATH_LEN
-        ));
+    if path.len() > MAX_STAGE_PATH_LEN {
+        return Err(format!("must be at most {MAX_STAGE_PATH_LEN} bytes"));
     }
     if path.starts_with('/') {
         return Err("must be relative to the job's working directory, not absolute".into());
@@ -383,8 +386,8 @@ pub fn check_stage_path(path: &str, glob: bool) -> std::result::Result<(), Strin
     Ok(())
 }
 
-/// How a job that stages out ended: its terminal status, and apart from it what its
-/// stage-out did (a job that succeeded whose outputs could not be fetched still succeeded).
+/// How a job that stages out ended ([`Tracker::stage_out_when_ended`](crate::Tracker::stage_out_when_ended)):
+/// its terminal status, and apart from it what its stage-out did (a job that succeeded whose outputs could not be fetched still succeeded).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct EndedAndStaged {
@@ -392,47 +395,4 @@ pub struct EndedAndStaged {
     pub status: crate::JobStatus,
     /// What the stage-out fetched, or why it could not.
     pub outputs: crate::Result<StagedOutputs>,
-}
-
-/// Waits (at most `timeout`) for job `id`, followed by `tracker`, to end, then runs its
-/// backend's [`stage_out`](crate::BatchBackend::stage_out) of `outputs`. The status is
-/// reported as soon as it is known through `on_end`, before the files move, so a caller can
-/// show the job's end and then its outputs' arrival.
-///
-/// ```
-/// use std::sync::Arc;
-/// use std::time::Duration;
-/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, Tracker};
-/// use batchbridge_core::staging::{StageOut, Transfer, stage_out_when_ended};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> batchbridge_core::Result<()> {
-/// let dir = tempfile::tempdir()?;
-/// let backend = Arc::new(LocalBackend::new(dir.path().join("state"))?);
-/// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
-/// let out = StageOut::new("result.txt", dir.path().join("out"));
-/// let spec = JobSpec::new(JobKey::new("greet")?, "greet", "echo hi > result.txt")
-///     .with_stage_out(out.clone());
-/// let id = backend.submit(&spec).await?;
-/// let ended = stage_out_when_ended(&tracker, &id, &spec, &Transfer::default(), Duration::from_secs(60), |_| {}).await?;
-/// assert_eq!(ended.status.state, JobState::Succeeded);
-/// assert_eq!(ended.outputs?.files.len(), 1);
-/// assert_eq!(std::fs::read_to_string(dir.path().join("out/result.txt"))?, "hi\n");
-/// # Ok(()) }
-/// ```
-pub async fn stage_out_when_ended(
-    tracker: &crate::Tracker,
-    id: &crate::JobId,
-    spec: &crate::JobSpec,
-    transfer: &Transfer,
-    timeout: std::time::Duration,
-    on_end: impl FnOnce(&crate::JobStatus),
-) -> crate::Result<EndedAndStaged> {
-    let status = tracker.wait(id, timeout).await?;
-    on_end(&status);
-    let outputs = tracker
-        .backend()
-        .stage_out(id, &spec.stage_out, &spec.stage_limits, transfer)
-        .await;
-    Ok(EndedAndStaged { status, outputs })
 }

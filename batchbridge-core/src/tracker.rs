@@ -49,6 +49,7 @@ use crate::state::{JobState, JobStatus};
 
 mod hold;
 mod merge;
+mod stage_out;
 
 pub use hold::{HeldLocally, NATIVE_STATE_HELD_LOCALLY, Submitted};
 
