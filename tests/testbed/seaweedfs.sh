@@ -16,6 +16,10 @@
 #   down    stop weed (by its pid file) and delete its data, so the next `up` starts with an
 #           empty store. Binary, caches and credentials are kept.
 #   status  print whether weed is running and answering; exit 0 if up, 1 if not.
+#   build   only build weed if it is not built at the pinned version (no package installs,
+#           no daemon started; a weed of another version is stopped): up.sh runs this in the
+#           background from its start, so the long first build overlaps the other
+#           components' installs, and this component's `up` then finds it built.
 #
 # What tests get ($TESTBED_DIR/seaweedfs/facts.json, mode 644: the credentials only open
 # this loopback test store):
@@ -244,6 +248,20 @@ cmd_up() {
     log "seaweedfs: S3 on $ENDPOINT ready in $((SECONDS - started))s, facts: $FACTS"
 }
 
+cmd_build() {
+    if [[ ! -s /etc/ssl/certs/ca-certificates.crt ]]; then
+        log "seaweedfs: no CA bundle yet; \`up\` installs it and builds weed"
+        return 0
+    fi
+    install -d -m 755 "$SWFS_DIR"
+    exec {lock_fd}>"$LOCK_FILE"
+    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
+        stop_daemon weed 10
+        build_weed
+    fi
+}
+
 cmd_down() {
     install -d -m 755 "$SWFS_DIR"
     lock_component "$LOCK_FILE"
@@ -261,4 +279,8 @@ cmd_status() {
     return 1
 }
 
-component_main "$@"
+if [[ "${1:-}" == build ]]; then
+    cmd_build
+else
+    component_main "$@"
+fi

@@ -25,9 +25,20 @@ if (($# == 0)); then
     done
 fi
 
+# SeaweedFS's first build (about 9 minutes of compiling) needs nothing the others install:
+# it starts now and overlaps their downloads, installs and daemon waits; its `up` in the
+# loop below waits for it (the component's lock) and finds weed built.
+weed_build=""
+if [[ " ${COMPONENTS[*]} " == *" seaweedfs "* ]]; then
+    bash "$HERE/seaweedfs.sh" build &
+    weed_build=$!
+fi
+
 for component in "${COMPONENTS[@]}"; do
     [[ -f "$HERE/$component.sh" ]] || die "unknown test bed component: $component"
     log "up: $component"
     bash "$HERE/$component.sh" up
 done
+# Its `up` has succeeded by now (building weed itself had this build failed).
+[[ -z "$weed_build" ]] || wait "$weed_build" || true
 log "test bed up: ${COMPONENTS[*]}"
