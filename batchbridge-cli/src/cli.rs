@@ -35,7 +35,7 @@ Config (~/.config/batchbridge/config.toml; the `local` cluster needs none):
   work_dir = \"/scratch/alice/bb\"
   partition = \"short\"                 # slurm, and pbs's queue
   account = \"proj-17\"                 # slurm and pbs
-  max_queued = 100                    # hold submits beyond 100 jobs in the scheduler
+  max_queued = 100                    # wait past 100 jobs in the scheduler
   [clusters.site]
   scheduler = \"pbs\"
   # a Host of your ~/.ssh/config: its HostName, Port, User, IdentityFile,
