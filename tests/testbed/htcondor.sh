@@ -288,7 +288,8 @@ end_to_end_check() {
 }
 
 capped_schedd_answers() {
-    [[ "$(ssh_as "$CAPPED_USER" condor_config_val SCHEDD_ADDRESS_FILE 2>/dev/null)" == \
+    [[ -s "$ROOTFS$CAPPED_SPOOL/.schedd_address" ]] &&
+        [[ "$(ssh_as "$CAPPED_USER" condor_config_val SCHEDD_ADDRESS_FILE 2>/dev/null)" == \
         "$CAPPED_SPOOL/.schedd_address" ]] &&
         ssh_as "$CAPPED_USER" condor_q -totals >/dev/null 2>&1
 }
@@ -302,7 +303,7 @@ write_facts() {
 }
 
 cmd_up() {
-    if pool_ok && config_current; then
+    if pool_ok && config_current && capped_schedd_answers; then
         log "htcondor: already up on $SSH_HOST:$SSH_PORT"
         return 0
     fi
@@ -312,7 +313,7 @@ cmd_up() {
     install -d -m 755 "$HT_DIR"
     exec {lock_fd}>"$LOCK_FILE"
     flock -w 900 "$lock_fd" || die "could not lock $LOCK_FILE"
-    if pool_ok && config_current; then
+    if pool_ok && config_current && capped_schedd_answers; then
         log "htcondor: already up on $SSH_HOST:$SSH_PORT"
         return 0
     fi
@@ -329,6 +330,13 @@ cmd_up() {
         in_root condor_reconfig >/dev/null
     fi
     start_daemons
+    # The capped schedd writes its address file only when it starts: if its spool lost it
+    # (removed under a running pool), its user's tools would quietly fall back to the
+    # first, uncapped schedd. Stopped, it is started again by condor_master and writes it.
+    if [[ ! -s "$ROOTFS$CAPPED_SPOOL/.schedd_address" ]] &&
+        pkill -f '^condor_schedd -local-name capped'; then
+        log "htcondor: the capped schedd had lost its address file; restarting it"
+    fi
     end_to_end_check
     WAIT_FOR_SLEEP=0.5 wait_for 60 "the capped schedd to answer $CAPPED_USER" \
         capped_schedd_answers || die "the capped schedd does not answer (log: SchedLog.capped)"
