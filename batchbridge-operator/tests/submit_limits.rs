@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use batchbridge_core::shell::{Command, Shell, SshShell};
 use batchbridge_operator::crd::Phase;
 use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::SlurmCluster;
@@ -44,16 +43,6 @@ static CAPPED_PARTITION: Mutex<()> = Mutex::const_new(());
 
 /// The SLURM cluster with the capped partition.
 const CAPPED: SlurmCluster = SlurmCluster::Slurm2411;
-
-/// Runs `command` on `shell`'s login node and returns its stdout.
-async fn run(shell: &SshShell, command: &str) -> String {
-    let output = shell
-        .run(&Command::sh(command, Vec::<String>::new()))
-        .await
-        .unwrap();
-    assert!(output.success(), "{command}: {}", output.stderr_text());
-    output.stdout_text()
-}
 
 /// What a drain saw.
 struct Drain {
@@ -160,7 +149,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
     let mut sent = (0.0, 0.0);
 
     let marker = format!(".batchbridge-drain-{}", bed.namespace);
-    run(&shell, &format!("rm -f \"$HOME/{marker}\"")).await;
+    run_sh(&shell, &format!("rm -f \"$HOME/{marker}\"")).await;
     let started = Instant::now();
     let mut uids = HashSet::new();
     for n in 0..JOBS {
@@ -186,7 +175,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
         let shell = Arc::clone(&shell);
         tokio::spawn(async move {
             loop {
-                let keys = run(&shell, "squeue -h -u \"$USER\" -p capped -o %k").await;
+                let keys = run_sh(&shell, "squeue -h -u \"$USER\" -p capped -o %k").await;
                 let mine = keys
                     .lines()
                     .filter(|key| uids.contains(key.split('.').next().unwrap_or_default()))
@@ -249,7 +238,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
     sent = (sent.0 + total, sent.1 + refused);
     assert_eq!(killed, kills);
 
-    let ran = run(
+    let ran = run_sh(
         &shell,
         &format!("cat \"$HOME/{marker}\"; rm -f \"$HOME/{marker}\""),
     )
