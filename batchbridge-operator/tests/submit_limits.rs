@@ -63,6 +63,21 @@ struct Drain {
     submits: (f64, f64),
 }
 
+impl Drain {
+    /// Prints the drain's figures, `what` saying which drain it was.
+    fn print(&self, what: &str) {
+        eprintln!(
+            "drain of {JOBS}{what}: {:.0} s, at most {} in the scheduler over {} samples, a job \
+             accepted at most {:?} after a younger one, {:?} submits sent and refused",
+            self.took.as_secs_f64(),
+            self.most_in_scheduler,
+            self.samples,
+            self.latest,
+            self.submits
+        );
+    }
+}
+
 /// The names of the operator's successive lives.
 const LIVES: [&str; 4] = ["first", "second", "third", "fourth"];
 
@@ -81,29 +96,15 @@ async fn submits(operator: &OperatorProcess, namespace: &str) -> (f64, f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_jobs_drain_through_a_cap_of_ten_and_none_fails() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-drain", 0, Some(CAP)).await;
-    eprintln!(
-        "drain of {JOBS}: {:.0} s, at most {} in the scheduler over {} samples, a job accepted at most {:?} after a younger one, {:?} submits sent and refused",
-        drain.took.as_secs_f64(),
-        drain.most_in_scheduler,
-        drain.samples,
-        drain.latest,
-        drain.submits
-    );
+    drain("limits-drain", 0, Some(CAP)).await.print("");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_with_the_operator_killed_three_times_runs_each_job_once() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-kill", 3, Some(CAP)).await;
-    eprintln!(
-        "drain of {JOBS} with 3 kills: {:.0} s, at most {} in the scheduler over {} samples, a job accepted at most {:?} after a younger one, {:?} submits sent and refused",
-        drain.took.as_secs_f64(),
-        drain.most_in_scheduler,
-        drain.samples,
-        drain.latest,
-        drain.submits
-    );
+    drain("limits-kill", 3, Some(CAP))
+        .await
+        .print(" with 3 kills");
 }
 
 /// Without spec.maxQueued, the scheduler's own limit holds the jobs: its refusal shows in
@@ -111,16 +112,9 @@ async fn a_drain_with_the_operator_killed_three_times_runs_each_job_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedulers_limit_alone_holds_jobs_and_none_fails() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-qos", 0, None).await;
-    eprintln!(
-        "drain of {JOBS} under the scheduler's limit alone: {:.0} s, at most {} in the \
-         scheduler over {} samples, a job accepted at most {:?} after a younger one, {:?} submits sent and refused",
-        drain.took.as_secs_f64(),
-        drain.most_in_scheduler,
-        drain.samples,
-        drain.latest,
-        drain.submits
-    );
+    drain("limits-qos", 0, None)
+        .await
+        .print(" under the scheduler's limit alone");
 }
 
 /// Drains [`JOBS`] jobs through the capped partition (spec.maxQueued `max_queued`), killing the operator `kills` times
