@@ -194,21 +194,27 @@ start_weed() {
     wait_daemon weed 120 "the S3 gateway on $ENDPOINT to accept signed requests" signed_list_ok
 }
 
+# lock_and_build : take the component's lock, kept until the script exits, and build weed
+# unless the pinned version is built. A first build takes minutes: a run that finds one
+# under way waits for it (30 minutes at most) rather than build twice.
+lock_and_build() {
+    install -d -m 755 "$SWFS_DIR"
+    exec {lock_fd}>"$LOCK_FILE"
+    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
+        stop_daemon weed 10
+        build_weed
+    fi
+}
+
 cmd_up() {
     local started=$SECONDS
     command -v flock >/dev/null || apt_install util-linux
     command -v curl >/dev/null || apt_install curl
     # The go tool needs the CA bundle to reach the module proxy.
     [[ -s /etc/ssl/certs/ca-certificates.crt ]] || apt_install ca-certificates
-    install -d -m 755 "$SWFS_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    # A first build takes minutes; wait for it rather than build twice.
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    lock_and_build
 
-    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
-        stop_daemon weed 10
-        build_weed
-    fi
     ensure_secret_file "$SECRET_FILE"
     local config_before=""
     [[ -s "$S3_CONFIG" ]] && config_before="$(cat "$S3_CONFIG")"
@@ -233,13 +239,7 @@ cmd_build() {
         log "seaweedfs: no CA bundle yet; \`up\` installs it and builds weed"
         return 0
     fi
-    install -d -m 755 "$SWFS_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
-    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
-        stop_daemon weed 10
-        build_weed
-    fi
+    lock_and_build
 }
 
 cmd_down() {
