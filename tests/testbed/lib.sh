@@ -305,14 +305,19 @@ go_logged() {
     fi
 }
 
-# lock_component LOCK_FILE : take the component's lock, waiting 10 minutes at most, so two
-# runs of one component's up or down do not interleave. The descriptor stays open in lock_fd
-# until the script exits; the daemons started under it close it (else the next run would
-# wait for them).
+# lock_component LOCK_FILE [SECONDS] : take the component's lock, waiting 10 minutes (or
+# SECONDS) at most, so two runs of one component's up or down do not interleave. The
+# descriptor stays open in lock_fd until the script exits; the daemons started under it
+# close it (else the next run would wait for them).
 lock_component() {
     exec {lock_fd}>"$1"
-    flock -w 600 "$lock_fd" || die "could not lock $1"
+    flock -w "${2:-600}" "$lock_fd" || die "could not lock $1"
 }
+
+# A first build takes minutes: a component that builds waits that long for one under way
+# rather than build twice.
+# shellcheck disable=SC2034 # read by helm.sh, kube.sh, pbs.sh and seaweedfs.sh
+FIRST_BUILD_WAIT=1800
 
 # Components that run an sshd of their own (a login or a jump host on 127.0.0.1, from an
 # sshd_config under $TESTBED_DIR, never /etc/ssh) build it from the helpers below, so a fix

@@ -195,12 +195,10 @@ start_weed() {
 }
 
 # lock_and_build : take the component's lock, kept until the script exits, and build weed
-# unless the pinned version is built. A first build takes minutes: a run that finds one
-# under way waits for it (30 minutes at most) rather than build twice.
+# unless the pinned version is built.
 lock_and_build() {
     install -d -m 755 "$SWFS_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    lock_component "$LOCK_FILE" "$FIRST_BUILD_WAIT"
     if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
         stop_daemon weed 10
         build_weed
