@@ -144,11 +144,12 @@ fn location(store: &SeaweedFsFacts, bucket: &str, what: Value) -> Value {
     location
 }
 
-/// Job `name` once its OutputsStaged condition is set, and that condition's status,
-/// reason and message.
+/// Job `name` once its OutputsStaged condition is set, checked to have ended in `phase`,
+/// and that condition's status, reason and message.
 async fn wait_for_outputs_staged(
     bed: &Cluster,
     name: &str,
+    phase: Phase,
 ) -> (
     batchbridge_operator::crd::BatchJob,
     (String, String, String),
@@ -159,6 +160,7 @@ async fn wait_for_outputs_staged(
             .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
     })
     .await;
+    assert_eq!(status(&job).phase, Some(phase), "{:#?}", job.status);
     let staged = status(&job)
         .conditions
         .iter()
@@ -229,13 +231,7 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
         }),
     )
     .await;
-    let (job, (holds, reason, message)) = wait_for_outputs_staged(&bed, "io").await;
-    assert_eq!(
-        status(&job).phase,
-        Some(Phase::Succeeded),
-        "{:#?}",
-        job.status
-    );
+    let (_, (holds, reason, message)) = wait_for_outputs_staged(&bed, "io", Phase::Succeeded).await;
     assert_eq!(
         (holds.as_str(), reason.as_str()),
         ("True", Reason::OutputsStaged.as_str()),
@@ -317,9 +313,8 @@ async fn a_failed_job_still_sends_its_always_outputs_and_stays_failed() {
         }),
     )
     .await;
-    let (job, (holds, _, message)) = wait_for_outputs_staged(&bed, "fails").await;
+    let (job, (holds, _, message)) = wait_for_outputs_staged(&bed, "fails", Phase::Failed).await;
     let now = status(&job);
-    assert_eq!(now.phase, Some(Phase::Failed), "{:#?}", job.status);
     assert_eq!(now.reason, Some(Reason::NonZeroExitCode));
     assert_eq!(now.exit_code, Some(3));
     assert_eq!(
@@ -451,13 +446,8 @@ async fn a_config_map_output_beyond_its_cap_is_refused_and_the_job_still_succeed
         }),
     )
     .await;
-    let (job, (holds, reason, message)) = wait_for_outputs_staged(&bed, "big").await;
-    assert_eq!(
-        status(&job).phase,
-        Some(Phase::Succeeded),
-        "{:#?}",
-        job.status
-    );
+    let (_, (holds, reason, message)) =
+        wait_for_outputs_staged(&bed, "big", Phase::Succeeded).await;
     assert_eq!(
         (holds.as_str(), reason.as_str()),
         ("False", Reason::OutputsNotStaged.as_str()),
