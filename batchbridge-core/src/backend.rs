@@ -715,6 +715,22 @@ pub fn refuse_active(key: &JobKey, id: &JobId, status: &JobStatus) -> Result<()>
     ))
 }
 
+/// Whether job `id` succeeded, which picks the outputs a [`BatchBackend::stage_out`] fetches
+/// ([`StageWhen`](crate::staging::StageWhen)); refused
+/// ([`JobActive`](crate::ErrorKind::JobActive)) unless `status` shows it ended.
+pub(crate) fn succeeded_once_ended(id: &JobId, status: &JobStatus) -> Result<bool> {
+    if !status.state.is_terminal() {
+        return Err(Error::new(
+            crate::ErrorKind::JobActive,
+            format!(
+                "job {id} is {}: its outputs are staged out once it ended",
+                status.state
+            ),
+        ));
+    }
+    Ok(status.state == crate::JobState::Succeeded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,6 +795,24 @@ mod tests {
             if let Err(err) = refused {
                 assert_eq!(err.kind(), crate::ErrorKind::JobActive, "{state:?}");
                 assert!(!err.is_temporary());
+            }
+        }
+    }
+
+    #[test]
+    fn only_ended_jobs_have_their_outputs_staged_out() {
+        let id = JobId::from("7");
+        for state in crate::state::ALL_STATES {
+            let succeeded = succeeded_once_ended(&id, &JobStatus::new(state, "X"));
+            match succeeded {
+                Ok(succeeded) => {
+                    assert!(state.is_terminal(), "{state:?}");
+                    assert_eq!(succeeded, state == crate::JobState::Succeeded, "{state:?}");
+                }
+                Err(err) => {
+                    assert!(!state.is_terminal(), "{state:?}");
+                    assert_eq!(err.kind(), crate::ErrorKind::JobActive, "{state:?}");
+                }
             }
         }
     }

@@ -156,6 +156,24 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The defaults with [`requeue`](Self::requeue) set, for a scheduler that can put a
+    /// running job back in its queue.
+    ///
+    /// ```
+    /// use batchbridge_core::conformance::Config;
+    ///
+    /// let config = Config::with_requeue(|_id| Box::pin(async { Ok(()) }));
+    /// assert!(config.requeue.is_some());
+    /// ```
+    pub fn with_requeue(requeue: Requeue) -> Self {
+        Self {
+            requeue: Some(requeue),
+            ..Self::default()
+        }
+    }
+}
+
 /// A key no earlier run of the suite used, on any machine sharing the cluster: `cf-`, the
 /// letters and digits of `check`, then a time, process and counter tail. A backend's own
 /// real-cluster tests use it too.

@@ -195,6 +195,29 @@ impl FromStr for Dependency {
     }
 }
 
+/// `dependencies` as one list of `WORD:JOB` terms joined by commas, the shape several
+/// schedulers' dependency options share, each condition's `WORD` given by `word` in the
+/// scheduler's own vocabulary (which stays in its backend).
+///
+/// ```
+/// use batchbridge_core::dependency::{Condition, Dependency, term_list};
+///
+/// let after = [Dependency::after_ok("41"), Dependency::after_any("42")];
+/// let word = |condition| match condition {
+///     Condition::AfterOk => "done",
+///     Condition::AfterNotOk => "broken",
+///     Condition::AfterAny => "ended",
+/// };
+/// assert_eq!(term_list(&after, word), "done:41,ended:42");
+/// ```
+pub fn term_list(dependencies: &[Dependency], word: impl Fn(Condition) -> &'static str) -> String {
+    dependencies
+        .iter()
+        .map(|dependency| format!("{}:{}", word(dependency.condition), dependency.job))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Where a job's dependencies stand together, given the latest state seen of each job
 /// waited for (`None`: not seen yet). All must be met: the first that can no longer be met
 /// decides, and is returned with [`Readiness::NeverMet`] so that the message can name it.

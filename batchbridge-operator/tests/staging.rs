@@ -144,14 +144,27 @@ fn location(store: &SeaweedFsFacts, bucket: &str, what: Value) -> Value {
     location
 }
 
-fn condition(
-    job: &batchbridge_operator::crd::BatchJob,
-    type_: ConditionType,
-) -> Option<(String, String, String)> {
-    status(job)
+/// Job `name` once its OutputsStaged condition is set, checked to have ended in `phase`,
+/// and that condition's status, reason and message.
+async fn wait_for_outputs_staged(
+    bed: &Cluster,
+    name: &str,
+    phase: Phase,
+) -> (
+    batchbridge_operator::crd::BatchJob,
+    (String, String, String),
+) {
+    let job = wait_for(bed, name, "outputs staged", |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
+    })
+    .await;
+    assert_eq!(status(&job).phase, Some(phase), "{:#?}", job.status);
+    let staged = status(&job)
         .conditions
         .iter()
-        .find(|condition| condition.type_ == type_.as_str())
+        .find(|condition| condition.type_ == ConditionType::OutputsStaged.as_str())
         .map(|condition| {
             (
                 condition.status.clone(),
@@ -159,6 +172,8 @@ fn condition(
                 condition.message.clone(),
             )
         })
+        .unwrap();
+    (job, staged)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,19 +231,7 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
         }),
     )
     .await;
-    let job = wait_for(&bed, "io", "outputs staged", |s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
-    })
-    .await;
-    assert_eq!(
-        status(&job).phase,
-        Some(Phase::Succeeded),
-        "{:#?}",
-        job.status
-    );
-    let (holds, reason, message) = condition(&job, ConditionType::OutputsStaged).unwrap();
+    let (_, (holds, reason, message)) = wait_for_outputs_staged(&bed, "io", Phase::Succeeded).await;
     assert_eq!(
         (holds.as_str(), reason.as_str()),
         ("True", Reason::OutputsStaged.as_str()),
@@ -310,17 +313,10 @@ async fn a_failed_job_still_sends_its_always_outputs_and_stays_failed() {
         }),
     )
     .await;
-    let job = wait_for(&bed, "fails", "outputs staged", |s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
-    })
-    .await;
+    let (job, (holds, _, message)) = wait_for_outputs_staged(&bed, "fails", Phase::Failed).await;
     let now = status(&job);
-    assert_eq!(now.phase, Some(Phase::Failed), "{:#?}", job.status);
     assert_eq!(now.reason, Some(Reason::NonZeroExitCode));
     assert_eq!(now.exit_code, Some(3));
-    let (holds, _, message) = condition(&job, ConditionType::OutputsStaged).unwrap();
     assert_eq!(
         holds, "True",
         "{message}; the job's output: {:?}",
@@ -450,19 +446,8 @@ async fn a_config_map_output_beyond_its_cap_is_refused_and_the_job_still_succeed
         }),
     )
     .await;
-    let job = wait_for(&bed, "big", "outputs staged", |s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == ConditionType::OutputsStaged.as_str())
-    })
-    .await;
-    assert_eq!(
-        status(&job).phase,
-        Some(Phase::Succeeded),
-        "{:#?}",
-        job.status
-    );
-    let (holds, reason, message) = condition(&job, ConditionType::OutputsStaged).unwrap();
+    let (_, (holds, reason, message)) =
+        wait_for_outputs_staged(&bed, "big", Phase::Succeeded).await;
     assert_eq!(
         (holds.as_str(), reason.as_str()),
         ("False", Reason::OutputsNotStaged.as_str()),

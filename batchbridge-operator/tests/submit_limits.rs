@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use batchbridge_core::shell::{Command, Shell, SshShell};
 use batchbridge_operator::crd::Phase;
 use batchbridge_operator::reason::Reason;
 use batchbridge_testbed::SlurmCluster;
@@ -45,16 +44,6 @@ static CAPPED_PARTITION: Mutex<()> = Mutex::const_new(());
 /// The SLURM cluster with the capped partition.
 const CAPPED: SlurmCluster = SlurmCluster::Slurm2411;
 
-/// Runs `command` on `shell`'s login node and returns its stdout.
-async fn run(shell: &SshShell, command: &str) -> String {
-    let output = shell
-        .run(&Command::sh(command, Vec::<String>::new()))
-        .await
-        .unwrap();
-    assert!(output.success(), "{command}: {}", output.stderr_text());
-    output.stdout_text()
-}
-
 /// What a drain saw.
 struct Drain {
     /// The most of this test's jobs squeue showed at once.
@@ -72,6 +61,21 @@ struct Drain {
     /// (`batchbridge_submits_total`, `batchbridge_submit_failures_total`, summed over the
     /// operator's lives, each read just before its kill: a lower bound with kills).
     submits: (f64, f64),
+}
+
+impl Drain {
+    /// Prints the drain's figures, `what` saying which drain it was.
+    fn print(&self, what: &str) {
+        eprintln!(
+            "drain of {JOBS}{what}: {:.0} s, at most {} in the scheduler over {} samples, a job \
+             accepted at most {:?} after a younger one, {:?} submits sent and refused",
+            self.took.as_secs_f64(),
+            self.most_in_scheduler,
+            self.samples,
+            self.latest,
+            self.submits
+        );
+    }
 }
 
 /// The names of the operator's successive lives.
@@ -92,29 +96,15 @@ async fn submits(operator: &OperatorProcess, namespace: &str) -> (f64, f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_jobs_drain_through_a_cap_of_ten_and_none_fails() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-drain", 0, Some(CAP)).await;
-    eprintln!(
-        "drain of {JOBS}: {:.0} s, at most {} in the scheduler over {} samples, a job accepted at most {:?} after a younger one, {:?} submits sent and refused",
-        drain.took.as_secs_f64(),
-        drain.most_in_scheduler,
-        drain.samples,
-        drain.latest,
-        drain.submits
-    );
+    drain("limits-drain", 0, Some(CAP)).await.print("");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_with_the_operator_killed_three_times_runs_each_job_once() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-kill", 3, Some(CAP)).await;
-    eprintln!(
-        "drain of {JOBS} with 3 kills: {:.0} s, at most {} in the scheduler over {} samples, a job accepted at most {:?} after a younger one, {:?} submits sent and refused",
-        drain.took.as_secs_f64(),
-        drain.most_in_scheduler,
-        drain.samples,
-        drain.latest,
-        drain.submits
-    );
+    drain("limits-kill", 3, Some(CAP))
+        .await
+        .print(" with 3 kills");
 }
 
 /// Without spec.maxQueued, the scheduler's own limit holds the jobs: its refusal shows in
@@ -122,16 +112,9 @@ async fn a_drain_with_the_operator_killed_three_times_runs_each_job_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedulers_limit_alone_holds_jobs_and_none_fails() {
     let _partition = CAPPED_PARTITION.lock().await;
-    let drain = drain("limits-qos", 0, None).await;
-    eprintln!(
-        "drain of {JOBS} under the scheduler's limit alone: {:.0} s, at most {} in the \
-         scheduler over {} samples, a job accepted at most {:?} after a younger one, {:?} submits sent and refused",
-        drain.took.as_secs_f64(),
-        drain.most_in_scheduler,
-        drain.samples,
-        drain.latest,
-        drain.submits
-    );
+    drain("limits-qos", 0, None)
+        .await
+        .print(" under the scheduler's limit alone");
 }
 
 /// Drains [`JOBS`] jobs through the capped partition (spec.maxQueued `max_queued`), killing the operator `kills` times
@@ -160,7 +143,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
     let mut sent = (0.0, 0.0);
 
     let marker = format!(".batchbridge-drain-{}", bed.namespace);
-    run(&shell, &format!("rm -f \"$HOME/{marker}\"")).await;
+    run_sh(&shell, &format!("rm -f \"$HOME/{marker}\"")).await;
     let started = Instant::now();
     let mut uids = HashSet::new();
     for n in 0..JOBS {
@@ -186,7 +169,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
         let shell = Arc::clone(&shell);
         tokio::spawn(async move {
             loop {
-                let keys = run(&shell, "squeue -h -u \"$USER\" -p capped -o %k").await;
+                let keys = run_sh(&shell, "squeue -h -u \"$USER\" -p capped -o %k").await;
                 let mine = keys
                     .lines()
                     .filter(|key| uids.contains(key.split('.').next().unwrap_or_default()))
@@ -249,7 +232,7 @@ async fn drain(test: &str, kills: usize, max_queued: Option<usize>) -> Drain {
     sent = (sent.0 + total, sent.1 + refused);
     assert_eq!(killed, kills);
 
-    let ran = run(
+    let ran = run_sh(
         &shell,
         &format!("cat \"$HOME/{marker}\"; rm -f \"$HOME/{marker}\""),
     )

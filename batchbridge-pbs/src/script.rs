@@ -3,7 +3,7 @@
 //! [`batchbridge_core::remote::environment_file`]). Every value from the spec reaches the
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
-use batchbridge_core::dependency::Condition;
+use batchbridge_core::dependency::{Condition, term_list};
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::wrapper::BatchJobWrapper;
@@ -179,19 +179,12 @@ pub fn dependency_options(spec: &JobSpec, options: &[String]) -> Result<Vec<Stri
             excerpt(own)
         )));
     }
-    let terms: Vec<String> = spec
-        .after
-        .iter()
-        .map(|dependency| {
-            let word = match dependency.condition {
-                Condition::AfterOk => "afterok",
-                Condition::AfterNotOk => "afternotok",
-                Condition::AfterAny => "afterany",
-            };
-            format!("{word}:{}", dependency.job)
-        })
-        .collect();
-    Ok(vec!["-W".to_owned(), format!("depend={}", terms.join(","))])
+    let terms = term_list(&spec.after, |condition| match condition {
+        Condition::AfterOk => "afterok",
+        Condition::AfterNotOk => "afternotok",
+        Condition::AfterAny => "afterany",
+    });
+    Ok(vec!["-W".to_owned(), format!("depend={terms}")])
 }
 
 /// Reads one passthrough entry: a single qsub option, its value attached (`-lplace=pack`,

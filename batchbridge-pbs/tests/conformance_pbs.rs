@@ -24,9 +24,7 @@ async fn requeue(id: JobId) -> batchbridge_core::Result<()> {
 }
 
 fn config() -> Config {
-    let mut config = Config::default();
-    config.requeue = Some(|id| Box::pin(requeue(id)));
-    config
+    Config::with_requeue(|id| Box::pin(requeue(id)))
 }
 
 // The default unsatisfiable request (1024 CPUs) is more than the single node has, so the

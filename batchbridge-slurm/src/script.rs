@@ -2,7 +2,7 @@
 //! generated batch script (the environment file is [`batchbridge_core::remote::environment_file`]). Every value from the spec reaches the
 //! shell quoted by `shlex` or as one argument of its own, never as code.
 
-use batchbridge_core::dependency::Condition;
+use batchbridge_core::dependency::{Condition, term_list};
 use batchbridge_core::error::excerpt;
 use batchbridge_core::remote::SubmitDefaults;
 use batchbridge_core::wrapper::BatchJobWrapper;
@@ -151,20 +151,13 @@ pub fn dependency_options(spec: &JobSpec) -> Result<Vec<String>> {
             excerpt(option)
         )));
     }
-    let terms: Vec<String> = spec
-        .after
-        .iter()
-        .map(|dependency| {
-            let word = match dependency.condition {
-                Condition::AfterOk => "afterok",
-                Condition::AfterNotOk => "afternotok",
-                Condition::AfterAny => "afterany",
-            };
-            format!("{word}:{}", dependency.job)
-        })
-        .collect();
+    let terms = term_list(&spec.after, |condition| match condition {
+        Condition::AfterOk => "afterok",
+        Condition::AfterNotOk => "afternotok",
+        Condition::AfterAny => "afterany",
+    });
     Ok(vec![
-        format!("--dependency={}", terms.join(",")),
+        format!("--dependency={terms}"),
         "--kill-on-invalid-dep=yes".to_owned(),
     ])
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use batchbridge_core::shell::{Command, Shell};
 use batchbridge_core::{JobSpec, Tracker};
-use batchbridge_testbed::{DrainReport, SlurmCluster, drain};
+use batchbridge_testbed::{SlurmCluster, drain};
 
 on_both_clusters!(
     two_hundred_jobs_drain_through_a_submit_limit_of_ten,
@@ -46,24 +46,6 @@ fn squeue(partition: &str, name: Option<&str>) -> Command {
     )
 }
 
-fn assert_drained(report: &DrainReport, limit: usize) {
-    eprintln!("{report:?}");
-    assert!(
-        report.not_succeeded.is_empty(),
-        "{:#?}",
-        report.not_succeeded
-    );
-    assert_eq!(report.succeeded, report.jobs);
-    assert!(
-        report.most_in_scheduler <= limit,
-        "squeue showed {} jobs at once, over the limit of {limit}",
-        report.most_in_scheduler
-    );
-    // The limit was reached, so jobs were held (not a drain that never met it).
-    assert!(report.held_at_submit >= report.jobs - limit, "{report:?}");
-    assert!(report.samples > 10, "{report:?}");
-}
-
 async fn two_hundred_jobs_drain_through_a_submit_limit_of_ten(cluster: SlurmCluster) {
     let cap = cluster.submit_cap();
     assert_eq!(cap.limit, 10);
@@ -80,7 +62,7 @@ async fn two_hundred_jobs_drain_through_a_submit_limit_of_ten(cluster: SlurmClus
         Duration::from_secs(1800),
     )
     .await;
-    assert_drained(&report, cap.limit);
+    report.assert_drained_under(cap.limit);
     assert!(tracker.held().is_empty());
 }
 
@@ -104,5 +86,5 @@ async fn max_queued_keeps_a_tracker_under_its_own_limit(cluster: SlurmCluster) {
         Duration::from_secs(900),
     )
     .await;
-    assert_drained(&report, LIMIT);
+    report.assert_drained_under(LIMIT);
 }

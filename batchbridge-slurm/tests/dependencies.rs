@@ -9,14 +9,11 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use batchbridge_core::after::Released;
 use batchbridge_core::shell::{Command, SshShell};
-use batchbridge_core::{
-    BatchBackend, Dependency, FailureCause, JobId, JobSpec, JobState, JobStatus, Tracker,
-};
+use batchbridge_core::{BatchBackend, JobId, JobStatus};
 use batchbridge_slurm::SlurmBackend;
+use batchbridge_testbed::dependencies::{self, assert_ran_link_by_link, submit_chain, tracker};
 use batchbridge_testbed::{SlurmCluster, stdout_of};
 
 on_both_clusters!(
@@ -37,17 +34,6 @@ async fn dependency_field(shell: &SshShell, id: &JobId) -> String {
         .to_owned()
 }
 
-fn tracker(slurm: &Arc<SlurmBackend>) -> Tracker {
-    Tracker::new(slurm.clone(), Duration::from_millis(500)).unwrap()
-}
-
-async fn submitted(tracker: &Tracker, spec: &JobSpec) -> JobId {
-    match tracker.submit_after(spec).await.unwrap() {
-        Released::Submitted(id) => id,
-        other => panic!("{} not submitted: {other:?}", spec.key),
-    }
-}
-
 async fn ended(slurm: &SlurmBackend, id: &JobId) -> JobStatus {
     common::wait_for(slurm, id, "the job ends", |s| s.state.is_terminal()).await
 }
@@ -57,43 +43,19 @@ async fn ended(slurm: &SlurmBackend, id: &JobId) -> JobStatus {
 async fn a_chain_of_three_waits_in_slurm_link_by_link(cluster: SlurmCluster) {
     let slurm = Arc::new(common::backend(cluster));
     assert!(slurm.capabilities().dependencies);
-    let tracker = tracker(&slurm);
+    let tracker = tracker(slurm.clone());
     let shell = cluster.shell();
-    let first = slurm
-        .submit(&common::spec("chain-1", "sleep 4\n"))
-        .await
-        .unwrap();
-    let second = submitted(
-        &tracker,
-        &common::spec("chain-2", "sleep 1\n").with_after(Dependency::after_ok(first.clone())),
-    )
-    .await;
-    let third = submitted(
-        &tracker,
-        &common::spec("chain-3", "true\n").with_after(Dependency::after_ok(second.clone())),
-    )
-    .await;
+    let chain = submit_chain(&*slurm, &tracker, common::spec).await;
+    let [first, second, third] = &chain;
     assert_eq!(
-        dependency_field(&shell, &second).await,
+        dependency_field(&shell, second).await,
         format!("afterok:{first}(unfulfilled)")
     );
     assert_eq!(
-        dependency_field(&shell, &third).await,
+        dependency_field(&shell, third).await,
         format!("afterok:{second}(unfulfilled)")
     );
-    let statuses = [
-        ended(&slurm, &first).await,
-        ended(&slurm, &second).await,
-        ended(&slurm, &third).await,
-    ];
-    for (status, next) in statuses.iter().zip(&statuses[1..]) {
-        assert_eq!(status.state, JobState::Succeeded, "{status:?}");
-        assert!(
-            next.started_at.unwrap() >= status.ended_at.unwrap(),
-            "started before the job it runs after ended: {next:?} after {status:?}"
-        );
-    }
-    assert_eq!(statuses[2].state, JobState::Succeeded, "{:?}", statuses[2]);
+    assert_ran_link_by_link(&chain, async |id| ended(&slurm, id).await).await;
 }
 
 /// A job that fails ends, through SLURM, the job after it (afterok), and that one the job
@@ -102,53 +64,10 @@ async fn a_chain_of_three_waits_in_slurm_link_by_link(cluster: SlurmCluster) {
 /// submitted at all.
 async fn a_failed_dependency_ends_its_dependents_naming_it(cluster: SlurmCluster) {
     let slurm = Arc::new(common::backend(cluster));
-    let tracker = tracker(&slurm);
-    let failing = slurm
-        .submit(&common::spec("fails", "sleep 3; exit 3\n"))
-        .await
-        .unwrap();
-    let second = submitted(
-        &tracker,
-        &common::spec("after-fail", "true\n").with_after(Dependency::after_ok(failing.clone())),
+    dependencies::a_failed_dependency_ends_its_dependents_naming_it(
+        slurm.clone(),
+        common::spec,
+        async |id| ended(&slurm, id).await,
     )
     .await;
-    let third = submitted(
-        &tracker,
-        &common::spec("after-after", "true\n").with_after(Dependency::after_ok(second.clone())),
-    )
-    .await;
-    let rescue = submitted(
-        &tracker,
-        &common::spec("rescue", "true\n").with_after(Dependency::after_not_ok(failing.clone())),
-    )
-    .await;
-
-    assert_eq!(
-        ended(&slurm, &failing).await.cause,
-        Some(FailureCause::ExitCode(3))
-    );
-    for (dependent, dependency) in [(&second, &failing), (&third, &second)] {
-        let status = ended(&slurm, dependent).await;
-        assert_eq!(status.state, JobState::Failed, "{status:?}");
-        assert_eq!(
-            status.cause,
-            Some(FailureCause::DependencyFailed(dependency.to_string())),
-            "{status:?}"
-        );
-        assert!(status.started_at.is_none(), "it never ran: {status:?}");
-    }
-    assert_eq!(ended(&slurm, &rescue).await.state, JobState::Succeeded);
-
-    let late = common::spec("too-late", "true\n").with_after(Dependency::after_ok(failing.clone()));
-    let released = tracker.submit_after(&late).await.unwrap();
-    assert_eq!(
-        released.cause(),
-        Some(FailureCause::DependencyFailed(failing.to_string())),
-        "{released:?}"
-    );
-    assert_eq!(
-        slurm.find(&late.key).await.unwrap(),
-        None,
-        "nothing submitted"
-    );
 }

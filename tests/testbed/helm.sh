@@ -36,19 +36,6 @@ LOCK_FILE="$HELM_DIR/.lock"
 
 lock_fd=""
 
-# go_logged ARGS... : go with every cache inside $BUILD_DIR (a rebuild downloads and compiles
-# nothing; CI can cache one directory), module-cache files writable so `rm -rf` works, no
-# toolchain downloaded behind our back; output in the build log, shown only on failure.
-go_logged() {
-    printf '\n===== %s go %s\n' "$(date '+%F %T')" "$*" >>"$BUILD_LOG"
-    if ! (cd "$BUILD_DIR" && env GOMODCACHE="$BUILD_DIR/gomodcache" GOCACHE="$BUILD_DIR/gocache" \
-        GOFLAGS="-trimpath -modcacherw -buildvcs=false" GOTOOLCHAIN=local GOWORK=off \
-        GO111MODULE=on CGO_ENABLED=0 GOBIN="$BUILD_DIR/out" "$GO" "$@") >>"$BUILD_LOG" 2>&1; then
-        tail -n 30 "$BUILD_LOG" >&2
-        die "go $* failed (log: $BUILD_LOG)"
-    fi
-}
-
 # helm_version : the version the built binary reports (empty when there is none).
 helm_version() {
     [[ -x "$HELM" ]] || return 0
@@ -84,7 +71,8 @@ build_helm() {
         ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
     done
     rm -rf "$BUILD_DIR/out"
-    go_logged install -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    GOBIN="$BUILD_DIR/out" go_logged "$BUILD_DIR" install -ldflags "$ldflags" \
+        "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
     mv -f "$BUILD_DIR/out/helm" "$HELM"
     [[ "$(helm_version)" == "$HELM_VERSION" ]] ||
         die "built helm reports '$(helm_version)', not $HELM_VERSION"
@@ -99,9 +87,7 @@ write_facts() {
 
 take_lock() {
     install -d -m 755 "$HELM_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    # A first build takes minutes; wait for it rather than build twice.
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    lock_component "$LOCK_FILE" "$FIRST_BUILD_WAIT"
 }
 
 cmd_up() {

@@ -76,26 +76,6 @@ PKI_CHANGED=0
 # ---------------------------------------------------------------------------
 # Build
 
-# go_in DIR ARGS... : go with every cache inside $BUILD_DIR, so a rebuild downloads and
-# compiles nothing and CI can cache a single directory; module-cache files stay writable so
-# `rm -rf` works, and no toolchain is downloaded behind our back.
-go_in() {
-    local dir="$1"
-    shift
-    (cd "$dir" && env GOMODCACHE="$BUILD_DIR/gomodcache" GOCACHE="$BUILD_DIR/gocache" \
-        GOFLAGS="-trimpath -modcacherw -buildvcs=false" GOTOOLCHAIN=local GOWORK=off \
-        GO111MODULE=on CGO_ENABLED=0 "$GO" "$@")
-}
-
-# go_logged DIR ARGS... : go_in with its output in the build log, shown only on failure.
-go_logged() {
-    printf '\n===== %s go %s\n' "$(date '+%F %T')" "${*:2}" >>"$BUILD_LOG"
-    if ! go_in "$@" >>"$BUILD_LOG" 2>&1; then
-        tail -n 30 "$BUILD_LOG" >&2
-        die "go ${*:2} failed (log: $BUILD_LOG)"
-    fi
-}
-
 # binary_version NAME : the version the built binary reports, to tell whether it is current.
 binary_version() {
     local bin="$BIN_DIR/$1"
@@ -482,9 +462,7 @@ write_facts() {
 
 take_lock() {
     install -d -m 755 "$KUBE_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    # A first build takes minutes; wait for it rather than build twice.
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    lock_component "$LOCK_FILE" "$FIRST_BUILD_WAIT"
 }
 
 # ---------------------------------------------------------------------------

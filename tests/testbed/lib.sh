@@ -283,14 +283,41 @@ find_go() {
     fi
 }
 
-# lock_component LOCK_FILE : take the component's lock, waiting 10 minutes at most, so two
-# runs of one component's up or down do not interleave. The descriptor stays open in lock_fd
-# until the script exits; the daemons started under it close it (else the next run would
-# wait for them).
+# go_in DIR ARGS... : $GO (from find_go) run in DIR with every cache inside the component's
+# $BUILD_DIR, so a rebuild downloads and compiles nothing and CI can cache one directory;
+# module-cache files stay writable so `rm -rf` works, and no toolchain is downloaded behind
+# our back. Variables set for the call (GOBIN=...) reach go.
+go_in() {
+    local dir="$1"
+    shift
+    (cd "$dir" && env GOMODCACHE="$BUILD_DIR/gomodcache" GOCACHE="$BUILD_DIR/gocache" \
+        GOFLAGS="-trimpath -modcacherw -buildvcs=false" GOTOOLCHAIN=local GOWORK=off \
+        GO111MODULE=on CGO_ENABLED=0 "$GO" "$@")
+}
+
+# go_logged DIR ARGS... : go_in with its output in the component's $BUILD_LOG, shown only on
+# failure.
+go_logged() {
+    printf '\n===== %s go %s\n' "$(date '+%F %T')" "${*:2}" >>"$BUILD_LOG"
+    if ! go_in "$@" >>"$BUILD_LOG" 2>&1; then
+        tail -n 30 "$BUILD_LOG" >&2
+        die "go ${*:2} failed (log: $BUILD_LOG)"
+    fi
+}
+
+# lock_component LOCK_FILE [SECONDS] : take the component's lock, waiting 10 minutes (or
+# SECONDS) at most, so two runs of one component's up or down do not interleave. The
+# descriptor stays open in lock_fd until the script exits; the daemons started under it
+# close it (else the next run would wait for them).
 lock_component() {
     exec {lock_fd}>"$1"
-    flock -w 600 "$lock_fd" || die "could not lock $1"
+    flock -w "${2:-600}" "$lock_fd" || die "could not lock $1"
 }
+
+# A first build takes minutes: a component that builds waits that long for one under way
+# rather than build twice.
+# shellcheck disable=SC2034 # read by helm.sh, kube.sh, pbs.sh and seaweedfs.sh
+FIRST_BUILD_WAIT=1800
 
 # Components that run an sshd of their own (a login or a jump host on 127.0.0.1, from an
 # sshd_config under $TESTBED_DIR, never /etc/ssh) build it from the helpers below, so a fix

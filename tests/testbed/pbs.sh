@@ -412,9 +412,7 @@ write_facts() {
 
 take_lock() {
     install -d -m 755 "$PBS_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    # A first build takes minutes; wait for it rather than build twice.
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    lock_component "$LOCK_FILE" "$FIRST_BUILD_WAIT"
 }
 
 cmd_up() {

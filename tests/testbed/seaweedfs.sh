@@ -78,26 +78,6 @@ daemon_is() {
 # ---------------------------------------------------------------------------
 # Build
 
-# go_in DIR ARGS... : go with every cache inside $BUILD_DIR (a rebuild downloads and compiles
-# nothing; CI can cache one directory), module-cache files writable so `rm -rf` works, no
-# toolchain downloaded behind our back.
-go_in() {
-    local dir="$1"
-    shift
-    (cd "$dir" && env GOMODCACHE="$BUILD_DIR/gomodcache" GOCACHE="$BUILD_DIR/gocache" \
-        GOFLAGS="-trimpath -modcacherw -buildvcs=false" GOTOOLCHAIN=local GOWORK=off \
-        GO111MODULE=on CGO_ENABLED=0 "$GO" "$@")
-}
-
-# go_logged DIR ARGS... : go_in with its output in the build log, shown only on failure.
-go_logged() {
-    printf '\n===== %s go %s\n' "$(date '+%F %T')" "${*:2}" >>"$BUILD_LOG"
-    if ! go_in "$@" >>"$BUILD_LOG" 2>&1; then
-        tail -n 30 "$BUILD_LOG" >&2
-        die "go ${*:2} failed (log: $BUILD_LOG)"
-    fi
-}
-
 built_version() {
     [[ -x "$WEED" && -s "$STAMP" ]] || return 0
     cat "$STAMP"
@@ -214,21 +194,25 @@ start_weed() {
     wait_daemon weed 120 "the S3 gateway on $ENDPOINT to accept signed requests" signed_list_ok
 }
 
+# lock_and_build : take the component's lock, kept until the script exits, and build weed
+# unless the pinned version is built.
+lock_and_build() {
+    install -d -m 755 "$SWFS_DIR"
+    lock_component "$LOCK_FILE" "$FIRST_BUILD_WAIT"
+    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
+        stop_daemon weed 10
+        build_weed
+    fi
+}
+
 cmd_up() {
     local started=$SECONDS
     command -v flock >/dev/null || apt_install util-linux
     command -v curl >/dev/null || apt_install curl
     # The go tool needs the CA bundle to reach the module proxy.
     [[ -s /etc/ssl/certs/ca-certificates.crt ]] || apt_install ca-certificates
-    install -d -m 755 "$SWFS_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    # A first build takes minutes; wait for it rather than build twice.
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
+    lock_and_build
 
-    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
-        stop_daemon weed 10
-        build_weed
-    fi
     ensure_secret_file "$SECRET_FILE"
     local config_before=""
     [[ -s "$S3_CONFIG" ]] && config_before="$(cat "$S3_CONFIG")"
@@ -253,13 +237,7 @@ cmd_build() {
         log "seaweedfs: no CA bundle yet; \`up\` installs it and builds weed"
         return 0
     fi
-    install -d -m 755 "$SWFS_DIR"
-    exec {lock_fd}>"$LOCK_FILE"
-    flock -w 1800 "$lock_fd" || die "could not lock $LOCK_FILE"
-    if [[ "$(built_version)" != "$SEAWEEDFS_VERSION" ]]; then
-        stop_daemon weed 10
-        build_weed
-    fi
+    lock_and_build
 }
 
 cmd_down() {

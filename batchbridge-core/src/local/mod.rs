@@ -42,6 +42,7 @@ use nix::unistd::Pid;
 
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, refuse_active,
+    succeeded_once_ended,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::estimate::{StartEstimate, refused_by_submit};
@@ -50,7 +51,7 @@ use crate::remote::StagingDir;
 use crate::shell::LocalShell;
 use crate::spec::{JobKey, JobSpec};
 use crate::staging::{StageLimits, StageOut, StagedOutputs, Transfer};
-use crate::state::{JobState, JobStatus};
+use crate::state::JobStatus;
 use crate::wrapper::{WrapperEvents, render_script};
 use job_dir::JobDir;
 
@@ -528,27 +529,13 @@ impl BatchBackend for LocalBackend {
                 format!("no local job {id}"),
             ));
         };
-        let status = dir.status(self.inner.capacity);
-        if !status.state.is_terminal() {
-            return Err(Error::new(
-                ErrorKind::JobActive,
-                format!(
-                    "job {id} is {}: its outputs are staged out once it ended",
-                    status.state
-                ),
-            ));
-        }
+        let succeeded = succeeded_once_ended(id, &dir.status(self.inner.capacity))?;
         let root = match dir.spec().and_then(|spec| spec.working_dir) {
             Some(root) => root,
             None => utf8(dir.root())?,
         };
         StagingDir::new(&LocalShell, &root, STAGING_TIMEOUT)
-            .stage_out(
-                outputs,
-                status.state == JobState::Succeeded,
-                limits,
-                transfer,
-            )
+            .stage_out(outputs, succeeded, limits, transfer)
             .await
     }
 

@@ -12,6 +12,7 @@ use super::job_dirs::{STAGED_INPUTS_FILE, WORKING_DIR_FILE};
 use super::{JobDirs, StagingDir, SubmitLocks, Submitted, WorkSettings, environment_file};
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
+    succeeded_once_ended,
 };
 use crate::directives::DirectiveReport;
 use crate::error::{Error, ErrorKind, Refusal, Result, excerpt};
@@ -20,7 +21,7 @@ use crate::events::EventSource;
 use crate::shell::{Command, Output, Shell};
 use crate::spec::{JobKey, JobSpec};
 use crate::staging::{StageLimits, StageOut, StagedOutputs, Transfer};
-use crate::state::{JobState, JobStatus};
+use crate::state::JobStatus;
 use crate::wrapper::{job_number_of, job_numbers};
 
 /// The most job ids a status query puts on its scheduler's command line: 1000 of at most
@@ -663,23 +664,9 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         let number = job_number_of(id.as_str(), S::JOB_ID)?;
         // First, so that a job cleaned up (whose scheduler may then not know it) is NotFound.
         let root = self.jobs.working_dir_of(number).await?;
-        let status = self.status_of(id).await?;
-        if !status.state.is_terminal() {
-            return Err(Error::new(
-                ErrorKind::JobActive,
-                format!(
-                    "job {id} is {}: its outputs are staged out once it ended",
-                    status.state
-                ),
-            ));
-        }
+        let succeeded = succeeded_once_ended(id, &self.status_of(id).await?)?;
         StagingDir::new(self.jobs.shell(), &root, self.jobs.timeout())
-            .stage_out(
-                outputs,
-                status.state == JobState::Succeeded,
-                limits,
-                transfer,
-            )
+            .stage_out(outputs, succeeded, limits, transfer)
             .await
     }
 

@@ -80,6 +80,13 @@ struct Upload {
     sha256: String,
 }
 
+impl Upload {
+    /// Tells `transfer` the whole file is there: sent, or found with the same digest.
+    fn report_arrived(&self, transfer: &Transfer) {
+        report(transfer, Direction::In, &self.dest, self.size, self.size);
+    }
+}
+
 enum Payload {
     File(PathBuf),
     Bytes(Arc<[u8]>),
@@ -125,13 +132,7 @@ impl<'a> StagingDir<'a> {
         let mut to_send = Vec::new();
         for (upload, have) in uploads.into_iter().zip(present) {
             if have.as_deref() == Some(upload.sha256.as_str()) {
-                report(
-                    transfer,
-                    Direction::In,
-                    &upload.dest,
-                    upload.size,
-                    upload.size,
-                );
+                upload.report_arrived(transfer);
             } else {
                 to_send.push(upload);
             }
@@ -280,13 +281,7 @@ impl<'a> StagingDir<'a> {
         .timeout(self.transfer_timeout(upload.size));
         let output = self.shell.pipe(&command, Some(input), None).await?;
         refusal(output, &format!("stage-in {}", upload.dest))?;
-        report(
-            transfer,
-            Direction::In,
-            &upload.dest,
-            upload.size,
-            upload.size,
-        );
+        upload.report_arrived(transfer);
         Ok(())
     }
 

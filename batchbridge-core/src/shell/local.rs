@@ -84,17 +84,7 @@ impl Shell for LocalShell {
                 stderr_truncated: stderr.truncated,
             })
         };
-        match tokio::time::timeout(command.get_timeout(), run).await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "{:?} did not finish within {:?}; it was killed",
-                    command.get_program(),
-                    command.get_timeout()
-                ),
-            )),
-        }
+        within_time_limit(command, run).await
     }
 
     async fn pipe(
@@ -132,17 +122,26 @@ impl Shell for LocalShell {
                 ..Output::default()
             })
         };
-        match tokio::time::timeout(command.get_timeout(), run).await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "{:?} did not finish within {:?}; it was killed",
-                    command.get_program(),
-                    command.get_timeout()
-                ),
-            )),
-        }
+        within_time_limit(command, run).await
+    }
+}
+
+/// `run`, the exchange with `command`'s spawned child, cut off at the command's time limit;
+/// the child, spawned with `kill_on_drop`, is killed with it.
+async fn within_time_limit(
+    command: &Command,
+    run: impl Future<Output = std::io::Result<Output>>,
+) -> Result<Output> {
+    match tokio::time::timeout(command.get_timeout(), run).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "{:?} did not finish within {:?}; it was killed",
+                command.get_program(),
+                command.get_timeout()
+            ),
+        )),
     }
 }
 

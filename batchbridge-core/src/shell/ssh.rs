@@ -958,29 +958,11 @@ impl Shell for SshShell {
         // The line names programs and files; a job's script and environment, and any
         // password, travel on stdin or in files, never in it.
         tracing::debug!(target = %self.target, command = %line, "running remotely");
-        let _permit = self.sessions.acquire().await.map_err(|_| {
-            Error::new(
-                ErrorKind::ConnectionLost,
-                format!("{}: shell closed", self.target),
-            )
-        })?;
-        match tokio::time::timeout(
-            command.get_timeout(),
+        self.in_session_within_time_limit(
+            command,
             self.run_once_more_if_not_started(&line, command),
         )
         .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "{}: {:?} did not finish within {:?} (it may still be running there)",
-                    self.target,
-                    command.get_program(),
-                    command.get_timeout()
-                ),
-            )),
-        }
     }
 
     async fn pipe(
@@ -992,32 +974,43 @@ impl Shell for SshShell {
         let line = command.to_shell_line()?;
         check_line_length(&line, command)?;
         tracing::debug!(target = %self.target, command = %line, "streaming data remotely");
+        self.in_session_within_time_limit(
+            command,
+            self.pipe_connected(&line, command, input, output),
+        )
+        .await
+    }
+}
+
+impl SshShell {
+    /// `work`, which runs `command`, once one of the shell's sessions is free, cut off at the
+    /// command's time limit (the remote command may go on running).
+    async fn in_session_within_time_limit(
+        &self,
+        command: &Command,
+        work: impl Future<Output = Result<Output>>,
+    ) -> Result<Output> {
         let _permit = self.sessions.acquire().await.map_err(|_| {
             Error::new(
                 ErrorKind::ConnectionLost,
                 format!("{}: shell closed", self.target),
             )
         })?;
-        tokio::time::timeout(
-            command.get_timeout(),
-            self.pipe_connected(&line, command, input, output),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "{}: {:?} did not finish within {:?} (it may still be running there)",
-                    self.target,
-                    command.get_program(),
-                    command.get_timeout()
-                ),
-            ))
-        })
+        tokio::time::timeout(command.get_timeout(), work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{}: {:?} did not finish within {:?} (it may still be running there)",
+                        self.target,
+                        command.get_program(),
+                        command.get_timeout()
+                    ),
+                ))
+            })
     }
-}
 
-impl SshShell {
     /// [`Shell::pipe`] on a live connection: a channel refused before anything was sent is
     /// tried once more on a fresh connection, as [`Shell::run`] does; once the data flows,
     /// a broken connection is [`ConnectionLost`](ErrorKind::ConnectionLost) (temporary to

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use batchbridge_core::shell::{Command, Shell};
+use batchbridge_core::shell::{Command, Shell, SshShell};
 use batchbridge_operator::Operator;
 use batchbridge_operator::crd::{BatchJob, BatchJobStatus, Phase};
 use batchbridge_testbed::{Login, login};
@@ -287,7 +287,12 @@ pub(crate) async fn wait_for_phase(bed: &Cluster, name: &str, phase: Phase) -> B
 
 /// Runs `command` on the SLURM test bed's login node and returns its stdout.
 pub(crate) async fn slurm(command: &str) -> String {
-    let shell = batchbridge_testbed::ssh_facts().key_shell();
+    run_sh(&batchbridge_testbed::ssh_facts().key_shell(), command).await
+}
+
+/// Runs the shell line `command` through `shell` and returns its stdout; panics unless it
+/// succeeded.
+pub(crate) async fn run_sh(shell: &SshShell, command: &str) -> String {
     let output = shell
         .run(&Command::sh(command, Vec::<String>::new()))
         .await

@@ -77,6 +77,25 @@ pub struct DrainReport {
     pub took: Duration,
 }
 
+impl DrainReport {
+    /// Checks what a drain through a cap of `limit` must show: every job succeeded, the
+    /// scheduler never counted more than `limit` at once, the cap was met (all but `limit`
+    /// jobs were held at submit: not a drain that never reached it), and the count was
+    /// sampled throughout. Prints the report first.
+    pub fn assert_drained_under(&self, limit: usize) {
+        eprintln!("{self:?}");
+        assert!(self.not_succeeded.is_empty(), "{:#?}", self.not_succeeded);
+        assert_eq!(self.succeeded, self.jobs);
+        assert!(
+            self.most_in_scheduler <= limit,
+            "the scheduler showed {} jobs at once, over the limit of {limit}",
+            self.most_in_scheduler
+        );
+        assert!(self.held_at_submit >= self.jobs - limit, "{self:?}");
+        assert!(self.samples > 10, "{self:?}");
+    }
+}
+
 /// Submits `specs` through `tracker` in order, then waits for every one, while a task counts
 /// the user's jobs in the scheduler every half second with `count` (a command printing one
 /// line per job) through `shell`.

@@ -18,6 +18,7 @@ use batchbridge_core::{BatchBackend, JobId, JobSpec, JobStatus};
 mod bastion;
 mod capped;
 mod counting;
+pub mod dependencies;
 pub mod events;
 mod kdc;
 pub mod staging;
