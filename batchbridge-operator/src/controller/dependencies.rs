@@ -29,6 +29,7 @@ struct OwnedAttempt {
     cluster: String,
     job_id: String,
     last: bool,
+    chained: bool,
 }
 
 impl Dependencies {
@@ -96,6 +97,7 @@ impl Dependencies {
                     cluster: &a.cluster,
                     job_id: &a.job_id,
                     last: a.last,
+                    chained: a.chained,
                 }),
             })
             .collect()
@@ -137,6 +139,7 @@ fn attempt(jobs: &Store<BatchJob>, namespace: &str, name: &str) -> Option<OwnedA
         cluster: status.cluster.clone()?,
         job_id: status.job_id.clone()?,
         last: job.spec.placement.is_none() && job.spec.fixed_cluster().is_some() && !retries_left,
+        chained: !job.spec.after.is_empty(),
     })
 }
 

@@ -41,6 +41,10 @@ pub struct Attempt<'a> {
     /// never moves) and no retry follows its failure (no retry policy, or every retry
     /// spent). Only a last attempt's id stands for the BatchJob: a retry runs under another.
     pub last: bool,
+    /// Whether its own spec.after names jobs: it may then end without having run, which
+    /// its scheduler counts as a failure and an end, while the operator lets no condition
+    /// be met by a job that never ran; so only Succeeded is handed over on it.
+    pub chained: bool,
 }
 
 /// What the cache shows of a dependency.
@@ -185,7 +189,8 @@ fn verb(condition: AfterCondition) -> &'static str {
 /// portable path: the operator waits and submits the job when the [`gate`] opens. A
 /// dependency not created yet, pending itself, on another cluster, placed, or with a retry
 /// left is never handed over: its job id is not yet, or not surely, the one whose end
-/// decides.
+/// decides; nor is one with a spec.after of its own, for a condition other than
+/// Succeeded ([`Attempt::chained`]).
 ///
 /// ```
 /// use batchbridge_core::dependency::Condition;
@@ -193,7 +198,7 @@ fn verb(condition: AfterCondition) -> &'static str {
 /// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, handover};
 ///
 /// let queued = Seen::Present { phase: Phase::Queued, reason: None, deleting: false };
-/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true };
+/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true, chained: false };
 /// let after = [Dependency {
 ///     name: "prepare",
 ///     condition: AfterCondition::Succeeded,
@@ -227,7 +232,8 @@ pub fn handover(
                 ..
             }
         );
-        if !holds || !running || !attempt.last || attempt.cluster != cluster {
+        let chained = attempt.chained && dependency.condition != AfterCondition::Succeeded;
+        if !holds || !running || !attempt.last || chained || attempt.cluster != cluster {
             return None;
         }
         handed.push(native(dependency.condition, attempt.job_id));
@@ -247,7 +253,7 @@ pub fn handover(
 /// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, handed_over};
 ///
 /// let failed = Seen::Present { phase: Phase::Failed, reason: None, deleting: false };
-/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true };
+/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true, chained: false };
 /// let after = [Dependency {
 ///     name: "prepare",
 ///     condition: AfterCondition::Succeeded,
@@ -295,7 +301,7 @@ fn native(condition: AfterCondition, job_id: &str) -> batchbridge_core::Dependen
 ///     name: "prepare",
 ///     condition: AfterCondition::Succeeded,
 ///     seen: failed,
-///     attempt: Some(Attempt { cluster: "hpc", job_id: "4242", last: true }),
+///     attempt: Some(Attempt { cluster: "hpc", job_id: "4242", last: true, chained: false }),
 /// }];
 /// assert_eq!(
 ///     never_met(&after, "4242").as_deref(),
@@ -634,8 +640,15 @@ mod tests {
                 cluster,
                 job_id: "41",
                 last,
+                chained: false,
             })
         };
+        let chained = Some(Attempt {
+            cluster: "hpc",
+            job_id: "41",
+            last: true,
+            chained: true,
+        });
         let rows: [(
             &str,
             AfterCondition,
@@ -643,7 +656,7 @@ mod tests {
             Option<Attempt<'_>>,
             bool,
             Option<&[(&str, Condition)]>,
-        ); 14] = [
+        ); 16] = [
             (
                 "queued, last, same cluster",
                 Succeeded,
@@ -749,6 +762,24 @@ mod tests {
                 true,
                 None,
             ),
+            // A dependency held for its own may never run: the scheduler's afterok waits for
+            // a success as the operator does, its afterany would not wait for a run.
+            (
+                "chained, Succeeded",
+                Succeeded,
+                present(Phase::Queued),
+                chained,
+                true,
+                Some(&[("41", Condition::AfterOk)]),
+            ),
+            (
+                "chained, Ended",
+                Ended,
+                present(Phase::Queued),
+                chained,
+                true,
+                None,
+            ),
         ];
         for (case, condition, seen, attempt, holds, expected) in rows {
             let after = [Dependency {
@@ -774,6 +805,7 @@ mod tests {
             cluster: "hpc",
             job_id: "41",
             last: true,
+            chained: false,
         });
         let queued = Dependency {
             name: "a",
@@ -825,6 +857,7 @@ mod tests {
                     cluster,
                     job_id: "41",
                     last: true,
+                    chained: false,
                 }),
             }];
             let named = handed_over("hpc", holds, &after);
@@ -842,6 +875,7 @@ mod tests {
                 cluster: "hpc",
                 job_id,
                 last: true,
+                chained: false,
             })
         };
         let after = [
