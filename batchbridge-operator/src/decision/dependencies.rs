@@ -674,7 +674,7 @@ mod tests {
                 Some(&[("41", Condition::AfterOk)]),
             ),
             (
-                "afternotok",
+                "Failed: after a failure",
                 Failed,
                 present(Phase::Running),
                 on("hpc", true),
@@ -682,7 +682,7 @@ mod tests {
                 Some(&[("41", Condition::AfterNotOk)]),
             ),
             (
-                "afterany",
+                "Ended: after any end",
                 Ended,
                 present(Phase::Queued),
                 on("hpc", true),
@@ -762,8 +762,8 @@ mod tests {
                 true,
                 None,
             ),
-            // A dependency held for its own may never run: the scheduler's afterok waits for
-            // a success as the operator does, its afterany would not wait for a run.
+            // A dependency held for its own may never run: the scheduler's "after a
+            // success" waits for a run as the operator does, its "after any end" would not.
             (
                 "chained, Succeeded",
                 Succeeded,
