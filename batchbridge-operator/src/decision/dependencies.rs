@@ -86,7 +86,12 @@ pub enum Gate {
 /// use batchbridge_operator::decision::dependencies::{Dependency, Gate, Seen, gate};
 ///
 /// let running = Seen::Present { phase: Phase::Running, reason: None, deleting: false };
-/// let after = [Dependency { name: "prepare", condition: AfterCondition::Succeeded, seen: running }];
+/// let after = [Dependency {
+///     name: "prepare",
+///     condition: AfterCondition::Succeeded,
+///     seen: running,
+///     attempt: None,
+/// }];
 /// assert_eq!(gate(&after), Gate::Wait("waiting for prepare to succeed".into()));
 /// ```
 pub fn gate(after: &[Dependency<'_>]) -> Gate {
@@ -221,9 +226,7 @@ pub fn handover(
         if verdict(dependency) == Verdict::Met {
             continue;
         }
-        let Some(attempt) = dependency.attempt else {
-            return None;
-        };
+        let attempt = dependency.attempt?;
         let running = matches!(
             dependency.seen,
             Seen::Present {
@@ -649,14 +652,17 @@ mod tests {
             last: true,
             chained: true,
         });
-        let rows: [(
-            &str,
+        /// The case, the condition, what is seen, the attempt, whether the backend holds
+        /// dependencies, and the (job id, condition) pairs handed over.
+        type Row<'a> = (
+            &'a str,
             AfterCondition,
             Seen,
-            Option<Attempt<'_>>,
+            Option<Attempt<'a>>,
             bool,
-            Option<&[(&str, Condition)]>,
-        ); 16] = [
+            Option<&'a [(&'a str, Condition)]>,
+        );
+        let rows: [Row<'_>; 16] = [
             (
                 "queued, last, same cluster",
                 Succeeded,
@@ -801,17 +807,17 @@ mod tests {
     /// the scheduler would otherwise start it before the operator's dependency is met.
     #[test]
     fn every_unmet_dependency_must_be_handed_over() {
-        let last = Some(Attempt {
+        let last = Attempt {
             cluster: "hpc",
             job_id: "41",
             last: true,
             chained: false,
-        });
+        };
         let queued = Dependency {
             name: "a",
             condition: AfterCondition::Succeeded,
             seen: present(Phase::Queued),
-            attempt: last,
+            attempt: Some(last),
         };
         let pending = Dependency {
             name: "b",
@@ -825,7 +831,7 @@ mod tests {
             seen: present(Phase::Running),
             attempt: Some(Attempt {
                 job_id: "42",
-                ..last.unwrap_or_else(|| unreachable!())
+                ..last
             }),
             ..queued.clone()
         };
