@@ -76,10 +76,11 @@ fn slurm_dependency(id: &str) -> String {
         .to_owned()
 }
 
-/// Waits for job `name` to be in the scheduler's queue; returns its job id.
+/// Waits for job `name` to wait in the scheduler, queued or held (PBS holds a job for its
+/// dependencies); returns its job id.
 async fn queued(bed: &common::Cluster, name: &str) -> String {
-    let job = wait_for(bed, name, "Queued with a job id", |s| {
-        s.phase == Some(Phase::Queued) && s.job_id.is_some()
+    let job = wait_for(bed, name, "Queued or Held with a job id", |s| {
+        matches!(s.phase, Some(Phase::Queued | Phase::Held)) && s.job_id.is_some()
     })
     .await;
     status(&job).job_id.unwrap()
@@ -206,6 +207,48 @@ async fn a_failed_dependency_ends_the_jobs_slurm_holds_for_it() {
         );
         assert_eq!(status.attempts, 1, "{name} was handed to SLURM once");
     }
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// The same on PBS: a job is handed to PBS (Held, with its job id) while its dependency
+/// still runs, and runs after it succeeded; one held for a failing job is deleted by PBS
+/// and fails DependencyFailed naming the BatchJob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_on_pbs_are_held_by_pbs() {
+    let (bed, operator) = set_up("deps-pbs", "pbs", "pbs").await;
+    create_job(&bed, "first", timed("pbs", 8, 0, json!([]))).await;
+    create_job(
+        &bed,
+        "second",
+        timed("pbs", 0, 0, json!([{"name": "first"}])),
+    )
+    .await;
+    create_job(&bed, "bad", timed("pbs", 8, 3, json!([]))).await;
+    create_job(&bed, "spared", timed("pbs", 0, 0, json!([{"name": "bad"}]))).await;
+    wait_for_phase(&bed, "first", Phase::Running).await;
+    queued(&bed, "second").await;
+    let bad_id = status(&wait_for_phase(&bed, "bad", Phase::Running).await)
+        .job_id
+        .unwrap();
+    queued(&bed, "spared").await;
+
+    let first = ended(&bed, "first", Phase::Succeeded).await;
+    let second = ended(&bed, "second", Phase::Succeeded).await;
+    assert!(printed(&second, "start") > printed(&first, "end"));
+    let spared = wait_for(&bed, "spared", "Failed", |s| s.phase == Some(Phase::Failed)).await;
+    let spared = status(&spared);
+    assert_eq!(spared.reason, Some(Reason::DependencyFailed), "{spared:#?}");
+    assert_eq!(
+        spared.message.as_deref(),
+        Some(
+            format!(
+                "BatchJob bad (job {bad_id}) can no longer meet its condition Succeeded; the \
+                 scheduler ended this job before it ran"
+            )
+            .as_str()
+        )
+    );
     operator.stop().await;
     bed.clean_up().await;
 }

@@ -166,7 +166,7 @@ pub struct BatchJobSpec {
     /// dependencies) fails this job unsubmitted, reason DependencyFailed; jobs that wait
     /// on each other in a circle fail unsubmitted, reason DependencyCycle. When this job's
     /// clusterRef has a scheduler that holds dependencies itself and every unmet one is
-    /// queued or running there with no retry left, the job is instead submitted at once,
+    /// queued, held or running there with no retry left, the job is instead submitted at once,
     /// Queued, held by the scheduler, which ends it (DependencyFailed) if one fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]

@@ -189,7 +189,7 @@ fn verb(condition: AfterCondition) -> &'static str {
 /// The dependencies a job's scheduler can hold it for, so that it is submitted now rather
 /// than when they are met (the native path): `Some` when `holds` (the backend of `cluster`,
 /// the job's fixed cluster, has native dependencies) and every dependency not met yet runs
-/// its last [`Attempt`] on `cluster`, Queued or Running (named by its job id, its
+/// its last [`Attempt`] on `cluster`, in its queue, held or running (named by its job id, its
 /// condition as the scheduler's); those met already are left out. `None` keeps the
 /// portable path: the operator waits and submits the job when the [`gate`] opens. A
 /// dependency not created yet, pending itself, on another cluster, placed, or with a retry
@@ -230,7 +230,7 @@ pub fn handover(
         let running = matches!(
             dependency.seen,
             Seen::Present {
-                phase: Phase::Queued | Phase::Running,
+                phase: Phase::Queued | Phase::Held | Phase::Running | Phase::Suspended,
                 deleting: false,
                 ..
             }
@@ -662,7 +662,7 @@ mod tests {
             bool,
             Option<&'a [(&'a str, Condition)]>,
         );
-        let rows: [Row<'_>; 16] = [
+        let rows: [Row<'_>; 17] = [
             (
                 "queued, last, same cluster",
                 Succeeded,
@@ -734,6 +734,14 @@ mod tests {
                 on("hpc", false),
                 true,
                 None,
+            ),
+            (
+                "held by its scheduler (for its own dependency, say)",
+                Succeeded,
+                present(Phase::Held),
+                on("hpc", true),
+                true,
+                Some(&[("41", Condition::AfterOk)]),
             ),
             (
                 "not submitted yet",
