@@ -29,7 +29,6 @@ struct OwnedAttempt {
     cluster: String,
     job_id: String,
     last: bool,
-    chained: bool,
 }
 
 impl Dependencies {
@@ -97,7 +96,6 @@ impl Dependencies {
                     cluster: &a.cluster,
                     job_id: &a.job_id,
                     last: a.last,
-                    chained: a.chained,
                 }),
             })
             .collect()
@@ -139,7 +137,6 @@ fn attempt(jobs: &Store<BatchJob>, namespace: &str, name: &str) -> Option<OwnedA
         cluster: status.cluster.clone()?,
         job_id: status.job_id.clone()?,
         last: job.spec.placement.is_none() && job.spec.fixed_cluster().is_some() && !retries_left,
-        chained: !job.spec.after.is_empty(),
     })
 }
 

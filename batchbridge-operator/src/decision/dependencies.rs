@@ -7,7 +7,6 @@
 use std::collections::HashSet;
 use std::time::SystemTime;
 
-use batchbridge_core::dependency::Condition;
 use batchbridge_core::{FailureCause, JobStatus};
 
 use crate::crd::{AfterCondition, BatchJobStatus, Phase};
@@ -41,10 +40,6 @@ pub struct Attempt<'a> {
     /// never moves) and no retry follows its failure (no retry policy, or every retry
     /// spent). Only a last attempt's id stands for the BatchJob: a retry runs under another.
     pub last: bool,
-    /// Whether its own spec.after names jobs: it may then end without having run, which
-    /// its scheduler counts as a failure and an end, while the operator lets no condition
-    /// be met by a job that never ran; so only Succeeded is handed over on it.
-    pub chained: bool,
 }
 
 /// What the cache shows of a dependency.
@@ -188,14 +183,16 @@ fn verb(condition: AfterCondition) -> &'static str {
 
 /// The dependencies a job's scheduler can hold it for, so that it is submitted now rather
 /// than when they are met (the native path): `Some` when `holds` (the backend of `cluster`,
-/// the job's fixed cluster, has native dependencies) and every dependency not met yet runs
-/// its last [`Attempt`] on `cluster`, in its queue, held or running (named by its job id, its
-/// condition as the scheduler's); those met already are left out. `None` keeps the
-/// portable path: the operator waits and submits the job when the [`gate`] opens. A
-/// dependency not created yet, pending itself, on another cluster, placed, or with a retry
-/// left is never handed over: its job id is not yet, or not surely, the one whose end
-/// decides; nor is one with a spec.after of its own, for a condition other than
-/// Succeeded ([`Attempt::chained`]).
+/// the job's fixed cluster, has native dependencies) and every dependency not met yet waits
+/// for Succeeded and runs its last [`Attempt`] on `cluster`, in its queue, held or running
+/// (named by its job id, as the scheduler's "after a success"); those met already are left
+/// out. `None` keeps the portable path: the operator waits and submits the job when the
+/// [`gate`] opens. A dependency not created yet, pending itself, on another cluster,
+/// placed, or with a retry left is never handed over: its job id is not yet, or not
+/// surely, the one whose end decides. Nor is a Failed or Ended one: suspending or deleting
+/// a dependency cancels its job, which a scheduler counts as a failure and an end, so it
+/// would release and run the dependent that the operator would keep waiting (suspended)
+/// or fail (deleted); a cancelled job never succeeds, so Succeeded is safe.
 ///
 /// ```
 /// use batchbridge_core::dependency::Condition;
@@ -203,7 +200,7 @@ fn verb(condition: AfterCondition) -> &'static str {
 /// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, handover};
 ///
 /// let queued = Seen::Present { phase: Phase::Queued, reason: None, deleting: false };
-/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true, chained: false };
+/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true };
 /// let after = [Dependency {
 ///     name: "prepare",
 ///     condition: AfterCondition::Succeeded,
@@ -215,6 +212,8 @@ fn verb(condition: AfterCondition) -> &'static str {
 /// assert_eq!(handed[0].condition, Condition::AfterOk);
 /// assert_eq!(handover("elsewhere", true, &after), None);
 /// assert_eq!(handover("hpc", false, &after), None);
+/// let ended = [Dependency { condition: AfterCondition::Ended, ..after[0].clone() }];
+/// assert_eq!(handover("hpc", true, &ended), None);
 /// ```
 pub fn handover(
     cluster: &str,
@@ -235,28 +234,28 @@ pub fn handover(
                 ..
             }
         );
-        let chained = attempt.chained && dependency.condition != AfterCondition::Succeeded;
-        if !holds || !running || !attempt.last || chained || attempt.cluster != cluster {
+        let succeeded = dependency.condition == AfterCondition::Succeeded;
+        if !holds || !running || !attempt.last || !succeeded || attempt.cluster != cluster {
             return None;
         }
-        handed.push(native(dependency.condition, attempt.job_id));
+        handed.push(batchbridge_core::Dependency::after_ok(attempt.job_id));
     }
     Some(handed)
 }
 
 /// The dependencies a job submitted again under its attempt's key (the operator stopped
 /// before it wrote the job id) names: those [`handover`] named at the first submit, as far
-/// as they are not met yet: every such dependency with an attempt on `cluster`, one that
-/// can no longer be met included (its scheduler then ends the job, if the first submit did
-/// not reach it). Empty when `holds` is false or for a job submitted on the portable path,
-/// whose dependencies were all met.
+/// as they are not met yet: every such Succeeded dependency with an attempt on `cluster`,
+/// one that can no longer be met included (its scheduler then ends the job, if the first
+/// submit did not reach it). Empty when `holds` is false or for a job submitted on the
+/// portable path, whose dependencies were all met.
 ///
 /// ```
 /// use batchbridge_operator::crd::{AfterCondition, Phase};
 /// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, handed_over};
 ///
 /// let failed = Seen::Present { phase: Phase::Failed, reason: None, deleting: false };
-/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true, chained: false };
+/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true };
 /// let after = [Dependency {
 ///     name: "prepare",
 ///     condition: AfterCondition::Succeeded,
@@ -273,21 +272,13 @@ pub fn handed_over(
     after
         .iter()
         .filter(|_| holds)
+        .filter(|dependency| dependency.condition == AfterCondition::Succeeded)
         .filter(|dependency| verdict(dependency) != Verdict::Met)
         .filter_map(|dependency| {
             let attempt = dependency.attempt.filter(|a| a.cluster == cluster)?;
-            Some(native(dependency.condition, attempt.job_id))
+            Some(batchbridge_core::Dependency::after_ok(attempt.job_id))
         })
         .collect()
-}
-
-fn native(condition: AfterCondition, job_id: &str) -> batchbridge_core::Dependency {
-    let condition = match condition {
-        AfterCondition::Succeeded => Condition::AfterOk,
-        AfterCondition::Failed => Condition::AfterNotOk,
-        AfterCondition::Ended => Condition::AfterAny,
-    };
-    batchbridge_core::Dependency::new(job_id, condition)
 }
 
 /// The message of a job its scheduler ended because the dependencies with job ids `ids`
@@ -304,7 +295,7 @@ fn native(condition: AfterCondition, job_id: &str) -> batchbridge_core::Dependen
 ///     name: "prepare",
 ///     condition: AfterCondition::Succeeded,
 ///     seen: failed,
-///     attempt: Some(Attempt { cluster: "hpc", job_id: "4242", last: true, chained: false }),
+///     attempt: Some(Attempt { cluster: "hpc", job_id: "4242", last: true }),
 /// }];
 /// assert_eq!(
 ///     never_met(&after, "4242").as_deref(),
@@ -631,36 +622,31 @@ mod tests {
         );
     }
 
-    /// Each row: what is seen of one dependency (its phase, its attempt's cluster and
-    /// whether that attempt is its last), whether the job's backend holds dependencies,
-    /// and what the job, fixed on cluster "hpc", is submitted with: `Some(ids)` now with
-    /// those ids in `after`, `None` later by the operator (the portable path).
+    /// Each row: the dependency's condition, what is seen of it (its phase, its attempt's
+    /// cluster and whether that attempt is its last), whether the job's backend holds
+    /// dependencies, and what the job, fixed on cluster "hpc", is submitted with: `Some(ids)`
+    /// now with those ids in `after` (each "after a success"), `None` later by the operator
+    /// (the portable path).
     #[test]
-    fn only_dependencies_running_their_last_attempt_on_the_jobs_cluster_are_handed_over() {
+    fn only_succeeded_dependencies_running_their_last_attempt_on_the_jobs_cluster_are_handed_over()
+    {
         use AfterCondition::{Ended, Failed, Succeeded};
         let on = |cluster, last| {
             Some(Attempt {
                 cluster,
                 job_id: "41",
                 last,
-                chained: false,
             })
         };
-        let chained = Some(Attempt {
-            cluster: "hpc",
-            job_id: "41",
-            last: true,
-            chained: true,
-        });
         /// The case, the condition, what is seen, the attempt, whether the backend holds
-        /// dependencies, and the (job id, condition) pairs handed over.
+        /// dependencies, and the job ids handed over.
         type Row<'a> = (
             &'a str,
             AfterCondition,
             Seen,
             Option<Attempt<'a>>,
             bool,
-            Option<&'a [(&'a str, Condition)]>,
+            Option<&'a [&'a str]>,
         );
         let rows: [Row<'_>; 17] = [
             (
@@ -669,7 +655,7 @@ mod tests {
                 present(Phase::Queued),
                 on("hpc", true),
                 true,
-                Some(&[("41", Condition::AfterOk)]),
+                Some(&["41"]),
             ),
             (
                 "running",
@@ -677,23 +663,34 @@ mod tests {
                 present(Phase::Running),
                 on("hpc", true),
                 true,
-                Some(&[("41", Condition::AfterOk)]),
+                Some(&["41"]),
             ),
+            // A suspended or deleted dependency's job is cancelled, which a scheduler counts
+            // as a failure and an end: it would run the dependent the operator keeps waiting
+            // or fails. A cancelled job never succeeds, so only Succeeded is handed over.
             (
-                "Failed: after a failure",
+                "Failed: the operator's path",
                 Failed,
                 present(Phase::Running),
                 on("hpc", true),
                 true,
-                Some(&[("41", Condition::AfterNotOk)]),
+                None,
             ),
             (
-                "Ended: after any end",
+                "Ended: the operator's path",
                 Ended,
                 present(Phase::Queued),
                 on("hpc", true),
                 true,
-                Some(&[("41", Condition::AfterAny)]),
+                None,
+            ),
+            (
+                "Failed, met already: left out",
+                Failed,
+                present(Phase::Failed),
+                on("hpc", true),
+                true,
+                Some(&[]),
             ),
             (
                 "met already: left out",
@@ -741,7 +738,15 @@ mod tests {
                 present(Phase::Held),
                 on("hpc", true),
                 true,
-                Some(&[("41", Condition::AfterOk)]),
+                Some(&["41"]),
+            ),
+            (
+                "suspended in its scheduler",
+                Succeeded,
+                present(Phase::Suspended),
+                on("hpc", true),
+                true,
+                Some(&["41"]),
             ),
             (
                 "not submitted yet",
@@ -776,24 +781,6 @@ mod tests {
                 true,
                 None,
             ),
-            // A dependency held for its own may never run: the scheduler's "after a
-            // success" waits for a run as the operator does, its "after any end" would not.
-            (
-                "chained, Succeeded",
-                Succeeded,
-                present(Phase::Queued),
-                chained,
-                true,
-                Some(&[("41", Condition::AfterOk)]),
-            ),
-            (
-                "chained, Ended",
-                Ended,
-                present(Phase::Queued),
-                chained,
-                true,
-                None,
-            ),
         ];
         for (case, condition, seen, attempt, holds, expected) in rows {
             let after = [Dependency {
@@ -804,10 +791,31 @@ mod tests {
             }];
             let expected = expected.map(|ids| {
                 ids.iter()
-                    .map(|(id, condition)| batchbridge_core::Dependency::new(*id, *condition))
+                    .map(|id| batchbridge_core::Dependency::after_ok(*id))
                     .collect::<Vec<_>>()
             });
             assert_eq!(handover("hpc", holds, &after), expected, "{case}");
+        }
+    }
+
+    /// A job with a Failed or Ended dependency not met yet stays on the portable path
+    /// whole, whatever its Succeeded ones could be handed over.
+    #[test]
+    fn one_failed_or_ended_dependency_keeps_the_job_on_the_portable_path() {
+        let queued = |name, job_id, condition| Dependency {
+            name,
+            condition,
+            seen: present(Phase::Queued),
+            attempt: Some(Attempt {
+                cluster: "hpc",
+                job_id,
+                last: true,
+            }),
+        };
+        let ok = queued("a", "41", AfterCondition::Succeeded);
+        for condition in [AfterCondition::Failed, AfterCondition::Ended] {
+            let after = [ok.clone(), queued("b", "42", condition)];
+            assert_eq!(handover("hpc", true, &after), None, "{condition:?}");
         }
     }
 
@@ -819,7 +827,6 @@ mod tests {
             cluster: "hpc",
             job_id: "41",
             last: true,
-            chained: false,
         };
         let queued = Dependency {
             name: "a",
@@ -848,35 +855,40 @@ mod tests {
         assert_eq!(ids, ["41", "42"]);
     }
 
-    /// Each row: the dependency's phase, and the ids a submit again under the attempt's
-    /// key names. Met ones are left out, as the first submit would now; one that can no
-    /// longer be met is named, so that the scheduler ends the job if the first submit never
-    /// reached it.
+    /// Each row: the dependency's condition and phase, and the ids a submit again under the
+    /// attempt's key names. Met ones are left out, as the first submit would now; one that
+    /// can no longer be met is named, so that the scheduler ends the job if the first submit
+    /// never reached it; a Failed or Ended one never is, as the first submit named none.
     #[test]
     fn a_submit_again_names_the_unmet_dependencies_with_an_attempt_on_the_cluster() {
-        let rows: [(Phase, &str, bool, &[&str]); 6] = [
-            (Phase::Running, "hpc", true, &["41"]),
-            (Phase::Succeeded, "hpc", true, &[]),
-            (Phase::Failed, "hpc", true, &["41"]),
-            (Phase::Running, "other", true, &[]),
-            (Phase::Running, "hpc", false, &[]),
-            (Phase::Queued, "hpc", true, &["41"]),
+        use AfterCondition::{Ended, Failed, Succeeded};
+        let rows: [(AfterCondition, Phase, &str, bool, &[&str]); 8] = [
+            (Succeeded, Phase::Running, "hpc", true, &["41"]),
+            (Succeeded, Phase::Succeeded, "hpc", true, &[]),
+            (Succeeded, Phase::Failed, "hpc", true, &["41"]),
+            (Succeeded, Phase::Running, "other", true, &[]),
+            (Succeeded, Phase::Running, "hpc", false, &[]),
+            (Succeeded, Phase::Queued, "hpc", true, &["41"]),
+            (Failed, Phase::Running, "hpc", true, &[]),
+            (Ended, Phase::Queued, "hpc", true, &[]),
         ];
-        for (phase, cluster, holds, expected) in rows {
+        for (condition, phase, cluster, holds, expected) in rows {
             let after = [Dependency {
                 name: "prep",
-                condition: AfterCondition::Succeeded,
+                condition,
                 seen: present(phase),
                 attempt: Some(Attempt {
                     cluster,
                     job_id: "41",
                     last: true,
-                    chained: false,
                 }),
             }];
             let named = handed_over("hpc", holds, &after);
             let ids: Vec<&str> = named.iter().map(|d| d.job.as_str()).collect();
-            assert_eq!(ids, expected, "{phase:?} on {cluster}, holds {holds}");
+            assert_eq!(
+                ids, expected,
+                "{condition:?}, {phase:?} on {cluster}, holds {holds}"
+            );
         }
     }
 
@@ -889,7 +901,6 @@ mod tests {
                 cluster: "hpc",
                 job_id,
                 last: true,
-                chained: false,
             })
         };
         let after = [
@@ -901,8 +912,8 @@ mod tests {
             },
             Dependency {
                 name: "cleanup",
-                condition: AfterCondition::Failed,
-                seen: present(Phase::Succeeded),
+                condition: AfterCondition::Succeeded,
+                seen: present(Phase::Cancelled),
                 attempt: on("42"),
             },
             Dependency {
@@ -924,14 +935,14 @@ mod tests {
                 "41, 42",
                 Some(
                     "BatchJob prepare (job 41) can no longer meet its condition Succeeded, \
-                     BatchJob cleanup (job 42) can no longer meet its condition Failed; the \
+                     BatchJob cleanup (job 42) can no longer meet its condition Succeeded; the \
                      scheduler ended this job before it ran",
                 ),
             ),
             (
                 "99, 42",
                 Some(
-                    "BatchJob cleanup (job 42) can no longer meet its condition Failed; the \
+                    "BatchJob cleanup (job 42) can no longer meet its condition Succeeded; the \
                      scheduler ended this job before it ran",
                 ),
             ),

@@ -875,7 +875,6 @@ fn steps() {
                 cluster: "hpc",
                 job_id: "41",
                 last,
-                chained: false,
             }),
         }]
     };
@@ -3080,7 +3079,6 @@ fn a_dependency_the_scheduler_reports_never_met_is_named_by_its_batch_job() {
             cluster: "hpc",
             job_id: "41",
             last: true,
-            chained: false,
         }),
     }];
     let rules = Rules {
