@@ -10,7 +10,7 @@ mod common;
 
 use batchbridge_operator::crd::{BatchJobStatus, Phase};
 use batchbridge_operator::reason::Reason;
-use batchbridge_testbed::login;
+use batchbridge_testbed::{SlurmCluster, login};
 use common::operator::*;
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
@@ -61,11 +61,38 @@ async fn refused(bed: &common::Cluster, name: &str, reason: Reason) -> String {
     status.message.unwrap_or_default()
 }
 
-/// A chain of three on SLURM, the last created first: it waits for a job that does not
-/// exist yet, then each runs only after the one before it succeeded; while one runs, the
-/// next is Pending, reason WaitingForDependencies, naming it.
+/// The Dependency field `scontrol show job` prints for SLURM job `id` (22.05, the cluster
+/// the test's BatchCluster logs in to).
+fn slurm_dependency(id: &str) -> String {
+    let shown = SlurmCluster::Slurm2205
+        .as_root("scontrol")
+        .args(["show", "job", id])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    text.split_whitespace()
+        .find_map(|field| field.strip_prefix("Dependency="))
+        .unwrap_or_else(|| panic!("no Dependency field for job {id}: {text}"))
+        .to_owned()
+}
+
+/// Waits for job `name` to wait in the scheduler, queued or held (PBS holds a job for its
+/// dependencies); returns its job id.
+async fn queued(bed: &common::Cluster, name: &str) -> String {
+    let job = wait_for(bed, name, "Queued or Held with a job id", |s| {
+        matches!(s.phase, Some(Phase::Queued | Phase::Held)) && s.job_id.is_some()
+    })
+    .await;
+    status(&job).job_id.unwrap()
+}
+
+/// A chain of three on one SLURM cluster, the last created first: it waits in the operator
+/// for a job that does not exist yet; once each job's dependency is in SLURM's queue, the
+/// job is handed to SLURM at once, its Dependency field naming the job before it, and
+/// SLURM runs them in order. An operator killed while they wait and started again submits
+/// nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chain_runs_in_order() {
+async fn a_chain_on_one_slurm_cluster_is_held_by_slurm() {
     let (bed, operator) = set_up("deps-chain", "ssh", "slurm").await;
     create_job(
         &bed,
@@ -98,22 +125,130 @@ async fn a_chain_runs_in_order() {
         ),
     )
     .await;
-    create_job(&bed, "prepare", timed("slurm", 3, 0, json!([]))).await;
-    wait_for_phase(&bed, "prepare", Phase::Running).await;
-    let simulate = status(&bed.jobs().get("simulate").await.unwrap());
+    create_job(&bed, "prepare", timed("slurm", 15, 0, json!([]))).await;
+    let prepare_id = status(&wait_for_phase(&bed, "prepare", Phase::Running).await)
+        .job_id
+        .unwrap();
+    let simulate_id = queued(&bed, "simulate").await;
+    let analyse_id = queued(&bed, "analyse").await;
     assert_eq!(
-        (simulate.phase, simulate.reason, simulate.message.as_deref()),
-        (
-            Some(Phase::Pending),
-            Some(Reason::WaitingForDependencies),
-            Some("waiting for prepare to succeed")
-        )
+        slurm_dependency(&simulate_id),
+        format!("afterok:{prepare_id}(unfulfilled)")
     );
+    assert_eq!(
+        slurm_dependency(&analyse_id),
+        format!("afterok:{simulate_id}(unfulfilled)")
+    );
+
+    operator.kill().await;
+    let operator = RunningOperator::start(&bed, &bed.operator_client().await);
     let prepare = ended(&bed, "prepare", Phase::Succeeded).await;
     let simulate = ended(&bed, "simulate", Phase::Succeeded).await;
     let analyse = ended(&bed, "analyse", Phase::Succeeded).await;
     assert!(printed(&simulate, "start") > printed(&prepare, "end"));
     assert!(printed(&analyse, "start") > printed(&simulate, "end"));
+    assert_eq!(
+        [&prepare, &simulate, &analyse].map(|s| (s.job_id.clone().unwrap(), s.attempts)),
+        [(prepare_id, 1), (simulate_id, 1), (analyse_id, 1)],
+        "each ran once, as first submitted"
+    );
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// A failing job ends the jobs SLURM holds for it, reason DependencyFailed, each message
+/// naming its own dependency's BatchJob and job id, down the chain: SLURM ended them, they
+/// never ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_dependency_ends_the_jobs_slurm_holds_for_it() {
+    let (bed, operator) = set_up("deps-native-failed", "ssh", "slurm").await;
+    create_job(&bed, "broken", timed("slurm", 8, 3, json!([]))).await;
+    create_job(
+        &bed,
+        "next",
+        timed("slurm", 0, 0, json!([{"name": "broken"}])),
+    )
+    .await;
+    create_job(
+        &bed,
+        "last",
+        timed("slurm", 0, 0, json!([{"name": "next"}])),
+    )
+    .await;
+    let broken_id = status(&wait_for_phase(&bed, "broken", Phase::Running).await)
+        .job_id
+        .unwrap();
+    let next_id = queued(&bed, "next").await;
+    queued(&bed, "last").await;
+    assert_eq!(
+        slurm_dependency(&next_id),
+        format!("afterok:{broken_id}(unfulfilled)")
+    );
+
+    ended(&bed, "broken", Phase::Failed).await;
+    for (name, dependency, id) in [("next", "broken", &broken_id), ("last", "next", &next_id)] {
+        let job = wait_for(&bed, name, "Failed", |s| s.phase == Some(Phase::Failed)).await;
+        let status = status(&job);
+        assert_eq!(
+            status.reason,
+            Some(Reason::DependencyFailed),
+            "{name}: {status:#?}"
+        );
+        assert_eq!(
+            status.message.as_deref(),
+            Some(
+                format!(
+                    "BatchJob {dependency} (job {id}) can no longer meet its condition \
+                     Succeeded; the scheduler ended this job before it ran"
+                )
+                .as_str()
+            ),
+            "{name}"
+        );
+        assert_eq!(status.attempts, 1, "{name} was handed to SLURM once");
+    }
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// The same on PBS: a job is handed to PBS (Held, with its job id) while its dependency
+/// still runs, and runs after it succeeded; one held for a failing job is deleted by PBS
+/// and fails DependencyFailed naming the BatchJob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_on_pbs_are_held_by_pbs() {
+    let (bed, operator) = set_up("deps-pbs", "pbs", "pbs").await;
+    create_job(&bed, "first", timed("pbs", 8, 0, json!([]))).await;
+    create_job(
+        &bed,
+        "second",
+        timed("pbs", 0, 0, json!([{"name": "first"}])),
+    )
+    .await;
+    create_job(&bed, "bad", timed("pbs", 8, 3, json!([]))).await;
+    create_job(&bed, "spared", timed("pbs", 0, 0, json!([{"name": "bad"}]))).await;
+    wait_for_phase(&bed, "first", Phase::Running).await;
+    queued(&bed, "second").await;
+    let bad_id = status(&wait_for_phase(&bed, "bad", Phase::Running).await)
+        .job_id
+        .unwrap();
+    queued(&bed, "spared").await;
+
+    let first = ended(&bed, "first", Phase::Succeeded).await;
+    let second = ended(&bed, "second", Phase::Succeeded).await;
+    assert!(printed(&second, "start") > printed(&first, "end"));
+    let spared = wait_for(&bed, "spared", "Failed", |s| s.phase == Some(Phase::Failed)).await;
+    let spared = status(&spared);
+    assert_eq!(spared.reason, Some(Reason::DependencyFailed), "{spared:#?}");
+    assert_eq!(
+        spared.message.as_deref(),
+        Some(
+            format!(
+                "BatchJob bad (job {bad_id}) can no longer meet its condition Succeeded; the \
+                 scheduler ended this job before it ran"
+            )
+            .as_str()
+        )
+    );
     operator.stop().await;
     bed.clean_up().await;
 }
@@ -158,13 +293,19 @@ async fn a_diamond_across_slurm_and_htcondor() {
     bed.clean_up().await;
 }
 
-/// A dependency that can no longer be met ends its dependents unsubmitted, reason
-/// DependencyFailed, each message naming its own dependency, down the chain; a job that
-/// waits for the failure runs; a dependency deleted before it ended fails its dependent.
+/// On the operator's path, a dependency that can no longer be met ends its dependents
+/// unsubmitted, reason DependencyFailed, each message naming its own dependency, down the
+/// chain; a job that waits for the failure runs; a dependency deleted before it ended fails
+/// its dependent. The dependencies have a retry left (for a timeout, which never comes), so
+/// their job id may still change and SLURM is not handed the dependents.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_dependency_ends_its_dependents() {
     let (bed, operator) = set_up("deps-failed", "ssh", "slurm").await;
-    create_job(&bed, "broken", timed("slurm", 1, 3, json!([]))).await;
+    let retry_left = |mut job: Value| {
+        job["retryPolicy"] = json!({"maxRetries": 1, "retryOn": ["Timeout"]});
+        job
+    };
+    create_job(&bed, "broken", retry_left(timed("slurm", 1, 3, json!([])))).await;
     create_job(
         &bed,
         "next",
@@ -194,7 +335,7 @@ async fn a_failed_dependency_ends_its_dependents() {
         ),
     )
     .await;
-    create_job(&bed, "long", timed("slurm", 120, 0, json!([]))).await;
+    create_job(&bed, "long", retry_left(timed("slurm", 120, 0, json!([])))).await;
     create_job(
         &bed,
         "orphan",

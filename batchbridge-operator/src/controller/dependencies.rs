@@ -12,14 +12,23 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use crate::crd::{BatchJob, Phase};
-use crate::decision::dependencies::{Dependency, Seen, cycle_through, waits};
+use crate::decision::dependencies::{Attempt, Dependency, Seen, cycle_through, waits};
 
 /// What the cache shows of one job's dependencies.
 #[derive(Debug, Default)]
 pub struct Dependencies {
     names: Vec<String>,
     seen: Vec<Seen>,
+    attempts: Vec<Option<OwnedAttempt>>,
     cycle: Option<Vec<String>>,
+}
+
+/// A dependency's current attempt, kept from the cache ([`Attempt`] borrows it).
+#[derive(Debug)]
+struct OwnedAttempt {
+    cluster: String,
+    job_id: String,
+    last: bool,
 }
 
 impl Dependencies {
@@ -60,6 +69,12 @@ impl Dependencies {
         Self {
             names: job.spec.after.iter().map(|d| d.name.clone()).collect(),
             seen: job.spec.after.iter().map(|d| seen_as(&d.name)).collect(),
+            attempts: job
+                .spec
+                .after
+                .iter()
+                .map(|d| attempt(jobs, &namespace, &d.name))
+                .collect(),
             cycle,
         }
     }
@@ -72,10 +87,16 @@ impl Dependencies {
             .iter()
             .zip(&self.names)
             .zip(&self.seen)
-            .map(|((entry, name), seen)| Dependency {
+            .zip(&self.attempts)
+            .map(|(((entry, name), seen), attempt)| Dependency {
                 name: name.as_str(),
                 condition: entry.condition,
                 seen: *seen,
+                attempt: attempt.as_ref().map(|a| Attempt {
+                    cluster: &a.cluster,
+                    job_id: &a.job_id,
+                    last: a.last,
+                }),
             })
             .collect()
     }
@@ -99,6 +120,24 @@ fn seen(jobs: &Store<BatchJob>, namespace: &str, name: &str) -> Seen {
             }
         }
     }
+}
+
+/// What `jobs` shows of the current attempt of BatchJob `name` in `namespace`, if it has one
+/// with a job id. It is the last when nothing runs the job again under another id: a
+/// clusterRef (no placement, no move) and no retry left.
+fn attempt(jobs: &Store<BatchJob>, namespace: &str, name: &str) -> Option<OwnedAttempt> {
+    let job = jobs.get(&ObjectRef::new(name).within(namespace))?;
+    let status = job.status.as_ref()?;
+    let retries_left = job
+        .spec
+        .retry_policy
+        .as_ref()
+        .is_some_and(|policy| status.retries < policy.max_retries);
+    Some(OwnedAttempt {
+        cluster: status.cluster.clone()?,
+        job_id: status.job_id.clone()?,
+        last: job.spec.placement.is_none() && job.spec.fixed_cluster().is_some() && !retries_left,
+    })
 }
 
 /// The jobs that name each BatchJob in their spec.after, kept from the BatchJob watch.
@@ -290,6 +329,7 @@ mod tests {
                 name: "prepare",
                 condition: AfterCondition::Succeeded,
                 seen: Seen::Missing,
+                attempt: None,
             }]
         );
         let simulate = job("mine", "simulate", &["analyse"]);

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use batchbridge_core::placement::{Answer, Candidate, Seen, Skipped};
 use batchbridge_core::staging::StageOut;
-use batchbridge_core::{ErrorKind, JobId, JobKey, JobSpec, JobStatus, Withdrawal};
+use batchbridge_core::{Dependency, ErrorKind, JobId, JobKey, JobSpec, JobStatus, Withdrawal};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -82,6 +82,7 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
             (None, cluster) => Target::Fixed(cluster.unwrap_or_default()),
         },
         after: &[],
+        native_dependencies: false,
         cycle: None,
         capacity: Capacity::Free,
     }
@@ -143,6 +144,9 @@ async fn apply(job: Arc<BatchJob>, ctx: &Arc<Context>) -> Result<Action, Reconci
     let after = dependencies.after(&job);
     let rules = Rules {
         after: &after,
+        native_dependencies: connection
+            .as_ref()
+            .is_ok_and(|connection| connection.backend.capabilities().dependencies),
         cycle: dependencies.cycle(),
         capacity,
         ..rules_of(&job)
@@ -222,13 +226,13 @@ async fn perform(
                         }
                     }
                 }
-                Effect::Submit { attempt } => {
+                Effect::Submit { attempt, after } => {
                     if let Some(connection) = usable(&submit_to, &mut unusable) {
                         let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
                         let current = written.clone();
                         ctx.actions.start(job, ActionKind::Submit, async move {
                             let (ctx, job, connection) = acting;
-                            submit(&ctx, &job, &connection, attempt, current).await
+                            submit(&ctx, &job, &connection, (attempt, after), current).await
                         });
                     }
                 }
@@ -314,7 +318,14 @@ async fn finish_on_cluster(
     done: &Done<'_>,
     kind: ActionKind,
 ) -> Option<Duration> {
-    let step = step_done(&rules_of(job), current, done, SystemTime::now());
+    // A dependency's job id the scheduler names as never met is the BatchJob's.
+    let dependencies = Dependencies::of(job, &ctx.jobs);
+    let after = dependencies.after(job);
+    let rules = Rules {
+        after: &after,
+        ..rules_of(job)
+    };
+    let step = step_done(&rules, current, done, SystemTime::now());
     finish_action(ctx, job, current, step, kind, |effect| match effect {
         ActionEffect::Follow(id) => connection.poller.follow(id, ObjectRef::from(&**job)),
         ActionEffect::Forget(id) => connection.poller.forget(&id),
@@ -322,17 +333,22 @@ async fn finish_on_cluster(
     .await
 }
 
+/// Submits `attempt` of `job`, its scheduler holding it for the dependencies `after`.
 async fn submit(
     ctx: &Arc<Context>,
     job: &Arc<BatchJob>,
     connection: &Arc<Connection>,
-    attempt: u32,
+    (attempt, after): (u32, Vec<Dependency>),
     current: BatchJobStatus,
 ) -> Option<Duration> {
     // The script's directives apply before every attempt's submit, the BatchJob's own fields
     // winning over them; a refused one stops the job before anything reaches the cluster.
     let directed = job
         .job_spec(attempt)
+        .map(|mut spec| {
+            spec.after = after;
+            spec
+        })
         .and_then(|spec| connection.backend.apply_directives(spec));
     let submitted = match directed {
         Ok((mut spec, report)) => match report.check() {

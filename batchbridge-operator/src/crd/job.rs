@@ -164,7 +164,13 @@ pub struct BatchJobSpec {
     /// waited for: it may be created later. A dependency that can no longer be met (it
     /// ended the other way, was deleted before it ended, or never ran because of its own
     /// dependencies) fails this job unsubmitted, reason DependencyFailed; jobs that wait
-    /// on each other in a circle fail unsubmitted, reason DependencyCycle.
+    /// on each other in a circle fail unsubmitted, reason DependencyCycle. When this job's
+    /// clusterRef has a scheduler that holds dependencies itself and every unmet one waits
+    /// for Succeeded and is queued, held or running there with no retry left, the job is
+    /// instead submitted at once, Queued, held by the scheduler, which ends it
+    /// (DependencyFailed) if one fails. Failed and Ended are always waited for by the
+    /// operator: a suspended or deleted dependency's job is cancelled, which a scheduler
+    /// would count as its failure and end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]

@@ -73,16 +73,20 @@ pub(super) fn with_cluster_used(mut used: Vec<String>, cluster: &str) -> Vec<Str
     used
 }
 
-/// The attempt ended as `job` reports: its status written, RetryPending when the policy
-/// retries it, else final. An end that came before a suspension's cancel took ends the
-/// suspension with it.
+/// The attempt ended as `job` reports: its status written (with `message` instead of the
+/// report's, when given), RetryPending when the policy retries it, else final. An end that
+/// came before a suspension's cancel took ends the suspension with it.
 pub(super) fn end_attempt(
     rules: &Rules<'_>,
     next: &mut BatchJobStatus,
     job: &JobStatus,
+    message: Option<String>,
     now: SystemTime,
 ) {
     *next = observed(next, job);
+    if message.is_some() {
+        next.message = message;
+    }
     next.conditions
         .retain(|c| c.type_ != ConditionType::Suspended.as_str());
     if next.phase == Some(Phase::Failed)

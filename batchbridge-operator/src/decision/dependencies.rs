@@ -1,17 +1,20 @@
 //! spec.after: whether a job not yet submitted may be, from what its dependencies (other
-//! BatchJobs of its namespace) are doing ([`gate`]), and whether it waits on itself through
-//! them ([`cycle_through`]). The kube glue reads each dependency from the operator's cache;
+//! BatchJobs of its namespace) are doing ([`gate`]), whether its scheduler can hold it for
+//! them instead ([`handover`]), and whether it waits on itself through them
+//! ([`cycle_through`]). The kube glue reads each dependency from the operator's cache;
 //! what that means is decided here.
 
 use std::collections::HashSet;
 use std::time::SystemTime;
+
+use batchbridge_core::{FailureCause, JobStatus};
 
 use crate::crd::{AfterCondition, BatchJobStatus, Phase};
 use crate::reason::Reason;
 use crate::status::time;
 
 use super::attempt::{pend, set_finished};
-use super::{Effect, Plan, RECHECK, Rules};
+use super::{Effect, Plan, RECHECK, Rules, Target};
 
 /// One entry of spec.after and what the cache shows of the BatchJob it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +25,21 @@ pub struct Dependency<'a> {
     pub condition: AfterCondition,
     /// What it is doing.
     pub seen: Seen,
+    /// Its current attempt on a cluster, if it has one with a job id.
+    pub attempt: Option<Attempt<'a>>,
+}
+
+/// A dependency's current attempt, as its status shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt<'a> {
+    /// The cluster it runs on (status.cluster).
+    pub cluster: &'a str,
+    /// Its job id there (status.jobId).
+    pub job_id: &'a str,
+    /// Whether it is the dependency's last: its spec fixes its cluster (clusterRef, so it
+    /// never moves) and no retry follows its failure (no retry policy, or every retry
+    /// spent). Only a last attempt's id stands for the BatchJob: a retry runs under another.
+    pub last: bool,
 }
 
 /// What the cache shows of a dependency.
@@ -63,7 +81,12 @@ pub enum Gate {
 /// use batchbridge_operator::decision::dependencies::{Dependency, Gate, Seen, gate};
 ///
 /// let running = Seen::Present { phase: Phase::Running, reason: None, deleting: false };
-/// let after = [Dependency { name: "prepare", condition: AfterCondition::Succeeded, seen: running }];
+/// let after = [Dependency {
+///     name: "prepare",
+///     condition: AfterCondition::Succeeded,
+///     seen: running,
+///     attempt: None,
+/// }];
 /// assert_eq!(gate(&after), Gate::Wait("waiting for prepare to succeed".into()));
 /// ```
 pub fn gate(after: &[Dependency<'_>]) -> Gate {
@@ -158,6 +181,152 @@ fn verb(condition: AfterCondition) -> &'static str {
     }
 }
 
+/// The dependencies a job's scheduler can hold it for, so that it is submitted now rather
+/// than when they are met (the native path): `Some` when `holds` (the backend of `cluster`,
+/// the job's fixed cluster, has native dependencies) and every dependency not met yet waits
+/// for Succeeded and runs its last [`Attempt`] on `cluster`, in its queue, held or running
+/// (named by its job id, as the scheduler's "after a success"); those met already are left
+/// out. `None` keeps the portable path: the operator waits and submits the job when the
+/// [`gate`] opens. A dependency not created yet, pending itself, on another cluster,
+/// placed, or with a retry left is never handed over: its job id is not yet, or not
+/// surely, the one whose end decides. Nor is a Failed or Ended one: suspending or deleting
+/// a dependency cancels its job, which a scheduler counts as a failure and an end, so it
+/// would release and run the dependent that the operator would keep waiting (suspended)
+/// or fail (deleted); a cancelled job never succeeds, so Succeeded is safe.
+///
+/// ```
+/// use batchbridge_core::dependency::Condition;
+/// use batchbridge_operator::crd::{AfterCondition, Phase};
+/// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, handover};
+///
+/// let queued = Seen::Present { phase: Phase::Queued, reason: None, deleting: false };
+/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true };
+/// let after = [Dependency {
+///     name: "prepare",
+///     condition: AfterCondition::Succeeded,
+///     seen: queued,
+///     attempt: Some(attempt),
+/// }];
+/// let handed = handover("hpc", true, &after).unwrap_or_default();
+/// assert_eq!(handed[0].job.as_str(), "4242");
+/// assert_eq!(handed[0].condition, Condition::AfterOk);
+/// assert_eq!(handover("elsewhere", true, &after), None);
+/// assert_eq!(handover("hpc", false, &after), None);
+/// let ended = [Dependency { condition: AfterCondition::Ended, ..after[0].clone() }];
+/// assert_eq!(handover("hpc", true, &ended), None);
+/// ```
+pub fn handover(
+    cluster: &str,
+    holds: bool,
+    after: &[Dependency<'_>],
+) -> Option<Vec<batchbridge_core::Dependency>> {
+    let mut handed = Vec::new();
+    for dependency in after {
+        if verdict(dependency) == Verdict::Met {
+            continue;
+        }
+        let attempt = dependency.attempt?;
+        let running = matches!(
+            dependency.seen,
+            Seen::Present {
+                phase: Phase::Queued | Phase::Held | Phase::Running | Phase::Suspended,
+                deleting: false,
+                ..
+            }
+        );
+        let succeeded = dependency.condition == AfterCondition::Succeeded;
+        if !holds || !running || !attempt.last || !succeeded || attempt.cluster != cluster {
+            return None;
+        }
+        handed.push(batchbridge_core::Dependency::after_ok(attempt.job_id));
+    }
+    Some(handed)
+}
+
+/// The dependencies a job submitted again under its attempt's key (the operator stopped
+/// before it wrote the job id) names: those [`handover`] named at the first submit, as far
+/// as they are not met yet: every such Succeeded dependency with an attempt on `cluster`,
+/// one that can no longer be met included (its scheduler then ends the job, if the first
+/// submit did not reach it). Empty when `holds` is false or for a job submitted on the
+/// portable path, whose dependencies were all met.
+///
+/// ```
+/// use batchbridge_operator::crd::{AfterCondition, Phase};
+/// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, handed_over};
+///
+/// let failed = Seen::Present { phase: Phase::Failed, reason: None, deleting: false };
+/// let attempt = Attempt { cluster: "hpc", job_id: "4242", last: true };
+/// let after = [Dependency {
+///     name: "prepare",
+///     condition: AfterCondition::Succeeded,
+///     seen: failed,
+///     attempt: Some(attempt),
+/// }];
+/// assert_eq!(handed_over("hpc", true, &after)[0].job.as_str(), "4242");
+/// ```
+pub fn handed_over(
+    cluster: &str,
+    holds: bool,
+    after: &[Dependency<'_>],
+) -> Vec<batchbridge_core::Dependency> {
+    after
+        .iter()
+        .filter(|_| holds)
+        .filter(|dependency| dependency.condition == AfterCondition::Succeeded)
+        .filter(|dependency| verdict(dependency) != Verdict::Met)
+        .filter_map(|dependency| {
+            let attempt = dependency.attempt.filter(|a| a.cluster == cluster)?;
+            Some(batchbridge_core::Dependency::after_ok(attempt.job_id))
+        })
+        .collect()
+}
+
+/// The message of a job its scheduler ended because the dependencies with job ids `ids`
+/// (one, or several joined by ", ", as the backend reports them) can no longer be met,
+/// naming their BatchJobs; `None` when no id is one of `after`'s (then the scheduler's
+/// own words stay).
+///
+/// ```
+/// use batchbridge_operator::crd::{AfterCondition, Phase};
+/// use batchbridge_operator::decision::dependencies::{Attempt, Dependency, Seen, never_met};
+///
+/// let failed = Seen::Present { phase: Phase::Failed, reason: None, deleting: false };
+/// let after = [Dependency {
+///     name: "prepare",
+///     condition: AfterCondition::Succeeded,
+///     seen: failed,
+///     attempt: Some(Attempt { cluster: "hpc", job_id: "4242", last: true }),
+/// }];
+/// assert_eq!(
+///     never_met(&after, "4242").as_deref(),
+///     Some("BatchJob prepare (job 4242) can no longer meet its condition Succeeded; the \
+///            scheduler ended this job before it ran"),
+/// );
+/// assert_eq!(never_met(&after, "99"), None);
+/// ```
+pub fn never_met(after: &[Dependency<'_>], ids: &str) -> Option<String> {
+    let named: Vec<String> = ids
+        .split(',')
+        .map(str::trim)
+        .filter_map(|id| {
+            let dependency = after
+                .iter()
+                .find(|d| d.attempt.is_some_and(|a| a.job_id == id))?;
+            Some(format!(
+                "BatchJob {} (job {id}) can no longer meet its condition {}",
+                dependency.name,
+                condition_name(dependency.condition)
+            ))
+        })
+        .collect();
+    (!named.is_empty()).then(|| {
+        format!(
+            "{}; the scheduler ended this job before it ran",
+            named.join(", ")
+        )
+    })
+}
+
 /// Whether a job, as its dependencies' status shows, is one that waits: not submitted yet
 /// (Pending), or failed unsubmitted for a cycle, which the other jobs of its cycle still
 /// find (so each of them says DependencyCycle, whichever failed first).
@@ -222,9 +391,9 @@ pub fn cycle_through(start: &str, after: impl Fn(&str) -> Vec<String>) -> Option
 
 /// Whether the job, about to start an attempt, must not yet: it waits in a circle or for a
 /// dependency that can no longer be met (then it fails for good, unsubmitted, with its
-/// spec observed so that an edit runs it again), or for one not met yet (then it is
-/// Pending, reason WaitingForDependencies; a dependency's change wakes it, and it is
-/// looked at again after [`RECHECK`] regardless).
+/// spec observed so that an edit runs it again), or for one not met yet that its scheduler
+/// cannot hold it for ([`handover`]; then it is Pending, reason WaitingForDependencies; a
+/// dependency's change wakes it, and it is looked at again after [`RECHECK`] regardless).
 pub(super) fn waits_for_dependencies(
     rules: &Rules<'_>,
     next: &mut BatchJobStatus,
@@ -234,6 +403,7 @@ pub(super) fn waits_for_dependencies(
     let (reason, message) = match (rules.cycle, gate(rules.after)) {
         (Some(cycle), _) => (Reason::DependencyCycle, cycle_message(cycle)),
         (None, Gate::Broken(message)) => (Reason::DependencyFailed, message),
+        (None, Gate::Wait(_)) if handed_to_scheduler(rules).is_some() => return false,
         (None, Gate::Wait(message)) => {
             if next.reason != Some(Reason::WaitingForDependencies)
                 || next.message.as_deref() != Some(message.as_str())
@@ -253,6 +423,23 @@ pub(super) fn waits_for_dependencies(
     next.finish_time = Some(time(now));
     set_finished(next, now);
     true
+}
+
+/// What [`handover`] says for the job: `None` for a placed one, which may run anywhere.
+pub(super) fn handed_to_scheduler(rules: &Rules<'_>) -> Option<Vec<batchbridge_core::Dependency>> {
+    match rules.target {
+        Target::Fixed(cluster) => handover(cluster, rules.native_dependencies, rules.after),
+        Target::Placed { .. } => None,
+    }
+}
+
+/// The message of an attempt that `job` reports its scheduler ended for a dependency that
+/// can no longer be met, naming the BatchJob ([`never_met`]); `None` for any other end.
+pub(super) fn dependency_failed(rules: &Rules<'_>, job: &JobStatus) -> Option<String> {
+    match &job.cause {
+        Some(FailureCause::DependencyFailed(ids)) => never_met(rules.after, ids),
+        _ => None,
+    }
 }
 
 /// The message of a job that waits on itself through `cycle`.
@@ -357,6 +544,7 @@ mod tests {
                 name: "prep",
                 condition,
                 seen,
+                attempt: None,
             }];
             let gate = gate(&after);
             match expect {
@@ -387,16 +575,19 @@ mod tests {
                 name: "a",
                 condition: AfterCondition::Succeeded,
                 seen: present(Phase::Succeeded),
+                attempt: None,
             },
             Dependency {
                 name: "b",
                 condition: AfterCondition::Ended,
                 seen: present(Phase::Running),
+                attempt: None,
             },
             Dependency {
                 name: "c",
                 condition: AfterCondition::Failed,
                 seen: Seen::Missing,
+                attempt: None,
             },
         ];
         assert_eq!(
@@ -417,16 +608,349 @@ mod tests {
                 name: "a",
                 condition: AfterCondition::Succeeded,
                 seen: Seen::Missing,
+                attempt: None,
             },
             Dependency {
                 name: "b",
                 condition: AfterCondition::Succeeded,
                 seen: present(Phase::Failed),
+                attempt: None,
             },
         ];
         assert!(
             matches!(gate(&after), Gate::Broken(m) if m.starts_with("BatchJob b ended Failed"))
         );
+    }
+
+    /// Each row: the dependency's condition, what is seen of it (its phase, its attempt's
+    /// cluster and whether that attempt is its last), whether the job's backend holds
+    /// dependencies, and what the job, fixed on cluster "hpc", is submitted with: `Some(ids)`
+    /// now with those ids in `after` (each "after a success"), `None` later by the operator
+    /// (the portable path).
+    #[test]
+    fn only_succeeded_dependencies_running_their_last_attempt_on_the_jobs_cluster_are_handed_over()
+    {
+        use AfterCondition::{Ended, Failed, Succeeded};
+        let on = |cluster, last| {
+            Some(Attempt {
+                cluster,
+                job_id: "41",
+                last,
+            })
+        };
+        /// The case, the condition, what is seen, the attempt, whether the backend holds
+        /// dependencies, and the job ids handed over.
+        type Row<'a> = (
+            &'a str,
+            AfterCondition,
+            Seen,
+            Option<Attempt<'a>>,
+            bool,
+            Option<&'a [&'a str]>,
+        );
+        let rows: [Row<'_>; 17] = [
+            (
+                "queued, last, same cluster",
+                Succeeded,
+                present(Phase::Queued),
+                on("hpc", true),
+                true,
+                Some(&["41"]),
+            ),
+            (
+                "running",
+                Succeeded,
+                present(Phase::Running),
+                on("hpc", true),
+                true,
+                Some(&["41"]),
+            ),
+            // A suspended or deleted dependency's job is cancelled, which a scheduler counts
+            // as a failure and an end: it would run the dependent the operator keeps waiting
+            // or fails. A cancelled job never succeeds, so only Succeeded is handed over.
+            (
+                "Failed: the operator's path",
+                Failed,
+                present(Phase::Running),
+                on("hpc", true),
+                true,
+                None,
+            ),
+            (
+                "Ended: the operator's path",
+                Ended,
+                present(Phase::Queued),
+                on("hpc", true),
+                true,
+                None,
+            ),
+            (
+                "Failed, met already: left out",
+                Failed,
+                present(Phase::Failed),
+                on("hpc", true),
+                true,
+                Some(&[]),
+            ),
+            (
+                "met already: left out",
+                Succeeded,
+                present(Phase::Succeeded),
+                on("hpc", true),
+                true,
+                Some(&[]),
+            ),
+            (
+                "met, backend without dependencies",
+                Succeeded,
+                present(Phase::Succeeded),
+                on("hpc", true),
+                false,
+                Some(&[]),
+            ),
+            (
+                "backend without dependencies",
+                Succeeded,
+                present(Phase::Queued),
+                on("hpc", true),
+                false,
+                None,
+            ),
+            (
+                "another cluster",
+                Succeeded,
+                present(Phase::Queued),
+                on("other", true),
+                true,
+                None,
+            ),
+            (
+                "a retry left (or placed)",
+                Succeeded,
+                present(Phase::Running),
+                on("hpc", false),
+                true,
+                None,
+            ),
+            (
+                "held by its scheduler (for its own dependency, say)",
+                Succeeded,
+                present(Phase::Held),
+                on("hpc", true),
+                true,
+                Some(&["41"]),
+            ),
+            (
+                "suspended in its scheduler",
+                Succeeded,
+                present(Phase::Suspended),
+                on("hpc", true),
+                true,
+                Some(&["41"]),
+            ),
+            (
+                "not submitted yet",
+                Succeeded,
+                present(Phase::Pending),
+                None,
+                true,
+                None,
+            ),
+            (
+                "submitting, no id yet",
+                Succeeded,
+                present(Phase::Submitted),
+                None,
+                true,
+                None,
+            ),
+            (
+                "waiting for its retry",
+                Succeeded,
+                present(Phase::RetryPending),
+                on("hpc", true),
+                true,
+                None,
+            ),
+            ("not created", Succeeded, Seen::Missing, None, true, None),
+            (
+                "ended the wrong way: the gate breaks instead",
+                Succeeded,
+                present(Phase::Failed),
+                on("hpc", true),
+                true,
+                None,
+            ),
+        ];
+        for (case, condition, seen, attempt, holds, expected) in rows {
+            let after = [Dependency {
+                name: "prep",
+                condition,
+                seen,
+                attempt,
+            }];
+            let expected = expected.map(|ids| {
+                ids.iter()
+                    .map(|id| batchbridge_core::Dependency::after_ok(*id))
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(handover("hpc", holds, &after), expected, "{case}");
+        }
+    }
+
+    /// A job with a Failed or Ended dependency not met yet stays on the portable path
+    /// whole, whatever its Succeeded ones could be handed over.
+    #[test]
+    fn one_failed_or_ended_dependency_keeps_the_job_on_the_portable_path() {
+        let queued = |name, job_id, condition| Dependency {
+            name,
+            condition,
+            seen: present(Phase::Queued),
+            attempt: Some(Attempt {
+                cluster: "hpc",
+                job_id,
+                last: true,
+            }),
+        };
+        let ok = queued("a", "41", AfterCondition::Succeeded);
+        for condition in [AfterCondition::Failed, AfterCondition::Ended] {
+            let after = [ok.clone(), queued("b", "42", condition)];
+            assert_eq!(handover("hpc", true, &after), None, "{condition:?}");
+        }
+    }
+
+    /// One dependency that cannot be handed over keeps the whole job on the portable path:
+    /// the scheduler would otherwise start it before the operator's dependency is met.
+    #[test]
+    fn every_unmet_dependency_must_be_handed_over() {
+        let last = Attempt {
+            cluster: "hpc",
+            job_id: "41",
+            last: true,
+        };
+        let queued = Dependency {
+            name: "a",
+            condition: AfterCondition::Succeeded,
+            seen: present(Phase::Queued),
+            attempt: Some(last),
+        };
+        let pending = Dependency {
+            name: "b",
+            condition: AfterCondition::Succeeded,
+            seen: present(Phase::Pending),
+            attempt: None,
+        };
+        assert_eq!(handover("hpc", true, &[queued.clone(), pending]), None);
+        let running = Dependency {
+            name: "b",
+            seen: present(Phase::Running),
+            attempt: Some(Attempt {
+                job_id: "42",
+                ..last
+            }),
+            ..queued.clone()
+        };
+        let both = handover("hpc", true, &[queued, running]).unwrap_or_default();
+        let ids: Vec<&str> = both.iter().map(|d| d.job.as_str()).collect();
+        assert_eq!(ids, ["41", "42"]);
+    }
+
+    /// Each row: the dependency's condition and phase, and the ids a submit again under the
+    /// attempt's key names. Met ones are left out, as the first submit would now; one that
+    /// can no longer be met is named, so that the scheduler ends the job if the first submit
+    /// never reached it; a Failed or Ended one never is, as the first submit named none.
+    #[test]
+    fn a_submit_again_names_the_unmet_dependencies_with_an_attempt_on_the_cluster() {
+        use AfterCondition::{Ended, Failed, Succeeded};
+        let rows: [(AfterCondition, Phase, &str, bool, &[&str]); 8] = [
+            (Succeeded, Phase::Running, "hpc", true, &["41"]),
+            (Succeeded, Phase::Succeeded, "hpc", true, &[]),
+            (Succeeded, Phase::Failed, "hpc", true, &["41"]),
+            (Succeeded, Phase::Running, "other", true, &[]),
+            (Succeeded, Phase::Running, "hpc", false, &[]),
+            (Succeeded, Phase::Queued, "hpc", true, &["41"]),
+            (Failed, Phase::Running, "hpc", true, &[]),
+            (Ended, Phase::Queued, "hpc", true, &[]),
+        ];
+        for (condition, phase, cluster, holds, expected) in rows {
+            let after = [Dependency {
+                name: "prep",
+                condition,
+                seen: present(phase),
+                attempt: Some(Attempt {
+                    cluster,
+                    job_id: "41",
+                    last: true,
+                }),
+            }];
+            let named = handed_over("hpc", holds, &after);
+            let ids: Vec<&str> = named.iter().map(|d| d.job.as_str()).collect();
+            assert_eq!(
+                ids, expected,
+                "{condition:?}, {phase:?} on {cluster}, holds {holds}"
+            );
+        }
+    }
+
+    /// Each row: the ids the backend reports as never met, and the message naming their
+    /// BatchJobs (`None`: an id of no dependency, the scheduler's words stay).
+    #[test]
+    fn the_scheduler_s_ids_of_dependencies_never_met_name_their_batch_jobs() {
+        let on = |job_id| {
+            Some(Attempt {
+                cluster: "hpc",
+                job_id,
+                last: true,
+            })
+        };
+        let after = [
+            Dependency {
+                name: "prepare",
+                condition: AfterCondition::Succeeded,
+                seen: present(Phase::Failed),
+                attempt: on("41"),
+            },
+            Dependency {
+                name: "cleanup",
+                condition: AfterCondition::Succeeded,
+                seen: present(Phase::Cancelled),
+                attempt: on("42"),
+            },
+            Dependency {
+                name: "later",
+                condition: AfterCondition::Ended,
+                seen: Seen::Missing,
+                attempt: None,
+            },
+        ];
+        let rows: [(&str, Option<&str>); 4] = [
+            (
+                "41",
+                Some(
+                    "BatchJob prepare (job 41) can no longer meet its condition Succeeded; the \
+                     scheduler ended this job before it ran",
+                ),
+            ),
+            (
+                "41, 42",
+                Some(
+                    "BatchJob prepare (job 41) can no longer meet its condition Succeeded, \
+                     BatchJob cleanup (job 42) can no longer meet its condition Succeeded; the \
+                     scheduler ended this job before it ran",
+                ),
+            ),
+            (
+                "99, 42",
+                Some(
+                    "BatchJob cleanup (job 42) can no longer meet its condition Succeeded; the \
+                     scheduler ended this job before it ran",
+                ),
+            ),
+            ("99", None),
+        ];
+        for (ids, expected) in rows {
+            assert_eq!(never_met(&after, ids).as_deref(), expected, "{ids}");
+        }
     }
 
     /// Each row: the graph (job, the jobs it waits on), the start, the cycle found.

@@ -112,6 +112,10 @@ pub struct Rules<'a> {
     /// spec.after, each entry with what the operator's cache shows of the BatchJob it
     /// names: a job not submitted yet waits for them ([`dependencies::gate`]).
     pub after: &'a [dependencies::Dependency<'a>],
+    /// Whether the backend of the job's cluster holds a job for its dependencies itself
+    /// (`Capabilities::dependencies`): then a job whose dependencies run on that cluster is
+    /// submitted at once, naming them ([`dependencies::handover`]).
+    pub native_dependencies: bool,
     /// The circle of jobs, this one first and last, that wait on each other through
     /// spec.after ([`dependencies::cycle_through`]), if the job is in one.
     pub cycle: Option<&'a [String]>,
@@ -321,6 +325,9 @@ pub enum Effect {
     Submit {
         /// The attempt number, from 1.
         attempt: u32,
+        /// The dependencies the scheduler is to hold the job for (the spec's `after`);
+        /// empty on the portable path.
+        after: Vec<batchbridge_core::Dependency>,
     },
     /// Fetch the finished attempt's output (bounded) and keep it as the policy says.
     Collect {
@@ -502,7 +509,8 @@ pub fn step_done(
                 && next.phase.is_some_and(|phase| !phase.spec_editable())
                 && let Some(id) = next.job_id.as_deref().map(JobId::from)
             {
-                end_attempt(rules, &mut next, job, now);
+                let message = dependencies::dependency_failed(rules, job);
+                end_attempt(rules, &mut next, job, message, now);
                 plan.push(ActionEffect::Forget(id));
             }
             collected(&mut next, outcome, now, &mut plan);

@@ -10,7 +10,9 @@ use crate::reason::{ConditionType, Reason};
 use crate::status::{condition, observed, set_condition};
 
 use super::attempt::{end_attempt, pend, retry_wait, set_finished, start_attempt};
-use super::dependencies::waits_for_dependencies;
+use super::dependencies::{
+    dependency_failed, handed_over, handed_to_scheduler, waits_for_dependencies,
+};
 use super::placement::move_wait;
 use super::{
     ACTION_RETRY, Capacity, Effect, Plan, Purpose, QUEUE_REPORT_HOLD, RECHECK, Rules, SUBMIT_AGAIN,
@@ -57,6 +59,12 @@ pub(super) fn observe(
         // (suspended or not: the scheduler may have the job, which is then cancelled).
         (Phase::Submitted, None) => plan.push(Effect::Submit {
             attempt: next.attempts.max(1),
+            after: match rules.target {
+                Target::Fixed(cluster) => {
+                    handed_over(cluster, rules.native_dependencies, rules.after)
+                }
+                Target::Placed { .. } => Vec::new(),
+            },
         }),
         (phase, id) if phase.spec_editable() && edited => {
             plan.extend(id.map(Effect::Forget));
@@ -187,7 +195,7 @@ fn follow(
             plan.push(Effect::Collect { id });
         }
         Some(job) if Phase::from(job.state).is_terminal() => {
-            end_attempt(rules, next, job, now);
+            end_attempt(rules, next, job, dependency_failed(rules, job), now);
             plan.push(Effect::Forget(id));
             if next.phase == Some(Phase::RetryPending) {
                 retry(rules, next, now, plan);
@@ -328,7 +336,8 @@ pub(super) fn begin_attempt(
         (Target::Fixed(_), Capacity::Full(message)) => wait_for_room(next, message, plan),
         (Target::Fixed(cluster), Capacity::Free) => {
             start_attempt(rules, next, attempt, retries, cluster, now);
-            plan.push(Effect::Submit { attempt });
+            let after = handed_to_scheduler(rules).unwrap_or_default();
+            plan.push(Effect::Submit { attempt, after });
         }
         (Target::Placed { .. }, _) => {
             plan.push(Effect::Place(Purpose::Attempt { attempt, retries }));
@@ -384,7 +393,10 @@ fn moving(
         }
         let (attempt, retries) = (next.attempts + 1, next.retries);
         start_attempt(rules, next, attempt, retries, &to, now);
-        plan.push(Effect::Submit { attempt });
+        plan.push(Effect::Submit {
+            attempt,
+            after: Vec::new(),
+        });
     } else if started || phase.is_terminal() || matches!(phase, Phase::Running | Phase::Suspended) {
         record.outcome = MoveOutcome::StartedFirst;
         next.moves.push(record);

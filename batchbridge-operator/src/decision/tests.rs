@@ -32,6 +32,7 @@ fn spec() -> Rules<'static> {
         cleanup: CleanupPolicy::OnDelete,
         target: Target::Fixed("hpc"),
         after: &[],
+        native_dependencies: false,
         cycle: None,
         capacity: Capacity::Free,
     }
@@ -146,6 +147,7 @@ fn waiting_for(dependency: &'static str) -> BatchJobStatus {
         name: dependency,
         condition: AfterCondition::Succeeded,
         seen: Seen::Missing,
+        attempt: None,
     }];
     let rules = Rules {
         after: &after,
@@ -169,6 +171,7 @@ fn waiting_for(dependency: &'static str) -> BatchJobStatus {
                 reason: None,
                 deleting: false,
             },
+            attempt: None,
         }],
         ..spec()
     };
@@ -297,6 +300,8 @@ struct Case {
     after: Vec<Dependency<'static>>,
     /// The circle the job waits in through spec.after.
     cycle: Option<Vec<String>>,
+    /// Whether the job's backend holds jobs for their dependencies itself.
+    native: bool,
     /// Whether the job's cluster has room.
     capacity: Capacity,
     /// The expected phase, attempts and retries of the written status (None: no write).
@@ -318,6 +323,7 @@ fn case(name: &'static str, status: BatchJobStatus, event: impl Into<On<'static>
         ttl: None,
         after: Vec::new(),
         cycle: None,
+        native: false,
         capacity: Capacity::Free,
         writes: None,
         effects: Vec::new(),
@@ -419,6 +425,7 @@ fn run(case: &Case) -> Step {
         cleanup: CleanupPolicy::OnDelete,
         target: Target::Fixed("hpc"),
         after: &case.after,
+        native_dependencies: case.native,
         cycle: case.cycle.as_deref(),
         capacity: case.capacity.clone(),
     };
@@ -609,7 +616,13 @@ fn a_job_suspended_while_it_runs_and_resumed() {
     rules.generation += 1;
     rules.suspended = false;
     let effects = walk(&rules, &mut status, Finding::Observed(None).into());
-    assert_eq!(effects, [Submit { attempt: 2 }]);
+    assert_eq!(
+        effects,
+        [Submit {
+            attempt: 2,
+            after: vec![]
+        }]
+    );
     assert_eq!(said(&status, ConditionType::Suspended), None);
     walk(&rules, &mut status, accepted(2, "8").into());
     let eight = JobId::from("8");
@@ -845,12 +858,97 @@ fn steps() {
                 reason,
                 deleting: false,
             },
+            attempt: None,
         }]
     };
+    // The dependency's attempt: job 41 on the job's cluster, its last unless `last` is false.
+    let running_41 = |last: bool| {
+        vec![Dependency {
+            name: "prep",
+            condition: AfterCondition::Succeeded,
+            seen: Seen::Present {
+                phase: Phase::Running,
+                reason: None,
+                deleting: false,
+            },
+            attempt: Some(super::dependencies::Attempt {
+                cluster: "hpc",
+                job_id: "41",
+                last,
+            }),
+        }]
+    };
+    let after_41 = || vec![batchbridge_core::Dependency::after_ok("41")];
     let cases = vec![
         Case {
             writes: Some((Phase::Submitted, 1, 0)),
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: after_41(),
+            }],
+            after: running_41(true),
+            native: true,
+            ..case(
+                "a new job whose dependency runs its last attempt on its cluster is submitted \
+                 at once, its scheduler holding it",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 1, 0)),
+            effects: vec![Submit {
+                attempt: 1,
+                after: after_41(),
+            }],
+            after: running_41(true),
+            native: true,
+            ..case(
+                "a waiting job is handed to its scheduler once its dependency runs",
+                waiting_for("prep"),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 0, 0)),
+            after: running_41(false),
+            native: true,
+            requeue: Some(RECHECK),
+            ..case(
+                "a dependency with a retry left keeps the job waiting in the operator",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Pending, 0, 0)),
+            after: running_41(true),
+            requeue: Some(RECHECK),
+            ..case(
+                "a backend without native dependencies keeps the job waiting in the operator",
+                BatchJobStatus::default(),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            effects: vec![Submit {
+                attempt: 1,
+                after: after_41(),
+            }],
+            after: running_41(true),
+            native: true,
+            ..case(
+                "a submit cut short is made again under its key with the same dependency ids",
+                with(at(Phase::Submitted), |s| s.job_id = None),
+                Finding::Observed(None),
+            )
+        },
+        Case {
+            writes: Some((Phase::Submitted, 1, 0)),
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             ..case(
                 "a new job is submitted as attempt 1",
                 BatchJobStatus::default(),
@@ -878,7 +976,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 1, 0)),
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             after: after(Phase::Succeeded, Some(Reason::Succeeded)),
             ..case(
                 "a waiting job is submitted once its dependency succeeded",
@@ -964,7 +1065,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 1, 0)),
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             generation: GENERATION + 1,
             ..case(
                 "a suspended job is submitted once suspend is cleared",
@@ -1058,7 +1162,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 2, 0)),
-            effects: vec![Submit { attempt: 2 }],
+            effects: vec![Submit {
+                attempt: 2,
+                after: vec![],
+            }],
             generation: GENERATION + 1,
             ..case(
                 "resumed: submitted again as the next attempt",
@@ -1068,7 +1175,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 3, 1)),
-            effects: vec![Submit { attempt: 3 }],
+            effects: vec![Submit {
+                attempt: 3,
+                after: vec![],
+            }],
             generation: GENERATION + 1,
             policy: policy(1, &[]),
             ..case(
@@ -1079,7 +1189,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 3, 0)),
-            effects: vec![Submit { attempt: 3 }],
+            effects: vec![Submit {
+                attempt: 3,
+                after: vec![],
+            }],
             generation: GENERATION + 1,
             policy: policy(1, &[]),
             ..case(
@@ -1103,7 +1216,13 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 2, 0)),
-            effects: vec![Forget(id()), Submit { attempt: 2 }],
+            effects: vec![
+                Forget(id()),
+                Submit {
+                    attempt: 2,
+                    after: vec![],
+                },
+            ],
             generation: GENERATION + 1,
             ..case(
                 "then, its end seen, the next attempt is submitted",
@@ -1174,7 +1293,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 2, 1)),
-            effects: vec![Submit { attempt: 2 }],
+            effects: vec![Submit {
+                attempt: 2,
+                after: vec![],
+            }],
             policy: policy(2, &[]),
             generation: GENERATION + 1,
             ..case(
@@ -1270,7 +1392,10 @@ fn steps() {
             )
         },
         Case {
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             ..case(
                 "stopped between submit and the id's write: the same key again",
                 with(at(Phase::Submitted), |s| s.job_id = None),
@@ -1278,7 +1403,10 @@ fn steps() {
             )
         },
         Case {
-            effects: vec![Submit { attempt: 3 }],
+            effects: vec![Submit {
+                attempt: 3,
+                after: vec![],
+            }],
             ..case(
                 "the same for a later attempt",
                 with(at(Phase::Submitted), |s| {
@@ -1363,7 +1491,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 1, 0)),
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             ..case(
                 "room again: the waiting job's attempt begins",
                 waiting_for_room(),
@@ -1372,7 +1503,10 @@ fn steps() {
         },
         Case {
             writes: Some((Phase::Submitted, 2, 0)),
-            effects: vec![Submit { attempt: 2 }],
+            effects: vec![Submit {
+                attempt: 2,
+                after: vec![],
+            }],
             ..case(
                 "a job whose submit the limit refused submits the same attempt's key again",
                 refused_for_the_limit(),
@@ -1390,7 +1524,10 @@ fn steps() {
             )
         },
         Case {
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             capacity: full(),
             ..case(
                 "a submit cut short by a restart is sent again whatever the room: it counts already",
@@ -1646,7 +1783,13 @@ fn steps() {
         Case {
             generation: GENERATION + 1,
             writes: Some((Phase::Submitted, 2, 0)),
-            effects: vec![Forget(id()), Submit { attempt: 2 }],
+            effects: vec![
+                Forget(id()),
+                Submit {
+                    attempt: 2,
+                    after: vec![],
+                },
+            ],
             ..case(
                 "editing a succeeded job runs it again",
                 collected(at(Phase::Succeeded)),
@@ -1656,7 +1799,13 @@ fn steps() {
         Case {
             generation: GENERATION + 1,
             writes: Some((Phase::Submitted, 4, 0)),
-            effects: vec![Forget(id()), Submit { attempt: 4 }],
+            effects: vec![
+                Forget(id()),
+                Submit {
+                    attempt: 4,
+                    after: vec![],
+                },
+            ],
             ..case(
                 "editing a failed job starts its retries afresh",
                 failed(Phase::Failed, Reason::NonZeroExitCode, 2, 60),
@@ -1666,7 +1815,13 @@ fn steps() {
         Case {
             generation: GENERATION + 1,
             writes: Some((Phase::Submitted, 2, 0)),
-            effects: vec![Forget(id()), Submit { attempt: 2 }],
+            effects: vec![
+                Forget(id()),
+                Submit {
+                    attempt: 2,
+                    after: vec![],
+                },
+            ],
             ..case(
                 "editing a job waiting for its retry runs the new spec at once",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 3),
@@ -1676,7 +1831,10 @@ fn steps() {
         Case {
             generation: GENERATION + 1,
             writes: Some((Phase::Submitted, 1, 0)),
-            effects: vec![Submit { attempt: 1 }],
+            effects: vec![Submit {
+                attempt: 1,
+                after: vec![],
+            }],
             ..case(
                 "a pending job runs the spec as it is now",
                 with(at(Phase::Pending), |s| {
@@ -1720,7 +1878,13 @@ fn steps() {
             policy: policy(2, &[]),
             keeps_output: false,
             writes: Some((Phase::Submitted, 2, 1)),
-            effects: vec![Forget(id()), Submit { attempt: 2 }],
+            effects: vec![
+                Forget(id()),
+                Submit {
+                    attempt: 2,
+                    after: vec![],
+                },
+            ],
             ..case(
                 "a failure seen after its backoff passed is retried at once",
                 at(Phase::Running),
@@ -1730,7 +1894,10 @@ fn steps() {
         Case {
             policy: policy(2, &[]),
             writes: Some((Phase::Submitted, 2, 1)),
-            effects: vec![Submit { attempt: 2 }],
+            effects: vec![Submit {
+                attempt: 2,
+                after: vec![],
+            }],
             ..case(
                 "a retry is submitted after the backoff",
                 failed(Phase::RetryPending, Reason::NonZeroExitCode, 0, 60),
@@ -1864,7 +2031,13 @@ fn steps() {
             ttl: Some(Duration::ZERO),
             generation: GENERATION + 1,
             writes: Some((Phase::Submitted, 2, 0)),
-            effects: vec![Forget(id()), Submit { attempt: 2 }],
+            effects: vec![
+                Forget(id()),
+                Submit {
+                    attempt: 2,
+                    after: vec![],
+                },
+            ],
             ..case(
                 "an edited spec runs it again instead",
                 collected(at(Phase::Succeeded)),
@@ -1956,7 +2129,13 @@ fn a_whole_life() {
     // The Secret is there: attempt 1 is submitted; the login is refused.
     assert_eq!(
         walk(&spec, &mut status, Finding::Observed(None).into(), 15),
-        (vec![Submit { attempt: 1 }], None)
+        (
+            vec![Submit {
+                attempt: 1,
+                after: vec![]
+            }],
+            None
+        )
     );
     assert_eq!(status.phase, Some(Phase::Submitted));
     let refused = problem(Reason::AuthenticationFailed);
@@ -1987,7 +2166,13 @@ fn a_whole_life() {
     // Fixed: submitted again as attempt 1, accepted as job 7.
     assert_eq!(
         walk(&spec, &mut status, Finding::Observed(None).into(), 15),
-        (vec![Submit { attempt: 1 }], None)
+        (
+            vec![Submit {
+                attempt: 1,
+                after: vec![]
+            }],
+            None
+        )
     );
     let accepted = |attempt: u32, id: &str| Done::Submit {
         attempt,
@@ -2122,7 +2307,13 @@ fn a_whole_life() {
     // The backoff passes: attempt 2, retry 1, from a clean status.
     assert_eq!(
         walk(&spec, &mut status, Finding::Observed(None).into(), 8),
-        (vec![Submit { attempt: 2 }], None)
+        (
+            vec![Submit {
+                attempt: 2,
+                after: vec![]
+            }],
+            None
+        )
     );
     assert_eq!(
         (status.phase, status.attempts, status.retries),
@@ -2178,7 +2369,16 @@ fn a_whole_life() {
     let effects = walk(&spec, &mut status, Finding::Observed(None).into(), 60);
     assert_eq!(
         effects,
-        (vec![Forget(JobId::from("8")), Submit { attempt: 3 }], None)
+        (
+            vec![
+                Forget(JobId::from("8")),
+                Submit {
+                    attempt: 3,
+                    after: vec![]
+                }
+            ],
+            None
+        )
     );
     assert_eq!((status.attempts, status.retries), (3, 0));
     walk(&spec, &mut status, accepted(3, "9").into(), 1);
@@ -2354,7 +2554,10 @@ mod placement {
         assert_eq!(candidates[0].message.as_deref(), Some("connection refused"));
         assert_eq!(
             step(&spec, &written, &Finding::Observed(None), now()).effects,
-            [Effect::Submit { attempt: 1 }],
+            [Effect::Submit {
+                attempt: 1,
+                after: vec![]
+            }],
             "the reconcile the placement's end wakes submits"
         );
 
@@ -2558,7 +2761,7 @@ mod placement {
             ("restart before the cancel: cancelled again", moving_to_b(700), observed(waiting_job()), None, vec![Follow(id()), Withdraw(id())], Some(ACTION_RETRY)),
             ("no report yet: nothing done", moving_to_b(700), Finding::Observed(None), None, vec![Follow(id())], Some(ACTION_RETRY)),
             ("confirmed cancelled, never started: submitted to b as attempt 2", moving_to_b(700), observed(cancelled(false)),
-                Some((Some(Phase::Submitted), Some("b".into()), 2, false, vec![MoveOutcome::Moved])), vec![Forget(id()), Submit { attempt: 2 }], None),
+                Some((Some(Phase::Submitted), Some("b".into()), 2, false, vec![MoveOutcome::Moved])), vec![Forget(id()), Submit { attempt: 2, after: vec![] }], None),
             ("started before the cancel took: kept, never moves again", moving_to_b(700), observed(job(JobState::Running)),
                 Some((Some(Phase::Running), Some("a".into()), 1, false, vec![MoveOutcome::StartedFirst])), vec![Follow(id())], Some(RECHECK)),
             ("cancelled after it started: it ran, so it is not submitted again (its end is written with its output)", moving_to_b(700), observed(cancelled(true)),
@@ -2568,7 +2771,7 @@ mod placement {
             ("restart after the move was written: the same key submitted to b", with(at(Phase::Submitted), |s| {
                     s.job_id = None; s.attempts = 2; s.cluster = Some("b".into());
                     s.moves = vec![Move { from: "a".into(), to: "b".into(), job_id: "42".into(), time: time(now()), outcome: MoveOutcome::Moved }];
-                }), Finding::Observed(None), None, vec![Submit { attempt: 2 }], None),
+                }), Finding::Observed(None), None, vec![Submit { attempt: 2, after: vec![] }], None),
             ("moves used up: waits where it is", with(queued_on_a(7000), |s| {
                     s.moves = vec![Move { from: "b".into(), to: "a".into(), job_id: "7".into(), time: time(now()), outcome: MoveOutcome::Moved }];
                 }), observed(waiting_job()), Some((Some(Phase::Queued), Some("a".into()), 1, false, vec![MoveOutcome::Moved])), vec![Follow(id())], Some(RECHECK)),
@@ -2858,4 +3061,50 @@ fn backoff_doubles_up_to_five_minutes() {
     let delays: Vec<u64> = (0..7).map(|n| retry_backoff(n).as_secs()).collect();
     assert_eq!(delays, [10, 20, 40, 80, 160, 300, 300]);
     assert_eq!(retry_backoff(u32::MAX), Duration::from_secs(300));
+}
+
+/// A job its scheduler held for a dependency and ended when that dependency failed names
+/// the BatchJob, not only the scheduler's id of its job.
+#[test]
+fn a_dependency_the_scheduler_reports_never_met_is_named_by_its_batch_job() {
+    let after = [Dependency {
+        name: "prep",
+        condition: AfterCondition::Succeeded,
+        seen: Seen::Present {
+            phase: Phase::Failed,
+            reason: Some(Reason::NonZeroExitCode),
+            deleting: false,
+        },
+        attempt: Some(super::dependencies::Attempt {
+            cluster: "hpc",
+            job_id: "41",
+            last: true,
+        }),
+    }];
+    let rules = Rules {
+        after: &after,
+        native_dependencies: true,
+        keeps_output: false,
+        ..spec()
+    };
+    let mut ended = job(JobState::Failed);
+    ended.cause = Some(FailureCause::DependencyFailed("41".into()));
+    let written = step(&rules, &at(Phase::Queued), &observed(ended), now())
+        .status
+        .expect("the end is written");
+    assert_eq!(written.phase, Some(Phase::Failed));
+    assert_eq!(written.reason, Some(Reason::DependencyFailed));
+    assert_eq!(
+        written.message.as_deref(),
+        Some(
+            "BatchJob prep (job 41) can no longer meet its condition Succeeded; the scheduler \
+             ended this job before it ran"
+        )
+    );
+    let failed = condition(&written.conditions, ConditionType::Failed).map(|c| c.message.as_str());
+    assert_eq!(
+        failed,
+        written.message.as_deref(),
+        "the condition says it too"
+    );
 }
