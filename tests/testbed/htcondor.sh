@@ -386,7 +386,9 @@ cmd_start_schedd() {
     log "htcondor: schedd started"
 }
 
-schedd_gone() { ! pgrep -x condor_schedd >/dev/null; }
+# The first schedd's process: the capped schedd (condor_schedd -local-name capped) stays up
+# when it is stopped, and is no sign that it is still there.
+schedd_gone() { ! pgrep -a -x condor_schedd | grep -qv -- '-local-name'; }
 schedd_answers() { in_root runuser -u "$SSH_USER" -- condor_q -totals >/dev/null 2>&1; }
 
 cmd_foreign_job() {
