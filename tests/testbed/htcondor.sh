@@ -333,9 +333,12 @@ cmd_up() {
     # The capped schedd writes its address file only when it starts: if its spool lost it
     # (removed under a running pool), its user's tools would quietly fall back to the
     # first, uncapped schedd. Stopped, it is started again by condor_master and writes it.
+    # Its job numbers then start again at 1, so the job records earlier tests left in its
+    # user's batchbridge work directory go too (the backend refuses an id it has seen).
     if [[ ! -s "$ROOTFS$CAPPED_SPOOL/.schedd_address" ]] &&
         pkill -f '^condor_schedd -local-name capped'; then
         log "htcondor: the capped schedd had lost its address file; restarting it"
+        rm -rf "$ROOTFS/home/$CAPPED_USER/.batchbridge"
     fi
     end_to_end_check
     WAIT_FOR_SLEEP=0.5 wait_for 60 "the capped schedd to answer $CAPPED_USER" \
