@@ -541,29 +541,19 @@ async fn check_outputs(
             Err(problem) => missing.push(format!("{} to {target}: {problem}", output.path)),
         }
     }
-    if !sent.is_empty() {
-        let note = format!("sent: {}", sent.join("; "));
-        publish(
-            ctx,
-            job,
-            EventType::Normal,
-            Reason::OutputsStaged.as_str(),
-            &note,
-            "StageOut",
-        )
-        .await;
-    }
-    if !missing.is_empty() {
-        let note = format!("not sent: {}", missing.join("; "));
-        publish(
-            ctx,
-            job,
+    for (outputs, type_, reason, said) in [
+        (&sent, EventType::Normal, Reason::OutputsStaged, "sent"),
+        (
+            &missing,
             EventType::Warning,
-            Reason::OutputsNotStaged.as_str(),
-            &note,
-            "StageOut",
-        )
-        .await;
+            Reason::OutputsNotStaged,
+            "not sent",
+        ),
+    ] {
+        if !outputs.is_empty() {
+            let note = format!("{said}: {}", outputs.join("; "));
+            publish(ctx, job, type_, reason.as_str(), &note, "StageOut").await;
+        }
     }
     Some(if missing.is_empty() {
         Ok(format!(
