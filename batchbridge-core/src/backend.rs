@@ -468,6 +468,38 @@ pub trait BatchBackend: Send + Sync {
         self.submit(spec).await
     }
 
+    /// Submits every spec of `specs`, answering for each one, in the same order, what
+    /// [`submit`](Self::submit) would have: its id, or its own error. One spec's failure
+    /// does not stop the others, and each keeps `submit`'s guarantee: a key submitted
+    /// again, in this call or a later one, never makes a second job.
+    ///
+    /// The default submits them one after another. A backend that can send many jobs in
+    /// one round trip to its scheduler overrides it.
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, LocalBackend};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let specs = vec![
+    ///     JobSpec::new(JobKey::new("prep-1")?, "prep", "true"),
+    ///     JobSpec::new(JobKey::new("prep-2")?, "prep", "true"),
+    /// ];
+    /// let ids = backend.submit_many(&specs).await;
+    /// assert_eq!(ids.len(), 2);
+    /// assert!(ids.iter().all(Result::is_ok));
+    /// # Ok(()) }
+    /// ```
+    async fn submit_many(&self, specs: &[JobSpec]) -> Vec<Result<JobId>> {
+        let mut answers = Vec::with_capacity(specs.len());
+        for spec in specs {
+            answers.push(self.submit(spec).await);
+        }
+        answers
+    }
+
     /// Fetches job `id`'s `outputs` (see [`crate::staging`]) after it ended, those whose
     /// [`StageWhen`](crate::staging::StageWhen) matches how its status says it ended:
     /// each file to a temporary name in its local directory, its size and SHA-256 checked
