@@ -169,11 +169,24 @@ signed_list_ok() {
     [[ "$(signed_s3_status "")" == 200 ]]
 }
 
-# ensure_bucket : the tests' bucket (200 when made, 409 when this key already owns it).
-ensure_bucket() {
+# master_leads : the master has won its (one-member) raft election. A restarted master
+# with recovered raft state waits out an election timeout first (16 s measured), while the
+# S3 gateway already answers listings; a bucket PUT made before then times out.
+master_leads() {
+    curl -s --max-time 2 "http://$HOST:$MASTER_PORT/cluster/status" 2>/dev/null |
+        grep -q '"IsLeader":true'
+}
+
+# bucket_made : the tests' bucket exists (200 when made, 409 when this key already owns it).
+bucket_made() {
     local status
     status="$(signed_s3_status "$BUCKET" -X PUT)"
-    [[ "$status" == 200 || "$status" == 409 ]] || die "could not make bucket $BUCKET (HTTP $status)"
+    [[ "$status" == 200 || "$status" == 409 ]]
+}
+
+ensure_bucket() {
+    wait_daemon weed 120 "the master to lead" master_leads
+    wait_daemon weed 60 "bucket $BUCKET to be made" bucket_made
 }
 
 anonymous_refused() {
