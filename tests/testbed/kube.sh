@@ -294,7 +294,8 @@ EOF
 # else's etcd).
 daemon_is() {
     local argv0
-    argv0="$(tr '\0' '\n' <"/proc/$2/cmdline" 2>/dev/null | head -n 1 || true)"
+    # The braces take the redirection's own error (a pid from a stale file is gone).
+    argv0="$({ tr '\0' '\n' <"/proc/$2/cmdline"; } 2>/dev/null | head -n 1 || true)"
     [[ "$argv0" == "$BIN_DIR/$1" ]]
 }
 
