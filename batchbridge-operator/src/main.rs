@@ -405,6 +405,7 @@ mod tests {
             "ENABLE_LOCAL_SCHEDULER",
             "LOCAL_STATE_DIR",
             "ALLOWED_SSH_TARGETS",
+            "ALLOWED_OBJECT_STORES",
             "METRICS_ADDR",
             "RUST_LOG",
             "LOG_FORMAT",
