@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use batchbridge_operator::cluster::targets::{SshTargets, TargetsError};
 use batchbridge_operator::leader::LeaderElection;
+use batchbridge_operator::staging::{AllowedStores, BadEndpoint};
 use batchbridge_operator::{Operator, output};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
@@ -77,6 +78,17 @@ struct Settings {
         value_parser = parse_targets
     )]
     allowed_ssh_targets: SshTargets,
+    /// The object store endpoints BatchJobs' inputs and outputs may name, comma-separated
+    /// http(s)://HOST[:PORT] (none when blank).
+    #[arg(
+        long,
+        env = "ALLOWED_OBJECT_STORES",
+        global = true,
+        default_value = "",
+        hide_default_value = true,
+        value_parser = parse_stores
+    )]
+    allowed_object_stores: AllowedStores,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(
         long,
@@ -136,6 +148,10 @@ fn parse_switch(value: &str) -> Result<bool, String> {
 }
 
 fn parse_targets(value: &str) -> Result<SshTargets, TargetsError> {
+    value.parse()
+}
+
+fn parse_stores(value: &str) -> Result<AllowedStores, BadEndpoint> {
     value.parse()
 }
 
@@ -200,6 +216,16 @@ async fn run(settings: Settings) -> ExitCode {
         tracing::info!(%targets, "BatchClusters may connect only to the allowed SSH targets");
         operator = operator.ssh_targets(targets);
     }
+    let stores = settings.allowed_object_stores;
+    if stores.is_empty() {
+        tracing::info!(
+            "ALLOWED_OBJECT_STORES is unset: BatchJobs may name no object store for their \
+             inputs and outputs"
+        );
+    } else {
+        tracing::info!(%stores, "BatchJobs may name only the allowed object stores");
+        operator = operator.object_stores(stores);
+    }
     let address = settings.metrics_addr;
     match tokio::net::TcpListener::bind(&address).await {
         Ok(listener) => operator = operator.endpoints(listener),
@@ -252,7 +278,7 @@ mod tests {
     #[test]
     fn every_setting_parses_from_its_flag_and_reads_its_variable() {
         type Check = fn(&Settings) -> bool;
-        let table: [(&str, &str, &str, Check); 11] = [
+        let table: [(&str, &str, &str, Check); 12] = [
             ("--watch-namespace", "WATCH_NAMESPACE", "team-a", |s| {
                 s.watch_namespace.as_deref() == Some("team-a")
             }),
@@ -273,6 +299,12 @@ mod tests {
                 "ALLOWED_SSH_TARGETS",
                 "login.example:22",
                 |s| !s.allowed_ssh_targets.allows_any(),
+            ),
+            (
+                "--allowed-object-stores",
+                "ALLOWED_OBJECT_STORES",
+                "http://10.0.0.5:9000",
+                |s| !s.allowed_object_stores.is_empty(),
             ),
             ("--metrics-addr", "METRICS_ADDR", "127.0.0.1:9090", |s| {
                 s.metrics_addr == "127.0.0.1:9090"
@@ -373,6 +405,7 @@ mod tests {
             "ENABLE_LOCAL_SCHEDULER",
             "LOCAL_STATE_DIR",
             "ALLOWED_SSH_TARGETS",
+            "ALLOWED_OBJECT_STORES",
             "METRICS_ADDR",
             "RUST_LOG",
             "LOG_FORMAT",

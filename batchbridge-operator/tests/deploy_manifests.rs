@@ -927,28 +927,38 @@ fn the_installer_turns_the_local_scheduler_on() {
     roles.operator_role();
 }
 
-/// An installer limits where BatchClusters may make the operator connect: the Helm value
-/// `allowedSshTargets` reaches the operator as ALLOWED_SSH_TARGETS (which the operator
-/// reads back as the same list), and `networkPolicy.enabled` adds an egress NetworkPolicy
-/// the API server accepts, allowing DNS, the API and the login nodes' networks only.
+/// An installer limits where BatchClusters and BatchJobs may make the operator connect: the
+/// Helm values `allowedSshTargets` and `objectStores.allowedEndpoints` reach the operator as
+/// ALLOWED_SSH_TARGETS and ALLOWED_OBJECT_STORES (which the operator reads back as the same
+/// lists), and `networkPolicy.enabled` adds an egress NetworkPolicy the API server accepts,
+/// allowing DNS, the API, the login nodes' and the object stores' networks only.
 #[test]
 fn the_installer_limits_where_the_operator_connects() {
     let tools = Tools::new();
     let helm_ns = unique("deploy-helm-egress");
     let _namespaces = tools.namespaces(&[&helm_ns]);
-    let env_of = |yaml: &str| -> Option<String> {
+    let env_of = |yaml: &str, name: &str| -> Option<String> {
         let objects = Manifests::parse(yaml);
         let deployment = objects.only("Deployment");
         deployment["spec"]["template"]["spec"]["containers"][0]["env"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|var| var["name"] == "ALLOWED_SSH_TARGETS")
+            .find(|var| var["name"] == name)
             .map(|var| var["value"].as_str().unwrap().to_owned())
     };
 
     let yaml = tools.template(&chart(), &helm_ns, &[]);
-    assert_eq!(env_of(&yaml), None, "any target by default");
+    assert_eq!(
+        env_of(&yaml, "ALLOWED_SSH_TARGETS"),
+        None,
+        "any target by default"
+    );
+    assert_eq!(
+        env_of(&yaml, "ALLOWED_OBJECT_STORES"),
+        None,
+        "no object store by default"
+    );
     assert!(Manifests::parse(&yaml).of_kind("NetworkPolicy").is_empty());
 
     let yaml = tools.template(
@@ -960,9 +970,19 @@ fn the_installer_limits_where_the_operator_connects() {
             "networkPolicy.apiServer.cidrs={10.96.0.1/32}",
             "networkPolicy.ssh[0].cidr=10.20.0.0/16",
             "networkPolicy.ssh[0].ports={22,2222}",
+            "objectStores.allowedEndpoints={https://s3.example.org,http://10.30.0.5:9000}",
+            "networkPolicy.objectStores[0].cidr=10.30.0.0/24",
+            "networkPolicy.objectStores[0].ports={9000}",
+            "networkPolicy.objectStores[1].cidr=52.0.0.0/8",
         ],
     );
-    let targets = env_of(&yaml).unwrap();
+    let stores = env_of(&yaml, "ALLOWED_OBJECT_STORES").unwrap();
+    let parsed: batchbridge_operator::staging::AllowedStores = stores.parse().unwrap();
+    assert_eq!(
+        parsed.to_string(),
+        "https://s3.example.org, http://10.30.0.5:9000"
+    );
+    let targets = env_of(&yaml, "ALLOWED_SSH_TARGETS").unwrap();
     let parsed: batchbridge_operator::cluster::targets::SshTargets = targets.parse().unwrap();
     assert_eq!(
         parsed.to_string(),
@@ -990,6 +1010,8 @@ fn the_installer_limits_where_the_operator_connects() {
         [
             ("10.96.0.1/32".to_owned(), vec![6443]),
             ("10.20.0.0/16".to_owned(), vec![22, 2222]),
+            ("10.30.0.0/24".to_owned(), vec![9000]),
+            ("52.0.0.0/8".to_owned(), vec![443]),
         ]
     );
     let pod_labels = &objects.only("Deployment")["spec"]["template"]["metadata"]["labels"];

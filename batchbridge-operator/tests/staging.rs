@@ -3,8 +3,8 @@
 //! prefix reach the job's working directory; its output reaches S3 byte for byte; a job
 //! that fails still sends its `when: Always` output (and not its OnSuccess one), its phase
 //! staying Failed; a ConfigMap output beyond 512 KiB is refused, the job still Succeeded;
-//! a job naming another namespace's ConfigMap or an unlabelled Secret is
-//! refused unsubmitted. What is in the store is read with curl, not with the operator's code.
+//! a job naming another namespace's ConfigMap, an unlabelled Secret or an object store the
+//! operator's allowlist does not name is refused unsubmitted. What is in the store is read with curl, not with the operator's code.
 
 // Helpers panic on purpose: anything unexpected is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -16,7 +16,7 @@ use std::process::Command;
 
 use batchbridge_operator::crd::Phase;
 use batchbridge_operator::reason::{ConditionType, Reason};
-use batchbridge_testbed::{SeaweedFsFacts, seaweedfs_facts};
+use batchbridge_testbed::{SeaweedFsFacts, login, seaweedfs_facts};
 use common::Cluster;
 use common::operator::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -144,6 +144,20 @@ fn location(store: &SeaweedFsFacts, bucket: &str, what: Value) -> Value {
     location
 }
 
+/// A test namespace with a BatchCluster on SLURM and an operator that lets BatchJobs name
+/// the test bed's object store only.
+async fn set_up_with_store(test: &str, store: &SeaweedFsFacts) -> (Cluster, RunningOperator) {
+    let bed = Cluster::new(test).await;
+    let login = login("ssh");
+    create_secret(&bed, "cluster-key", &login).await;
+    create_cluster(&bed, "slurm", "slurm", &login, "cluster-key").await;
+    let allowed = store.endpoint.parse().unwrap();
+    let operator = RunningOperator::start_with(&bed, &bed.operator_client().await, |operator| {
+        operator.object_stores(allowed)
+    });
+    (bed, operator)
+}
+
 /// Job `name` once its OutputsStaged condition is set, checked to have ended in `phase`,
 /// and that condition's status, reason and message.
 async fn wait_for_outputs_staged(
@@ -179,7 +193,7 @@ async fn wait_for_outputs_staged(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
     let store = seaweedfs_facts();
-    let (bed, operator) = set_up("staging-io", "ssh", "slurm").await;
+    let (bed, operator) = set_up_with_store("staging-io", &store).await;
     let (bucket, run) = place(&store, &bed);
     // 300 KiB of bytes that are no text, and a small file in a sub-directory.
     let big: Vec<u8> = (0..300 * 1024_u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -295,7 +309,7 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_job_still_sends_its_always_outputs_and_stays_failed() {
     let store = seaweedfs_facts();
-    let (bed, operator) = set_up("staging-fail", "ssh", "slurm").await;
+    let (bed, operator) = set_up_with_store("staging-fail", &store).await;
     let (bucket, run) = place(&store, &bed);
     store_secret(&bed, &store).await;
     create_job(
@@ -337,7 +351,8 @@ async fn a_failed_job_still_sends_its_always_outputs_and_stays_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_namespaces_config_map_and_an_unlabelled_secret_are_refused() {
-    let (bed, operator) = set_up("staging-tenant", "ssh", "slurm").await;
+    let store = seaweedfs_facts();
+    let (bed, operator) = set_up_with_store("staging-tenant", &store).await;
     // Another tenant's namespace, with a ConfigMap and a Secret of the same names the
     // hostile jobs ask for.
     let other = format!("{}-other", bed.namespace);
@@ -388,7 +403,41 @@ async fn another_namespaces_config_map_and_an_unlabelled_secret_are_refused() {
         }),
     )
     .await;
+    // Object stores the administrator did not list: the cloud's metadata service, and the
+    // allowed store under another name (names are not resolved, so not compared).
+    store_secret(&bed, &store).await;
+    for (name, endpoint) in [
+        ("metadata", "http://169.254.169.254"),
+        (
+            "renamed",
+            &*store.endpoint.replace("127.0.0.1", "localhost"),
+        ),
+    ] {
+        create_job(
+            &bed,
+            name,
+            json!({
+                "clusterRef": {"name": "slurm"},
+                "script": "cat x\n",
+                "inputs": [{"path": "x", "objectStore": {
+                    "endpoint": endpoint,
+                    "bucket": store.bucket,
+                    "key": "latest/meta-data/iam",
+                    "credentialsSecret": {"name": "store"},
+                }}],
+            }),
+        )
+        .await;
+    }
     for (name, says) in [
+        (
+            "metadata",
+            "endpoint \"http://169.254.169.254\" is not allowed",
+        ),
+        (
+            "renamed",
+            "is not allowed: this operator may reach only http://127.0.0.1:",
+        ),
         ("cross", "no ConfigMap \"theirs\" in the job's namespace"),
         (
             "unlabelled",

@@ -464,7 +464,7 @@ async fn stage(ctx: &Context, job: &BatchJob, spec: &mut JobSpec) -> Result<(), 
     if job.spec.inputs.is_empty() && job.spec.outputs.is_empty() {
         return Ok(());
     }
-    let staging = staging::prepare(&ctx.client, job)
+    let staging = staging::prepare(&ctx.client, &ctx.object_stores, job)
         .await
         .map_err(|refused| refused.0)?;
     spec.script = staging::wrap_script(&spec.script, &staging.inputs, &staging.outputs)
@@ -488,7 +488,8 @@ async fn stage(ctx: &Context, job: &BatchJob, spec: &mut JobSpec) -> Result<(), 
             .map(|input| format!("{} from {}", input.path, staging::origin(input)))
             .collect();
         let note = format!(
-            "fetched by the job before its script: {}",
+            "{}, fetched by the job before its script: {}",
+            staging.inputs_summary(),
             inputs.join("; ")
         );
         publish(
@@ -527,7 +528,8 @@ async fn check_outputs(
         .checked_sub(Duration::from_secs(60))
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let succeeded = exit_code == Some(0);
-    let mut checked = staging::check_outputs(&ctx.client, job, succeeded, since).await;
+    let mut checked =
+        staging::check_outputs(&ctx.client, &ctx.object_stores, job, succeeded, since).await;
     checked.extend(
         staging::to_config_maps(&ctx.output, job, &*connection.backend, id, succeeded).await,
     );

@@ -40,6 +40,7 @@ use crate::endpoints::{Endpoints, Readiness};
 use crate::leader::LeaderElection;
 use crate::metrics::Metrics;
 use crate::reason::ClusterProblem;
+use crate::staging::AllowedStores;
 use crate::{FIELD_MANAGER, output};
 use actions::Actions;
 use dependencies::Dependents;
@@ -92,6 +93,8 @@ pub struct Context {
     /// How long before a BatchCluster's SSH certificate expires its CredentialValid
     /// condition turns False (CredentialExpiring).
     pub credential_expiry_warning: Duration,
+    /// The object store endpoints BatchJobs' inputs and outputs may name.
+    pub object_stores: AllowedStores,
     /// Places the jobs with spec.placement; one for the operator, so that placing many
     /// jobs of one shape asks each candidate once per interval.
     pub placer: Placer,
@@ -138,6 +141,7 @@ pub struct Operator {
     election: Option<LeaderElection>,
     removal_deadline: Duration,
     credential_expiry_warning: Duration,
+    object_stores: AllowedStores,
 }
 
 /// A future every part of the operator can wait on.
@@ -160,6 +164,7 @@ impl Operator {
             election: None,
             removal_deadline: crate::decision::REMOVAL_DEADLINE,
             credential_expiry_warning: credential::DEFAULT_EXPIRY_WARNING,
+            object_stores: AllowedStores::default(),
         }
     }
 
@@ -207,6 +212,25 @@ impl Operator {
     /// ```
     pub fn ssh_targets(mut self, targets: SshTargets) -> Self {
         self.targets = targets;
+        self
+    }
+
+    /// Lets BatchJobs' inputs and outputs name only the object store endpoints `stores`
+    /// allows; none, by default. A BatchJob naming another fails unsubmitted with reason
+    /// `InputRefused`, and the operator sends it no request (SECURITY.md).
+    ///
+    /// ```
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use batchbridge_operator::Operator;
+    ///
+    /// let client = kube::Client::try_default().await?;
+    /// let operator = Operator::new(client)
+    ///     .object_stores("https://s3.eu-west-1.amazonaws.com, http://10.0.0.5:9000".parse()?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn object_stores(mut self, stores: AllowedStores) -> Self {
+        self.object_stores = stores;
         self
     }
 
@@ -408,6 +432,7 @@ impl Operator {
             metrics: Arc::clone(&self.metrics),
             removal_deadline: self.removal_deadline,
             credential_expiry_warning: self.credential_expiry_warning,
+            object_stores: self.object_stores.clone(),
             placer: Placer::default(),
             placing: Semaphore::new(PLACEMENTS_AT_ONCE),
         });

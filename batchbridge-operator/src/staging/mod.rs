@@ -16,6 +16,7 @@
 //! sets: the operator cannot know whether the job's author may read a Secret (the
 //! BatchJob does not say who created it), so the Secret's owner says BatchJobs may.
 
+mod allowed;
 mod config_map;
 mod script;
 mod store;
@@ -26,6 +27,7 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client, ResourceExt as _};
 
+pub use allowed::{AllowedStores, BadEndpoint};
 pub use config_map::{MAX_CONFIG_MAP_OUTPUTS, to_config_maps};
 pub use script::{InputSource, MAX_INLINE_BYTES, StagedInput, StagedOutput, wrap_script};
 pub use store::{MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY};
@@ -48,6 +50,30 @@ pub struct Staging {
     pub inputs: Vec<StagedInput>,
     /// The outputs, in spec order.
     pub outputs: Vec<StagedOutput>,
+    /// The bytes of the ConfigMap and Secret inputs, carried in the script.
+    pub inline_bytes: usize,
+    /// The bytes of the objects of the inputs' prefixes, as listed.
+    pub listed_bytes: u64,
+}
+
+impl Staging {
+    /// The inputs in words for an Event: how many files, from where, how many bytes known
+    /// before the job fetches them.
+    pub fn inputs_summary(&self) -> String {
+        let inline = self
+            .inputs
+            .iter()
+            .filter(|input| matches!(input.source, InputSource::Inline { .. }))
+            .count();
+        let objects = self.inputs.len() - inline;
+        format!(
+            "{} files: {inline} from ConfigMaps and Secrets ({} bytes, in the script), {objects} \
+             objects fetched by the job ({} bytes listed under prefixes)",
+            self.inputs.len(),
+            self.inline_bytes,
+            self.listed_bytes
+        )
+    }
 }
 
 /// Why an input or output cannot be had: the message for the job's status (reason
@@ -57,24 +83,33 @@ pub struct Staging {
 pub struct Refused(pub String);
 
 /// Reads and signs everything the job's spec.inputs and spec.outputs name, in the job's
-/// namespace only.
-pub async fn prepare(client: &Client, job: &BatchJob) -> Result<Staging, Refused> {
-    let namespace = job.namespace().unwrap_or_default();
-    let reader = Reader {
-        config_maps: Api::namespaced(client.clone(), &namespace),
-        secrets: Api::namespaced(client.clone(), &namespace),
-        stores: BTreeMap::new(),
-    };
-    reader.prepare(job).await
+/// namespace only, from the object stores `allowed` lets it name only.
+pub async fn prepare(
+    client: &Client,
+    allowed: &AllowedStores,
+    job: &BatchJob,
+) -> Result<Staging, Refused> {
+    Reader::new(client, allowed, job).prepare(job).await
 }
 
-struct Reader {
+struct Reader<'a> {
     config_maps: Api<ConfigMap>,
     secrets: Api<Secret>,
+    allowed: &'a AllowedStores,
     stores: BTreeMap<String, Store>,
 }
 
-impl Reader {
+impl<'a> Reader<'a> {
+    fn new(client: &Client, allowed: &'a AllowedStores, job: &BatchJob) -> Self {
+        let namespace = job.namespace().unwrap_or_default();
+        Self {
+            config_maps: Api::namespaced(client.clone(), &namespace),
+            secrets: Api::namespaced(client.clone(), &namespace),
+            allowed,
+            stores: BTreeMap::new(),
+        }
+    }
+
     async fn prepare(mut self, job: &BatchJob) -> Result<Staging, Refused> {
         let mut staging = Staging::default();
         let mut inline = 0;
@@ -109,11 +144,12 @@ impl Reader {
                         source: InputSource::Url(store.get_url(key)),
                     });
                 } else if let Some(prefix) = &location.prefix {
-                    let keys = store
+                    let objects = store
                         .list(prefix)
                         .await
                         .map_err(|err| within(Refused(err.0)))?;
-                    for key in keys {
+                    for (key, size) in objects {
+                        staging.listed_bytes += size;
                         let path = prefixed_path(&input.path, prefix, &key).map_err(within)?;
                         staging.inputs.push(StagedInput {
                             path,
@@ -122,6 +158,7 @@ impl Reader {
                     }
                 }
             }
+            staging.inline_bytes = inline;
             if inline > MAX_INLINE_BYTES {
                 return Err(within(Refused(format!(
                     "the ConfigMap and Secret inputs come to more than {MAX_INLINE_BYTES} \
@@ -201,8 +238,10 @@ impl Reader {
         })
     }
 
-    /// The store of `location`, its credentials read once per Secret and endpoint.
+    /// The store of `location`, if its endpoint is allowed, its credentials read once per
+    /// Secret and endpoint.
     async fn store(&mut self, location: &ObjectLocation) -> Result<Store, Refused> {
+        self.allowed.check(&location.endpoint)?;
         let name = &location.credentials_secret.name;
         let id = format!("{name}\n{}\n{}", location.endpoint, location.bucket);
         if let Some(store) = self.stores.get(&id) {
@@ -287,19 +326,16 @@ fn prefixed_path(dir: &str, prefix: &str, key: &str) -> Result<String, Refused> 
 
 /// Whether each of the job's outputs its `when` applies to arrived in its store after
 /// `since` (the start of the job's attempt): for each output, its path and what the store
-/// said. `succeeded` is whether the script exited 0.
+/// said. `succeeded` is whether the script exited 0. A store `allowed` no longer lets the
+/// job name (the administrator changed the list) is not asked.
 pub async fn check_outputs(
     client: &Client,
+    allowed: &AllowedStores,
     job: &BatchJob,
     succeeded: bool,
     since: SystemTime,
 ) -> Vec<(JobOutput, Result<(), String>)> {
-    let namespace = job.namespace().unwrap_or_default();
-    let mut reader = Reader {
-        config_maps: Api::namespaced(client.clone(), &namespace),
-        secrets: Api::namespaced(client.clone(), &namespace),
-        stores: BTreeMap::new(),
-    };
+    let mut reader = Reader::new(client, allowed, job);
     let mut checked = Vec::new();
     for output in &job.spec.outputs {
         let Some(location) = &output.object_store else {

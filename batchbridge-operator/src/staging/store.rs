@@ -79,10 +79,11 @@ impl Store {
             .into()
     }
 
-    /// The keys under `prefix`, refused beyond [`MAX_PREFIX_OBJECTS`].
-    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+    /// The keys under `prefix` with their sizes in bytes, refused beyond
+    /// [`MAX_PREFIX_OBJECTS`].
+    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
         let client = http_client()?;
-        let mut keys = Vec::new();
+        let mut keys: Vec<(String, u64)> = Vec::new();
         let mut token: Option<String> = None;
         loop {
             let mut action = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
@@ -102,7 +103,11 @@ impl Store {
             let page = ListObjectsV2::parse_response(&text).map_err(|err| {
                 StoreError(format!("listing {prefix:?}: not an S3 listing ({err})"))
             })?;
-            keys.extend(page.contents.into_iter().map(|object| object.key));
+            keys.extend(
+                page.contents
+                    .into_iter()
+                    .map(|object| (object.key, object.size.unwrap_or_default())),
+            );
             if keys.len() > MAX_PREFIX_OBJECTS {
                 return Err(StoreError(format!(
                     "prefix {prefix:?} holds more than {MAX_PREFIX_OBJECTS} objects"

@@ -33,10 +33,21 @@ impl RunningOperator {
     /// Starts an operator that authenticates with `client`: the one from
     /// [`Cluster::operator_client`], bound to exactly the role in `deploy/rbac/`.
     pub(crate) fn start(bed: &Cluster, client: &kube::Client) -> Self {
+        Self::start_with(bed, client, |operator| operator)
+    }
+
+    /// [`Self::start`], with settings `configure` adds.
+    pub(crate) fn start_with(
+        bed: &Cluster,
+        client: &kube::Client,
+        configure: impl FnOnce(Operator) -> Operator,
+    ) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
-        let operator = Operator::new(client.clone())
-            .namespace(bed.namespace.clone())
-            .image("batchbridge-operator:test");
+        let operator = configure(
+            Operator::new(client.clone())
+                .namespace(bed.namespace.clone())
+                .image("batchbridge-operator:test"),
+        );
         let task = tokio::spawn(operator.run(async move {
             let _ = stopped.await;
         }));
