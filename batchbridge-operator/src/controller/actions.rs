@@ -89,8 +89,8 @@ impl Actions {
         let uid = job.uid().unwrap_or_default();
         match written {
             Some(mut written) => {
-                // Never read, as in the cache (docs/PERFORMANCE.md, finding 5).
-                written.managed_fields_mut().clear();
+                // Kept as lean as the cache's copy (docs/PERFORMANCE.md, finding 5).
+                written.make_lean();
                 kept.insert(uid, Arc::new(written))
             }
             None => kept.remove(&uid),

@@ -63,7 +63,7 @@ fn rules_of(job: &BatchJob) -> Rules<'_> {
     let output = &job.spec.output_policy;
     Rules {
         generation: job.metadata.generation.unwrap_or_default(),
-        spec_digest: job.spec.digest(),
+        spec_digest: job.spec_digest(),
         suspended: job.spec.suspend == Some(true),
         retry_policy: job.spec.retry_policy.as_ref(),
         keeps_output: output.tail_bytes > 0 || output.config_map || output.log_pod,
@@ -169,11 +169,14 @@ async fn perform(
     mut step: Step,
 ) -> Result<Option<Duration>, ReconcileError> {
     let mut current = Cow::Borrowed(current);
+    // The job as the API server last answered a status write: whole, script included,
+    // where the cache's copy is lean; a submit or placement reads it instead of the cache.
+    let mut whole = None;
     loop {
         let left = cluster_of(job, &current).map(str::to_owned);
         let written = match step.status {
             Some(next) => {
-                write_status(ctx, job, &current, &next).await?;
+                whole = Some(Arc::new(write_status(ctx, job, &current, &next).await?));
                 next
             }
             None => current.into_owned(),
@@ -192,8 +195,12 @@ async fn perform(
                 Effect::Expire => expire(ctx, job).await?,
                 Effect::Place(purpose) => {
                     let acting = (Arc::clone(ctx), Arc::clone(job), written.clone());
+                    let whole = whole.clone();
                     ctx.actions.start(job, ActionKind::Place, async move {
                         let (ctx, job, current) = acting;
+                        let Some(job) = whole_job(&ctx, &job, whole).await else {
+                            return Some(ACTION_RETRY);
+                        };
                         place(&ctx, &job, purpose, current).await
                     });
                 }
@@ -230,8 +237,12 @@ async fn perform(
                     if let Some(connection) = usable(&submit_to, &mut unusable) {
                         let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
                         let current = written.clone();
+                        let whole = whole.clone();
                         ctx.actions.start(job, ActionKind::Submit, async move {
                             let (ctx, job, connection) = acting;
+                            let Some(job) = whole_job(&ctx, &job, whole).await else {
+                                return Some(ACTION_RETRY);
+                            };
                             submit(&ctx, &job, &connection, (attempt, after), current).await
                         });
                     }
@@ -259,6 +270,33 @@ async fn perform(
             SystemTime::now(),
         );
         current = Cow::Owned(written);
+    }
+}
+
+/// `job` whole, for an action that reads its script: as the step's status write returned
+/// it (`written`), as it is if it is whole already, or else read from the API server. None
+/// if the read failed (the action is tried again after [`ACTION_RETRY`]) or found another
+/// job of the same name.
+async fn whole_job(
+    ctx: &Context,
+    job: &Arc<BatchJob>,
+    written: Option<Arc<BatchJob>>,
+) -> Option<Arc<BatchJob>> {
+    if let Some(written) = written {
+        return Some(written);
+    }
+    if !job.is_lean() {
+        return Some(Arc::clone(job));
+    }
+    let api = Api::<BatchJob>::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+    match api.get(&job.name_any()).await {
+        // A job re-created under the same name is another job: its own reconcile acts.
+        Ok(read) => (read.uid() == job.uid()).then(|| Arc::new(read)),
+        Err(err) => {
+            ctx.metrics.reconcile_failed("BatchJob", "KubernetesApi");
+            tracing::warn!(job = %ObjectRef::from(&**job), error = %err, "cannot read the job's script");
+            None
+        }
     }
 }
 

@@ -399,8 +399,8 @@ impl Operator {
         let store = cluster_controller.store();
         let (wake, woken) = mpsc::unbounded_channel();
         let (act, acted) = mpsc::unbounded_channel();
-        // The cache keeps every BatchJob; their managedFields (a few KiB each, never read
-        // here) are dropped before they are stored.
+        // The cache keeps every BatchJob, each as its lean copy (BatchJob::make_lean: no
+        // managedFields, last-applied annotation or script, none read from the cache).
         let (job_reader, job_writer) = kube::runtime::reflector::store();
         let dependents = Dependents::default();
         let wake_dependents = wake.clone();
@@ -446,7 +446,7 @@ impl Operator {
             });
         let watched = watcher(jobs, watcher::Config::default())
             .default_backoff()
-            .modify(|job: &mut BatchJob| job.managed_fields_mut().clear())
+            .modify(BatchJob::make_lean)
             .reflect(job_writer)
             // A job's change, in the cache now, wakes the jobs whose spec.after names it
             // (a dependency met, broken or created), ahead of the watched ones.

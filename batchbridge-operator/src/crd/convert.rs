@@ -105,11 +105,18 @@ impl BatchJob {
     /// The batchbridge-core spec of `attempt` of this job, keyed by the resource's UID and
     /// the attempt ([`attempt_key`]: a re-created resource is a new job, and a restarted
     /// operator finds the job it submitted) and named after the resource. A resource
-    /// without a UID (one not read from the API server) is refused.
+    /// without a UID (one not read from the API server) is refused, and so is the cache's
+    /// lean copy, which has no script ([`BatchJob::make_lean`]).
     pub fn job_spec(&self, attempt: u32) -> Result<JobSpec> {
         let uid = self.metadata.uid.as_deref().ok_or_else(|| {
             Error::invalid_input("BatchJob has no metadata.uid: read it from the API server")
         })?;
+        if self.is_lean() {
+            // Submitting it would run an empty script.
+            return Err(Error::invalid_input(
+                "this copy of the BatchJob has no script (the cache's lean copy): read it from the API server",
+            ));
+        }
         let name = self.metadata.name.as_deref().unwrap_or_default();
         self.spec
             .to_job_spec(JobKey::new(attempt_key(uid, attempt))?, name)

@@ -109,6 +109,7 @@
 mod cluster;
 mod convert;
 mod job;
+mod lean;
 pub mod names;
 mod placement;
 mod quantity;

@@ -25,7 +25,8 @@ pub struct Notice {
 
 /// The Events a status change is worth: a new phase, a new job id, a cluster problem or its
 /// end. Not news, since every new job would get one: a cluster found ready the first time,
-/// and a submitted job found queued (its `Submitted` Event says so already).
+/// a submitted job found queued (its `Submitted` Event says so already), and a queued job
+/// found running.
 pub fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notice> {
     let mut events = Vec::new();
     let notice = |type_, reason: &str, note: String, action: &str| Notice {
@@ -129,6 +130,7 @@ pub fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notic
         && let Some(phase) = next.phase
         && phase != Phase::Submitted
         && (phase, current.phase) != (Phase::Queued, Some(Phase::Submitted))
+        && !starts_as_usual(current, phase)
     {
         let type_ = if matches!(phase, Phase::Failed | Phase::RetryPending | Phase::Unknown) {
             EventType::Warning
@@ -152,6 +154,14 @@ pub fn transitions(current: &BatchJobStatus, next: &BatchJobStatus) -> Vec<Notic
         events.push(notice(type_, &reason, note, "Reconcile"));
     }
     events
+}
+
+/// Whether `phase` is the job's ordinary start, out of the queue it was submitted to: not
+/// news either, since nearly every job gets one (it would be an Event per job, a request
+/// each at 10,000 jobs); the phase column and status.startTime show it. A start after
+/// anything else (held, unknown, a requeue) still gets its Event.
+fn starts_as_usual(current: &BatchJobStatus, phase: Phase) -> bool {
+    phase == Phase::Running && matches!(current.phase, Some(Phase::Submitted | Phase::Queued))
 }
 
 /// What each candidate answered, in one line for an Event.
@@ -238,8 +248,14 @@ mod tests {
             [("Submitted".into(), "attempt 1 is job 7".into())]
         );
         assert_eq!(reasons(&with_id, &queued), []);
+        assert_eq!(reasons(&queued, &running), []);
+        assert_eq!(reasons(&with_id, &running), []);
+        let held = BatchJobStatus {
+            phase: Some(Phase::Held),
+            ..with_id.clone()
+        };
         assert_eq!(
-            reasons(&queued, &running),
+            reasons(&held, &running),
             [("Running".into(), "Running".into())]
         );
         assert_eq!(
