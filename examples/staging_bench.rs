@@ -1,12 +1,13 @@
 //! Measures staging ([`batchbridge_core::staging`]) over the test bed's SSH
 //! (`tests/testbed/up.sh` first) against `scp` and `rsync` of the same data in the same
-//! run: one large file (1 GiB by default) in and out, then 1000 files of 4 KiB in and out.
-//! Prints seconds, MiB/s, the ratio to scp and rsync, and this process's peak resident
-//! memory during each staging step.
+//! run: one large file (1 GiB by default) in and out, then 1000 files of 4 KiB in and out,
+//! in 3 rounds (ours first in odd rounds, last in even ones, so that a page cache warmed
+//! or a neighbour's load favours neither). Prints per round seconds, MiB/s, the ratio to
+//! scp and rsync, and this process's peak resident memory during each staging step.
 //!
 //! ```text
-//! cargo run --release --example staging_bench             # 1 GiB, 1000 small files
-//! cargo run --release --example staging_bench -- 256 100  # 256 MiB, 100 small files
+//! cargo run --release --example staging_bench               # 1 GiB, 1000 small files, 3 rounds
+//! cargo run --release --example staging_bench -- 256 100 1  # 256 MiB, 100 small files, 1 round
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -100,6 +101,7 @@ fn noise_file(path: &Path, bytes: u64, seed: u64) -> Result<()> {
 }
 
 struct Row {
+    round: u32,
     what: String,
     ours: f64,
     scp: f64,
@@ -112,7 +114,8 @@ impl Row {
     fn print(&self) {
         let mib = self.bytes as f64 / f64::from(1 << 20);
         println!(
-            "| {} | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2}× | {:.2}× | {} MiB |",
+            "| {} | {} | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2}× | {:.2}× | {} MiB |",
+            self.round,
             self.what,
             self.ours,
             mib / self.ours,
@@ -127,174 +130,245 @@ impl Row {
     }
 }
 
+/// One staging step of ours: its seconds and peak RSS.
+async fn ours<F: std::future::Future<Output = Result<()>>>(step: F) -> Result<(f64, u64)> {
+    reset_peak_rss();
+    let start = Instant::now();
+    step.await?;
+    Ok((start.elapsed().as_secs_f64(), peak_rss()))
+}
+
+/// Runs `first` then `second`, or the other way round.
+async fn in_order<A, B>(
+    swap: bool,
+    first: impl std::future::Future<Output = Result<A>>,
+    second: impl FnOnce() -> Result<B>,
+) -> Result<(A, B)> {
+    if swap {
+        let b = second()?;
+        Ok((first.await?, b))
+    } else {
+        let a = first.await?;
+        Ok((a, second()?))
+    }
+}
+
+struct Bench<'a> {
+    facts: &'a SshFacts,
+    shell: &'a dyn Shell,
+    target: String,
+    large_mib: u64,
+    small_files: u64,
+}
+
+impl Bench<'_> {
+    async fn round(&self, round: u32, local: &Path, base: &str) -> Result<Vec<Row>> {
+        let (facts, target) = (self.facts, &self.target);
+        let ours_last = round % 2 == 0;
+        let timeout = std::time::Duration::from_secs(300);
+        let limits = StageLimits::default();
+        let transfer = Transfer::default();
+        let mut rows = Vec::new();
+        let ours_dir = format!("{base}/ours");
+        let staging = StagingDir::new(self.shell, &ours_dir, timeout);
+
+        // One large file.
+        let large_mib = self.large_mib;
+        let big = local.join("big.bin");
+        noise_file(&big, large_mib << 20, u64::from(round))?;
+        let bytes = large_mib << 20;
+        let big_arg = big.to_str().unwrap_or_default().to_owned();
+        let inputs = [StageIn::path(&big, "big.bin")];
+        let ((ours_in, rss_in), (scp_in, rsync_in)) = in_order(
+            ours_last,
+            ours(async {
+                staging
+                    .stage_in(&inputs, &limits, &transfer)
+                    .await
+                    .map(drop)
+            }),
+            || {
+                let scp_in = scp(facts, &big_arg, &format!("{target}:{base}/scp.bin"), false)?;
+                let rsync_in = rsync(facts, &big_arg, &format!("{target}:{base}/rsync.bin"))?;
+                Ok((scp_in, rsync_in))
+            },
+        )
+        .await?;
+        rows.push(Row {
+            round,
+            what: format!("{large_mib} MiB in"),
+            ours: ours_in,
+            scp: scp_in,
+            rsync: rsync_in,
+            bytes,
+            rss: rss_in,
+        });
+        std::fs::remove_file(&big)?;
+
+        let back = local.join("back");
+        let outputs = [StageOut::new("big.bin", &back).when(StageWhen::Always)];
+        let scp_copy = local.join("scp.bin");
+        let rsync_copy = local.join("rsync.bin");
+        let ((ours_out, rss_out), (scp_out, rsync_out)) = in_order(
+            ours_last,
+            ours(async {
+                staging
+                    .stage_out(&outputs, true, &limits, &transfer)
+                    .await
+                    .map(drop)
+            }),
+            || {
+                let scp_out = scp(
+                    facts,
+                    &format!("{target}:{base}/scp.bin"),
+                    scp_copy.to_str().unwrap_or_default(),
+                    false,
+                )?;
+                let rsync_out = rsync(
+                    facts,
+                    &format!("{target}:{base}/rsync.bin"),
+                    rsync_copy.to_str().unwrap_or_default(),
+                )?;
+                Ok((scp_out, rsync_out))
+            },
+        )
+        .await?;
+        std::fs::remove_dir_all(&back)?;
+        std::fs::remove_file(&scp_copy)?;
+        std::fs::remove_file(&rsync_copy)?;
+        rows.push(Row {
+            round,
+            what: format!("{large_mib} MiB out"),
+            ours: ours_out,
+            scp: scp_out,
+            rsync: rsync_out,
+            bytes,
+            rss: rss_out,
+        });
+        remote(
+            self.shell,
+            "rm -f -- \"$1\"/ours/big.bin \"$1\"/scp.bin \"$1\"/rsync.bin",
+            &[base],
+        )
+        .await?;
+
+        // Many small files.
+        let small_files = self.small_files;
+        let small = local.join("small");
+        std::fs::create_dir_all(&small)?;
+        for i in 0..small_files {
+            noise_file(&small.join(format!("f{i:04}.dat")), 4096, i + 2)?;
+        }
+        let bytes = small_files * 4096;
+        let small_arg = small.to_str().unwrap_or_default().to_owned();
+        let inputs = [StageIn::path(&small, "small")];
+        let ((ours_in, rss_in), (scp_in, rsync_in)) = in_order(
+            ours_last,
+            ours(async {
+                staging
+                    .stage_in(&inputs, &limits, &transfer)
+                    .await
+                    .map(drop)
+            }),
+            || {
+                let scp_in = scp(
+                    facts,
+                    &small_arg,
+                    &format!("{target}:{base}/scp-small"),
+                    true,
+                )?;
+                let rsync_in = rsync(
+                    facts,
+                    &format!("{small_arg}/"),
+                    &format!("{target}:{base}/rsync-small/"),
+                )?;
+                Ok((scp_in, rsync_in))
+            },
+        )
+        .await?;
+        rows.push(Row {
+            round,
+            what: format!("{small_files} × 4 KiB in"),
+            ours: ours_in,
+            scp: scp_in,
+            rsync: rsync_in,
+            bytes,
+            rss: rss_in,
+        });
+
+        let outputs = [StageOut::new("small", &back)];
+        let ((ours_out, rss_out), (scp_out, rsync_out)) = in_order(
+            ours_last,
+            ours(async {
+                staging
+                    .stage_out(&outputs, true, &limits, &transfer)
+                    .await
+                    .map(drop)
+            }),
+            || {
+                let scp_out = scp(
+                    facts,
+                    &format!("{target}:{base}/scp-small"),
+                    local.join("scp-small").to_str().unwrap_or_default(),
+                    true,
+                )?;
+                let rsync_out = rsync(
+                    facts,
+                    &format!("{target}:{base}/rsync-small/"),
+                    &format!("{}/", local.join("rsync-small").display()),
+                )?;
+                Ok((scp_out, rsync_out))
+            },
+        )
+        .await?;
+        rows.push(Row {
+            round,
+            what: format!("{small_files} × 4 KiB out"),
+            ours: ours_out,
+            scp: scp_out,
+            rsync: rsync_out,
+            bytes,
+            rss: rss_out,
+        });
+        Ok(rows)
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let large_mib: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1024);
     let small_files: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
     let facts = ssh_facts();
     let shell = facts.key_shell();
-    let target = format!("{}@{}", facts.user, facts.host);
-    let run = format!("{:x}", std::process::id());
-    let base = remote(
-        &shell,
-        "mkdir -p \"$HOME/.batchbridge/staging-bench-$1\" && cd \"$HOME/.batchbridge/staging-bench-$1\" && pwd -P",
-        &[&run],
-    )
-    .await?
-    .trim()
-    .to_owned();
-    let local = tempfile::tempdir()?;
-    let timeout = std::time::Duration::from_secs(120);
-    let limits = StageLimits::default();
-    let transfer = Transfer::default();
+    let bench = Bench {
+        facts: &facts,
+        shell: &shell,
+        target: format!("{}@{}", facts.user, facts.host),
+        large_mib,
+        small_files,
+    };
     let mut rows = Vec::new();
-
-    // One large file.
-    let big = local.path().join("big.bin");
-    noise_file(&big, large_mib << 20, 1)?;
-    let bytes = large_mib << 20;
-    let ours_dir = format!("{base}/ours");
-    let staging = StagingDir::new(&shell, &ours_dir, timeout);
-    reset_peak_rss();
-    let start = Instant::now();
-    staging
-        .stage_in(&[StageIn::path(&big, "big.bin")], &limits, &transfer)
-        .await?;
-    let ours_in = start.elapsed().as_secs_f64();
-    let rss_in = peak_rss();
-    let scp_in = scp(
-        &facts,
-        big.to_str().unwrap_or_default(),
-        &format!("{target}:{base}/scp.bin"),
-        false,
-    )?;
-    let rsync_in = rsync(
-        &facts,
-        big.to_str().unwrap_or_default(),
-        &format!("{target}:{base}/rsync.bin"),
-    )?;
-    rows.push(Row {
-        what: format!("{large_mib} MiB in"),
-        ours: ours_in,
-        scp: scp_in,
-        rsync: rsync_in,
-        bytes,
-        rss: rss_in,
-    });
-    std::fs::remove_file(&big)?;
-
-    let back = local.path().join("back");
-    reset_peak_rss();
-    let start = Instant::now();
-    staging
-        .stage_out(
-            &[StageOut::new("big.bin", &back).when(StageWhen::Always)],
-            true,
-            &limits,
-            &transfer,
+    for round in 1..=rounds {
+        let run = format!("{:x}-{round}", std::process::id());
+        let base = remote(
+            &shell,
+            "mkdir -p \"$HOME/.batchbridge/staging-bench-$1\" && cd \"$HOME/.batchbridge/staging-bench-$1\" && pwd -P",
+            &[&run],
         )
-        .await?;
-    let ours_out = start.elapsed().as_secs_f64();
-    let rss_out = peak_rss();
-    std::fs::remove_dir_all(&back)?;
-    let scp_copy = local.path().join("scp.bin");
-    let scp_out = scp(
-        &facts,
-        &format!("{target}:{base}/scp.bin"),
-        scp_copy.to_str().unwrap_or_default(),
-        false,
-    )?;
-    std::fs::remove_file(&scp_copy)?;
-    let rsync_copy = local.path().join("rsync.bin");
-    let rsync_out = rsync(
-        &facts,
-        &format!("{target}:{base}/rsync.bin"),
-        rsync_copy.to_str().unwrap_or_default(),
-    )?;
-    std::fs::remove_file(&rsync_copy)?;
-    rows.push(Row {
-        what: format!("{large_mib} MiB out"),
-        ours: ours_out,
-        scp: scp_out,
-        rsync: rsync_out,
-        bytes,
-        rss: rss_out,
-    });
-    remote(
-        &shell,
-        "rm -f -- \"$1\"/ours/big.bin \"$1\"/scp.bin \"$1\"/rsync.bin",
-        &[&base],
-    )
-    .await?;
-
-    // Many small files.
-    let small = local.path().join("small");
-    std::fs::create_dir_all(&small)?;
-    for i in 0..small_files {
-        noise_file(&small.join(format!("f{i:04}.dat")), 4096, i + 2)?;
+        .await?
+        .trim()
+        .to_owned();
+        let local = tempfile::tempdir()?;
+        let done = bench.round(round, local.path(), &base).await;
+        remote(&shell, "rm -rf -- \"$1\"", &[&base]).await?;
+        rows.extend(done?);
     }
-    let bytes = small_files * 4096;
-    reset_peak_rss();
-    let start = Instant::now();
-    staging
-        .stage_in(&[StageIn::path(&small, "small")], &limits, &transfer)
-        .await?;
-    let ours_in = start.elapsed().as_secs_f64();
-    let rss_in = peak_rss();
-    let small_arg = small.to_str().unwrap_or_default().to_owned();
-    let scp_in = scp(
-        &facts,
-        &small_arg,
-        &format!("{target}:{base}/scp-small"),
-        true,
-    )?;
-    let rsync_in = rsync(
-        &facts,
-        &format!("{small_arg}/"),
-        &format!("{target}:{base}/rsync-small/"),
-    )?;
-    rows.push(Row {
-        what: format!("{small_files} × 4 KiB in"),
-        ours: ours_in,
-        scp: scp_in,
-        rsync: rsync_in,
-        bytes,
-        rss: rss_in,
-    });
-
-    reset_peak_rss();
-    let start = Instant::now();
-    staging
-        .stage_out(&[StageOut::new("small", &back)], true, &limits, &transfer)
-        .await?;
-    let ours_out = start.elapsed().as_secs_f64();
-    let rss_out = peak_rss();
-    let scp_out = scp(
-        &facts,
-        &format!("{target}:{base}/scp-small"),
-        local.path().join("scp-small").to_str().unwrap_or_default(),
-        true,
-    )?;
-    let rsync_out = rsync(
-        &facts,
-        &format!("{target}:{base}/rsync-small/"),
-        &format!("{}/", local.path().join("rsync-small").display()),
-    )?;
-    rows.push(Row {
-        what: format!("{small_files} × 4 KiB out"),
-        ours: ours_out,
-        scp: scp_out,
-        rsync: rsync_out,
-        bytes,
-        rss: rss_out,
-    });
-    remote(&shell, "rm -rf -- \"$1\"", &[&base]).await?;
-
     println!(
-        "| transfer | batchbridge | scp | rsync | scp time ÷ ours | rsync time ÷ ours | peak RSS (ours) |"
+        "| round | transfer | batchbridge | scp | rsync | scp time ÷ ours | rsync time ÷ ours | peak RSS (ours) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for row in &rows {
         row.print();
     }

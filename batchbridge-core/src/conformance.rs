@@ -1410,7 +1410,8 @@ pub async fn staged_files_arrive_whole_and_outputs_come_back<B: BatchBackend + ?
 /// newline or a quote, and a local directory holding a symlink to a file outside it are
 /// [`InvalidInput`](ErrorKind::InvalidInput) before anything is sent (the key has no job);
 /// on the cluster, in a working directory whose job left a symlink to `~/.ssh` and one to
-/// `/etc/passwd`, a stage-in through the symlink and a stage-out of either symlink, or of
+/// `/etc/passwd`, a stage-in (of a file, or of a directory of small files, which go as one
+/// tar stream) through the symlink and a stage-out of either symlink, or of
 /// a directory holding one, are refused; a last job finds no canary file in `~/.ssh` or
 /// the working directory, and nothing arrived locally.
 pub async fn hostile_stage_paths_are_refused_on_both_sides<B: BatchBackend + ?Sized>(
@@ -1502,6 +1503,21 @@ pub async fn hostile_stage_paths_are_refused_on_both_sides<B: BatchBackend + ?Si
         .expect_err("a stage-in went through a symlink");
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert_eq!(backend.find(&through.key).await?, None);
+    // Small files go as one tar stream: through the symlink it is refused all the same.
+    std::fs::create_dir_all(local.path().join("small"))?;
+    for i in 0..5 {
+        std::fs::write(local.path().join(format!("small/canary{i}")), "canary")?;
+    }
+    let mut through_dir = spec(config, "staging_dir_through_link", "true\n").with_stage_in(
+        StageIn::path(local.path().join("small"), "sshlink/canary-dir"),
+    );
+    through_dir.working_dir = Some(cwd.clone());
+    let err = backend
+        .submit(&through_dir)
+        .await
+        .expect_err("a directory was staged in through a symlink");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(backend.find(&through_dir.key).await?, None);
 
     let mut check = spec(
         config,
@@ -1528,6 +1544,69 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .filter(|e| !e.file_type().is_dir())
         .map(|e| e.into_path())
         .collect()
+}
+
+/// A directory of `files` small files (one to a few KiB each, over a few subdirectories)
+/// stages in, the job checks every digest and copies the directory, and the copy stages out
+/// byte for byte, with no file left under a temporary name on either side. These move as
+/// tar streams, a few remote commands for the lot. Not in
+/// [`conformance_tests!`](crate::conformance_tests): a backend's staging tests call it.
+pub async fn many_small_files_round_trip<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+    files: usize,
+) -> Result<()> {
+    use crate::staging::{StageIn, StageOut, StageWhen, Transfer};
+    let local = tempfile::tempdir()?;
+    let tree = local.path().join("many");
+    let mut manifest = String::new();
+    let mut sent = Vec::with_capacity(files);
+    for i in 0..files {
+        let name = format!("d{}/f{i:04}.dat", i % 5);
+        let bytes = noise(1024 + (i % 4) * 1000, i as u64 + 3);
+        std::fs::create_dir_all(tree.join(format!("d{}", i % 5)))?;
+        std::fs::write(tree.join(&name), &bytes)?;
+        manifest.push_str(&format!("{}  many/{name}\n", sha256_hex(&bytes)));
+        sent.push((name, bytes));
+    }
+    let back = local.path().join("back");
+    let spec = spec(
+        config,
+        "staging_many_small",
+        "sha256sum -c --quiet many.sha256 || exit 7\ncp -R many copy\n",
+    )
+    .with_stage_in(StageIn::path(&tree, "many"))
+    .with_stage_in(StageIn::bytes(manifest.into_bytes(), "many.sha256"))
+    .with_stage_out(StageOut::new("copy", &back).when(StageWhen::Always));
+    let id = backend.submit_with(&spec, &Transfer::default()).await?;
+    let status = wait_terminal(backend, &id, config).await?;
+    assert_eq!(
+        status.state,
+        JobState::Succeeded,
+        "the job found its inputs damaged or missing: {status:?}"
+    );
+    let staged = backend
+        .stage_out(
+            &id,
+            &spec.stage_out,
+            &spec.stage_limits,
+            &Transfer::default(),
+        )
+        .await?;
+    assert_eq!(staged.files.len(), files);
+    for (name, bytes) in &sent {
+        assert_eq!(
+            std::fs::read(back.join("copy").join(name))?,
+            *bytes,
+            "{name} byte for byte"
+        );
+    }
+    let arrived = walk(&back);
+    assert_eq!(arrived.len(), files, "nothing else arrived: {arrived:?}");
+    if backend.capabilities().cleanup {
+        backend.cleanup(&spec.key).await?;
+    }
+    Ok(())
 }
 
 /// How big [`a_large_file_stages_in_and_out_in_bounded_memory`]'s file is.

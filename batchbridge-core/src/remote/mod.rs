@@ -78,6 +78,7 @@ mod output;
 mod settings;
 mod staging;
 mod submit;
+mod tar_stream;
 mod work_dir;
 
 pub use backend::{
