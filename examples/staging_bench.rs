@@ -164,7 +164,7 @@ struct Bench<'a> {
 impl Bench<'_> {
     async fn round(&self, round: u32, local: &Path, base: &str) -> Result<Vec<Row>> {
         let (facts, target) = (self.facts, &self.target);
-        let ours_last = round % 2 == 0;
+        let ours_last = round.is_multiple_of(2);
         let timeout = std::time::Duration::from_secs(300);
         let limits = StageLimits::default();
         let transfer = Transfer::default();

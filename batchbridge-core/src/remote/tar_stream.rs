@@ -535,7 +535,9 @@ mod tests {
                 partial: partial("b"),
             },
         ];
-        let hostile: &[&[(EntryType, &str, &str, &[u8])]] = &[
+        // One member: its type, name, link target and content.
+        type Member<'a> = (EntryType, &'a str, &'a str, &'a [u8]);
+        let hostile: &[&[Member<'_>]] = &[
             &[(EntryType::Regular, "../escaped", "", b"xx")],
             &[(EntryType::Regular, "/tmp/escaped", "", b"xx")],
             &[(EntryType::Symlink, "a", "/etc/passwd", b"")],
