@@ -19,14 +19,19 @@ use batchbridge_core::{
 };
 
 use crate::directives::apply_directives;
-use crate::parse::{QstatJob, Sighting, parse_qstat, pbs_version, qsub_refusal};
+use crate::parse::{
+    KEY_VARIABLE, PbsId, QstatJob, Sighting, parse_qstat, pbs_version, qsub_refusal,
+};
 use crate::script::{job_script, qsub_options};
 use crate::state::{SUBSTATE_DELETED, job_status};
 
 const CANCEL: &str = include_str!("sh/cancel.sh");
 const WITHDRAW: &str = include_str!("sh/withdraw.sh");
+const FIND: &str = include_str!("sh/find.sh");
 /// qstat's and qdel's exit code for an id the server does not know (`PBSE_UNKJOBID`).
 const UNKNOWN_JOB_EXIT: i32 = 153;
+/// The most a listing of every job may print: 64 MiB, the history of some 30,000 jobs.
+const WHOLE_LISTING_LIMIT: usize = 64 << 20;
 
 /// How a [`PbsBackend`] works on its cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,8 +132,21 @@ impl Pbs {
             for number in numbers {
                 command = command.arg(*number).arg(format!("{number}[]"));
             }
+        } else {
+            // Every job the server holds, its history too: about 2 KB each.
+            command = command.output_limit(WHOLE_LISTING_LIMIT);
         }
         let output = jobs.run(command).await?;
+        if output.stdout_truncated {
+            return Err(Error::new(
+                ErrorKind::UnexpectedOutput,
+                format!(
+                    "qstat printed more than {} MiB for {} jobs; ask for fewer at a time",
+                    output.stdout.len() >> 20,
+                    numbers.len()
+                ),
+            ));
+        }
         if output.success() {
             return parse_qstat(&output.stdout_text());
         }
@@ -297,12 +315,27 @@ impl CliScheduler for Pbs {
     }
 
     /// The job PBS itself holds with `key` in its key variable, history included.
+    /// The cluster narrows the history to this user's jobs that mention the key
+    /// (`sh/find.sh`); their records are then read whole, to match the key exactly.
     async fn find(&self, jobs: &JobDirs, key: &JobKey, _dir: &str) -> Result<Option<JobId>> {
-        let output = jobs.run(qstat()).await?;
+        let output = jobs
+            .run(Command::sh(FIND, [KEY_VARIABLE, key.as_str()]))
+            .await?;
         if !output.success() {
             return Err(self.failure("qstat", &output));
         }
-        let seen = parse_qstat(&output.stdout_text())?;
+        let listed = output.stdout_text();
+        let mut numbers: Vec<&str> = listed
+            .lines()
+            .filter_map(PbsId::parse)
+            .map(PbsId::sequence)
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        if numbers.is_empty() {
+            return Ok(None);
+        }
+        let seen = self.qstat(jobs, &numbers).await?;
         let mut found: Vec<&String> = seen
             .iter()
             .filter(|(_, s)| s.job.as_ref().and_then(|j| j.key()) == Some(key.as_str()))
