@@ -4,7 +4,9 @@
 //! that fails still sends its `when: Always` output (and not its OnSuccess one), its phase
 //! staying Failed; a ConfigMap output beyond 512 KiB is refused, the job still Succeeded;
 //! a job naming another namespace's ConfigMap, an unlabelled Secret or an object store the
-//! operator's allowlist does not name is refused unsubmitted. What is in the store is read with curl, not with the operator's code.
+//! operator's allowlist does not name is refused unsubmitted; a glob and a directory
+//! output reach their prefixes byte for byte, their hostile names (a newline, a `..`, a
+//! symbolic link) left behind. What is in the store is read with curl, not with the operator's code.
 
 // Helpers panic on purpose: anything unexpected is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -345,6 +347,169 @@ async fn a_failed_job_still_sends_its_always_outputs_and_stays_failed() {
         None,
         "an OnSuccess output of a failed job was sent"
     );
+    operator.stop().await;
+    bed.clean_up().await;
+}
+
+/// The keys under `prefix` in the bucket, listed with curl.
+fn keys_under(store: &SeaweedFsFacts, bucket: &str, prefix: &str) -> Vec<String> {
+    let (status, body) = s3(
+        store,
+        &[],
+        &format!("{bucket}?list-type=2&prefix={}", prefix.replace('/', "%2F")),
+    );
+    assert_eq!(status, "200", "{}", String::from_utf8_lossy(&body));
+    let text = String::from_utf8(body).unwrap();
+    let mut keys: Vec<String> = text
+        .split("<Key>")
+        .skip(1)
+        .map(|rest| rest.split("</Key>").next().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The API server's refusal (422) of `job`. The test bed's API server is shared with test
+/// runs of other branches, whose CRDs may replace this tree's between its apply and the
+/// create: a job the API server took is deleted and tried again with this tree's CRDs
+/// applied anew, a few times.
+async fn refused_by_current_crds(
+    bed: &Cluster,
+    job: &batchbridge_operator::crd::BatchJob,
+) -> String {
+    let name = job.metadata.name.clone().unwrap();
+    for _ in 0..5 {
+        common::apply_crds(&bed.client, &bed.facts).await;
+        match bed.jobs().create(&PostParams::default(), job).await {
+            Ok(_) => {
+                bed.jobs().delete(&name, &Default::default()).await.unwrap();
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+            refused => return common::api_error(refused, 422),
+        }
+    }
+    panic!("{name} was taken by the API server 5 times");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glob_and_a_directory_reach_s3_under_their_prefixes_and_hostile_names_do_not() {
+    let store = seaweedfs_facts();
+    let (bed, operator) = set_up_with_store("staging-many", &store).await;
+    let (bucket, run) = place(&store, &bed);
+    store_secret(&bed, &store).await;
+    // Bytes that are no text; names a line-by-line reader would split into "results/.."
+    // and more; a link to a file the job's user may read but did not write.
+    let script = "#!/bin/bash\nset -e\nmkdir -p results/sub\n\
+        printf 'x,y\\n1,2\\n' > results/a.csv\n\
+        seq 1 20000 > results/b.csv\n\
+        printf 'c\\001\\377\\n' > results/sub/c.txt\n\
+        echo evil > results/$'..\\nevil.csv'\n\
+        echo evil > results/$'x\\n..\\ny.csv'\n\
+        ln -s /etc/hostname results/link.csv\n";
+    let many = |path: &str, prefix: String| json!({"path": path, "objectStore": location(&store, &bucket, json!({"prefix": prefix}))});
+    create_job(
+        &bed,
+        "many",
+        json!({
+            "clusterRef": {"name": "slurm"},
+            "script": script,
+            "outputs": [
+                many("results/*.csv", format!("{run}glob/")),
+                many("results/", format!("{run}dir/")),
+            ],
+        }),
+    )
+    .await;
+    let (job, (holds, reason, message)) =
+        wait_for_outputs_staged(&bed, "many", Phase::Succeeded).await;
+    let tail = status(&job).output_tail.unwrap_or_default();
+    assert_eq!(
+        (holds.as_str(), reason.as_str()),
+        ("True", Reason::OutputsStaged.as_str()),
+        "{message}; the job's output: {tail}"
+    );
+    let a = b"x,y\n1,2\n".to_vec();
+    let b: Vec<u8> = (1..=20000)
+        .map(|n| format!("{n}\n"))
+        .collect::<String>()
+        .into_bytes();
+    let c = b"c\x01\xff\n".to_vec();
+    let expected = [
+        (format!("{run}dir/a.csv"), &a),
+        (format!("{run}dir/b.csv"), &b),
+        (format!("{run}dir/sub/c.txt"), &c),
+        (format!("{run}glob/a.csv"), &a),
+        (format!("{run}glob/b.csv"), &b),
+    ];
+    // Exactly these, byte for byte: no hostile name, no link, nothing outside the prefixes.
+    assert_eq!(
+        keys_under(&store, &bucket, &run),
+        expected
+            .iter()
+            .map(|(key, _)| key.clone())
+            .collect::<Vec<_>>(),
+        "the job's output: {tail}"
+    );
+    for (key, bytes) in &expected {
+        assert_eq!(
+            get_object(&store, &format!("{bucket}/{key}")).as_ref(),
+            Some(*bytes),
+            "{key}"
+        );
+    }
+    let all_bytes = 2 * (a.len() + b.len()) + c.len();
+    assert!(
+        message.contains(&format!("5 objects, {all_bytes} bytes")),
+        "{message}"
+    );
+    for skipped in [
+        "results/..?evil.csv skipped: a control character in its name",
+        "results/x?..?y.csv skipped: a control character in its name",
+        "results/link.csv skipped: a symbolic link, not followed",
+        "output results/*.csv sent: 2 files",
+        "output results/ sent: 3 files",
+    ] {
+        assert!(
+            tail.contains(skipped),
+            "{skipped:?} not in the job's output: {tail}"
+        );
+    }
+    let events = events_of(&bed, "many").await;
+    assert!(
+        events.iter().any(|(reason, note)| reason == "OutputsStaged"
+            && note.contains(&format!(
+                "results/*.csv to {bucket}/{run}glob/ at {} (2 objects, {} bytes written by this attempt)",
+                store.endpoint,
+                a.len() + b.len()
+            ))
+            && note.contains(&format!("results/ to {bucket}/{run}dir/ at"))),
+        "{events:?}"
+    );
+    // A glob to one key, or a directory into a ConfigMap, never gets past the API server.
+    for (name, output, says) in [
+        (
+            "glob-to-key",
+            json!({"path": "r/*.csv", "objectStore": location(&store, &bucket, json!({"key": "k"}))}),
+            "names a prefix for a glob or directory path",
+        ),
+        (
+            "dir-to-map",
+            json!({"path": "r/", "configMap": {"name": "m", "key": "k"}}),
+            "a configMap output is one file",
+        ),
+        (
+            "open-prefix",
+            many("r/", "no-slash".into()),
+            "prefix ends with /",
+        ),
+    ] {
+        let job = batch_job(
+            name,
+            json!({"clusterRef": {"name": "slurm"}, "script": "true\n", "outputs": [output]}),
+        );
+        let message = refused_by_current_crds(&bed, &job).await;
+        assert!(message.contains(says), "{name}: {message}");
+    }
     operator.stop().await;
     bed.clean_up().await;
 }

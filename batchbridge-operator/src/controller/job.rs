@@ -569,15 +569,27 @@ async fn check_outputs(
     let mut checked =
         staging::check_outputs(&ctx.client, &ctx.object_stores, job, succeeded, since).await;
     checked.extend(
-        staging::to_config_maps(&ctx.output, job, &*connection.backend, id, succeeded).await,
+        staging::to_config_maps(&ctx.output, job, &*connection.backend, id, succeeded)
+            .await
+            .into_iter()
+            .map(|(output, result)| (output, result.map(|()| staging::Arrived::default()))),
     );
     // One Event per outcome naming each output, for the same reason as the inputs'.
     let mut sent = Vec::new();
     let mut missing = Vec::new();
+    let mut under_prefixes = staging::Arrived::default();
     for (output, result) in &checked {
         let target = staging::destination(output);
         match result {
-            Ok(()) => sent.push(format!("{} to {target}", output.path)),
+            Ok(arrived) if arrived.objects > 0 => {
+                under_prefixes.objects += arrived.objects;
+                under_prefixes.bytes += arrived.bytes;
+                sent.push(format!(
+                    "{} to {target} ({} objects, {} bytes written by this attempt)",
+                    output.path, arrived.objects, arrived.bytes
+                ));
+            }
+            Ok(_) => sent.push(format!("{} to {target}", output.path)),
             Err(problem) => missing.push(format!("{} to {target}: {problem}", output.path)),
         }
     }
@@ -596,8 +608,16 @@ async fn check_outputs(
         }
     }
     Some(if missing.is_empty() {
+        let objects = if under_prefixes.objects > 0 {
+            format!(
+                "; {} objects, {} bytes, under the prefixes of glob and directory outputs",
+                under_prefixes.objects, under_prefixes.bytes
+            )
+        } else {
+            String::new()
+        };
         Ok(format!(
-            "{} of {} outputs sent (the others' when did not apply)",
+            "{} of {} outputs sent (the others' when did not apply){objects}",
             checked.len(),
             job.spec.outputs.len()
         ))

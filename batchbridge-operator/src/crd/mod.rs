@@ -134,7 +134,9 @@ pub use placement::{
     CandidateAnswer, ClusterSelector, Estimate, LabelOperator, LabelRequirement, LabelValue,
     MAX_CANDIDATES, Move, MoveOutcome, Placement, PlacementPolicy, PlacementStatus,
 };
-pub use staging::{JobInput, JobOutput, KeyReference, ObjectLocation, SecretName, StageWhen};
+pub use staging::{
+    JobInput, JobOutput, KeyReference, ObjectLocation, OutputFiles, SecretName, StageWhen,
+};
 
 /// A CEL rule for a duration field: a Go duration ("90s", "1h30m") of at least a second.
 /// The regular expression comes first so that text that is no duration gets the rule's

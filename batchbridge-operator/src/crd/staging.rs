@@ -91,7 +91,8 @@ pub struct ObjectLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub key: Option<String>,
-    /// Every object whose key starts with this (inputs only), at most 1000 of them.
+    /// Every object whose key starts with this, at most 1000 of them (an input); where
+    /// the files of a glob or directory output go (ending in /).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub prefix: Option<String>,
@@ -109,6 +110,14 @@ pub struct SecretName {
     pub name: String,
 }
 
+// The CEL test of an output path that names many files: a glob or a directory (as
+// `OutputFiles::of` says).
+macro_rules! MANY_FILES {
+    () => {
+        "(self.path.endsWith('/') || self.path.contains('*') || self.path.contains('?') || self.path.contains('['))"
+    };
+}
+
 /// One output of a job: a file of its working directory sent, when the job ends, to an
 /// object store (by the job itself, through a presigned URL, with curl or wget) or, for a
 /// small result, into a key of a ConfigMap of the job's namespace (fetched by the operator
@@ -121,19 +130,34 @@ pub struct SecretName {
     validation = Rule::new("has(self.objectStore) != has(self.configMap)")
         .message("an output names exactly one of objectStore or configMap")
         .reason(Reason::FieldValueInvalid),
-    validation = Rule::new("!has(self.objectStore) || has(self.objectStore.key)")
-        .message("an output's objectStore names a key, not a prefix")
+    validation = Rule::new(concat!("!has(self.objectStore) || has(self.objectStore.prefix) == ", MANY_FILES!()))
+        .message("an output's objectStore names a prefix for a glob or directory path (with *, ? or [, or ending in /) and a key for one file")
+        .reason(Reason::FieldValueInvalid),
+    validation = Rule::new("!has(self.objectStore) || !has(self.objectStore.prefix) || self.objectStore.prefix.endsWith('/')")
+        .message("an output's objectStore prefix ends with /")
+        .reason(Reason::FieldValueInvalid),
+    validation = Rule::new(concat!("!has(self.configMap) || !", MANY_FILES!()))
+        .message("a configMap output is one file, not a glob or directory")
         .reason(Reason::FieldValueInvalid),
 )]
 pub struct JobOutput {
-    /// The file, relative to the job's working directory, such as "results/summary.csv".
+    /// The file, relative to the job's working directory, such as "results/summary.csv";
+    /// for an objectStore prefix, a glob ("results/*.csv": *, ? and [...] within one path
+    /// component, as the shell expands them) or a directory ending in / ("results/", every
+    /// file under it). Of a glob or directory, only regular files are sent, at most 1000
+    /// and 5 GiB together (beyond either, none is); names with a control character, a "."
+    /// or ".." component are skipped, symbolic links are not followed.
     #[x_kube(validation = Rule::new(RELATIVE_PATH).message(RELATIVE_PATH_MESSAGE))]
     #[schemars(length(min = 1, max = 1024))]
     pub path: String,
     /// When it is sent: OnSuccess (the default; the script exited 0), OnFailure or Always.
     #[serde(default)]
     pub when: StageWhen,
-    /// The object it becomes (key, not prefix).
+    /// The object it becomes (key), or for a glob or directory the prefix (ending in /)
+    /// each of its files goes under: at the prefix and its path less the directory (or the
+    /// glob's leading directories), such as results/sub/c.txt of "results/" under prefix
+    /// "run-1/" as "run-1/sub/c.txt". The job sends such files with curl (a node without
+    /// curl reports them not sent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectLocation>,
     /// The ConfigMap key it becomes: a ConfigMap of the job's namespace that the job owns
@@ -170,6 +194,49 @@ impl StageWhen {
             Self::Always => true,
             Self::OnSuccess => succeeded,
             Self::OnFailure => !succeeded,
+        }
+    }
+}
+
+/// What an output's path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFiles<'a> {
+    /// One file.
+    One,
+    /// The regular files a glob matches; the key of each is its path less `leading` (the
+    /// glob's components before the first with a wildcard, each with its /).
+    Glob {
+        /// The directories before the first wildcard, such as "results/".
+        leading: &'a str,
+    },
+    /// Every regular file under a directory (the path ends in /); the key of each is its
+    /// path less the directory's.
+    Directory,
+}
+
+impl<'a> OutputFiles<'a> {
+    /// What `path` names: a directory if it ends in /, a glob if it has *, ? or [.
+    ///
+    /// ```
+    /// use batchbridge_operator::crd::OutputFiles;
+    ///
+    /// assert_eq!(OutputFiles::of("results/summary.csv"), OutputFiles::One);
+    /// assert_eq!(OutputFiles::of("results/"), OutputFiles::Directory);
+    /// assert_eq!(OutputFiles::of("results/*/x.txt"), OutputFiles::Glob { leading: "results/" });
+    /// assert_eq!(OutputFiles::of("*.csv"), OutputFiles::Glob { leading: "" });
+    /// ```
+    pub fn of(path: &'a str) -> Self {
+        let wildcard = |part: &str| part.contains(['*', '?', '[']);
+        if path.ends_with('/') {
+            Self::Directory
+        } else if wildcard(path) {
+            let first = path.split('/').take_while(|part| !wildcard(part));
+            let leading = first.map(|part| part.len() + 1).sum();
+            Self::Glob {
+                leading: &path[..leading],
+            }
+        } else {
+            Self::One
         }
     }
 }

@@ -18,6 +18,7 @@
 
 mod allowed;
 mod config_map;
+mod post_policy;
 mod script;
 mod store;
 
@@ -29,8 +30,12 @@ use kube::{Api, Client, ResourceExt as _};
 
 pub use allowed::{AllowedStores, BadEndpoint};
 pub use config_map::{MAX_CONFIG_MAP_OUTPUTS, to_config_maps};
-pub use script::{InputSource, MAX_INLINE_BYTES, StagedInput, StagedOutput, wrap_script};
-pub use store::{MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY};
+pub use post_policy::{PolicyTerms, PostForm};
+pub use script::{
+    InputSource, MAX_INLINE_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, OutputTarget, StagedInput,
+    StagedOutput, wrap_script,
+};
+pub use store::{Listed, MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY};
 
 use crate::crd::{BatchJob, JobInput, JobOutput, KeyReference, ObjectLocation};
 
@@ -148,12 +153,13 @@ impl<'a> Reader<'a> {
                         .list(prefix)
                         .await
                         .map_err(|err| within(Refused(err.0)))?;
-                    for (key, size) in objects {
-                        staging.listed_bytes += size;
-                        let path = prefixed_path(&input.path, prefix, &key).map_err(within)?;
+                    for object in objects {
+                        staging.listed_bytes += object.size;
+                        let path =
+                            prefixed_path(&input.path, prefix, &object.key).map_err(within)?;
                         staging.inputs.push(StagedInput {
                             path,
-                            source: InputSource::Url(store.get_url(&key)),
+                            source: InputSource::Url(store.get_url(&object.key)),
                         });
                     }
                 }
@@ -175,10 +181,16 @@ impl<'a> Reader<'a> {
                 .store(location)
                 .await
                 .map_err(|err| Refused(format!("{field}: {}", err.0)))?;
+            let target = match (&location.key, &location.prefix) {
+                (Some(key), _) => OutputTarget::Put(store.put_url(key)),
+                (None, prefix) => OutputTarget::Post(
+                    store.post_form(prefix.as_deref().unwrap_or_default(), MAX_OUTPUT_BYTES),
+                ),
+            };
             staging.outputs.push(StagedOutput {
                 path: output.path.clone(),
                 when: output.when,
-                url: store.put_url(location.key.as_deref().unwrap_or_default()),
+                target,
             });
         }
         Ok(staging)
@@ -269,14 +281,18 @@ fn secret_bytes(secret: &Secret, key: &str) -> Option<Vec<u8>> {
         .or_else(|| text.map(|text| text.clone().into_bytes()))
 }
 
-/// Where an output goes, in words for Events: "BUCKET/KEY at ENDPOINT" or "ConfigMap NAME,
-/// key KEY".
+/// Where an output goes, in words for Events: "BUCKET/KEY at ENDPOINT" (or a prefix) or
+/// "ConfigMap NAME, key KEY".
 pub fn destination(output: &JobOutput) -> String {
     match (&output.object_store, &output.config_map) {
         (Some(store), _) => format!(
             "{}/{} at {}",
             store.bucket,
-            store.key.as_deref().unwrap_or_default(),
+            store
+                .key
+                .as_ref()
+                .or(store.prefix.as_ref())
+                .map_or("", String::as_str),
             store.endpoint
         ),
         (None, Some(map)) => format!("ConfigMap {}, key {}", map.name, map.key),
@@ -324,17 +340,28 @@ fn prefixed_path(dir: &str, prefix: &str, key: &str) -> Result<String, Refused> 
     Ok(format!("{}/{rest}", dir.trim_end_matches('/')))
 }
 
+/// What arrived of one output: nothing to say of one file; of a glob or directory, the
+/// objects written under its prefix by this attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrived {
+    /// How many objects (0 for one file's output).
+    pub objects: usize,
+    /// Their bytes together.
+    pub bytes: u64,
+}
+
 /// Whether each of the job's outputs its `when` applies to arrived in its store after
 /// `since` (the start of the job's attempt): for each output, its path and what the store
-/// said. `succeeded` is whether the script exited 0. A store `allowed` no longer lets the
-/// job name (the administrator changed the list) is not asked.
+/// said (for a glob or directory, how many objects its prefix holds that were written
+/// since, at least one). `succeeded` is whether the script exited 0. A store `allowed` no
+/// longer lets the job name (the administrator changed the list) is not asked.
 pub async fn check_outputs(
     client: &Client,
     allowed: &AllowedStores,
     job: &BatchJob,
     succeeded: bool,
     since: SystemTime,
-) -> Vec<(JobOutput, Result<(), String>)> {
+) -> Vec<(JobOutput, Result<Arrived, String>)> {
     let mut reader = Reader::new(client, allowed, job);
     let mut checked = Vec::new();
     for output in &job.spec.outputs {
@@ -344,27 +371,84 @@ pub async fn check_outputs(
         if !output.when.applies(succeeded) {
             continue;
         }
-        let key = location.key.clone().unwrap_or_default();
-        let result = match reader.store(location).await {
-            Err(refused) => Err(refused.0),
-            Ok(store) => match store.modified(&key).await {
-                Ok(Some(at)) if at + std::time::Duration::from_secs(1) >= since => Ok(()),
-                Ok(Some(at)) => Err(format!(
-                    "{key:?} in bucket {:?} was written at {}, before this attempt: the job \
-                     did not send it",
-                    location.bucket,
-                    humantime::format_rfc3339_seconds(at)
-                )),
-                Ok(None) => Err(format!(
-                    "{key:?} is not in bucket {:?}: the job did not send it (see its stderr)",
-                    location.bucket
-                )),
-                Err(err) => Err(err.0),
-            },
+        let store = match reader.store(location).await {
+            Err(refused) => {
+                checked.push((output.clone(), Err(refused.0)));
+                continue;
+            }
+            Ok(store) => store,
+        };
+        let result = match (&location.key, &location.prefix) {
+            (Some(key), _) => one_arrived(&store, location, key, since).await,
+            (None, prefix) => {
+                many_arrived(
+                    &store,
+                    location,
+                    prefix.as_deref().unwrap_or_default(),
+                    since,
+                )
+                .await
+            }
         };
         checked.push((output.clone(), result));
     }
     checked
+}
+
+async fn one_arrived(
+    store: &Store,
+    location: &ObjectLocation,
+    key: &str,
+    since: SystemTime,
+) -> Result<Arrived, String> {
+    match store.modified(key).await {
+        Ok(Some(at)) if at + std::time::Duration::from_secs(1) >= since => Ok(Arrived::default()),
+        Ok(Some(at)) => Err(format!(
+            "{key:?} in bucket {:?} was written at {}, before this attempt: the job did \
+             not send it",
+            location.bucket,
+            humantime::format_rfc3339_seconds(at)
+        )),
+        Ok(None) => Err(format!(
+            "{key:?} is not in bucket {:?}: the job did not send it (see its stderr)",
+            location.bucket
+        )),
+        Err(err) => Err(err.0),
+    }
+}
+
+async fn many_arrived(
+    store: &Store,
+    location: &ObjectLocation,
+    prefix: &str,
+    since: SystemTime,
+) -> Result<Arrived, String> {
+    let listed = store.list(prefix).await.map_err(|err| err.0)?;
+    let arrived = written_since(&listed, since);
+    if arrived.objects == 0 {
+        return Err(format!(
+            "no object under {prefix:?} in bucket {:?} was written by this attempt: the job \
+             sent none (see its stderr)",
+            location.bucket
+        ));
+    }
+    Ok(arrived)
+}
+
+/// The objects of `listed` written at or after `since` (a store that does not say when
+/// counts as now), with their bytes.
+fn written_since(listed: &[Listed], since: SystemTime) -> Arrived {
+    listed
+        .iter()
+        .filter(|object| {
+            object
+                .modified
+                .is_none_or(|at| at + std::time::Duration::from_secs(1) >= since)
+        })
+        .fold(Arrived::default(), |arrived, object| Arrived {
+            objects: arrived.objects + 1,
+            bytes: arrived.bytes + object.size,
+        })
 }
 
 #[cfg(test)]
@@ -388,6 +472,32 @@ mod tests {
         for (dir, prefix, key, expected) in cases {
             let got = prefixed_path(dir, prefix, key);
             assert_eq!(got.as_deref().map_err(|_| ()), expected, "{key:?}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn only_objects_written_since_the_attempt_count() {
+        let at = |secs| Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+        let listed = |size, modified| Listed {
+            key: "p/k".into(),
+            size,
+            modified,
+        };
+        let since = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+        let cases = [
+            (vec![], (0, 0)),
+            (vec![listed(5, at(1000)), listed(7, at(2000))], (2, 12)),
+            (vec![listed(5, at(10)), listed(7, None)], (1, 7)),
+            (vec![listed(5, at(999))], (1, 5)),
+            (vec![listed(5, at(998))], (0, 0)),
+        ];
+        for (objects, (count, bytes)) in cases {
+            let arrived = written_since(&objects, since);
+            assert_eq!(
+                (arrived.objects, arrived.bytes),
+                (count, bytes),
+                "{objects:?}"
+            );
         }
     }
 }

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use batchbridge_core::{Error, Result};
 
-use crate::crd::StageWhen;
+use super::post_policy::PostForm;
+use crate::crd::{OutputFiles, StageWhen};
 
 /// Where an input's bytes come from, as the job's script sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,16 +33,32 @@ pub struct StagedInput {
     pub source: InputSource,
 }
 
-/// One output to send from `path` (relative to the working directory) to a presigned URL.
+/// One output to send from `path` (relative to the working directory).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StagedOutput {
-    /// The file, relative to the working directory.
+    /// The file, glob or directory (ending in /), relative to the working directory.
     pub path: String,
     /// When, by the script's exit code.
     pub when: StageWhen,
-    /// The presigned PUT URL.
-    pub url: String,
+    /// Where to.
+    pub target: OutputTarget,
 }
+
+/// Where an output's files go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputTarget {
+    /// One file, PUT to this presigned URL.
+    Put(String),
+    /// The files of a glob or directory, each posted to this form under its prefix.
+    Post(PostForm),
+}
+
+/// The most files one glob or directory output sends; beyond, it sends none.
+pub const MAX_OUTPUT_FILES: usize = 1000;
+
+/// The most bytes one glob or directory output sends, all its files together (and so the
+/// most of one object, which its POST policy says); beyond, it sends none.
+pub const MAX_OUTPUT_BYTES: u64 = 5 << 30;
 
 /// The most bytes of ConfigMap and Secret keys one job carries in its script (base64 makes
 /// a third more of it): a ConfigMap holds at most 1 MiB, and the script travels with every
@@ -84,6 +101,89 @@ __bb_put() {
         false
     fi && echo "batchbridge: output $2 sent" >&2 || echo "batchbridge: output $2 could not be sent" >&2
 }
+__bb_shown() {
+    printf '%s' "$1" | tr '[:cntrl:]' '?'
+}
+__bb_match() {
+    __bb_rel=${1#"$__bb_leading"}
+    case "$1" in
+    *[[:cntrl:]]*)
+        echo "batchbridge: output $__bb_out: $(__bb_shown "$1") skipped: a control character in its name" >&2
+        return ;;
+    esac
+    case "/$__bb_rel/" in
+    //*|*/../*|*/./*)
+        echo "batchbridge: output $__bb_out: $1 skipped: an absolute path or a . or .. component" >&2
+        return ;;
+    esac
+    if [ -L "$1" ]; then
+        echo "batchbridge: output $__bb_out: $1 skipped: a symbolic link, not followed" >&2
+    elif [ -d "$1" ] && [ "$__bb_kind" = directory ]; then
+        __bb_walk "$1"
+    elif [ -f "$1" ]; then
+        printf '%s\n' "$1" >>"$__bb_list"
+    else
+        echo "batchbridge: output $__bb_out: $1 skipped: not a regular file" >&2
+    fi
+}
+__bb_walk() {
+    for __bb_f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+        if [ -e "$__bb_f" ] || [ -L "$__bb_f" ]; then __bb_match "$__bb_f"; fi
+    done
+}
+__bb_post() (
+    __bb_out=$7 __bb_leading=$8 __bb_kind=$9
+    if ! command -v curl >/dev/null 2>&1; then
+        echo "batchbridge: output $__bb_out not sent: a glob or directory is sent with curl, and $(hostname) has none" >&2
+        exit 1
+    fi
+    __bb_list=$(mktemp "${TMPDIR:-/tmp}/batchbridge-output.XXXXXX") || exit 1
+    trap 'rm -f -- "$__bb_list"' EXIT
+    IFS=''
+    set +f
+    if [ "$__bb_kind" = directory ]; then
+        if [ ! -d "$__bb_out" ] || [ -L "${__bb_out%/}" ]; then
+            echo "batchbridge: output $__bb_out is no directory, not sent" >&2
+            exit 1
+        fi
+        __bb_walk "${__bb_out%/}"
+    else
+        for __bb_f in $__bb_out; do
+            if [ -e "$__bb_f" ] || [ -L "$__bb_f" ]; then __bb_match "$__bb_f"; fi
+        done
+    fi
+    __bb_count=0 __bb_bytes=0
+    while IFS= read -r __bb_f; do
+        __bb_count=$((__bb_count + 1))
+        __bb_bytes=$((__bb_bytes + $(wc -c <"$__bb_f")))
+    done <"$__bb_list"
+    if [ "$__bb_count" -eq 0 ]; then
+        echo "batchbridge: output $__bb_out matched no file, nothing sent" >&2
+        exit 1
+    elif [ "$__bb_count" -gt "$__bb_max_files" ]; then
+        echo "batchbridge: output $__bb_out not sent: $__bb_count files, more than $__bb_max_files" >&2
+        exit 1
+    elif [ "$__bb_bytes" -gt "$__bb_max_bytes" ]; then
+        echo "batchbridge: output $__bb_out not sent: $__bb_bytes bytes, more than $__bb_max_bytes" >&2
+        exit 1
+    fi
+    __bb_failed=0
+    while IFS= read -r __bb_f; do
+        # curl reads a quoted file name with \ and " escaped; the name has no newline.
+        __bb_name=$(printf '%s\n' "$__bb_f" | sed 's/[\\"]/\\&/g')
+        curl -fsS --retry 3 -o /dev/null --form-string "key=$2${__bb_f#"$__bb_leading"}" \
+            --form-string "x-amz-algorithm=AWS4-HMAC-SHA256" --form-string "x-amz-credential=$4" \
+            --form-string "x-amz-date=$5" --form-string "policy=$3" \
+            --form-string "x-amz-signature=$6" -F "file=@\"$__bb_name\"" -- "$1" </dev/null ||
+            { __bb_failed=$((__bb_failed + 1)); echo "batchbridge: output $__bb_out: $__bb_f could not be sent" >&2; }
+    done <"$__bb_list"
+    if [ "$__bb_failed" -eq 0 ]; then
+        echo "batchbridge: output $__bb_out sent: $__bb_count files, $__bb_bytes bytes" >&2
+    else
+        echo "batchbridge: output $__bb_out: $__bb_failed of $__bb_count files could not be sent" >&2
+        exit 1
+    fi
+)
 "#;
 
 /// `script` with `inputs` fetched before its first command and `outputs` sent when it exits
@@ -93,7 +193,9 @@ __bb_put() {
 ///
 /// ```
 /// use batchbridge_operator::crd::StageWhen;
-/// use batchbridge_operator::staging::{InputSource, StagedInput, StagedOutput, wrap_script};
+/// use batchbridge_operator::staging::{
+///     InputSource, OutputTarget, StagedInput, StagedOutput, wrap_script,
+/// };
 ///
 /// let inputs = [StagedInput {
 ///     path: "data/in.csv".into(),
@@ -102,7 +204,7 @@ __bb_put() {
 /// let outputs = [StagedOutput {
 ///     path: "out.txt".into(),
 ///     when: StageWhen::Always,
-///     url: "http://store/b/out.txt?X-Amz-Signature=1".into(),
+///     target: OutputTarget::Put("http://store/b/out.txt?X-Amz-Signature=1".into()),
 /// }];
 /// let script = wrap_script("#!/bin/bash\n#DIRECTIVE -n 1\nwc -l data/in.csv > out.txt\n", &inputs, &outputs)?;
 /// assert!(script.starts_with("#!/bin/bash\n#DIRECTIVE -n 1\n# batchbridge"));
@@ -148,13 +250,14 @@ pub fn wrap_script(
         }
     }
     if !outputs.is_empty() {
+        writeln!(
+            wrapped,
+            "__bb_max_files={MAX_OUTPUT_FILES} __bb_max_bytes={MAX_OUTPUT_BYTES}"
+        )
+        .ok();
         wrapped.push_str("__bb_outputs() {\n    __bb_status=$?\n    trap - EXIT\n");
         for output in outputs {
-            let send = format!(
-                "__bb_put {} {}",
-                quote(&output.url, "output URL")?,
-                quote(&output.path, "output path")?
-            );
+            let send = send_line(output)?;
             let line = match output.when {
                 StageWhen::Always => format!("    {send}\n"),
                 StageWhen::OnSuccess => format!("    [ \"$__bb_status\" -eq 0 ] && {send}\n"),
@@ -169,6 +272,40 @@ pub fn wrap_script(
     wrapped.push_str("# batchbridge: the BatchJob's script follows\n");
     wrapped.push_str(body);
     Ok(wrapped)
+}
+
+/// The shell line that sends `output`, every value one quoted word.
+fn send_line(output: &StagedOutput) -> Result<String> {
+    let path = quote(&output.path, "output path")?;
+    let post = |form: &PostForm, leading: &str, kind: &str| -> Result<String> {
+        let mut words = Vec::new();
+        for value in [
+            &form.url,
+            &form.prefix,
+            &form.policy,
+            &form.credential,
+            &form.date,
+            &form.signature,
+        ] {
+            words.push(quote(value, "output form field")?);
+        }
+        let leading = quote(leading, "output path")?;
+        Ok(format!(
+            "__bb_post {} {path} {leading} {kind}",
+            words.join(" ")
+        ))
+    };
+    match (&output.target, OutputFiles::of(&output.path)) {
+        (OutputTarget::Put(url), OutputFiles::One) => {
+            Ok(format!("__bb_put {} {path}", quote(url, "output URL")?))
+        }
+        (OutputTarget::Post(form), OutputFiles::Glob { leading }) => post(form, leading, "glob"),
+        (OutputTarget::Post(form), OutputFiles::Directory) => post(form, &output.path, "directory"),
+        _ => Err(Error::invalid_input(format!(
+            "output {:?}: one file goes to a key, a glob or directory to a prefix",
+            output.path
+        ))),
+    }
 }
 
 /// The script's leading lines that are comments or blank (where scheduler directives
@@ -285,7 +422,7 @@ mod tests {
         let output = |path: &str, when| StagedOutput {
             path: path.into(),
             when,
-            url: format!("http://h/b/{path}"),
+            target: OutputTarget::Put(format!("http://h/b/{path}")),
         };
         let wrapped = wrap_script(
             "exit 3\n",
@@ -326,5 +463,160 @@ mod tests {
         );
         assert!(wrapped.contains("__bb_inline 'cA==' plain\n"), "{wrapped}");
         assert!(!wrapped.contains("mkdir -p -- plain"), "{wrapped}");
+    }
+
+    fn form() -> PostForm {
+        PostForm {
+            url: "http://h/b/".into(),
+            prefix: "run 1/".into(),
+            policy: "eyJ4IjoxfQ==".into(),
+            credential: "AK/20261126/us-east-1/s3/aws4_request".into(),
+            date: "20261126T000000Z".into(),
+            signature: "ab12".into(),
+        }
+    }
+
+    #[test]
+    fn one_file_goes_to_a_key_and_many_to_a_prefix() {
+        let output = |path: &str, target| StagedOutput {
+            path: path.into(),
+            when: StageWhen::Always,
+            target,
+        };
+        let put = || OutputTarget::Put("http://h/b/k".into());
+        let post = || OutputTarget::Post(form());
+        let rest = "'eyJ4IjoxfQ==' AK/20261126/us-east-1/s3/aws4_request 20261126T000000Z ab12";
+        let cases = [
+            (
+                output("a.txt", put()),
+                Ok("__bb_put http://h/b/k a.txt".to_owned()),
+            ),
+            (
+                output("results/*.csv", post()),
+                Ok(format!(
+                    "__bb_post http://h/b/ 'run 1/' {rest} 'results/*.csv' results/ glob"
+                )),
+            ),
+            (
+                output("out dir/", post()),
+                Ok(format!(
+                    "__bb_post http://h/b/ 'run 1/' {rest} 'out dir/' 'out dir/' directory"
+                )),
+            ),
+            (output("results/", put()), Err(())),
+            (output("a.txt", post()), Err(())),
+        ];
+        for (output, expected) in cases {
+            let got = send_line(&output);
+            assert_eq!(
+                got.as_ref().map_err(|_| ()),
+                expected.as_ref().map_err(|_| ()),
+                "{output:?}: {got:?}"
+            );
+        }
+    }
+
+    /// What `__bb_post` sends of a working directory with hostile names, under bash and
+    /// dash: `curl` is a function here that prints the key and file it was given, so the
+    /// table pins the wrapper's choice of files and keys (the test bed's SeaweedFS takes
+    /// them in tests/staging.rs).
+    #[test]
+    fn globs_and_directories_send_regular_files_and_skip_hostile_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("results/sub")).unwrap();
+        for name in [
+            "a.csv",
+            "b \"q;x.csv",
+            "sub/c.txt",
+            "..\nevil.csv",
+            "x\ny.csv",
+            ".h",
+        ] {
+            std::fs::write(root.join("results").join(name), name).unwrap();
+        }
+        std::os::unix::fs::symlink("/etc/passwd", root.join("results/link.csv")).unwrap();
+        let cases = [
+            (
+                "results/*.csv",
+                "glob",
+                vec![
+                    "key=p/a.csv file=@\"results/a.csv\"",
+                    "key=p/b \"q;x.csv file=@\"results/b \\\"q;x.csv\"",
+                ],
+            ),
+            (
+                "results/",
+                "directory",
+                vec![
+                    "key=p/.h file=@\"results/.h\"",
+                    "key=p/a.csv file=@\"results/a.csv\"",
+                    "key=p/b \"q;x.csv file=@\"results/b \\\"q;x.csv\"",
+                    "key=p/sub/c.txt file=@\"results/sub/c.txt\"",
+                ],
+            ),
+            ("results/.*", "glob", vec!["key=p/.h file=@\"results/.h\""]),
+        ];
+        for shell in ["bash", "dash"] {
+            for (path, kind, expected) in &cases {
+                let run = std::process::Command::new(shell)
+                    .current_dir(root)
+                    .arg("-c")
+                    .arg(format!(
+                        "{PRELUDE}__bb_max_files=10 __bb_max_bytes=1000\n\
+                         curl() {{ for a; do case $a in key=*|file=*) printf '%s ' \"$a\";; esac; done; echo; }}\n\
+                         __bb_post http://h/b/ p/ P C D S \"$1\" results/ \"$2\""
+                    ))
+                    .args([shell, path, kind])
+                    .output()
+                    .unwrap();
+                let sent = String::from_utf8_lossy(&run.stdout);
+                let mut sent: Vec<&str> = sent.lines().map(str::trim_end).collect();
+                sent.sort_unstable();
+                assert_eq!(sent, *expected, "{shell} {path}: {run:?}");
+                let said = String::from_utf8_lossy(&run.stderr);
+                let hostile = [
+                    "link.csv skipped: a symbolic link",
+                    "x?y.csv skipped: a control",
+                ];
+                for skipped in hostile {
+                    assert_eq!(
+                        said.contains(skipped),
+                        *path != "results/.*",
+                        "{shell} {path}: {skipped}: {said}"
+                    );
+                }
+                assert!(run.status.success(), "{shell} {path}: {said}");
+            }
+        }
+    }
+
+    #[test]
+    fn too_many_files_or_bytes_send_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("r")).unwrap();
+        for name in ["a", "b", "c"] {
+            std::fs::write(dir.path().join("r").join(name), "12345").unwrap();
+        }
+        for (files, bytes, said) in [
+            (2, 100, "r/ not sent: 3 files, more than 2"),
+            (10, 14, "r/ not sent: 15 bytes, more than 14"),
+        ] {
+            let run = std::process::Command::new("sh")
+                .current_dir(dir.path())
+                .arg("-c")
+                .arg(format!(
+                    "{PRELUDE}__bb_max_files={files} __bb_max_bytes={bytes}\n\
+                     curl() {{ echo sent; }}\n__bb_post u p/ P C D S r/ r/ directory"
+                ))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&run.stdout), "", "{said}");
+            assert!(
+                String::from_utf8_lossy(&run.stderr).contains(said),
+                "{run:?}"
+            );
+            assert!(!run.status.success());
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! An S3-compatible object store as the operator sees it: presigned URLs for the job (the
 //! bytes never pass through the operator), and the two requests the operator makes itself,
-//! listing a prefix (at most [`MAX_PREFIX_OBJECTS`] keys) and asking whether an output
-//! arrived (HEAD).
+//! listing a prefix (at most [`MAX_PREFIX_OBJECTS`] keys: an input's, or a glob or
+//! directory output's, to count what arrived) and asking whether an output arrived (HEAD).
 
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +13,7 @@ use hyper_util::rt::TokioExecutor;
 use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Bucket, Credentials, S3Action as _, UrlStyle};
 
+use super::post_policy::{PolicyTerms, PostForm};
 use crate::crd::ObjectLocation;
 
 /// The most objects an input's prefix may hold.
@@ -33,6 +34,17 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Store {
     bucket: Bucket,
     credentials: Credentials,
+}
+
+/// An object as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Its key.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last written, if the store said.
+    pub modified: Option<SystemTime>,
 }
 
 /// Why the store could not be used, in words for the job's status.
@@ -79,11 +91,27 @@ impl Store {
             .into()
     }
 
-    /// The keys under `prefix` with their sizes in bytes, refused beyond
-    /// [`MAX_PREFIX_OBJECTS`].
-    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
+    /// A form the job posts any number of objects with, each under `prefix` and at most
+    /// `max_object_bytes`, valid for [`URL_VALIDITY`].
+    pub fn post_form(&self, prefix: &str, max_object_bytes: u64) -> PostForm {
+        let now = SystemTime::now();
+        PostForm::sign(&PolicyTerms {
+            url: self.bucket.base_url().as_str(),
+            bucket: self.bucket.name(),
+            prefix,
+            max_object_bytes,
+            now,
+            expires: now + URL_VALIDITY,
+            region: self.bucket.region(),
+            access_key: self.credentials.key(),
+            secret_key: self.credentials.secret(),
+        })
+    }
+
+    /// The objects under `prefix`, refused beyond [`MAX_PREFIX_OBJECTS`].
+    pub async fn list(&self, prefix: &str) -> Result<Vec<Listed>, StoreError> {
         let client = http_client()?;
-        let mut keys: Vec<(String, u64)> = Vec::new();
+        let mut keys: Vec<Listed> = Vec::new();
         let mut token: Option<String> = None;
         loop {
             let mut action = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
@@ -103,11 +131,16 @@ impl Store {
             let page = ListObjectsV2::parse_response(&text).map_err(|err| {
                 StoreError(format!("listing {prefix:?}: not an S3 listing ({err})"))
             })?;
-            keys.extend(
-                page.contents
-                    .into_iter()
-                    .map(|object| (object.key, object.size.unwrap_or_default())),
-            );
+            keys.extend(page.contents.into_iter().map(|object| {
+                Listed {
+                    modified: object
+                        .last_modified
+                        .as_deref()
+                        .and_then(|at| humantime::parse_rfc3339_weak(at).ok()),
+                    key: object.key,
+                    size: object.size.unwrap_or_default(),
+                }
+            }));
             if keys.len() > MAX_PREFIX_OBJECTS {
                 return Err(StoreError(format!(
                     "prefix {prefix:?} holds more than {MAX_PREFIX_OBJECTS} objects"
