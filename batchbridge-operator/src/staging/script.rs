@@ -143,7 +143,7 @@ __bb_post() (
     set +f
     if [ "$__bb_kind" = directory ]; then
         if [ ! -d "$__bb_out" ] || [ -L "${__bb_out%/}" ]; then
-            echo "batchbridge: output $__bb_out is no directory, not sent" >&2
+            echo "batchbridge: output $__bb_out is no directory (or a symbolic link), not sent" >&2
             exit 1
         fi
         __bb_walk "${__bb_out%/}"
@@ -255,7 +255,9 @@ pub fn wrap_script(
             "__bb_max_files={MAX_OUTPUT_FILES} __bb_max_bytes={MAX_OUTPUT_BYTES}"
         )
         .ok();
-        wrapped.push_str("__bb_outputs() {\n    __bb_status=$?\n    trap - EXIT\n");
+        // `set +e`: under the script's `set -e`, an output not sent would end the trap
+        // there, leaving the later outputs unsent and exiting 1 instead of the script's code.
+        wrapped.push_str("__bb_outputs() {\n    __bb_status=$?\n    set +e\n    trap - EXIT\n");
         for output in outputs {
             let send = send_line(output)?;
             let line = match output.when {
@@ -617,6 +619,54 @@ mod tests {
                 "{run:?}"
             );
             assert!(!run.status.success());
+        }
+    }
+
+    /// A script under `set -e` whose outputs cannot be sent still has every output tried
+    /// and keeps its own exit code.
+    #[test]
+    fn an_output_not_sent_does_not_stop_the_others_under_set_e() {
+        let output = |path: &str, target| StagedOutput {
+            path: path.into(),
+            when: StageWhen::Always,
+            target,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for (code, shell) in [(0, "bash"), (4, "bash"), (0, "dash"), (4, "dash")] {
+            let wrapped = wrap_script(
+                &format!("set -e\nexit {code}\n"),
+                &[],
+                &[
+                    output(
+                        "missing.txt",
+                        OutputTarget::Put("http://127.0.0.1:9/b/k".into()),
+                    ),
+                    output("none/", OutputTarget::Post(form())),
+                    output(
+                        "also-missing.txt",
+                        OutputTarget::Put("http://127.0.0.1:9/b/j".into()),
+                    ),
+                ],
+            )
+            .unwrap();
+            let run = std::process::Command::new(shell)
+                .current_dir(dir.path())
+                .arg("-c")
+                .arg(&wrapped)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&run.stderr);
+            assert_eq!(run.status.code(), Some(code), "{shell}: {said}");
+            for line in [
+                "output missing.txt is missing, not sent",
+                "output none/ is no directory",
+                "output also-missing.txt is missing, not sent",
+            ] {
+                assert!(
+                    said.contains(line),
+                    "{shell} {code}: {line:?} not in {said}"
+                );
+            }
         }
     }
 }
