@@ -953,13 +953,19 @@ async fn operator_killed_while_batches_are_submitted() {
             .await;
         expected.extend(names.into_iter().map(|name| (name, 0)));
         let submitting = |metrics: &str| {
-            metric(metrics, r#"batchbridge_actions_in_progress{action="submit"}"#).unwrap_or(0.0)
+            metric(
+                metrics,
+                r#"batchbridge_actions_in_progress{action="submit"}"#,
+            )
+            .unwrap_or(0.0)
         };
         operator
             .process()
-            .wait_until("submits are in progress", Duration::from_secs(60), async |p| {
-                submitting(&p.metrics().await) > 0.0
-            })
+            .wait_until(
+                "submits are in progress",
+                Duration::from_secs(60),
+                async |p| submitting(&p.metrics().await) > 0.0,
+            )
             .await;
         let delay = Duration::from_millis(rng.between(0, 600));
         tokio::time::sleep(delay).await;
