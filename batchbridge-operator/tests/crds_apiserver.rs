@@ -296,6 +296,25 @@ async fn batch_cluster_rules_are_enforced_by_the_api_server() {
             json!({"scheduler": "local", "pollInterval": "100ms"}),
             &["pollInterval must be a duration of at least 1s, such as 10s or 1m"],
         ),
+        (
+            "huge-batch",
+            json!({"scheduler": "local", "submit": {"batchSize": 1_000_000_000_u32}}),
+            &[
+                "spec.submit.batchSize: Invalid value: 1000000000: spec.submit.batchSize in body should be less than or equal to 1000",
+            ],
+        ),
+        (
+            "too-many-batches",
+            json!({"scheduler": "local", "submit": {"concurrency": 6}}),
+            &[
+                "spec.submit.concurrency: Invalid value: 6: spec.submit.concurrency in body should be less than or equal to 5",
+            ],
+        ),
+        (
+            "long-batch-delay",
+            json!({"scheduler": "local", "submit": {"batchDelay": "5s"}}),
+            &["submit.batchDelay must be a duration from 0s to 1s, such as 100ms"],
+        ),
     ];
     for (name, spec, needles) in cases {
         let message = cluster.refusal::<BatchCluster>(name, spec.clone()).await;

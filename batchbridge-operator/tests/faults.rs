@@ -6,6 +6,8 @@
 //! 2. slurmctld restarts mid-run, and slurmdbd (accounting) is down while jobs finish;
 //! 3. the operator process alone is SIGKILLed at random moments of a 200-job run, at least 10
 //!    times, and leaves no process behind (its OpenSSH masters die with it);
+//!    and again 10 times while its submit pipeline has batches of new jobs gathering or in
+//!    flight;
 //! 4. the operator's OpenSSH master connection is killed while jobs run.
 //!
 //! What is checked, each time: no job is failed by the fault, every job ends in the state
@@ -896,6 +898,98 @@ async fn operator_killed_during_200_jobs() {
          {kills:?}; {JOBS} jobs ({failed} failing by design) finished in {run_took:?}; \
          no kill left a process behind",
         kills.len()
+    );
+    assert_final_states(&done, &expected);
+    assert_ran_once(&done, &expected).await;
+    operator.stop().await;
+    f.bed.clean_up().await;
+}
+
+/// Scenario 3b: the operator process is SIGKILLed 10 times while its submit pipeline
+/// has batches of jobs gathering or in flight. 200 BatchJobs come in 10 waves of 20; after
+/// each wave the test waits until the operator has submits in progress
+/// (`batchbridge_actions_in_progress{action="submit"}`), lets a random 0 to 600 ms pass
+/// (a batch gathers for 100 ms, then is submitted, then its answers are written) and kills
+/// it; a new process starts after each kill. Every BatchJob ends Succeeded with its one job:
+/// SLURM's accounting holds exactly one job per key (none lost, none twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_killed_while_batches_are_submitted() {
+    const WAVES: usize = 10;
+    const WAVE: usize = 20;
+    let _serial = SERIAL.lock().await;
+    let seed = std::env::var("FAULTS_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| {
+            u64::from(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos(),
+            )
+        });
+    eprintln!("kill schedule seed {seed} (FAULTS_SEED={seed} replays it)");
+    let mut rng = Rng(seed);
+    let f = Fixture::new("faults-batch-kill").await;
+    let mut expected = BTreeMap::new();
+    let started = Instant::now();
+    let mut operator = f.spawn("batch-kill-0".into());
+    let mut kills = Vec::new();
+    for wave in 0..WAVES {
+        let names: Vec<String> = (0..WAVE)
+            .map(|i| format!("job-{:03}", wave * WAVE + i))
+            .collect();
+        futures::stream::iter(&names)
+            .map(|name| {
+                let jobs = f.bed.jobs();
+                async move {
+                    jobs.create(&Default::default(), &batch_job(name, sleeper(1, 0)))
+                        .await
+                        .unwrap();
+                }
+            })
+            .buffer_unordered(WAVE)
+            .collect::<Vec<()>>()
+            .await;
+        expected.extend(names.into_iter().map(|name| (name, 0)));
+        let submitting = |metrics: &str| {
+            metric(
+                metrics,
+                r#"batchbridge_actions_in_progress{action="submit"}"#,
+            )
+            .unwrap_or(0.0)
+        };
+        operator
+            .process()
+            .wait_until(
+                "submits are in progress",
+                Duration::from_secs(60),
+                async |p| submitting(&p.metrics().await) > 0.0,
+            )
+            .await;
+        let delay = Duration::from_millis(rng.between(0, 600));
+        tokio::time::sleep(delay).await;
+        let in_progress = submitting(&operator.process().metrics().await);
+        let left = operator.crash().await;
+        assert!(
+            left.is_empty(),
+            "kill {}: the SIGKILLed operator left processes behind: {left:#?}",
+            wave + 1
+        );
+        kills.push((delay, in_progress));
+        operator = f.spawn(format!("batch-kill-{}", wave + 1));
+    }
+    let done = f
+        .wait_jobs("every job finished", Duration::from_secs(300), |jobs| {
+            jobs.len() == WAVES * WAVE && jobs.values().all(is_terminal)
+        })
+        .await;
+    eprintln!(
+        "seed {seed}: {} kills (delay after submits were seen in progress, submits in \
+         progress just before the kill): {kills:?}; {} jobs finished in {:?}",
+        kills.len(),
+        WAVES * WAVE,
+        started.elapsed()
     );
     assert_final_states(&done, &expected);
     assert_ran_once(&done, &expected).await;

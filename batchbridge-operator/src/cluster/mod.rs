@@ -6,6 +6,7 @@ pub mod budget;
 pub mod credentials;
 pub mod poller;
 pub mod registry;
+pub mod submit_pipeline;
 pub mod targets;
 
 use std::collections::HashMap;
@@ -29,6 +30,7 @@ use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::{ClusterProblem, Reason};
 use budget::{BudgetedShell, ConnectBudget};
 use poller::{HealthReport, Poller};
+use submit_pipeline::{Batching, SubmitPipeline, Submitted};
 use targets::SshTargets;
 
 /// Builds the backend of a custom scheduler from its BatchCluster's spec and, when the
@@ -52,16 +54,17 @@ pub struct Connection {
     /// The SSH certificate of the Secret the connection logs in with, when it has one.
     pub certificate: Option<Certificate>,
     /// What the scheduler said about its submit limit ([`SubmitGate`]).
-    pub gate: std::sync::Mutex<SubmitGate>,
-    submit_slots: Semaphore,
+    gate: Arc<std::sync::Mutex<SubmitGate>>,
+    submits: SubmitPipeline,
     output_slots: Semaphore,
     fingerprint: Fingerprint,
 }
 
-/// How many submits run at once on one connection. An SSH connection runs 8 commands at
-/// once (`SshConfig::max_sessions`): 5 for submits and 2 for output fetches leave one for
-/// the poller and the probe, so that neither a burst of new jobs nor one of finished jobs
-/// holds up the other, or the status of running jobs.
+/// The most submits (batches of jobs, [`submit_pipeline`]) that run at once on one
+/// connection, whatever `spec.submit.concurrency` says. An SSH connection runs 8 commands
+/// at once (`SshConfig::max_sessions`): 5 for submits and 2 for output fetches leave one
+/// for the poller and the probe, so that neither a burst of new jobs nor one of finished
+/// jobs holds up the other, or the status of running jobs.
 pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
@@ -108,23 +111,12 @@ impl Connection {
         self.spec.ssh.as_ref().map(|ssh| ssh.user.as_str())
     }
 
-    /// Submits `spec`, of the BatchJob whose uid is `uid`, once one of the
-    /// [`SUBMITS_AT_ONCE`] slots is free; `Err(message)`, the scheduler not asked, when its
+    /// Submits `spec`, of the BatchJob whose uid is `uid`, in the cluster's next batch
+    /// ([`SubmitPipeline::submit`]); `Err(message)`, the scheduler not asked, when its
     /// submit limit became known meanwhile and this job's submit is not the probe of it
     /// ([`SubmitGate::holds`]).
-    pub async fn submit(
-        &self,
-        spec: &JobSpec,
-        uid: &str,
-    ) -> Result<batchbridge_core::Result<JobId>, String> {
-        // The semaphore is never closed, so a permit always comes.
-        let _slot = self.submit_slots.acquire().await.ok();
-        if let Some(limit) = self.gate().holds(uid) {
-            return Err(format!(
-                "not submitted while the cluster's submit limit holds: {limit}"
-            ));
-        }
-        Ok(self.backend.submit(spec).await)
+    pub async fn submit(&self, spec: JobSpec, uid: String) -> Submitted {
+        self.submits.submit(spec, uid).await
     }
 
     /// The cluster's [`SubmitGate`], locked.
@@ -568,14 +560,20 @@ impl Clusters {
             self.metrics.poll_duration(&labels),
         )
         .map_err(invalid)?;
+        let gate = Arc::default();
+        let submits = SubmitPipeline::start(
+            Arc::clone(&backend),
+            Arc::clone(&gate),
+            Batching::of(spec.submit.as_ref()),
+        );
         Ok(Connection {
             poller,
             backend,
             spec: spec.clone(),
             labels,
             certificate: secrets.login.and_then(credentials::certificate),
-            gate: std::sync::Mutex::default(),
-            submit_slots: Semaphore::new(SUBMITS_AT_ONCE),
+            submits,
+            gate,
             output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
             fingerprint,
         })

@@ -327,7 +327,11 @@ async fn finish_action<E>(
     perform_effect: impl FnMut(E),
 ) -> Option<Duration> {
     let written = match &step.status {
-        Some(next) => write_status(ctx, job, current, next).await.map(Some),
+        Some(next) => {
+            // The semaphore is never closed, so a permit always comes.
+            let _writing = ctx.action_writes.acquire().await.ok();
+            write_status(ctx, job, current, next).await.map(Some)
+        }
         None => Ok(None),
     };
     match written {
@@ -406,10 +410,7 @@ async fn submit(
                     )
                     .await;
                 }
-                match connection
-                    .submit(&spec, &job.uid().unwrap_or_default())
-                    .await
-                {
+                match connection.submit(spec, job.uid().unwrap_or_default()).await {
                     Ok(submitted) => {
                         ctx.metrics.submitted(&connection.labels, submitted.is_ok());
                         submitted

@@ -12,11 +12,11 @@ use kube::{CustomResource, KubeSchema};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use super::DURATION_OF_AT_LEAST_1S;
 use super::names::{
     DNS_SUBDOMAIN, HOST, HOST_RULE, SUBDOMAIN_RULE, USER, USER_RULE, is_dns_subdomain, is_host,
     is_user, refused,
 };
+use super::{DURATION_OF_AT_LEAST_1S, DURATION_OF_AT_MOST_1S};
 
 /// The desired state of a BatchCluster: which scheduler, where it is, and the credentials
 /// and defaults to use with it.
@@ -134,6 +134,36 @@ pub struct BatchClusterSpec {
     /// message). Absent: no limit of the operator's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queued: Option<u32>,
+    /// How the operator hands this cluster's new jobs to its scheduler: BatchJobs waiting to
+    /// be submitted are gathered into batches, each sent as one submit of several jobs.
+    /// Absent: the defaults of each field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit: Option<SubmitSettings>,
+}
+
+/// How a cluster's new jobs are gathered into batches and sent to its scheduler.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitSettings {
+    /// The most jobs one batch submits, from 1 to 1000; 200 when absent. 1 submits every
+    /// job on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub batch_size: Option<u32>,
+    /// How long the first job waiting to be submitted waits for others to join its batch,
+    /// as a duration such as "100ms", from 0s to 1s; 100ms when absent. A batch goes as
+    /// soon as it is full, or at once when the delay is 0s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(DURATION_OF_AT_MOST_1S)
+        .message("submit.batchDelay must be a duration from 0s to 1s, such as 100ms"))]
+    #[schemars(length(max = 64))]
+    pub batch_delay: Option<kube::core::Duration>,
+    /// How many batches are submitted at once, from 1 to 5; 4 when absent. Each takes
+    /// one of the commands the operator's SSH connection to the cluster runs at once, some
+    /// of which stay free for polls and output fetches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 5))]
+    pub concurrency: Option<u32>,
 }
 
 fn push_events_by_default() -> bool {

@@ -122,7 +122,7 @@ use kube::CustomResourceExt;
 
 pub use cluster::{
     BatchCluster, BatchClusterSpec, BatchClusterStatus, ClusterDefaults, CredentialStatus,
-    Scheduler, SecretReference, SshEndpoint, SshJumpHost,
+    Scheduler, SecretReference, SshEndpoint, SshJumpHost, SubmitSettings,
 };
 pub use convert::attempt_key;
 pub use job::{
@@ -142,6 +142,10 @@ pub use staging::{
 /// The regular expression comes first so that text that is no duration gets the rule's
 /// message rather than CEL's conversion error.
 const DURATION_OF_AT_LEAST_1S: &str = "self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|\\u00b5s|\\u03bcs|ms|s|m|h))+$') && duration(self) >= duration('1s')";
+
+/// A CEL rule for a short delay: a Go duration (see [`DURATION_OF_AT_LEAST_1S`]) from 0s to
+/// one second.
+const DURATION_OF_AT_MOST_1S: &str = "self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|\\u00b5s|\\u03bcs|ms|s|m|h))+$') && duration(self) <= duration('1s')";
 
 /// The API group of every batchbridge resource.
 pub const GROUP: &str = "batchbridge.dev";
