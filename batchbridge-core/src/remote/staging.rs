@@ -1,6 +1,7 @@
 //! [`StagingDir`]: a job's working directory on the cluster as the staging of
 //! [`crate::staging`] sees it, reached through a [`Shell`]. A large file streams through
-//! [`Shell::pipe`] as one remote command (`staging.sh`); small files go together, up to
+//! [`Shell::pipe`] as one remote command (`staging.sh`), hashed as it goes out and its
+//! SHA-256 sent after it, so it is read once on each side; small files go together, up to
 //! [`BATCH_BYTES`] as one tar stream in one command ([`super::tar_stream`]), so a thousand of
 //! them cost a few round trips rather than a thousand. Up to [`Transfer::concurrency`]
 //! commands run at once over the shell's one connection.
