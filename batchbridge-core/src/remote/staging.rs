@@ -1,19 +1,20 @@
 //! [`StagingDir`]: a job's working directory on the cluster as the staging of
 //! [`crate::staging`] sees it, reached through a [`Shell`]. A large file streams through
-//! [`Shell::pipe`] as one remote command (`staging.sh`); small files go together, up to
+//! [`Shell::pipe`] as one remote command (`staging.sh`), hashed as it goes out and its
+//! SHA-256 sent after it, so it is read once on each side; small files go together, up to
 //! [`BATCH_BYTES`] as one tar stream in one command ([`super::tar_stream`]), so a thousand of
 //! them cost a few round trips rather than a thousand. Up to [`Transfer::concurrency`]
 //! commands run at once over the shell's one connection.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio_util::io::SyncIoBridge;
 
 use super::tar_stream::{self, Expected, FILE_BUFFER, Outgoing, Sync};
@@ -87,7 +88,12 @@ struct Upload {
     dest: String,
     payload: Payload,
     size: u64,
-    sha256: String,
+    /// Known up front for bytes and for files small enough to go in a tar stream; a larger
+    /// file is hashed as it is sent, so that it is read once here.
+    sha256: Option<String>,
+    /// The digest of the file of the same size the cluster has already, when this file's
+    /// own digest is not known yet: it is hashed before sending, to skip it if unchanged.
+    found: Option<String>,
 }
 
 impl Upload {
@@ -106,6 +112,14 @@ enum Payload {
 enum Sending {
     One(Upload),
     Many(Vec<Upload>),
+}
+
+/// What the probe of a stage-in found of the cluster.
+struct Probed {
+    /// The working directory, resolved.
+    root: String,
+    /// Whether `staging.sh put` may take a file's digest after its data.
+    trailer: bool,
 }
 
 /// One file a stage-out's listing found.
@@ -143,14 +157,17 @@ impl<'a> StagingDir<'a> {
         let uploads = tokio::task::spawn_blocking(move || plan_uploads(&inputs, &limits))
             .await
             .map_err(|err| Error::new(ErrorKind::Io, format!("planning a stage-in: {err}")))??;
-        let (real, present) = self.probe(&uploads).await?;
+        let (cluster, present) = self.probe(&uploads).await?;
         let files = uploads.iter().map(|u| u.dest.clone()).collect();
         let mut to_send = Vec::new();
-        for (upload, have) in uploads.into_iter().zip(present) {
-            if have.as_deref() == Some(upload.sha256.as_str()) {
-                upload.report_arrived(transfer);
-            } else {
-                to_send.push(upload);
+        for (mut upload, have) in uploads.into_iter().zip(present) {
+            match (&upload.sha256, have) {
+                (Some(sum), Some(have)) if *sum == have => upload.report_arrived(transfer),
+                (None, have) => {
+                    upload.found = have;
+                    to_send.push(upload);
+                }
+                _ => to_send.push(upload),
             }
         }
         let sendings = in_batches(to_send, |u| (u.dest.as_str(), u.size))
@@ -164,11 +181,16 @@ impl<'a> StagingDir<'a> {
             });
         futures::stream::iter(sendings)
             .try_for_each_concurrent(transfer.concurrency(), |sending| match sending {
-                Sending::One(upload) => self.upload(&real, upload, transfer).left_future(),
-                Sending::Many(batch) => self.upload_many(&real, batch, transfer).right_future(),
+                Sending::One(upload) => self.upload(&cluster, upload, transfer).left_future(),
+                Sending::Many(batch) => self
+                    .upload_many(&cluster.root, batch, transfer)
+                    .right_future(),
             })
             .await?;
-        Ok(StagedInputs { root: real, files })
+        Ok(StagedInputs {
+            root: cluster.root,
+            files,
+        })
     }
 
     /// Fetches `outputs` whose [`StageWhen`](crate::staging::StageWhen) applies to a job
@@ -242,8 +264,9 @@ impl<'a> StagingDir<'a> {
 
     /// Creates the directory and asks which files are there already with their size:
     /// their digests, in `uploads`' order.
-    async fn probe(&self, uploads: &[Upload]) -> Result<(String, Vec<Option<String>>)> {
+    async fn probe(&self, uploads: &[Upload]) -> Result<(Probed, Vec<Option<String>>)> {
         let mut real = None;
+        let mut trailer = false;
         let mut present = Vec::with_capacity(uploads.len());
         let pairs = uploads
             .iter()
@@ -263,6 +286,8 @@ impl<'a> StagingDir<'a> {
             for line in output.stdout_text().lines() {
                 if let Some(root) = line.strip_prefix("root ") {
                     real = Some(root.to_owned());
+                } else if line == "trailer" {
+                    trailer = true;
                 } else if let Some(sum) = line.strip_prefix("have ") {
                     present.push(Some(sum.to_owned()));
                 } else if line == "absent" {
@@ -276,7 +301,7 @@ impl<'a> StagingDir<'a> {
             }
         }
         match real {
-            Some(real) if present.len() == uploads.len() => Ok((real, present)),
+            Some(root) if present.len() == uploads.len() => Ok((Probed { root, trailer }, present)),
             _ => Err(Error::new(
                 ErrorKind::UnexpectedOutput,
                 format!(
@@ -289,7 +314,28 @@ impl<'a> StagingDir<'a> {
         }
     }
 
-    async fn upload(&self, real: &str, upload: Upload, transfer: &Transfer) -> Result<()> {
+    /// Sends one file through `staging.sh put`. A file whose digest is not known yet is
+    /// hashed as it is sent and its digest follows the data, where the cluster can take
+    /// it; otherwise, or when the cluster has a file of its size already, it is hashed first.
+    async fn upload(
+        &self,
+        cluster: &Probed,
+        mut upload: Upload,
+        transfer: &Transfer,
+    ) -> Result<()> {
+        if let (None, Payload::File(path)) = (&upload.sha256, &upload.payload)
+            && (upload.found.is_some() || !cluster.trailer)
+        {
+            let path = path.clone();
+            let (_, sum) = tokio::task::spawn_blocking(move || sha256_of(&path))
+                .await
+                .map_err(|err| Error::new(ErrorKind::Io, format!("hashing a stage-in: {err}")))??;
+            if upload.found.as_deref() == Some(sum.as_str()) {
+                upload.report_arrived(transfer);
+                return Ok(());
+            }
+            upload.sha256 = Some(sum);
+        }
         let input: PipeInput = match &upload.payload {
             Payload::File(path) => Box::new(tokio::fs::File::open(path).await.map_err(|err| {
                 Error::new(ErrorKind::Io, format!("stage-in {}: {err}", path.display()))
@@ -302,19 +348,25 @@ impl<'a> StagingDir<'a> {
             upload.dest.clone(),
             upload.size,
         );
-        let input: PipeInput = Box::new(counted.reader(input));
-        let command = Command::sh(
-            STAGING,
-            [
-                "put",
-                real,
-                &upload.dest,
-                &upload.size.to_string(),
-                &upload.sha256,
-            ],
-        )
-        .timeout(self.transfer_timeout(upload.size));
+        let size = upload.size.to_string();
+        let mut args = vec!["put", &cluster.root, &upload.dest, &size];
+        let changed = Arc::new(OnceLock::new());
+        let input: PipeInput = match &upload.sha256 {
+            Some(sum) => {
+                args.push(sum);
+                Box::new(counted.reader(input))
+            }
+            None => Box::new(Trailed::new(input, counted, Arc::clone(&changed))),
+        };
+        let command = Command::sh(STAGING, args).timeout(self.transfer_timeout(upload.size));
         let output = self.shell.pipe(&command, Some(input), None).await?;
+        if let Some(why) = changed.get() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("stage-in {}: {why}; it was not placed", upload.dest),
+            )
+            .temporary());
+        }
         refusal(output, &format!("stage-in {}", upload.dest))?;
         upload.report_arrived(transfer);
         Ok(())
@@ -330,7 +382,11 @@ impl<'a> StagingDir<'a> {
             "unpack".to_owned(),
             real.to_owned(),
             lines(|u| u.size.to_string()),
-            lines(|u| u.sha256.clone()),
+            lines(|u| {
+                u.sha256
+                    .clone()
+                    .expect("a file small enough to batch was hashed while planning")
+            }),
         ]
         .into_iter()
         .chain(batch.iter().map(|u| u.dest.clone()));
@@ -818,7 +874,8 @@ fn plan_uploads(inputs: &[StageIn], limits: &StageLimits) -> Result<Vec<Upload>>
                     dest: input.dest.clone(),
                     payload: Payload::Bytes(Arc::from(bytes.as_slice())),
                     size: bytes.len() as u64,
-                    sha256: format!("{:x}", hasher.finalize()),
+                    sha256: Some(format!("{:x}", hasher.finalize())),
+                    found: None,
                 });
             }
             StageSource::Path(path) => plan_path(path, &input.dest, &mut uploads)?,
@@ -838,7 +895,7 @@ fn plan_path(path: &Path, dest: &str, uploads: &mut Vec<Upload>) -> Result<()> {
     };
     let meta = std::fs::metadata(path).map_err(|err| io(path, err))?;
     if meta.is_file() {
-        uploads.push(hashed(path, dest.to_owned())?);
+        uploads.push(planned(path, dest.to_owned(), meta.len())?);
         return Ok(());
     }
     if !meta.is_dir() {
@@ -881,13 +938,37 @@ fn plan_path(path: &Path, dest: &str, uploads: &mut Vec<Upload>) -> Result<()> {
         check_stage_path(&file_dest, false).map_err(|why| {
             Error::invalid_input(format!("stage-in {}: {why}", entry.path().display()))
         })?;
-        uploads.push(hashed(entry.path(), file_dest)?);
+        let size = entry.metadata().map_err(|err| {
+            Error::new(
+                ErrorKind::Io,
+                format!("stage-in {}: {err}", entry.path().display()),
+            )
+        })?;
+        uploads.push(planned(entry.path(), file_dest, size.len())?);
     }
     Ok(())
 }
 
-/// A file to send, its SHA-256 computed as it is read (bounded memory).
-fn hashed(path: &Path, dest: String) -> Result<Upload> {
+/// A file of `size` bytes to send: hashed now if it is small enough to go in a tar
+/// stream, else when it is sent.
+fn planned(path: &Path, dest: String, size: u64) -> Result<Upload> {
+    let (size, sha256) = if size > BATCHED_FILE_SIZE {
+        (size, None)
+    } else {
+        let (size, sum) = sha256_of(path)?;
+        (size, Some(sum))
+    };
+    Ok(Upload {
+        dest,
+        payload: Payload::File(path.to_owned()),
+        size,
+        sha256,
+        found: None,
+    })
+}
+
+/// A file's size and SHA-256, computed as it is read (bounded memory).
+fn sha256_of(path: &Path) -> Result<(u64, String)> {
     let io = |err: std::io::Error| {
         Error::new(ErrorKind::Io, format!("stage-in {}: {err}", path.display())).with_source(err)
     };
@@ -895,12 +976,7 @@ fn hashed(path: &Path, dest: String) -> Result<Upload> {
     let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
     let mut hasher = Sha256::new();
     let size = std::io::copy(&mut reader, &mut hasher).map_err(io)?;
-    Ok(Upload {
-        dest,
-        payload: Payload::File(path.to_owned()),
-        size,
-        sha256: format!("{:x}", hasher.finalize()),
-    })
+    Ok((size, format!("{:x}", hasher.finalize())))
 }
 
 /// The local file a fetched `remote` path goes to under `local_dir`, its directories
@@ -1006,6 +1082,82 @@ impl AsyncRead for CountedReader {
             this.counted.advance(buf.filled().len() - before);
         }
         polled
+    }
+}
+
+/// Exactly the `total` bytes of a file for `staging.sh put`, hashed as they go, then a
+/// line with their SHA-256. A file that turns out shorter or longer than planned ends the
+/// stream without that line (so the cluster places nothing) and says so in `changed`.
+struct Trailed {
+    inner: tokio::io::Take<PipeInput>,
+    hasher: Sha256,
+    counted: Counted,
+    state: TrailedState,
+    changed: Arc<OnceLock<String>>,
+}
+
+enum TrailedState {
+    Data,
+    Trailer(std::io::Cursor<Vec<u8>>),
+    Ended,
+}
+
+impl Trailed {
+    fn new(inner: PipeInput, counted: Counted, changed: Arc<OnceLock<String>>) -> Self {
+        Self {
+            inner: inner.take(counted.total),
+            hasher: Sha256::new(),
+            counted,
+            state: TrailedState::Data,
+            changed,
+        }
+    }
+
+    /// Ends the stream without the digest, for the reason `why`.
+    fn stop(&mut self, why: String) -> Poll<std::io::Result<()>> {
+        let _ = self.changed.set(why);
+        self.state = TrailedState::Ended;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for Trailed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        match &mut this.state {
+            TrailedState::Trailer(line) => return Pin::new(line).poll_read(cx, buf),
+            TrailedState::Ended => return Poll::Ready(Ok(())),
+            TrailedState::Data => {}
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        let read = &buf.filled()[before..];
+        if !read.is_empty() {
+            this.hasher.update(read);
+            this.counted.advance(read.len());
+            return Poll::Ready(Ok(()));
+        }
+        let (sent, total) = (this.counted.done, this.counted.total);
+        if sent < total {
+            return this.stop(format!(
+                "the file ended after {sent} of its {total} bytes: it changed while it was sent"
+            ));
+        }
+        let mut one = [0u8; 1];
+        let mut beyond = ReadBuf::new(&mut one);
+        ready!(Pin::new(this.inner.get_mut()).poll_read(cx, &mut beyond))?;
+        if !beyond.filled().is_empty() {
+            return this.stop(format!(
+                "the file grew beyond its {total} bytes: it changed while it was sent"
+            ));
+        }
+        let line = format!("{:x}\n", std::mem::take(&mut this.hasher).finalize());
+        this.state = TrailedState::Trailer(std::io::Cursor::new(line.into_bytes()));
+        self.poll_read(cx, buf)
     }
 }
 
@@ -1251,6 +1403,116 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.message().contains("\"big.txt\": 4 bytes"), "{err}");
         assert!(!root.exists(), "nothing was created");
+    }
+
+    /// What a large file's stream carries when the file has the size planned, fewer
+    /// bytes or more: the digest line only after exactly the planned bytes.
+    #[tokio::test]
+    async fn a_large_file_is_followed_by_its_digest_only_if_it_kept_its_size() {
+        let sum_abcd = "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589";
+        let cases: &[(&[u8], &str, Option<&str>)] = &[
+            (b"abcd", "abcd\n", None),
+            (b"abc", "abc", Some("ended after 3 of its 4 bytes")),
+            (b"abcde", "abcd", Some("grew beyond its 4 bytes")),
+        ];
+        for (file, expected, changed) in cases {
+            let transfer = Transfer::default();
+            let counted = Counted::new(transfer, Direction::In, "f".to_owned(), 4);
+            let said = Arc::new(OnceLock::new());
+            let input: PipeInput = Box::new(std::io::Cursor::new(file.to_vec()));
+            let mut sent = String::new();
+            Trailed::new(input, counted, Arc::clone(&said))
+                .read_to_string(&mut sent)
+                .await
+                .unwrap();
+            let expected = expected.replace("\n", &format!("{sum_abcd}\n"));
+            assert_eq!(sent, expected, "{file:?}");
+            match changed {
+                None => assert!(said.get().is_none(), "{file:?}"),
+                Some(text) => assert!(said.get().unwrap().contains(text), "{file:?}"),
+            }
+        }
+    }
+
+    /// `staging.sh put` without a digest argument on this machine: the file is placed only
+    /// when the line after its bytes is their digest.
+    #[tokio::test]
+    async fn put_places_a_file_only_under_the_digest_that_follows_it() {
+        let sum_abcd = "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589";
+        let cases: &[(String, Option<&str>)] = &[
+            (format!("abcd{sum_abcd}\n"), None),
+            (format!("abce{sum_abcd}\n"), Some("arrived damaged")),
+            ("abcd".to_owned(), Some("arrived without its SHA-256")),
+            ("abc".to_owned(), Some("arrived cut short: 3 of 4 bytes")),
+            (
+                format!("abcd{}\n", &sum_abcd[..10]),
+                Some("arrived damaged"),
+            ),
+        ];
+        for (stdin, refused) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().to_str().unwrap();
+            let command = Command::sh(STAGING, ["put", root, "f", "4"]);
+            let input: PipeInput = Box::new(std::io::Cursor::new(stdin.clone().into_bytes()));
+            let output = LocalShell.pipe(&command, Some(input), None).await.unwrap();
+            let placed: Vec<_> = std::fs::read_dir(tmp.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            match refused {
+                None => {
+                    assert_eq!(output.exit_code, Some(0), "{}", output.stderr_text());
+                    assert_eq!(std::fs::read(tmp.path().join("f")).unwrap(), b"abcd");
+                }
+                Some(why) => {
+                    let err = refusal(output, "put").unwrap_err();
+                    assert_eq!(err.kind(), ErrorKind::Io, "{stdin:?}");
+                    assert!(err.is_temporary(), "{err}");
+                    assert!(err.message().contains(why), "{stdin:?}: {err}");
+                    assert!(placed.is_empty(), "{stdin:?}: {placed:?}");
+                }
+            }
+        }
+    }
+
+    /// A file too large to batch is hashed as it is sent; when the cluster has a file of its
+    /// size, it is hashed first: not sent again if unchanged, sent if it changed.
+    #[tokio::test]
+    async fn an_unchanged_large_input_is_not_sent_again_and_a_changed_one_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cluster");
+        let local = tmp.path().join("large");
+        let size = BATCHED_FILE_SIZE as usize + 1;
+        std::fs::write(&local, vec![1u8; size]).unwrap();
+        let staging = StagingDir::new(&LocalShell, root.to_str().unwrap(), Duration::from_secs(30));
+        let inputs = [StageIn::path(&local, "in/large")];
+        let moved = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&moved);
+        let transfer = Transfer::default().with_progress(move |p| {
+            seen.lock().unwrap().push(p.done);
+        });
+        let limits = StageLimits::default();
+        let stage = || staging.stage_in(&inputs, &limits, &transfer);
+        stage().await.unwrap();
+        let first = std::mem::take(&mut *moved.lock().unwrap());
+        assert_eq!(first.first(), Some(&0), "sent: it starts at 0");
+        assert_eq!(
+            std::fs::read(root.join("in/large")).unwrap(),
+            vec![1u8; size]
+        );
+
+        stage().await.unwrap();
+        let again = std::mem::take(&mut *moved.lock().unwrap());
+        assert_eq!(again, [size as u64], "skipped: only its completion");
+
+        std::fs::write(&local, vec![2u8; size]).unwrap();
+        stage().await.unwrap();
+        let changed = std::mem::take(&mut *moved.lock().unwrap());
+        assert_eq!(changed.first(), Some(&0), "sent again: it starts at 0");
+        assert_eq!(
+            std::fs::read(root.join("in/large")).unwrap(),
+            vec![2u8; size]
+        );
     }
 
     #[tokio::test]

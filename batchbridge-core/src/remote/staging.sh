@@ -1,8 +1,12 @@
 # Stages files in and out of a job's working directory ROOT:
-#   `sh -c "$STAGING" sh probe ROOT DEST SIZE...`  creates ROOT; prints `root REAL`, then per
-#       DEST `have SHA` (a regular file of SIZE bytes is there), `absent` or `refused WHY`
-#   `sh -c "$STAGING" sh put ROOT DEST SIZE SHA`  stdin to DEST: written to a hidden temporary
-#       name beside it, its size and SHA-256 checked, then renamed into place
+#   `sh -c "$STAGING" sh probe ROOT DEST SIZE...`  creates ROOT; prints `root REAL`, `trailer`
+#       when `put` may take the digest after the data (this `head -c` reads no more than
+#       asked), then per DEST `have SHA` (a regular file of SIZE bytes is there), `absent` or
+#       `refused WHY`
+#   `sh -c "$STAGING" sh put ROOT DEST SIZE [SHA]`  stdin to DEST: written to a hidden temporary
+#       name beside it, its size and SHA-256 checked, then renamed into place. Without SHA,
+#       stdin is SIZE bytes and then a line with their SHA-256 (the sender hashes as it
+#       sends, so it reads the file once)
 #   `sh -c "$STAGING" sh unpack ROOT SIZES SUMS DEST...`  stdin is a tar of the files
 #       DEST (SIZES and SUMS: their sizes and SHA-256s, one a line, in order): only those
 #       members are unpacked, into a hidden temporary directory; unless every one is a
@@ -86,6 +90,7 @@ case $verb in
 probe)
     need_digest
     printf 'root %s\n' "$real"
+    [ "$(printf ab | { head -c 1 >/dev/null; cat; })" = b ] && echo trailer
     while [ $# -ge 2 ]; do
         p=$real/$1
         if hostile "$1" || ! inside "$p"; then
@@ -99,7 +104,7 @@ probe)
     done
     ;;
 put)
-    dest=$1 size=$2 sum=$3
+    dest=$1 size=$2 sum=${3-}
     p=$real/$dest
     hostile "$dest" && refuse "$dest: a name with a control character, quote or backslash"
     inside "$p" || refuse "$dest resolves outside the working directory"
@@ -112,9 +117,15 @@ put)
     trap 'rm -f -- "$tmp"' EXIT
     trap 'rm -f -- "$tmp"; exit 1' HUP INT TERM PIPE
     # Hashed as it is written, so that checking costs no second read.
-    got_sum=$(tee -- "$tmp" | digest) || exit 1
+    if [ $# -ge 3 ]; then
+        got_sum=$(tee -- "$tmp" | digest) || exit 1
+    else
+        got_sum=$(head -c "$size" | tee -- "$tmp" | digest) || exit 1
+        IFS= read -r sum || sum=
+    fi
     got=$(size_of "$tmp")
     [ "$got" = "$size" ] || { echo "$dest arrived cut short: $got of $size bytes" >&2; exit 4; }
+    [ -n "$sum" ] || { echo "$dest arrived without its SHA-256: the sender stopped" >&2; exit 4; }
     [ "$got_sum" = "$sum" ] || { echo "$dest arrived damaged: SHA-256 $got_sum, not $sum" >&2; exit 4; }
     mv -f -- "$tmp" "$p" || exit 1
     trap - EXIT
