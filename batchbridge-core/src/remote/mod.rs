@@ -67,7 +67,8 @@
 //!   [`SubmitDefaults`];
 //! - `job_dirs.rs`: [`JobDirs`], the job directories, their files and their cleanup;
 //! - `work_dir.rs`: [`WorkDir`] and [`environment_file`];
-//! - `submit.rs`: [`JobDirs::submit`], [`SubmitLocks`], [`Submitted`], [`rejected`];
+//! - `submit.rs` and `submit.sh`: [`JobDirs::submit_many`] (and [`JobDirs::submit`], a batch
+//!   of one), [`SubmitLocks`], [`Submitted`], [`rejected`];
 //! - `output.rs`: [`JobDirs::fetch_output`];
 //! - `staging.rs` and `staging.sh`: [`StagingDir`], the files a job stages in and out
 //!   ([`crate::staging`]), streamed through the same shell.
@@ -86,7 +87,7 @@ pub use backend::{
 pub use job_dirs::JobDirs;
 pub use settings::{SubmitDefaults, WorkSettings};
 pub use staging::{StagedInputs, StagingDir};
-pub use submit::{SubmitLocks, Submitted, rejected};
+pub use submit::{MAX_JOBS_PER_BATCH, SubmitJob, SubmitLocks, Submitted, rejected};
 pub use work_dir::{MAX_ENVIRONMENT_BYTES, WorkDir, environment_file};
 // The wrapper protocol, where backends have always found it.
 pub use crate::wrapper::{
