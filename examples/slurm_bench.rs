@@ -7,9 +7,15 @@
 //!   loop in one SSH session, in the same run;
 //! - the SSH connections opened over the whole run.
 //!
+//! With `submit` first, it measures submit throughput alone instead: for each N, three
+//! rounds, each a plain `sbatch` loop in one SSH session (a remote `for` loop over the same
+//! SSH master) then `SlurmBackend::submit_many` of N jobs, cancelling each round's jobs
+//! (by their job name, unique to the run) before the next.
+//!
 //! ```text
-//! cargo run --release --example slurm_bench            # N = 10, 100, 1000
-//! cargo run --release --example slurm_bench -- 10 50   # other sizes
+//! cargo run --release --example slurm_bench                         # N = 10, 100, 1000
+//! cargo run --release --example slurm_bench -- 10 50                # other sizes
+//! cargo run --release --example slurm_bench -- submit 200 500 2000  # submit throughput
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -26,10 +32,13 @@ use batchbridge_slurm::{SlurmBackend, SlurmConfig};
 use batchbridge_testbed::{CountingShell, ssh_facts};
 
 fn specs(run: &str, n: usize) -> Result<Vec<JobSpec>> {
+    named_specs(run, "bench", n)
+}
+
+fn named_specs(run: &str, name: &str, n: usize) -> Result<Vec<JobSpec>> {
     (0..n)
         .map(|i| {
-            let mut spec =
-                JobSpec::new(JobKey::new(format!("bench-{run}-{i}"))?, "bench", "true\n");
+            let mut spec = JobSpec::new(JobKey::new(format!("bench-{run}-{i}"))?, name, "true\n");
             spec.queue = Some("debug".into());
             Ok(spec)
         })
@@ -94,8 +103,77 @@ async fn plain_sbatch_loop(shell: &SshShell, n: usize) -> Result<f64> {
     Ok(started.elapsed().as_secs_f64())
 }
 
+/// Seconds for a plain `sbatch` loop of `n` jobs named `name`, in one SSH session over
+/// `shell`'s master.
+async fn named_sbatch_loop(shell: &SshShell, name: &str, n: usize) -> Result<f64> {
+    let started = Instant::now();
+    let script = "for i in $(seq \"$1\"); do sbatch -Q -p debug -o /dev/null -J \"$2\" --wrap true >/dev/null || exit; done";
+    shell
+        .run(
+            &Command::sh(script, [n.to_string(), name.to_owned()])
+                .timeout(Duration::from_secs(1200)),
+        )
+        .await?
+        .check("the sbatch loop")?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Cancels the jobs named `name` (one run's round), so that the shared queue stays empty.
+async fn cancel_named(shell: &SshShell, name: &str) -> Result<()> {
+    shell
+        .run(&Command::sh("scancel -u \"$(id -un)\" -n \"$1\"", [name]))
+        .await?
+        .check("scancel")?;
+    Ok(())
+}
+
+/// The submit mode: rounds of the plain loop against `submit_many`, per size.
+async fn submit_throughput(sizes: &[usize]) -> Result<()> {
+    const ROUNDS: usize = 3;
+    let facts = ssh_facts();
+    let shell = facts.key_shell();
+    let slurm = SlurmBackend::new(Arc::new(facts.key_shell()), SlurmConfig::default())?;
+    let run = format!("{:x}", std::process::id());
+    println!("| N | round | sbatch loop jobs/s | submit_many jobs/s | submit_many / loop |");
+    println!("|---|---|---|---|---|");
+    for &n in sizes {
+        for round in 0..ROUNDS {
+            let name = format!("bbsub-{run}-{n}-{round}");
+            let plain = named_sbatch_loop(&shell, &name, n).await?;
+            cancel_named(&shell, &name).await?;
+            let specs = named_specs(&format!("{run}-{n}-{round}"), &name, n)?;
+            let started = Instant::now();
+            let answers = slurm.submit_many(&specs).await;
+            let ours = started.elapsed().as_secs_f64();
+            cancel_named(&shell, &name).await?;
+            let failed = answers.iter().filter(|a| a.is_err()).count();
+            if let Some(Err(err)) = answers.into_iter().find(Result::is_err) {
+                println!("{failed} of {n} submits failed, the first: {err}");
+            }
+            println!(
+                "| {n} | {} | {:.0} | {:.0} | {:.2} |",
+                round + 1,
+                n as f64 / plain,
+                n as f64 / ours,
+                plain / ours
+            );
+        }
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("submit") {
+        let sizes = std::env::args()
+            .skip(2)
+            .map(|a| {
+                a.parse()
+                    .map_err(|_| batchbridge_core::Error::invalid_input(a))
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        return submit_throughput(&sizes).await;
+    }
     let sizes = sizes_from_args()?;
     let facts = ssh_facts();
     let counting = Arc::new(CountingShell::new(facts.key_shell()));

@@ -830,10 +830,20 @@ pub async fn submit_many_answers_each_job<B: BatchBackend + ?Sized>(
         fresh[0].clone(),
     ];
     let answers = backend.submit_many(&specs).await;
-    assert_eq!(answers.len(), specs.len(), "one answer per spec: {answers:?}");
-    let err = answers[2].as_ref().expect_err("the invalid spec was accepted");
+    assert_eq!(
+        answers.len(),
+        specs.len(),
+        "one answer per spec: {answers:?}"
+    );
+    let err = answers[2]
+        .as_ref()
+        .expect_err("the invalid spec was accepted");
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    assert_eq!(backend.find(&invalid.key).await?, None, "a refused spec left a job");
+    assert_eq!(
+        backend.find(&invalid.key).await?,
+        None,
+        "a refused spec left a job"
+    );
     let id = |index: usize| -> JobId {
         match &answers[index] {
             Ok(id) => id.clone(),
@@ -845,21 +855,30 @@ pub async fn submit_many_answers_each_job<B: BatchBackend + ?Sized>(
     assert_ne!(id(0), id(3), "two keys share a job");
     let again = backend.submit_many(&specs).await;
     for index in [0, 1, 3, 4] {
-        assert_eq!(again[index].as_ref().ok(), Some(&id(index)), "a batch again: {again:?}");
+        assert_eq!(
+            again[index].as_ref().ok(),
+            Some(&id(index)),
+            "a batch again: {again:?}"
+        );
     }
     for (index, spec) in [(0, &fresh[0]), (3, &fresh[1])] {
         assert_eq!(backend.find(&spec.key).await?, Some(id(index)));
         let status = wait_terminal(backend, &id(index), config).await?;
         assert_eq!(status.state, JobState::Succeeded, "{status:?}");
-        let output = backend.fetch_output(&id(index), &OutputRequest::tail(100)).await?;
+        let output = backend
+            .fetch_output(&id(index), &OutputRequest::tail(100))
+            .await?;
         assert_eq!(output.stdout.text(), format!("new-{}\n", index / 3));
     }
 
-    let script = format!("cat <<'BATCHBRIDGE_END'\n{HOSTILE_TEXT}BATCHBRIDGE_END\nprintf '%s\\n' \"$HOSTILE\"\n");
+    let script = format!(
+        "cat <<'BATCHBRIDGE_END'\n{HOSTILE_TEXT}BATCHBRIDGE_END\nprintf '%s\\n' \"$HOSTILE\"\n"
+    );
     let hostile: Vec<JobSpec> = (0..3)
         .map(|_| {
             let mut spec = spec(config, "many_hostile", &script);
-            spec.environment.insert("HOSTILE".into(), HOSTILE_VALUE.into());
+            spec.environment
+                .insert("HOSTILE".into(), HOSTILE_VALUE.into());
             spec
         })
         .collect();
@@ -872,7 +891,10 @@ pub async fn submit_many_answers_each_job<B: BatchBackend + ?Sized>(
         let status = wait_terminal(backend, id, config).await?;
         assert_eq!(status.state, JobState::Succeeded, "{status:?}");
         let output = backend.fetch_output(id, &OutputRequest::tail(4096)).await?;
-        assert_eq!(output.stdout.text(), format!("{HOSTILE_TEXT}{HOSTILE_VALUE}\n"));
+        assert_eq!(
+            output.stdout.text(),
+            format!("{HOSTILE_TEXT}{HOSTILE_VALUE}\n")
+        );
     }
     Ok(())
 }

@@ -688,8 +688,14 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         let environment = self.submittable(spec)?;
         let _in_flight = self.submits.lock(&spec.key).await;
         if !spec.stages_files() {
-            let prepared = self.prepare(Cow::Borrowed(spec), environment, String::new()).await?;
-            return self.send(vec![prepared]).await.pop().unwrap_or_else(left_out);
+            let prepared = self
+                .prepare(Cow::Borrowed(spec), environment, String::new())
+                .await?;
+            return self
+                .send(vec![prepared])
+                .await
+                .pop()
+                .unwrap_or_else(left_out);
         }
         if let Some(id) = self.jobs.recorded_id(&spec.key).await? {
             return Ok(JobId::from(id));
@@ -707,8 +713,13 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         };
         let mut staged = spec.clone();
         staged.working_dir = Some(inputs.root);
-        let prepared = self.prepare(Cow::Owned(staged), environment, inputs_manifest).await?;
-        self.send(vec![prepared]).await.pop().unwrap_or_else(left_out)
+        let prepared = self
+            .prepare(Cow::Owned(staged), environment, inputs_manifest)
+            .await?;
+        self.send(vec![prepared])
+            .await
+            .pop()
+            .unwrap_or_else(left_out)
     }
 
     /// Sends the specs in as few remote commands as fit ([`JobDirs::submit_many`]: one `sh`
@@ -740,7 +751,10 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         let mut prepared = Vec::new();
         for (index, spec) in batch {
             let ready = match self.submittable(spec) {
-                Ok(environment) => self.prepare(Cow::Borrowed(spec), environment, String::new()).await,
+                Ok(environment) => {
+                    self.prepare(Cow::Borrowed(spec), environment, String::new())
+                        .await
+                }
                 Err(err) => Err(err),
             };
             match ready {

@@ -87,7 +87,9 @@ pub use backend::{
 pub use job_dirs::JobDirs;
 pub use settings::{SubmitDefaults, WorkSettings};
 pub use staging::{StagedInputs, StagingDir};
-pub use submit::{MAX_JOBS_PER_BATCH, SubmitJob, SubmitLocks, Submitted, rejected};
+pub use submit::{
+    BATCHES_IN_FLIGHT, MAX_JOBS_PER_BATCH, SubmitJob, SubmitLocks, Submitted, rejected,
+};
 pub use work_dir::{MAX_ENVIRONMENT_BYTES, WorkDir, environment_file};
 // The wrapper protocol, where backends have always found it.
 pub use crate::wrapper::{

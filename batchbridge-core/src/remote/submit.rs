@@ -113,6 +113,11 @@ pub struct SubmitJob<'a> {
 /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown) for every job in it).
 pub const MAX_JOBS_PER_BATCH: usize = 100;
 
+/// How many batches are in flight at once, each in its own remote command (an SSH session
+/// of the one connection): [`SshConfig`](crate::shell::SshConfig)'s default session limit, so
+/// that a batch's jobs spread over every session instead of one remote loop doing them all.
+pub const BATCHES_IN_FLIGHT: usize = 8;
+
 /// The most bytes of a refusal a batch sends back per job: errors quote an excerpt anyway.
 const MAX_REFUSAL: usize = 16 * 1024;
 
@@ -141,7 +146,8 @@ impl JobDirs {
     /// files, then runs its `command` and records the job id it prints first (its leading
     /// digits). Answers for each job, in order, what became of it.
     ///
-    /// A command holds at most [`MAX_JOBS_PER_BATCH`] jobs, and all but the scripts travel on
+    /// The jobs are split into even batches, [`BATCHES_IN_FLIGHT`] of them at once, each
+    /// holding at most [`MAX_JOBS_PER_BATCH`] jobs; all but the scripts travel on
     /// its command line, which must stay under what a remote shell accepts
     /// ([`MAX_COMMAND_LINE`]): jobs are split into as many commands as that takes, and a job
     /// too long on its own is refused (as [`InvalidInput`](ErrorKind::InvalidInput), before
@@ -167,6 +173,11 @@ impl JobDirs {
         // Batches of (index, its arguments).
         let mut batches: Vec<Vec<(usize, Vec<String>)>> = Vec::new();
         let mut length = base;
+        // Even batches, so that the sessions in flight share the jobs.
+        let per_batch = jobs
+            .len()
+            .div_ceil(BATCHES_IN_FLIGHT)
+            .clamp(1, MAX_JOBS_PER_BATCH);
         for (index, job) in jobs.iter().enumerate() {
             let args = job_args(job);
             let own = match quoted_length(&args) {
@@ -182,7 +193,7 @@ impl JobDirs {
             }
             let full = batches
                 .last()
-                .is_none_or(|batch| batch.len() >= MAX_JOBS_PER_BATCH || length + own > MAX_COMMAND_LINE);
+                .is_none_or(|batch| batch.len() >= per_batch || length + own > MAX_COMMAND_LINE);
             if full {
                 batches.push(Vec::new());
                 length = base;
@@ -192,17 +203,26 @@ impl JobDirs {
                 batch.push((index, args));
             }
         }
-        for batch in batches {
-            let outcomes = self.submit_batch(&work, &mark, jobs, &batch).await;
-            for ((index, _), outcome) in batch.iter().zip(outcomes) {
-                answers[*index] = Some(outcome);
+        for group in batches.chunks(BATCHES_IN_FLIGHT) {
+            let mut pending = Vec::with_capacity(group.len());
+            for batch in group {
+                pending.push(self.submit_batch(&work, &mark, jobs, batch));
+            }
+            let outcomes = futures::future::join_all(pending).await;
+            for (batch, outcomes) in group.iter().zip(outcomes) {
+                for ((index, _), outcome) in batch.iter().zip(outcomes) {
+                    answers[*index] = Some(outcome);
+                }
             }
         }
         answers
             .into_iter()
             .map(|answer| {
                 answer.unwrap_or_else(|| {
-                    Err(Error::new(ErrorKind::UnexpectedOutput, "a job was left out of its batch"))
+                    Err(Error::new(
+                        ErrorKind::UnexpectedOutput,
+                        "a job was left out of its batch",
+                    ))
                 })
             })
             .collect()
@@ -231,9 +251,11 @@ impl JobDirs {
         let specs = batch.iter().map(|(index, _)| jobs[*index].spec);
         match self.shell().run(&command).await {
             Ok(output) => read_records(&output, specs),
-            Err(err) if matches!(err.kind(), ErrorKind::ConnectionLost | ErrorKind::Timeout) => specs
-                .map(|spec| Err(outcome_unknown(&spec.key, &err)))
-                .collect(),
+            Err(err) if matches!(err.kind(), ErrorKind::ConnectionLost | ErrorKind::Timeout) => {
+                specs
+                    .map(|spec| Err(outcome_unknown(&spec.key, &err)))
+                    .collect()
+            }
             Err(err) => specs.map(|_| Err(same_error(&err))).collect(),
         }
     }
@@ -292,7 +314,9 @@ fn job_args(job: &SubmitJob<'_>) -> Vec<String> {
 
 /// What `args` add to a command line once quoted, with the space before each.
 fn quoted_length(args: &[String]) -> Result<usize> {
-    let line = Command::new("").args(args.iter().cloned()).to_shell_line()?;
+    let line = Command::new("")
+        .args(args.iter().cloned())
+        .to_shell_line()?;
     Ok(line.len() - "''".len())
 }
 
@@ -507,7 +531,10 @@ mod tests {
         let message = "the script of job key-1 arrived cut short; this job was not sent";
         assert_eq!(
             cut.stdout_text(),
-            format!("key-1 {SUBMIT_NOT_SENT_EXIT_CODE} - {}\n{message}", message.len()),
+            format!(
+                "key-1 {SUBMIT_NOT_SENT_EXIT_CODE} - {}\n{message}",
+                message.len()
+            ),
             "{cut:?}"
         );
         assert!(!scheduler_ran.exists(), "the scheduler was never asked");
@@ -555,15 +582,24 @@ mod tests {
             command,
         });
         let answers = dirs.submit_many(&jobs).await;
-        assert!(matches!(&answers[0], Ok(Submitted::New(id)) if id == "11"), "{answers:?}");
+        assert!(
+            matches!(&answers[0], Ok(Submitted::New(id)) if id == "11"),
+            "{answers:?}"
+        );
         match &answers[1] {
             Ok(Submitted::Refused(output)) => {
                 assert_eq!(output.stderr_text(), "no such queue");
             }
             other => panic!("{other:?}"),
         }
-        assert!(!work.path().join("jobs/b").exists(), "the refused key is free");
-        assert!(matches!(&answers[2], Ok(Submitted::New(id)) if id == "13"), "{answers:?}");
+        assert!(
+            !work.path().join("jobs/b").exists(),
+            "the refused key is free"
+        );
+        assert!(
+            matches!(&answers[2], Ok(Submitted::New(id)) if id == "13"),
+            "{answers:?}"
+        );
         assert_eq!(
             std::fs::read_to_string(work.path().join("jobs/c/f")).unwrap(),
             "it's $(x)"
@@ -574,9 +610,15 @@ mod tests {
         );
         // Again: the jobs that were made are found, the refused one is asked again.
         let again = dirs.submit_many(&jobs).await;
-        assert!(matches!(&again[0], Ok(Submitted::Existing(id)) if id == "11"), "{again:?}");
+        assert!(
+            matches!(&again[0], Ok(Submitted::Existing(id)) if id == "11"),
+            "{again:?}"
+        );
         assert!(matches!(&again[1], Ok(Submitted::Refused(_))), "{again:?}");
-        assert!(matches!(&again[2], Ok(Submitted::Existing(id)) if id == "13"), "{again:?}");
+        assert!(
+            matches!(&again[2], Ok(Submitted::Existing(id)) if id == "13"),
+            "{again:?}"
+        );
     }
 
     #[test]
