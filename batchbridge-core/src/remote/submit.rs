@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
+use futures::StreamExt;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::JobDirs;
@@ -165,8 +166,7 @@ impl JobDirs {
             Ok(work) => work.to_owned(),
             Err(err) => return jobs.iter().map(|_| Err(same_error(&err))).collect(),
         };
-        let mark = nonce();
-        let base = Command::sh(&SUBMIT, [work.as_str(), &mark, "999"])
+        let base = Command::sh(&SUBMIT, [work.as_str(), &nonce(), "999"])
             .to_shell_line()
             .map_or(0, |line| line.len());
         let mut answers: Vec<Option<Result<Submitted>>> = jobs.iter().map(|_| None).collect();
@@ -203,16 +203,17 @@ impl JobDirs {
                 batch.push((index, args));
             }
         }
-        for group in batches.chunks(BATCHES_IN_FLIGHT) {
-            let mut pending = Vec::with_capacity(group.len());
-            for batch in group {
-                pending.push(self.submit_batch(&work, &mark, jobs, batch));
-            }
-            let outcomes = futures::future::join_all(pending).await;
-            for (batch, outcomes) in group.iter().zip(outcomes) {
-                for ((index, _), outcome) in batch.iter().zip(outcomes) {
-                    answers[*index] = Some(outcome);
-                }
+        // A pipeline: each batch that ends lets the next one start, so that a slow batch
+        // does not hold the sessions of the others.
+        let mut sends = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let work = work.as_str();
+            sends.push(async move { (batch, self.submit_batch(work, jobs, batch).await) });
+        }
+        let mut outcomes = futures::stream::iter(sends).buffer_unordered(BATCHES_IN_FLIGHT);
+        while let Some((batch, outcomes)) = outcomes.next().await {
+            for ((index, _), outcome) in batch.iter().zip(outcomes) {
+                answers[*index] = Some(outcome);
             }
         }
         answers
@@ -232,17 +233,19 @@ impl JobDirs {
     async fn submit_batch(
         &self,
         work: &str,
-        mark: &str,
         jobs: &[SubmitJob<'_>],
         batch: &[(usize, Vec<String>)],
     ) -> Vec<Result<Submitted>> {
-        let mut args = vec![work.to_owned(), mark.to_owned(), batch.len().to_string()];
+        let mark = nonce();
+        let mut args = vec![work.to_owned(), mark.clone(), batch.len().to_string()];
         let mut stdin = Vec::new();
         for (index, job_args) in batch {
             let spec = jobs[*index].spec;
             args.extend(job_args.iter().cloned());
-            stdin.extend_from_slice(spec.script.as_bytes());
-            stdin.extend_from_slice(format!("{mark} {}\n", spec.key).as_bytes());
+            if !travels_inline(&spec.script) {
+                stdin.extend_from_slice(spec.script.as_bytes());
+                stdin.extend_from_slice(format!("{mark} {}\n", spec.key).as_bytes());
+            }
         }
         let command = Command::sh(&SUBMIT, args)
             .stdin(stdin)
@@ -296,16 +299,35 @@ fn nonce() -> String {
     format!("batchbridge-end-{:016x}{:016x}", words[0], words[1])
 }
 
-/// A job's arguments to submit.sh: `KEY SIZE NFILES NAME CONTENT... NWORDS WORD...`.
+/// The longest script that travels on the command line, as one of the job's files, instead
+/// of on stdin: a short script then costs no `head` (a fork) on the cluster, and still
+/// leaves room for a batch of jobs on one command line.
+const MAX_INLINE_SCRIPT: usize = 2048;
+
+/// Whether `script` travels on the command line: short, and without NUL (which no command
+/// line can carry).
+fn travels_inline(script: &str) -> bool {
+    script.len() <= MAX_INLINE_SCRIPT && !script.contains('\0')
+}
+
+/// A job's arguments to submit.sh: `KEY SIZE NFILES NAME CONTENT... NWORDS WORD...`, SIZE `-`
+/// when the script is among the files.
 fn job_args(job: &SubmitJob<'_>) -> Vec<String> {
+    let script = job.spec.script.as_str();
+    let inline = travels_inline(script).then_some(("script.sh", script));
+    let size = match inline {
+        Some(_) => "-".to_owned(),
+        None => script.len().to_string(),
+    };
+    let files = job.files.iter().copied().chain(inline);
     let mut args = vec![
         job.spec.key.to_string(),
-        job.spec.script.len().to_string(),
-        job.files.len().to_string(),
+        size,
+        (job.files.len() + usize::from(inline.is_some())).to_string(),
     ];
-    for (name, content) in &job.files {
-        args.push((*name).to_owned());
-        args.push((*content).to_owned());
+    for (name, content) in files {
+        args.push(name.to_owned());
+        args.push(content.to_owned());
     }
     args.push(job.command.len().to_string());
     args.extend(job.command.iter().cloned());
