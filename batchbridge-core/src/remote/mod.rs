@@ -38,9 +38,11 @@
 //! the same on the login node and inside a job):
 //!
 //! ```text
-//! WORK/jobs/KEY/        one per job, claimed by an atomic mkdir: script.sh (the user's
-//!                       script), env.sh, the backend's own files, job_id, and per task
-//!                       task-N.stdout and task-N.stderr
+//! WORK/jobs/KEY/        one per job, claimed by an atomic rename of its staged directory
+//!                       (a rename onto a directory that is not empty fails): script.sh
+//!                       (the user's script), env.sh, the backend's own files, job_id, and
+//!                       per task task-N.stdout and task-N.stderr
+//! WORK/claiming/NONCE/  a submit batch's staged job directories, until it claims them
 //! WORK/ids/ID           a symlink to ../jobs/KEY, so a job is found by its id
 //! WORK/events/ID.TASK.started, ID.TASK.exit.N, ID.TASK.signal.N
 //!                       empty files, one per task start and end, that a wrapper calling

@@ -142,25 +142,34 @@ impl JobDirs {
     }
 
     /// Submits `jobs` (their keys all different) in as few remote commands as fit, each one
-    /// `sh` session of submit.sh that, job after job, claims `WORK/jobs/KEY` with an atomic
-    /// `mkdir`, writes the spec's script (as `script.sh`, from stdin, any size) and each of its
-    /// files, then runs its `command` and records the job id it prints first (its leading
-    /// digits). Answers for each job, in order, what became of it.
+    /// `sh` session of submit.sh that writes each job's script (as `script.sh`) and files
+    /// into a staging directory `WORK/claiming/NONCE/KEY`, makes every `job.sh` executable
+    /// with one `chmod`, claims `WORK/jobs/KEY` for all of them with one `mv` (renaming a
+    /// directory that is not empty onto a key's directory that exists fails, so of two
+    /// submits of one key one claims it), then, job after job, runs its `command` and records
+    /// the job id it prints first (its leading digits). Answers for each job, in order, what
+    /// became of it. Per job, only the scheduler's command and an `ln` (the id's link) fork:
+    /// on a busy login node a fork costs about a third of an `sbatch`.
     ///
-    /// The jobs are split into even batches, [`BATCHES_IN_FLIGHT`] of them at once, each
-    /// holding at most [`MAX_JOBS_PER_BATCH`] jobs; all but the scripts travel on
-    /// its command line, which must stay under what a remote shell accepts
-    /// ([`MAX_COMMAND_LINE`]): jobs are split into as many commands as that takes, and a job
-    /// too long on its own is refused (as [`InvalidInput`](ErrorKind::InvalidInput), before
-    /// anything is sent). The scripts travel on stdin, one after the other, each followed by
-    /// a line with a nonce and its key that shows where it ends.
+    /// The jobs are split into even batches, [`BATCHES_IN_FLIGHT`] of them in flight at once
+    /// (a pipeline: one that ends lets the next start), each holding at most
+    /// [`MAX_JOBS_PER_BATCH`] jobs; all but long scripts travel on its command line, which must
+    /// stay under what a remote shell accepts ([`MAX_COMMAND_LINE`]): jobs are split into as
+    /// many commands as that takes, and a job too long on its own is refused (as
+    /// [`InvalidInput`](ErrorKind::InvalidInput), before anything is sent). A script longer
+    /// than 2 KiB (or holding a NUL) travels on stdin instead, one after the other, each
+    /// followed by a line with the batch's nonce and its key that shows where it ends.
     ///
     /// A script that arrives shorter than it was sent (the connection dropped while it was on
     /// its way) is never submitted, nor any script after it: their keys are released.
     ///
     /// A connection lost or a timeout mid-way is
     /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown), temporary, for every job of
-    /// that command: submitting the same keys again returns the jobs that were made.
+    /// that command: submitting the same keys again returns the jobs that were made, and
+    /// never submits a job that got an id again. The batch goes on without its caller (it
+    /// ignores hang-ups) and releases the keys of the jobs it could not answer for; only a
+    /// batch killed outright leaves the keys it had claimed but not yet sent as
+    /// [`Submitted::Claimed`].
     pub async fn submit_many(&self, jobs: &[SubmitJob<'_>]) -> Vec<Result<Submitted>> {
         let work = match self.work().await {
             Ok(work) => work.to_owned(),
@@ -641,6 +650,75 @@ mod tests {
             matches!(&again[2], Ok(Submitted::Existing(id)) if id == "13"),
             "{again:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_batch_cut_in_the_middle_resubmits_no_job_that_got_an_id() {
+        let work = tempfile::tempdir().unwrap();
+        let dirs = |timeout| {
+            JobDirs::new(
+                Arc::new(LocalShell),
+                work.path().to_str().unwrap(),
+                Duration::from_secs(timeout),
+            )
+            .unwrap()
+        };
+        // 24 jobs make 8 batches of 3: jobs 0, 1 and 2 share the first.
+        let specs: Vec<JobSpec> = (0..24)
+            .map(|i| JobSpec::new(JobKey::new(format!("j{i}")).unwrap(), "n", "echo hi"))
+            .collect();
+        // Each run of a job's submit command leaves a line in its own file.
+        let runs = |i: usize| work.path().join(format!("runs-{i}"));
+        let batch = |then: &dyn Fn(usize) -> String| -> Vec<SubmitJob<'_>> {
+            specs
+                .iter()
+                .enumerate()
+                .map(|(i, spec)| SubmitJob {
+                    spec,
+                    files: vec![],
+                    command: vec![
+                        "sh".to_owned(),
+                        "-c".to_owned(),
+                        format!("echo run >>\"$1\"; {}", then(i)),
+                        "sh".to_owned(),
+                        runs(i).to_str().unwrap().to_owned(),
+                    ],
+                })
+                .collect()
+        };
+        // Job 1's submit hangs past the command's time limit: its batch is cut after job 0
+        // got its id, while job 1 is in flight and before job 2's turn.
+        let cut = batch(&|i| match i {
+            1 => "sleep 3; echo 101".to_owned(),
+            _ => format!("echo {}", 100 + i),
+        });
+        let answers = dirs(1).submit_many(&cut).await;
+        for answer in &answers[..3] {
+            let err = answer.as_ref().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::SubmitOutcomeUnknown, "{answers:?}");
+            assert!(err.is_temporary());
+        }
+        for answer in &answers[3..] {
+            assert!(matches!(answer, Ok(Submitted::New(_))), "{answers:?}");
+        }
+        let again = batch(&|i| format!("echo {}", 200 + i));
+        let answers = dirs(10).submit_many(&again).await;
+        for (i, answer) in answers.iter().enumerate() {
+            match i {
+                // Job 1 may have reached the scheduler, and job 2 was claimed with it: neither
+                // is sent again blindly; only the scheduler can tell (RemoteBackend asks it,
+                // by key).
+                1 | 2 => assert!(matches!(answer, Ok(Submitted::Claimed)), "{i}: {answer:?}"),
+                _ => assert!(
+                    matches!(answer, Ok(Submitted::Existing(id)) if *id == (100 + i).to_string()),
+                    "{i}: {answer:?}"
+                ),
+            }
+        }
+        for i in (0..24).filter(|i| *i != 2) {
+            assert_eq!(std::fs::read_to_string(runs(i)).unwrap(), "run\n", "job {i}");
+        }
+        assert!(!runs(2).exists(), "job 2's submit never ran");
     }
 
     #[test]
