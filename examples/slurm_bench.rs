@@ -9,8 +9,9 @@
 //!
 //! With `submit` first, it measures submit throughput alone instead: for each N, three
 //! rounds, each a plain `sbatch` loop in one SSH session (a remote `for` loop over the same
-//! SSH master) then `SlurmBackend::submit_many` of N jobs, cancelling each round's jobs
-//! (by their job name, unique to the run) before the next.
+//! SSH master) and `SlurmBackend::submit_many` of N jobs, which one goes first alternating,
+//! cancelling each round's jobs (by their job name, unique to the run) before the next; the
+//! backend's work directory is the run's own, removed at the end.
 //!
 //! ```text
 //! cargo run --release --example slurm_bench                         # N = 10, 100, 1000
@@ -127,38 +128,69 @@ async fn cancel_named(shell: &SshShell, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The submit mode: rounds of the plain loop against `submit_many`, per size.
+/// One round of `submit_many`: the seconds it took; prints how many failed and the first.
+async fn submit_many_round(slurm: &SlurmBackend, specs: &[JobSpec]) -> f64 {
+    let started = Instant::now();
+    let answers = slurm.submit_many(specs).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let failed = answers.iter().filter(|a| a.is_err()).count();
+    if let Some(Err(err)) = answers.into_iter().find(Result::is_err) {
+        println!("{failed} of {} submits failed, the first: {err}", specs.len());
+    }
+    seconds
+}
+
+/// The submit mode: rounds of the plain loop against `submit_many`, per size, the one that
+/// goes first alternating from round to round (a queue that grows slows slurmctld a little
+/// for whoever comes second). The backend works in a work directory of its own, removed at
+/// the end; each round's jobs are cancelled by name before the next.
 async fn submit_throughput(sizes: &[usize]) -> Result<()> {
     const ROUNDS: usize = 3;
     let facts = ssh_facts();
     let shell = facts.key_shell();
-    let slurm = SlurmBackend::new(Arc::new(facts.key_shell()), SlurmConfig::default())?;
     let run = format!("{:x}", std::process::id());
-    println!("| N | round | sbatch loop jobs/s | submit_many jobs/s | submit_many / loop |");
-    println!("|---|---|---|---|---|");
+    let work = format!(".batchbridge-submit-bench-{run}");
+    let slurm = SlurmBackend::new(
+        Arc::new(facts.key_shell()),
+        SlurmConfig::default().with_work_dir(work.clone()),
+    )?;
+    println!("| N | round | first | sbatch loop jobs/s | submit_many jobs/s | submit_many / loop |");
+    println!("|---|---|---|---|---|---|");
     for &n in sizes {
         for round in 0..ROUNDS {
             let name = format!("bbsub-{run}-{n}-{round}");
-            let plain = named_sbatch_loop(&shell, &name, n).await?;
-            cancel_named(&shell, &name).await?;
             let specs = named_specs(&format!("{run}-{n}-{round}"), &name, n)?;
-            let started = Instant::now();
-            let answers = slurm.submit_many(&specs).await;
-            let ours = started.elapsed().as_secs_f64();
+            let loop_first = round % 2 == 0;
+            let (plain, ours) = if loop_first {
+                let plain = named_sbatch_loop(&shell, &name, n).await?;
+                cancel_named(&shell, &name).await?;
+                (plain, submit_many_round(&slurm, &specs).await)
+            } else {
+                let ours = submit_many_round(&slurm, &specs).await;
+                cancel_named(&shell, &name).await?;
+                (named_sbatch_loop(&shell, &name, n).await?, ours)
+            };
             cancel_named(&shell, &name).await?;
-            let failed = answers.iter().filter(|a| a.is_err()).count();
-            if let Some(Err(err)) = answers.into_iter().find(Result::is_err) {
-                println!("{failed} of {n} submits failed, the first: {err}");
-            }
             println!(
-                "| {n} | {} | {:.0} | {:.0} | {:.2} |",
+                "| {n} | {} | {} | {:.0} | {:.0} | {:.2} |",
                 round + 1,
+                if loop_first { "loop" } else { "submit_many" },
                 n as f64 / plain,
                 n as f64 / ours,
                 plain / ours
             );
         }
     }
+    let left = shell
+        .run(&Command::sh(
+            "squeue -u \"$(id -un)\" -h -o %j | grep -c \"^bbsub-$1-\"; rm -rf -- \"$HOME/$2\"",
+            [run.as_str(), work.as_str()],
+        ))
+        .await?;
+    println!(
+        "jobs of this run left in the queue: {}",
+        left.stdout_text().trim()
+    );
     Ok(())
 }
 
