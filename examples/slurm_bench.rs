@@ -135,7 +135,10 @@ async fn submit_many_round(slurm: &SlurmBackend, specs: &[JobSpec]) -> f64 {
     let seconds = started.elapsed().as_secs_f64();
     let failed = answers.iter().filter(|a| a.is_err()).count();
     if let Some(Err(err)) = answers.into_iter().find(Result::is_err) {
-        println!("{failed} of {} submits failed, the first: {err}", specs.len());
+        println!(
+            "{failed} of {} submits failed, the first: {err}",
+            specs.len()
+        );
     }
     seconds
 }
@@ -154,7 +157,9 @@ async fn submit_throughput(sizes: &[usize]) -> Result<()> {
         Arc::new(facts.key_shell()),
         SlurmConfig::default().with_work_dir(work.clone()),
     )?;
-    println!("| N | round | first | sbatch loop jobs/s | submit_many jobs/s | submit_many / loop |");
+    println!(
+        "| N | round | first | sbatch loop jobs/s | submit_many jobs/s | submit_many / loop |"
+    );
     println!("|---|---|---|---|---|---|");
     for &n in sizes {
         for round in 0..ROUNDS {

@@ -716,7 +716,11 @@ mod tests {
             }
         }
         for i in (0..24).filter(|i| *i != 2) {
-            assert_eq!(std::fs::read_to_string(runs(i)).unwrap(), "run\n", "job {i}");
+            assert_eq!(
+                std::fs::read_to_string(runs(i)).unwrap(),
+                "run\n",
+                "job {i}"
+            );
         }
         assert!(!runs(2).exists(), "job 2's submit never ran");
     }
