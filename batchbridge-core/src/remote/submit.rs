@@ -148,17 +148,20 @@ impl JobDirs {
     /// directory that is not empty onto a key's directory that exists fails, so of two
     /// submits of one key one claims it), then, job after job, runs its `command` and records
     /// the job id it prints first (its leading digits). Answers for each job, in order, what
-    /// became of it. Per job, only the scheduler's command and an `ln` (the id's link) fork:
+    /// became of it. Per job, only the scheduler's command and an `ln` (the id's link) fork
+    /// (and `head` for a script longer than 2 KiB):
     /// on a busy login node a fork costs about a third of an `sbatch`.
     ///
     /// The jobs are split into even batches, [`BATCHES_IN_FLIGHT`] of them in flight at once
     /// (a pipeline: one that ends lets the next start), each holding at most
-    /// [`MAX_JOBS_PER_BATCH`] jobs; all but long scripts travel on its command line, which must
-    /// stay under what a remote shell accepts ([`MAX_COMMAND_LINE`]): jobs are split into as
-    /// many commands as that takes, and a job too long on its own is refused (as
-    /// [`InvalidInput`](ErrorKind::InvalidInput), before anything is sent). A script longer
-    /// than 2 KiB (or holding a NUL) travels on stdin instead, one after the other, each
-    /// followed by a line with the batch's nonce and its key that shows where it ends.
+    /// [`MAX_JOBS_PER_BATCH`] jobs; all but the scripts travel on its command line, which
+    /// must stay under what a remote shell accepts ([`MAX_COMMAND_LINE`]): jobs are split into
+    /// as many commands as that takes, and a job too long on its own is refused (as
+    /// [`InvalidInput`](ErrorKind::InvalidInput), before anything is sent). The scripts
+    /// travel on stdin (never on a command line, which other users of a login node may
+    /// read), one after the other, each followed by a line with the batch's nonce and its
+    /// key that shows where it ends; the shell's own `read` takes one of up to 2 KiB line by
+    /// line, `head` (a fork) a longer one.
     ///
     /// A script that arrives shorter than it was sent (the connection dropped while it was on
     /// its way) is never submitted, nor any script after it: their keys are released.
@@ -251,10 +254,11 @@ impl JobDirs {
         for (index, job_args) in batch {
             let spec = jobs[*index].spec;
             args.extend(job_args.iter().cloned());
-            if !travels_inline(&spec.script) {
-                stdin.extend_from_slice(spec.script.as_bytes());
-                stdin.extend_from_slice(format!("{mark} {}\n", spec.key).as_bytes());
+            stdin.extend_from_slice(spec.script.as_bytes());
+            if script_size(&spec.script) == "lines-no-eol" {
+                stdin.push(b'\n');
             }
+            stdin.extend_from_slice(format!("{mark} {}\n", spec.key).as_bytes());
         }
         let command = Command::sh(&SUBMIT, args)
             .stdin(stdin)
@@ -308,35 +312,34 @@ fn nonce() -> String {
     format!("batchbridge-end-{:016x}{:016x}", words[0], words[1])
 }
 
-/// The longest script that travels on the command line, as one of the job's files, instead
-/// of on stdin: a short script then costs no `head` (a fork) on the cluster, and still
-/// leaves room for a batch of jobs on one command line.
-const MAX_INLINE_SCRIPT: usize = 2048;
+/// The longest script read on the cluster line by line by the shell's own `read`, instead of
+/// by `head` (a fork): `read` takes a pipe a byte at a time, cheap for a short script only.
+/// Scripts never travel on the command line, which other users of a login node may read.
+const MAX_SCRIPT_READ_BY_LINES: usize = 2048;
 
-/// Whether `script` travels on the command line: short, and without NUL (which no command
-/// line can carry).
-fn travels_inline(script: &str) -> bool {
-    script.len() <= MAX_INLINE_SCRIPT && !script.contains('\0')
+/// How submit.sh reads `script` from stdin: `lines` or `lines-no-eol` (a short script
+/// without NUL, which `read` cannot carry; the sender adds the missing last newline), else
+/// its length in bytes.
+fn script_size(script: &str) -> String {
+    if script.len() > MAX_SCRIPT_READ_BY_LINES || script.contains('\0') {
+        script.len().to_string()
+    } else if script.is_empty() || script.ends_with('\n') {
+        "lines".to_owned()
+    } else {
+        "lines-no-eol".to_owned()
+    }
 }
 
-/// A job's arguments to submit.sh: `KEY SIZE NFILES NAME CONTENT... NWORDS WORD...`, SIZE `-`
-/// when the script is among the files.
+/// A job's arguments to submit.sh: `KEY SIZE NFILES NAME CONTENT... NWORDS WORD...`.
 fn job_args(job: &SubmitJob<'_>) -> Vec<String> {
-    let script = job.spec.script.as_str();
-    let inline = travels_inline(script).then_some(("script.sh", script));
-    let size = match inline {
-        Some(_) => "-".to_owned(),
-        None => script.len().to_string(),
-    };
-    let files = job.files.iter().copied().chain(inline);
     let mut args = vec![
         job.spec.key.to_string(),
-        size,
-        (job.files.len() + usize::from(inline.is_some())).to_string(),
+        script_size(&job.spec.script),
+        job.files.len().to_string(),
     ];
-    for (name, content) in files {
-        args.push(name.to_owned());
-        args.push(content.to_owned());
+    for (name, content) in &job.files {
+        args.push((*name).to_owned());
+        args.push((*content).to_owned());
     }
     args.push(job.command.len().to_string());
     args.extend(job.command.iter().cloned());
@@ -528,7 +531,7 @@ mod tests {
     /// for its script (announced as `size` bytes) and `command` as the scheduler's.
     async fn run_submit(
         work: &std::path::Path,
-        size: usize,
+        size: &str,
         stdin: &[u8],
         command: &[&str],
     ) -> Output {
@@ -537,7 +540,7 @@ mod tests {
             "mark".to_owned(),
             "1".to_owned(),
             "key-1".to_owned(),
-            size.to_string(),
+            size.to_owned(),
             "0".to_owned(),
             command.len().to_string(),
         ];
@@ -558,7 +561,8 @@ mod tests {
         let scheduler = ["touch", scheduler_ran.to_str().unwrap()];
         let script = b"sleep 1\nexit 8\n";
 
-        let cut = run_submit(work.path(), script.len(), &script[..5], &scheduler).await;
+        let size = script.len().to_string();
+        let cut = run_submit(work.path(), &size, &script[..5], &scheduler).await;
         let message = "the script of job key-1 arrived cut short; this job was not sent";
         assert_eq!(
             cut.stdout_text(),
@@ -575,13 +579,19 @@ mod tests {
         );
 
         // Whole, but without the line that ends it: where it ends is not known.
-        let unmarked = run_submit(work.path(), script.len(), script, &scheduler).await;
+        let unmarked = run_submit(work.path(), &size, script, &scheduler).await;
         assert!(unmarked.stdout_text().contains(message), "{unmarked:?}");
         assert!(!scheduler_ran.exists(), "the scheduler was never asked");
+        // Read line by line, the same: cut in a line, or whole without the end line.
+        for stdin in [&script[..5], &script[..]] {
+            let cut = run_submit(work.path(), "lines", stdin, &scheduler).await;
+            assert!(cut.stdout_text().contains(message), "{cut:?}");
+            assert!(!scheduler_ran.exists(), "the scheduler was never asked");
+        }
 
         let mut whole = script.to_vec();
         whole.extend_from_slice(b"mark key-1\n");
-        let sent = run_submit(work.path(), script.len(), &whole, &["echo", "42"]).await;
+        let sent = run_submit(work.path(), &size, &whole, &["echo", "42"]).await;
         assert_eq!(sent.stdout_text(), "key-1 submitted 42 0\n", "{sent:?}");
         assert_eq!(
             std::fs::read(work.path().join("jobs/key-1/script.sh")).unwrap(),
@@ -598,8 +608,11 @@ mod tests {
             Duration::from_secs(10),
         )
         .unwrap();
-        let specs: Vec<JobSpec> = ["a", "b", "c"]
-            .map(|key| JobSpec::new(JobKey::new(key).unwrap(), "n", format!("echo {key}")))
+        // c's script, read line by line: spaces, backslashes, quotes, an empty line, a tab, a
+        // carriage return and no last newline arrive as they were.
+        let tricky = " lead \\ \"q\" 'x' $(y)\n\n\tlast\r";
+        let specs: Vec<JobSpec> = [("a", "echo a"), ("b", "echo b"), ("c", tricky)]
+            .map(|(key, script)| JobSpec::new(JobKey::new(key).unwrap(), "n", script))
             .into();
         let say = |words: &str| vec!["sh".to_owned(), "-c".to_owned(), words.to_owned()];
         let jobs = [
@@ -637,7 +650,7 @@ mod tests {
         );
         assert_eq!(
             std::fs::read_to_string(work.path().join("jobs/c/script.sh")).unwrap(),
-            "echo c"
+            tricky
         );
         // Again: the jobs that were made are found, the refused one is asked again.
         let again = dirs.submit_many(&jobs).await;

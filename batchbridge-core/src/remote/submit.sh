@@ -1,9 +1,10 @@
 # Submits N >= 1 jobs in one remote command:
 # `sh -c "$SUBMIT" sh WORK MARK N` followed, per job, by
-# `KEY SIZE NFILES NAME CONTENT... NWORDS WORD...`. SIZE `-` means the job's script is one of
-# its files (script.sh); else the scripts of those jobs are on stdin in the same order, each
-# SIZE bytes followed by the line `MARK KEY` (MARK: a nonce of the caller's, fresh for each
-# batch, so that no script can forge it). Writes each job's files (job.sh made executable)
+# `KEY SIZE NFILES NAME CONTENT... NWORDS WORD...`, with the jobs' scripts on stdin in the
+# same order, each followed by the line `MARK KEY` (MARK: a nonce of the caller's, fresh for
+# each batch, so that no script can forge it): SIZE bytes of it, or, when SIZE is `lines`
+# (or `lines-no-eol`: the last line has no newline, which the sender added), its lines up to
+# that end line. Writes each job's files (job.sh made executable)
 # into a staging directory WORK/claiming/MARK/KEY, then claims WORK/jobs/KEY for each by
 # moving its staged directory there, runs each claimed job's NWORDS words as the scheduler's
 # command (stdin empty) and records the id it printed (its leading digits).
@@ -18,7 +19,8 @@
 # filled in by render_script.
 # Forks are what a submit costs on a busy login node (a fork and exec is 1.5 to 2.5 ms on a
 # loaded one, an sbatch 6 ms): per job only the scheduler's command and `ln` run; mkdir, chmod,
-# mv and rm run once per batch, head once per script sent on stdin. head -c reads exactly SIZE
+# mv and rm run once per batch, head once per long script (short ones are read line by line
+# by the builtin read, which reads a pipe a byte at a time). head -c reads exactly SIZE
 # bytes (GNU, busybox and BSD head do); a head that read ahead would misalign the next script,
 # which the MARK line catches.
 # Hang-ups are ignored so that a dropped connection cannot stop it between the scheduler's
@@ -59,10 +61,32 @@ while [ "$n" -le "$count" ]; do
     done
     # A connection dropped mid-upload ends stdin early, and hang-ups are ignored: a script
     # cut short must never reach the scheduler.
-    if [ "$size" != - ] && [ -z "$lost" ]; then
-        if ! head -c "$size" >"$dir/script.sh" || ! read -r end || [ "$end" != "$mark $key" ]; then
-            lost="the script of job $key arrived cut short; this job was not sent"
-        fi
+    if [ -z "$lost" ]; then
+        case $size in
+        lines | lines-no-eol)
+            # Line by line with the builtin read, up to the end line: no fork.
+            text= end=
+            while IFS= read -r line; do
+                if [ "$line" = "$mark $key" ]; then
+                    end=1
+                    break
+                fi
+                text="$text$line
+"
+            done
+            [ "$size" = lines ] || text=${text%?}
+            if [ -z "$end" ]; then
+                lost="the script of job $key arrived cut short; this job was not sent"
+            elif [ -z "$broken" ]; then
+                printf '%s' "$text" >"$dir/script.sh" || broken="cannot write $dir/script.sh"
+            fi
+            ;;
+        *)
+            if ! head -c "$size" >"$dir/script.sh" || ! read -r end || [ "$end" != "$mark $key" ]; then
+                lost="the script of job $key arrived cut short; this job was not sent"
+            fi
+            ;;
+        esac
     fi
     [ -z "$lost" ] || broken=${broken:-$lost}
     eval "broken_$n=\$broken script_$n=\$script"
