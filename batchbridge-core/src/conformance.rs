@@ -25,7 +25,8 @@
 //! SIGTERM leaves no process behind; a job whose environment sets a `PATH` without `/bin`
 //! still runs its script; cancelling a
 //! finished or unknown job is Ok; submitting one key twice, one after the other or four
-//! times at once, yields one job; `find` by key; `status` of 50 jobs in one call; an
+//! times at once, yields one job; a batch through `submit_many` answers each spec as `submit`
+//! would (new keys, a key submitted before, an invalid spec, hostile scripts); `find` by key; `status` of 50 jobs in one call; an
 //! unknown id is Unknown (its output NotFound); a malformed id is InvalidInput for cancel
 //! and output and Unknown for status; output of a task the job does not have is
 //! InvalidInput; output is bounded (tail and range); a hostile script and environment run
@@ -801,6 +802,100 @@ pub async fn same_key_yields_one_job<B: BatchBackend + ?Sized>(
     assert_eq!(status.state, JobState::Succeeded, "{status:?}");
     let third = backend.submit(&spec).await?;
     assert_eq!(first, third, "a finished job's key made a new job");
+    Ok(())
+}
+
+/// [`BatchBackend::submit_many`] answers each spec, in order, as [`BatchBackend::submit`]
+/// would: a batch mixing new keys, a key submitted before (its job's id again, no second
+/// job), an invalid spec (its own InvalidInput, nothing left behind) and the same key twice
+/// (one job) submits the rest; a second batch of the same specs makes no job; and a batch of
+/// hostile scripts and environment values, one job each, runs every one verbatim.
+pub async fn submit_many_answers_each_job<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let before = spec(config, "many_before", "echo before\n");
+    let first_id = backend.submit(&before).await?;
+    let mut invalid = spec(config, "many_invalid", "   \n");
+    invalid.name = "not a valid name; rm -rf ~".into();
+    let fresh = [
+        spec(config, "many_new", "echo new-0\n"),
+        spec(config, "many_new", "echo new-1\n"),
+    ];
+    let specs = vec![
+        fresh[0].clone(),
+        before.clone(),
+        invalid.clone(),
+        fresh[1].clone(),
+        fresh[0].clone(),
+    ];
+    let answers = backend.submit_many(&specs).await;
+    assert_eq!(
+        answers.len(),
+        specs.len(),
+        "one answer per spec: {answers:?}"
+    );
+    let err = answers[2]
+        .as_ref()
+        .expect_err("the invalid spec was accepted");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(
+        backend.find(&invalid.key).await?,
+        None,
+        "a refused spec left a job"
+    );
+    let id = |index: usize| -> JobId {
+        match &answers[index] {
+            Ok(id) => id.clone(),
+            Err(err) => panic!("spec {index} of the batch was not submitted: {err}"),
+        }
+    };
+    assert_eq!(id(1), first_id, "a key submitted before made a second job");
+    assert_eq!(id(4), id(0), "a key twice in one batch made two jobs");
+    assert_ne!(id(0), id(3), "two keys share a job");
+    let again = backend.submit_many(&specs).await;
+    for index in [0, 1, 3, 4] {
+        assert_eq!(
+            again[index].as_ref().ok(),
+            Some(&id(index)),
+            "a batch again: {again:?}"
+        );
+    }
+    for (index, spec) in [(0, &fresh[0]), (3, &fresh[1])] {
+        assert_eq!(backend.find(&spec.key).await?, Some(id(index)));
+        let status = wait_terminal(backend, &id(index), config).await?;
+        assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+        let output = backend
+            .fetch_output(&id(index), &OutputRequest::tail(100))
+            .await?;
+        assert_eq!(output.stdout.text(), format!("new-{}\n", index / 3));
+    }
+
+    let script = format!(
+        "cat <<'BATCHBRIDGE_END'\n{HOSTILE_TEXT}BATCHBRIDGE_END\nprintf '%s\\n' \"$HOSTILE\"\n"
+    );
+    let hostile: Vec<JobSpec> = (0..3)
+        .map(|_| {
+            let mut spec = spec(config, "many_hostile", &script);
+            spec.environment
+                .insert("HOSTILE".into(), HOSTILE_VALUE.into());
+            spec
+        })
+        .collect();
+    let ids: Vec<JobId> = backend
+        .submit_many(&hostile)
+        .await
+        .into_iter()
+        .collect::<Result<_>>()?;
+    for id in &ids {
+        let status = wait_terminal(backend, id, config).await?;
+        assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+        let output = backend.fetch_output(id, &OutputRequest::tail(4096)).await?;
+        assert_eq!(
+            output.stdout.text(),
+            format!("{HOSTILE_TEXT}{HOSTILE_VALUE}\n")
+        );
+    }
     Ok(())
 }
 
@@ -2033,6 +2128,7 @@ macro_rules! conformance_tests {
             cancel_is_idempotent,
             same_key_yields_one_job,
             concurrent_submits_of_one_key_yield_one_job,
+            submit_many_answers_each_job,
             find_by_key,
             status_of_50_jobs_in_one_call,
             unknown_id_is_unknown,

@@ -32,6 +32,7 @@ async fn hostile_inputs_through_the_local_backend() {
         hostile_dir: hostile_dir.to_string_lossy().into_owned(),
         with_account: None,
         version_except: &[],
+        batched: false,
     };
     let report = hostile::run(bed).await;
     hostile::print(&report, Backend::Local);

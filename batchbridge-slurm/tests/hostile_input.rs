@@ -2,7 +2,8 @@
 //! HTCondor backends) through the SLURM backend on each of the test bed's two clusters
 //! (22.05 and 24.11), over SSH as the regular user `batch`: every case refused with a clear
 //! error or run with its values intact, no canary file on the cluster or here, and bounded
-//! memory while reading 100 MB of output. Run alone:
+//! memory while reading 100 MB of output. On 22.05 the table's specs go in one
+//! `submit_many`, on 24.11 one `submit` each. Run alone:
 //! `cargo test -p batchbridge-slurm --test hostile_input -- --nocapture`.
 
 // Test helpers panic on purpose: a failed unwrap is a failed test.
@@ -58,6 +59,8 @@ async fn hostile_inputs_through_the_slurm_backend(cluster: SlurmCluster) {
                 ),
             )],
         },
+        // 22.05 takes the table's specs in one batched submit, 24.11 one submit each.
+        batched: cluster == SlurmCluster::Slurm2205,
     };
     let report = hostile::run(bed).await;
     hostile::print(&report, Backend::Slurm);

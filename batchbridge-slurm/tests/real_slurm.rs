@@ -23,6 +23,7 @@ on_both_clusters!(
     a_job_cancelled_on_the_cluster_side_shows_cancelled,
     a_job_purged_from_squeue_is_answered_by_sacct,
     an_invalid_partition_is_refused_clearly_and_frees_the_key,
+    a_job_refused_in_the_middle_of_a_batch_leaves_the_others_submitted_once,
     a_job_no_node_could_hold,
     a_throttled_array_counts_its_tasks_and_its_failure,
     withdrawing_an_array_with_a_started_task_leaves_every_task_to_run,
@@ -277,6 +278,48 @@ async fn an_invalid_partition_is_refused_clearly_and_frees_the_key(cluster: Slur
         JobState::Succeeded,
         "the corrected spec runs: {status:?}"
     );
+}
+
+/// A batch whose middle job sbatch refuses: the jobs before and after it are submitted, the
+/// refused one gets its own error, and the same batch again submits nothing new: SLURM
+/// itself holds one job per key (by comment).
+async fn a_job_refused_in_the_middle_of_a_batch_leaves_the_others_submitted_once(
+    cluster: SlurmCluster,
+) {
+    let slurm = common::backend(cluster);
+    let mut specs: Vec<_> = ["batch-before", "batch-refused", "batch-after"]
+        .into_iter()
+        .map(|name| common::spec(name, "echo ok\n"))
+        .collect();
+    specs[1].queue = Some("no-such-partition".into());
+    let answers = slurm.submit_many(&specs).await;
+    let err = answers[1].as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+    assert!(err.message().contains("no-such-partition"), "{err}");
+    let ids: Vec<JobId> = [&answers[0], &answers[2]]
+        .map(|answer| answer.as_ref().unwrap().clone())
+        .into();
+    let again = slurm.submit_many(&specs).await;
+    assert_eq!(again[0].as_ref().unwrap(), &ids[0], "{again:?}");
+    assert_eq!(again[2].as_ref().unwrap(), &ids[1], "{again:?}");
+    assert_eq!(again[1].as_ref().unwrap_err().kind(), ErrorKind::Rejected);
+    let shell = cluster.shell();
+    let comments = stdout_of(
+        &shell,
+        Command::new("squeue").args(["--me", "-h", "-t", "all", "-o", "%k"]),
+    )
+    .await;
+    for (spec, expected) in [(&specs[0], 1), (&specs[1], 0), (&specs[2], 1)] {
+        let jobs = comments
+            .lines()
+            .filter(|comment| comment.trim() == spec.key.as_str())
+            .count();
+        assert_eq!(jobs, expected, "jobs with the comment {}", spec.key);
+    }
+    for id in &ids {
+        let status = common::wait_for(&slurm, id, "the end", |s| s.state.is_terminal()).await;
+        assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+    }
 }
 
 /// More CPUs than any node declares: 22.05 queues the job for ever (PartitionConfig), 24.11

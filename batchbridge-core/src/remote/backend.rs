@@ -1,7 +1,8 @@
 //! [`RemoteBackend`]: a [`BatchBackend`] made of a scheduler's command-line tools
 //! ([`CliScheduler`]) and the job directories every such backend keeps ([`JobDirs`]).
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::job_dirs::{STAGED_INPUTS_FILE, WORKING_DIR_FILE};
-use super::{JobDirs, StagingDir, SubmitLocks, Submitted, WorkSettings, environment_file};
+use super::{
+    JobDirs, StagingDir, SubmitJob, SubmitLocks, Submitted, WorkSettings, environment_file,
+};
 use crate::backend::{
     BatchBackend, Capabilities, JobId, JobOutput, OutputRequest, Withdrawal, cannot_withdraw,
     succeeded_once_ended,
@@ -577,6 +580,83 @@ impl<S: CliScheduler> RemoteBackend<S> {
     }
 }
 
+/// A spec ready to send: what [`JobDirs::submit_many`] writes and runs for it.
+struct Prepared<'a> {
+    spec: Cow<'a, JobSpec>,
+    dir: String,
+    files: Vec<(&'static str, String)>,
+    command: Vec<String>,
+}
+
+impl<S: CliScheduler> RemoteBackend<S> {
+    /// The files and command of `spec` (checked by [`Self::submittable`], which gave
+    /// `environment`); `inputs_manifest` lists the inputs staged into a working directory of
+    /// the user's own.
+    async fn prepare<'a>(
+        &self,
+        spec: Cow<'a, JobSpec>,
+        environment: String,
+        inputs_manifest: String,
+    ) -> Result<Prepared<'a>> {
+        let dir = self.dir_of(&spec.key).await?;
+        let rendered = self.scheduler.render_submit(&spec, &dir)?;
+        // The task count, for fetch_output to tell a task the job does not have.
+        let tasks = format!("{}\n", spec.task_count());
+        // Where the job runs, for a stage-out by its id alone.
+        let working_dir = spec.working_dir.clone().unwrap_or_else(|| dir.clone());
+        let mut files = vec![
+            ("env.sh", environment),
+            ("tasks", tasks),
+            (WORKING_DIR_FILE, working_dir),
+        ];
+        if !inputs_manifest.is_empty() {
+            files.push((STAGED_INPUTS_FILE, inputs_manifest));
+        }
+        files.extend(rendered.files);
+        Ok(Prepared {
+            spec,
+            dir,
+            files,
+            command: rendered.command,
+        })
+    }
+
+    /// Submits `prepared` ([`JobDirs::submit_many`]), their keys locked by the caller, and
+    /// turns each outcome into the job's id or its own error.
+    async fn send(&self, prepared: Vec<Prepared<'_>>) -> Vec<Result<JobId>> {
+        let jobs: Vec<SubmitJob<'_>> = prepared
+            .iter()
+            .map(|job| SubmitJob {
+                spec: &job.spec,
+                files: job.files.iter().map(|(n, c)| (*n, c.as_str())).collect(),
+                command: job.command.clone(),
+            })
+            .collect();
+        let outcomes = self.jobs.submit_many(&jobs).await;
+        let mut answers = Vec::with_capacity(prepared.len());
+        for (job, outcome) in prepared.iter().zip(outcomes) {
+            answers.push(match outcome {
+                Ok(Submitted::New(id) | Submitted::Existing(id)) => Ok(JobId::from(id)),
+                Ok(Submitted::Claimed) => self.claimed(&job.spec.key, &job.dir).await,
+                Ok(Submitted::Refused(output)) => {
+                    let program = job.command.first().map_or("", String::as_str);
+                    Err(self.refused(&job.spec, program, &output))
+                }
+                Err(err) => Err(err),
+            });
+        }
+        answers
+    }
+}
+
+/// The error for a spec a batch left without an answer, which would be a bug of the batch.
+fn left_out<T>() -> Result<T> {
+    Err(Error::new(
+        ErrorKind::UnexpectedOutput,
+        "the batched submit left a job without an answer",
+    ))
+}
+
 #[async_trait]
 impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     fn name(&self) -> &str {
@@ -602,54 +682,100 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     /// The idempotent submit; a spec that stages files first sends them
     /// ([`StagingDir::stage_in`]) to its working directory, its `workingDir` or else
     /// `WORK/staged/KEY`, which then becomes the job's working directory. A key that
-    /// already has a job sends nothing.
+    /// already has a job sends nothing. The submit itself is a batch of one
+    /// ([`submit_many`](Self::submit_many)'s path).
     async fn submit_with(&self, spec: &JobSpec, transfer: &Transfer) -> Result<JobId> {
         let environment = self.submittable(spec)?;
-        let dir = self.dir_of(&spec.key).await?;
         let _in_flight = self.submits.lock(&spec.key).await;
-        let staged;
-        let mut inputs_manifest = String::new();
-        let spec = if !spec.stages_files() {
-            spec
-        } else {
-            if let Some(id) = self.jobs.recorded_id(&spec.key).await? {
-                return Ok(JobId::from(id));
-            }
-            let root = self.stage_root(spec).await?;
-            let staging = StagingDir::new(self.jobs.shell(), &root, self.jobs.timeout());
-            let inputs = staging
-                .stage_in(&spec.stage_in, &spec.stage_limits, transfer)
+        if !spec.stages_files() {
+            let prepared = self
+                .prepare(Cow::Borrowed(spec), environment, String::new())
                 .await?;
-            // Inputs staged into a working directory of the user's own are removed one by
-            // one by cleanup; WORK/staged/KEY goes whole.
-            if spec.working_dir.is_some() {
-                inputs_manifest = inputs.files.join("\n");
-            }
-            let mut with_dir = spec.clone();
-            with_dir.working_dir = Some(inputs.root);
-            staged = with_dir;
-            &staged
+            return self
+                .send(vec![prepared])
+                .await
+                .pop()
+                .unwrap_or_else(left_out);
+        }
+        if let Some(id) = self.jobs.recorded_id(&spec.key).await? {
+            return Ok(JobId::from(id));
+        }
+        let root = self.stage_root(spec).await?;
+        let staging = StagingDir::new(self.jobs.shell(), &root, self.jobs.timeout());
+        let inputs = staging
+            .stage_in(&spec.stage_in, &spec.stage_limits, transfer)
+            .await?;
+        // Inputs staged into a working directory of the user's own are removed one by
+        // one by cleanup; WORK/staged/KEY goes whole.
+        let inputs_manifest = match spec.working_dir {
+            Some(_) => inputs.files.join("\n"),
+            None => String::new(),
         };
-        let rendered = self.scheduler.render_submit(spec, &dir)?;
-        // The task count, for fetch_output to tell a task the job does not have.
-        let tasks = format!("{}\n", spec.task_count());
-        // Where the job runs, for a stage-out by its id alone.
-        let working_dir = spec.working_dir.clone().unwrap_or_else(|| dir.clone());
-        let mut files = vec![
-            ("env.sh", environment.as_str()),
-            ("tasks", tasks.as_str()),
-            (WORKING_DIR_FILE, working_dir.as_str()),
-        ];
-        if !inputs_manifest.is_empty() {
-            files.push((STAGED_INPUTS_FILE, inputs_manifest.as_str()));
+        let mut staged = spec.clone();
+        staged.working_dir = Some(inputs.root);
+        let prepared = self
+            .prepare(Cow::Owned(staged), environment, inputs_manifest)
+            .await?;
+        self.send(vec![prepared])
+            .await
+            .pop()
+            .unwrap_or_else(left_out)
+    }
+
+    /// Sends the specs in as few remote commands as fit ([`JobDirs::submit_many`]: one `sh`
+    /// session per batch of at most [`MAX_JOBS_PER_BATCH`](super::MAX_JOBS_PER_BATCH) jobs
+    /// whose command line fits), each job keeping [`submit`](Self::submit)'s guarantees: its
+    /// key's lock in this process is held for the whole batch, a key claimed in the work
+    /// directory is never submitted twice, and each job gets its own answer. A spec that
+    /// stages files, and a key that appears again later in `specs`, are submitted after the
+    /// batch, one by one, as [`submit`](Self::submit) does.
+    async fn submit_many(&self, specs: &[JobSpec]) -> Vec<Result<JobId>> {
+        let mut answers: Vec<Option<Result<JobId>>> = specs.iter().map(|_| None).collect();
+        // Locked in key order, so that two overlapping batches cannot wait for each other.
+        let mut batch: Vec<(usize, &JobSpec)> = Vec::new();
+        let mut later = Vec::new();
+        let mut seen = HashSet::new();
+        for (index, spec) in specs.iter().enumerate() {
+            if spec.stages_files() || !seen.insert(&spec.key) {
+                later.push(index);
+            } else {
+                batch.push((index, spec));
+            }
         }
-        files.extend(rendered.files.iter().map(|(n, c)| (*n, c.as_str())));
-        let program = rendered.command.first().cloned().unwrap_or_default();
-        match self.jobs.submit(spec, &files, rendered.command).await? {
-            Submitted::New(id) | Submitted::Existing(id) => Ok(JobId::from(id)),
-            Submitted::Claimed => self.claimed(&spec.key, &dir).await,
-            Submitted::Refused(output) => Err(self.refused(spec, &program, &output)),
+        batch.sort_by(|a, b| a.1.key.cmp(&b.1.key));
+        let mut guards = Vec::with_capacity(batch.len());
+        for (_, spec) in &batch {
+            guards.push(self.submits.lock(&spec.key).await);
         }
+        let mut sent = Vec::new();
+        let mut prepared = Vec::new();
+        for (index, spec) in batch {
+            let ready = match self.submittable(spec) {
+                Ok(environment) => {
+                    self.prepare(Cow::Borrowed(spec), environment, String::new())
+                        .await
+                }
+                Err(err) => Err(err),
+            };
+            match ready {
+                Ok(ready) => {
+                    sent.push(index);
+                    prepared.push(ready);
+                }
+                Err(err) => answers[index] = Some(Err(err)),
+            }
+        }
+        for (index, answer) in sent.into_iter().zip(self.send(prepared).await) {
+            answers[index] = Some(answer);
+        }
+        drop(guards);
+        for index in later {
+            answers[index] = Some(self.submit(&specs[index]).await);
+        }
+        answers
+            .into_iter()
+            .map(|answer| answer.unwrap_or_else(left_out))
+            .collect()
     }
 
     /// Fetches the outputs of job `id` from the working directory its submit recorded

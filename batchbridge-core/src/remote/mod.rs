@@ -38,9 +38,11 @@
 //! the same on the login node and inside a job):
 //!
 //! ```text
-//! WORK/jobs/KEY/        one per job, claimed by an atomic mkdir: script.sh (the user's
-//!                       script), env.sh, the backend's own files, job_id, and per task
-//!                       task-N.stdout and task-N.stderr
+//! WORK/jobs/KEY/        one per job, claimed by an atomic rename of its staged directory
+//!                       (a rename onto a directory that is not empty fails): script.sh
+//!                       (the user's script), env.sh, the backend's own files, job_id, and
+//!                       per task task-N.stdout and task-N.stderr
+//! WORK/claiming/NONCE/  a submit batch's staged job directories, until it claims them
 //! WORK/ids/ID           a symlink to ../jobs/KEY, so a job is found by its id
 //! WORK/events/ID.TASK.started, ID.TASK.exit.N, ID.TASK.signal.N
 //!                       empty files, one per task start and end, that a wrapper calling
@@ -67,7 +69,8 @@
 //!   [`SubmitDefaults`];
 //! - `job_dirs.rs`: [`JobDirs`], the job directories, their files and their cleanup;
 //! - `work_dir.rs`: [`WorkDir`] and [`environment_file`];
-//! - `submit.rs`: [`JobDirs::submit`], [`SubmitLocks`], [`Submitted`], [`rejected`];
+//! - `submit.rs` and `submit.sh`: [`JobDirs::submit_many`] (and [`JobDirs::submit`], a batch
+//!   of one), [`SubmitLocks`], [`Submitted`], [`rejected`];
 //! - `output.rs`: [`JobDirs::fetch_output`];
 //! - `staging.rs` and `staging.sh`: [`StagingDir`], the files a job stages in and out
 //!   ([`crate::staging`]), streamed through the same shell.
@@ -87,7 +90,9 @@ pub use backend::{
 pub use job_dirs::JobDirs;
 pub use settings::{SubmitDefaults, WorkSettings};
 pub use staging::{StagedInputs, StagingDir};
-pub use submit::{SubmitLocks, Submitted, rejected};
+pub use submit::{
+    BATCHES_IN_FLIGHT, MAX_JOBS_PER_BATCH, SubmitJob, SubmitLocks, Submitted, rejected,
+};
 pub use work_dir::{MAX_ENVIRONMENT_BYTES, WorkDir, environment_file};
 // The wrapper protocol, where backends have always found it.
 pub use crate::wrapper::{

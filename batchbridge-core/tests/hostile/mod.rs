@@ -172,6 +172,9 @@ pub(crate) struct Bed {
     /// What must happen instead on this bed's scheduler version, by case `input`: where
     /// one version of a scheduler answers differently from the one the table describes.
     pub(crate) version_except: &'static [(&'static str, Expect)],
+    /// Whether the cases' specs are submitted together, in one
+    /// [`submit_many`](BatchBackend::submit_many), instead of one `submit` each.
+    pub(crate) batched: bool,
 }
 
 /// Makes a backend on the same cluster whose default account is the given one.
@@ -420,8 +423,13 @@ async fn calls(
 ) -> Vec<(usize, JobId)> {
     let limit = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut batch = Vec::new();
     for p in group {
         checks.insert(p.number, (p.case, p.expect, p.check));
+        if let (true, Input::Spec(spec)) = (bed.batched, &p.input) {
+            batch.push((p.number, spec.clone()));
+            continue;
+        }
         let bed = Arc::clone(bed);
         let limit = Arc::clone(&limit);
         tasks.spawn(async move {
@@ -430,6 +438,21 @@ async fn calls(
         });
     }
     let mut submitted = Vec::new();
+    if !batch.is_empty() {
+        let specs: Vec<JobSpec> = batch.iter().map(|(_, spec)| spec.clone()).collect();
+        let answers = bed.backend.submit_many(&specs).await;
+        assert_eq!(answers.len(), specs.len(), "one answer per spec");
+        for ((number, _), answer) in batch.into_iter().zip(answers) {
+            let result = match answer {
+                Ok(id) => {
+                    submitted.push((number, id.clone()));
+                    Early::Submitted(id)
+                }
+                Err(err) => Early::Refused(err),
+            };
+            early.insert(number, result);
+        }
+    }
     while let Some(done) = tasks.join_next().await {
         let (number, result) = done.unwrap();
         if let Early::Submitted(id) = &result {
@@ -850,6 +873,7 @@ pub(crate) async fn run_on_cluster(
         hostile_dir: dirs.hostile_dir.clone(),
         with_account,
         version_except: &[],
+        batched: false,
     };
     let report = run(bed).await;
     print(&report, which);
