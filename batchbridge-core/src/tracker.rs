@@ -2731,6 +2731,110 @@ mod tests {
         );
     }
 
+    /// One set-wait for 500 jobs is one subscriber, yields each end once, and lets every
+    /// job go as it ends; the jobs still active at its timeout are named in the error.
+    #[tokio::test(start_paused = true)]
+    async fn a_set_wait_is_one_subscriber_and_yields_each_end_once() {
+        let waiting = tracker(backend(vec![
+            Ok(JobState::Running),
+            Ok(JobState::Succeeded),
+        ]));
+        let ids: Vec<JobId> = (0..500).map(|n| JobId::from(n.to_string())).collect();
+        let mut ends = waiting.wait_each(
+            ids.iter().cloned().chain([ids[0].clone()]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(waiting.shared.lock().subscribers.len(), 1);
+        assert_eq!((ends.remaining(), waiting.followed()), (500, 500));
+        let mut ended = HashSet::new();
+        while let Some(end) = ends.next().await {
+            let end = end.unwrap();
+            assert_eq!(end.status.state, JobState::Succeeded);
+            assert!(ended.insert(end.id), "each job once");
+        }
+        assert_eq!(ended.len(), 500);
+        assert_eq!(waiting.followed(), 0, "each let go as it ended");
+
+        let stuck = tracker(backend(vec![Ok(JobState::Running)]));
+        let mut ends = stuck.wait_each(ids[..7].to_vec(), Duration::from_secs(30));
+        let err = ends.next().await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WaitTimedOut);
+        assert!(
+            err.message().starts_with("7 jobs did not end within 30s:"),
+            "{err}"
+        );
+        assert!(
+            err.message().contains("last seen Running") && err.message().ends_with("and 2 more"),
+            "{err}"
+        );
+        assert!(ends.next().await.is_none());
+        drop(ends);
+        assert_eq!(stuck.followed(), 0);
+    }
+
+    /// A batch through the tracker: each spec gets its own answer in order; a submit-limit
+    /// refusal holds its job (and the jobs after it not yet submitted go behind it), another
+    /// refusal is that job's error, and a key given twice gets one job.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_keeps_each_jobs_own_answer() {
+        let mut mock = mock(None);
+        mock.expect_status().returning(|ids| {
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), status(JobState::Running)))
+                .collect())
+        });
+        let limit = || {
+            Error::new(ErrorKind::Rejected, "QOSMaxSubmitJobPerUserLimit")
+                .with_refusal(Refusal::SubmitLimit)
+        };
+        mock.expect_submit_many().times(1).returning(move |specs| {
+            let keys: Vec<&str> = specs.iter().map(|spec| spec.key.as_str()).collect();
+            assert_eq!(
+                keys,
+                ["a", "bad", "c", "d", "e"],
+                "one batch, the repeat left out"
+            );
+            vec![
+                Ok(JobId::from("1")),
+                Err(Error::invalid_input("no such partition")),
+                Err(limit()),
+                Ok(JobId::from("4")),
+                Err(limit()),
+            ]
+        });
+        let tracker = tracker(Arc::new(mock));
+        let specs: Vec<JobSpec> = ["a", "bad", "c", "a", "d", "e"]
+            .iter()
+            .map(|key| JobSpec::new(JobKey::new(*key).unwrap(), "batch", "true"))
+            .collect();
+        let answers: Vec<String> = tracker
+            .submit_many(specs)
+            .await
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(Submitted::Job(id)) => format!("job {id}"),
+                Ok(Submitted::Held(why)) => format!("held: {why}"),
+                Err(err) => format!("error: {err}"),
+            })
+            .collect();
+        let held = "held: held locally: the scheduler's submit limit: QOSMaxSubmitJobPerUserLimit";
+        assert_eq!(answers[0], "job 1");
+        assert!(
+            answers[1].starts_with("error: ") && answers[1].contains("no such partition"),
+            "{answers:?}"
+        );
+        assert_eq!(&answers[2..], [held, "job 1", "job 4", held]);
+        let held: Vec<String> = tracker
+            .held()
+            .iter()
+            .map(|(key, _)| key.to_string())
+            .collect();
+        assert_eq!(held, ["c", "e"]);
+        assert_eq!(tracker.in_scheduler(), 2);
+        assert_eq!(tracker.followed(), 2);
+    }
+
     /// max_queued(1) on the local scheduler: the jobs go in one at a time, in submission
     /// order, the held ones show Queued "held locally", and a job forgotten while it runs
     /// still frees room when it ends (and is let go then).

@@ -96,11 +96,21 @@ impl DrainReport {
     }
 }
 
-/// Submits `specs` through `tracker` in order, then waits for every one, while a task counts
-/// the user's jobs in the scheduler every half second with `count` (a command printing one
-/// line per job) through `shell`.
+/// How a drain gives its jobs to the tracker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submit {
+    /// All in one [`Tracker::submit_many`].
+    Batch,
+    /// One [`Tracker::submit`] after another.
+    OneByOne,
+}
+
+/// Submits `specs` through `tracker` in order (`how`), then waits for them all with one
+/// [`Tracker::wait_each_submitted`], while a task counts the user's jobs in the scheduler
+/// every half second with `count` (a command printing one line per job) through `shell`.
 pub async fn drain(
     tracker: &Tracker,
+    how: Submit,
     specs: Vec<JobSpec>,
     shell: Arc<dyn Shell>,
     count: Command,
@@ -126,23 +136,30 @@ pub async fn drain(
         }
     });
     let started = Instant::now();
-    let mut held_at_submit = 0;
-    for spec in &specs {
-        if let Submitted::Held(_) = tracker.submit(spec.clone()).await.unwrap() {
-            held_at_submit += 1;
+    let answers = match how {
+        Submit::Batch => tracker.submit_many(specs.clone()).await,
+        Submit::OneByOne => {
+            let mut answers = Vec::new();
+            for spec in &specs {
+                answers.push(tracker.submit(spec.clone()).await);
+            }
+            answers
         }
-    }
+    };
+    let held_at_submit = answers
+        .into_iter()
+        .filter(|answer| matches!(answer.as_ref().unwrap(), Submitted::Held(_)))
+        .count();
     let mut succeeded = 0;
     let mut not_succeeded = Vec::new();
-    for spec in &specs {
-        let (id, status) = tracker
-            .wait_submitted(&spec.key, timeout)
-            .await
-            .unwrap_or_else(|err| panic!("{}: {err}", spec.key));
-        if status.state == JobState::Succeeded {
+    let mut ends = tracker.wait_each_submitted(specs.iter().map(|spec| spec.key.clone()), timeout);
+    while let Some(end) = ends.next().await {
+        let end = end.unwrap();
+        if end.status.state == JobState::Succeeded {
             succeeded += 1;
         } else {
-            not_succeeded.push(format!("{} ({id}): {status:?}", spec.key));
+            let key = end.key.unwrap();
+            not_succeeded.push(format!("{key} ({}): {:?}", end.id, end.status));
         }
     }
     let took = started.elapsed();
