@@ -467,6 +467,12 @@ impl Tracker {
     /// when jobs are held already (it goes behind them). A key given before gets what its
     /// job got then: its id, or its place among the held.
     ///
+    /// A submit whose answer was lost
+    /// ([`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown)) holds its job too
+    /// ([`HeldLocally::OutcomeUnknown`]), first in line: the tracker submits the key again
+    /// at its next round, which finds the job if the lost submit made one, so that the
+    /// waits on the key see it end, and a job counts against `max_queued` once known.
+    ///
     /// Fails as [`BatchBackend::submit`] does for any other refusal.
     ///
     /// ```
@@ -575,6 +581,7 @@ impl Tracker {
             let specs: Vec<JobSpec> = batch.iter().map(|(_, spec)| spec.clone()).collect();
             let mut results = self.shared.backend.submit_many(&specs).await.into_iter();
             let mut submitted = Vec::new();
+            let mut held = Vec::new();
             let mut state = self.shared.lock();
             for (at, spec) in batch {
                 answers[at] = Some(
@@ -585,7 +592,7 @@ impl Tracker {
                         }
                         Err(err) => match held_by(&err) {
                             Some(why) => {
-                                state.holds.hold(spec, why.clone());
+                                held.push((spec, why.clone()));
                                 Ok(Submitted::Held(why))
                             }
                             None => Err(err),
@@ -593,6 +600,8 @@ impl Tracker {
                     },
                 );
             }
+            // The batch was given before any job this call held: the queue was empty then.
+            state.holds.hold_ahead(held);
             drop(state);
             self.shared.submitted(submitted);
         }
@@ -1684,11 +1693,17 @@ fn poll_failed(err: &Error) -> Error {
     Error::new(err.kind(), err.message()).permanent()
 }
 
-/// Why a refused submit holds its job, when it is the scheduler's submit limit.
+/// Why a failed submit holds its job: the scheduler's submit limit, or an answer lost
+/// (the job may be in the scheduler; submitting its key again finds it).
 fn held_by(err: &Error) -> Option<HeldLocally> {
-    (err.refusal() == Some(Refusal::SubmitLimit)).then(|| HeldLocally::SubmitLimit {
-        message: err.message().to_owned(),
-    })
+    let message = err.message().to_owned();
+    if err.refusal() == Some(Refusal::SubmitLimit) {
+        Some(HeldLocally::SubmitLimit { message })
+    } else if err.kind() == ErrorKind::SubmitOutcomeUnknown {
+        Some(HeldLocally::OutcomeUnknown { message })
+    } else {
+        None
+    }
 }
 
 /// The refusal a held job met when its turn came, for each caller that asks about it.
@@ -2833,6 +2848,76 @@ mod tests {
         assert_eq!(held, ["c", "e"]);
         assert_eq!(tracker.in_scheduler(), 2);
         assert_eq!(tracker.followed(), 2);
+    }
+
+    /// A submit whose answer was lost holds its job ahead of the jobs held behind its
+    /// batch; the tracker submits its key again at its next round (a backend finds the job
+    /// the lost submit made), and the set-wait sees every job end once, each key submitted
+    /// until it had its id and never after.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_submit_answer_holds_its_job_until_its_key_finds_it() {
+        let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let mut mock = mock(None);
+        mock.expect_status().returning(|ids| {
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), status(JobState::Succeeded)))
+                .collect())
+        });
+        mock.expect_submit_many().returning({
+            let calls = Arc::clone(&calls);
+            move |specs| {
+                let keys: Vec<String> = specs.iter().map(|spec| spec.key.to_string()).collect();
+                let first = calls.lock().unwrap().is_empty();
+                calls.lock().unwrap().push(keys.clone());
+                keys.iter()
+                    .map(|key| match key.as_str() {
+                        "b" if first => Err(Error::new(
+                            ErrorKind::SubmitOutcomeUnknown,
+                            "sbatch timed out",
+                        )
+                        .temporary()),
+                        key => Ok(JobId::from(format!("id-{key}"))),
+                    })
+                    .collect()
+            }
+        });
+        let tracker = Tracker::builder(Arc::new(mock), Duration::from_secs(10))
+            .max_queued(3)
+            .build()
+            .unwrap();
+        let keys: Vec<JobKey> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|key| JobKey::new(*key).unwrap())
+            .collect();
+        let specs = keys
+            .iter()
+            .map(|key| JobSpec::new(key.clone(), "batch", "true"))
+            .collect();
+        let answers = tracker.submit_many(specs).await;
+        let lost = HeldLocally::OutcomeUnknown {
+            message: "sbatch timed out".to_owned(),
+        };
+        assert_eq!(answers[1].as_ref().unwrap(), &Submitted::Held(lost));
+        let held: Vec<String> = tracker
+            .held()
+            .iter()
+            .map(|(key, _)| key.to_string())
+            .collect();
+        assert_eq!(held, ["b", "d"], "the lost one first, as it was given");
+        let mut ends = tracker.wait_each_submitted(keys, Duration::from_secs(600));
+        let mut ended = Vec::new();
+        while let Some(end) = ends.next().await {
+            let end = end.unwrap();
+            assert_eq!(end.status.state, JobState::Succeeded);
+            ended.push(format!("{} {}", end.key.unwrap(), end.id));
+        }
+        ended.sort();
+        assert_eq!(ended, ["a id-a", "b id-b", "c id-c", "d id-d"]);
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(calls[0], ["a", "b", "c"]);
+        assert_eq!(calls[1..].concat(), ["b", "d"], "{calls:?}");
+        assert!(tracker.held().is_empty());
     }
 
     /// max_queued(1) on the local scheduler: the jobs go in one at a time, in submission

@@ -49,6 +49,14 @@ pub enum HeldLocally {
         /// The tracker's `max_queued`.
         limit: usize,
     },
+    /// The submit's answer was lost
+    /// ([`SubmitOutcomeUnknown`](crate::ErrorKind::SubmitOutcomeUnknown)): the job may be
+    /// in the scheduler. The tracker submits its key again at its next round, which
+    /// returns the job the first submit made, if it made one, and never makes a second.
+    OutcomeUnknown {
+        /// What the backend said of the lost submit.
+        message: String,
+    },
 }
 
 impl HeldLocally {
@@ -68,6 +76,10 @@ impl fmt::Display for HeldLocally {
             Self::MaxQueued { limit } => write!(
                 f,
                 "held locally: max_queued: {limit} jobs already in the scheduler"
+            ),
+            Self::OutcomeUnknown { message } => write!(
+                f,
+                "held locally: the submit's outcome is not known, its key is submitted again: {message}"
             ),
         }
     }
@@ -147,6 +159,13 @@ impl Holds {
         self.queue.push_back((spec, why));
     }
 
+    /// Holds `held`, in its order, ahead of the others: jobs given before any of those.
+    pub(super) fn hold_ahead(&mut self, held: Vec<(JobSpec, HeldLocally)>) {
+        for job in held.into_iter().rev() {
+            self.queue.push_front(job);
+        }
+    }
+
     /// The held jobs to submit next as one batch, first in line first: as many as
     /// `max_queued` has room for and, when the first was refused by the scheduler's own
     /// limit (whose size the tracker does not know), as many of the tracker's jobs as ended
@@ -164,8 +183,8 @@ impl Holds {
             .collect()
     }
 
-    /// The held job of `key` was refused again with the submit limit: it keeps its place,
-    /// with the scheduler's latest words.
+    /// The held job of `key` was refused again with the submit limit, or its submit's
+    /// outcome is not known again: it keeps its place, with the latest words.
     pub(super) fn still_limited(&mut self, key: &JobKey, why: HeldLocally) {
         if let Some((_, reason)) = self.queue.iter_mut().find(|(spec, _)| &spec.key == key) {
             *reason = why;
