@@ -92,7 +92,8 @@ pub enum Submitted {
     /// It is in the scheduler as this job, followed by the tracker.
     Job(JobId),
     /// The tracker holds it, behind the jobs it held before; it is submitted when room
-    /// frees ([`Tracker::wait_submitted`](super::Tracker::wait_submitted) waits for that).
+    /// frees, or submitted again at the next round when its outcome is not known
+    /// ([`Tracker::wait_submitted`](super::Tracker::wait_submitted) waits for that).
     Held(HeldLocally),
 }
 
