@@ -1015,6 +1015,28 @@ pub struct Ended {
 /// Many jobs waited for at once, each yielded as it ends: from [`Tracker::wait_each`] and
 /// [`Tracker::wait_each_submitted`]. Dropping it stops following the jobs not yet ended
 /// (unless something else follows them).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use futures::StreamExt;
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, Tracker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend = Arc::new(LocalBackend::new(dir.path())?);
+/// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
+/// let id = backend.submit(&JobSpec::new(JobKey::new("one")?, "one", "true")).await?;
+///
+/// let ends = tracker.wait_each([id.clone()], Duration::from_secs(30));
+/// assert_eq!(ends.remaining(), 1);
+/// let ended: Vec<_> = ends.into_stream().collect().await;
+/// let ended = ended.into_iter().collect::<batchbridge_core::Result<Vec<_>>>()?;
+/// assert_eq!(ended.len(), 1);
+/// assert_eq!((&ended[0].id, ended[0].status.state), (&id, JobState::Succeeded));
+/// # Ok(()) }
+/// ```
 pub struct Ends {
     shared: Arc<Shared>,
     /// Jobs not seen ended yet, each with its key when known; this set waits on each.
