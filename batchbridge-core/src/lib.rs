@@ -134,7 +134,9 @@ pub use spec::{
     ArraySpec, Container, ContainerRuntime, JobKey, JobSpec, MAX_KEY_LEN, MAX_NAME_LEN, Resources,
 };
 pub use state::{ALL_STATES, InvalidTransition, JobState, JobStatus, TaskCounts};
-pub use tracker::{Change, Changes, EventHealth, PollReport, SeenBy, Tracker, TrackerBuilder};
+pub use tracker::{
+    Change, Changes, Ended, Ends, EventHealth, PollReport, SeenBy, Tracker, TrackerBuilder,
+};
 
 /// The crate README's examples, compiled as doctests so they cannot go stale.
 // With the feature only: the README shows the conformance suite.

@@ -34,7 +34,8 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -252,7 +253,9 @@ pub struct Change {
 /// ones in one stream, in the order the tracker recorded them.
 #[derive(Debug)]
 pub struct Changes {
-    events: mpsc::UnboundedReceiver<Event>,
+    events: mpsc::UnboundedReceiver<Batch>,
+    /// The rest of the last batch received.
+    pending: VecDeque<Event>,
 }
 
 impl Changes {
@@ -266,10 +269,13 @@ impl Changes {
     /// [`recv`](Self::recv), saying where the change was seen.
     pub async fn recv_change(&mut self) -> Option<Change> {
         loop {
-            match self.events.recv().await? {
-                Event::Changed(change) => return Some(*change),
-                Event::PollFailed(_) => {}
+            while let Some(event) = self.pending.pop_front() {
+                if let Event::Changed(change) = event {
+                    return Some(*change);
+                }
             }
+            let batch = self.events.recv().await?;
+            self.pending.extend(batch.iter().cloned());
         }
     }
 }
@@ -282,6 +288,10 @@ enum Event {
     Changed(Box<Change>),
     PollFailed(Arc<Error>),
 }
+
+/// The events of one poll's answer (or of one pushed event), sent to each subscriber as
+/// one message: a subscriber wakes once per batch, however many jobs it changed.
+type Batch = Arc<[Event]>;
 
 struct Shared {
     backend: Arc<dyn BatchBackend>,
@@ -304,7 +314,7 @@ struct State {
     /// Jobs that want an early poll: newly followed ones, and those an event could not
     /// decide.
     due: HashSet<JobId>,
-    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    subscribers: Vec<mpsc::UnboundedSender<Batch>>,
     /// Why the last poll failed; `None` once one succeeds.
     failure: Option<Arc<Error>>,
     polls: u64,
@@ -398,7 +408,7 @@ impl Tracker {
     /// Follows job `id` until [`forget`](Self::forget); a job followed for the first time
     /// is polled at once.
     pub fn follow(&self, id: JobId) {
-        self.shared.follow(id, |job| job.explicitly = true);
+        self.shared.follow([id], |job| job.explicitly = true);
     }
 
     /// Stops following job `id` (unless a wait still follows it) and forgets what was seen
@@ -448,6 +458,7 @@ impl Tracker {
     pub fn changes(&self) -> Changes {
         Changes {
             events: self.shared.subscribe(),
+            pending: VecDeque::new(),
         }
     }
 
@@ -455,6 +466,12 @@ impl Tracker {
     /// limit or the tracker's [`max_queued`](TrackerBuilder::max_queued) leaves no room, or
     /// when jobs are held already (it goes behind them). A key given before gets what its
     /// job got then: its id, or its place among the held.
+    ///
+    /// A submit whose answer was lost
+    /// ([`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown)) holds its job too
+    /// ([`HeldLocally::OutcomeUnknown`]), first in line: the tracker submits the key again
+    /// at its next round, which finds the job if the lost submit made one, so that the
+    /// waits on the key see it end, and a job counts against `max_queued` once known.
     ///
     /// Fails as [`BatchBackend::submit`] does for any other refusal.
     ///
@@ -484,33 +501,121 @@ impl Tracker {
     /// # Ok(()) }
     /// ```
     pub async fn submit(&self, spec: JobSpec) -> Result<Submitted> {
+        let answer = self.submit_many(vec![spec]).await.into_iter().next();
+        answer.unwrap_or_else(|| Err(not_answered_submit()))
+    }
+
+    /// [`submit`](Self::submit) for many jobs at once, answering each spec in order: those
+    /// there is room for go to the backend in one [`BatchBackend::submit_many`] call (one
+    /// remote command per batch where the backend batches), the others are held behind
+    /// them in order. A key given twice gets one job.
+    ///
+    /// Each job keeps its own answer: the scheduler refusing one with its submit limit
+    /// holds that one (a job after it in the same batch may still have got in), and any
+    /// other refusal is that job's error.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use batchbridge_core::tracker::Submitted;
+    /// use batchbridge_core::{JobKey, JobSpec, JobState, LocalBackend, Tracker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = Arc::new(LocalBackend::new(dir.path())?);
+    /// let tracker = Tracker::builder(backend, Duration::from_millis(100))
+    ///     .max_queued(2)
+    ///     .build()?;
+    /// let specs = (0..3)
+    ///     .map(|n| Ok(JobSpec::new(JobKey::new(format!("part-{n}"))?, "part", "true")))
+    ///     .collect::<batchbridge_core::Result<Vec<_>>>()?;
+    /// let keys: Vec<JobKey> = specs.iter().map(|spec| spec.key.clone()).collect();
+    /// let answers = tracker.submit_many(specs).await;
+    /// assert!(matches!(answers[0], Ok(Submitted::Job(_))));
+    /// assert!(matches!(answers[1], Ok(Submitted::Job(_))));
+    /// assert!(matches!(answers[2], Ok(Submitted::Held(_))));
+    ///
+    /// let mut ends = tracker.wait_each_submitted(keys, Duration::from_secs(30));
+    /// while let Some(ended) = ends.next().await {
+    ///     assert_eq!(ended?.status.state, JobState::Succeeded);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn submit_many(&self, specs: Vec<JobSpec>) -> Vec<Result<Submitted>> {
         let _turn = self.shared.submitting.lock().await;
+        let mut answers: Vec<Option<Result<Submitted>>> = Vec::with_capacity(specs.len());
+        // Each new spec with room goes in the batch, with where its answer goes.
+        let mut batch: Vec<(usize, JobSpec)> = Vec::new();
+        // A key given again in this call, and where the first one's answer is.
+        let mut repeats: Vec<(usize, usize)> = Vec::new();
         {
             let mut state = self.shared.lock();
-            match state.holds.fate(&spec.key) {
-                Some(Fate::Submitted(id)) => return Ok(Submitted::Job(id)),
-                Some(Fate::Held(why)) => return Ok(Submitted::Held(why)),
-                Some(Fate::Refused(err)) => return Err(refused_again(&err)),
-                None => {}
-            }
-            if let Err(why) = state.holds.room_for_new() {
-                state.holds.hold(spec, why.clone());
-                return Ok(Submitted::Held(why));
-            }
-        }
-        match self.shared.backend.submit(&spec).await {
-            Ok(id) => {
-                self.shared.submitted(&spec.key, id.clone());
-                Ok(Submitted::Job(id))
-            }
-            Err(err) => match held_by(&err) {
-                Some(why) => {
-                    self.shared.lock().holds.hold(spec, why.clone());
-                    Ok(Submitted::Held(why))
+            let mut in_batch: HashMap<JobKey, usize> = HashMap::new();
+            for (at, spec) in specs.into_iter().enumerate() {
+                if let Some(&first) = in_batch.get(&spec.key) {
+                    repeats.push((at, first));
+                    answers.push(None);
+                    continue;
                 }
-                None => Err(err),
-            },
+                let answer = match state.holds.fate(&spec.key) {
+                    Some(Fate::Submitted(id)) => Some(Ok(Submitted::Job(id))),
+                    Some(Fate::Held(why)) => Some(Ok(Submitted::Held(why))),
+                    Some(Fate::Refused(err)) => Some(Err(refused_again(&err))),
+                    None => match state.holds.room_for_new(batch.len()) {
+                        Ok(()) => {
+                            in_batch.insert(spec.key.clone(), at);
+                            batch.push((at, spec));
+                            None
+                        }
+                        Err(why) => {
+                            state.holds.hold(spec, why.clone());
+                            Some(Ok(Submitted::Held(why)))
+                        }
+                    },
+                };
+                answers.push(answer);
+            }
         }
+        if !batch.is_empty() {
+            let specs: Vec<JobSpec> = batch.iter().map(|(_, spec)| spec.clone()).collect();
+            let mut results = self.shared.backend.submit_many(&specs).await.into_iter();
+            let mut submitted = Vec::new();
+            let mut held = Vec::new();
+            let mut state = self.shared.lock();
+            for (at, spec) in batch {
+                answers[at] = Some(
+                    match results.next().unwrap_or_else(|| Err(not_answered_submit())) {
+                        Ok(id) => {
+                            submitted.push((spec.key, id.clone()));
+                            Ok(Submitted::Job(id))
+                        }
+                        Err(err) => match held_by(&err) {
+                            Some(why) => {
+                                held.push((spec, why.clone()));
+                                Ok(Submitted::Held(why))
+                            }
+                            None => Err(err),
+                        },
+                    },
+                );
+            }
+            // The batch was given before any job this call held: the queue was empty then.
+            state.holds.hold_ahead(held);
+            drop(state);
+            self.shared.submitted(submitted);
+        }
+        for (at, first) in repeats {
+            answers[at] = Some(match &answers[first] {
+                Some(Ok(submitted)) => Ok(submitted.clone()),
+                Some(Err(err)) => Err(same_error(err)),
+                None => Err(not_answered_submit()),
+            });
+        }
+        answers
+            .into_iter()
+            .map(|answer| answer.unwrap_or_else(|| Err(not_answered_submit())))
+            .collect()
     }
 
     /// The jobs held locally, in the order they will be submitted, each with why.
@@ -619,6 +724,71 @@ impl Tracker {
         })
         .await;
         waited.unwrap_or_else(|_| Err(self.timed_out(id, timeout)))
+    }
+
+    /// Waits for every job of `ids` at once, yielding each as it ends ([`Ends::next`]),
+    /// in the order they end: one subscription for the whole set, woken once per batch of
+    /// changes (a poll's answer or a pushed event), where a [`wait`](Self::wait) per job
+    /// would wake every one of them at each change. The jobs are followed while the
+    /// returned [`Ends`] lives, each let go as it ends.
+    ///
+    /// Jobs already seen ended come first. After `timeout` from now, the next item is a
+    /// [`ErrorKind::WaitTimedOut`] error naming the jobs still active (they go on), and the
+    /// set ends; a poll that fails permanently ends it the same way.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, Tracker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = Arc::new(LocalBackend::new(dir.path())?);
+    /// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
+    /// let specs = (0..3)
+    ///     .map(|n| Ok(JobSpec::new(JobKey::new(format!("nap-{n}"))?, "nap", format!("sleep 0.{n}"))))
+    ///     .collect::<batchbridge_core::Result<Vec<_>>>()?;
+    /// let ids = backend
+    ///     .submit_many(&specs)
+    ///     .await
+    ///     .into_iter()
+    ///     .collect::<batchbridge_core::Result<Vec<_>>>()?;
+    ///
+    /// let mut ends = tracker.wait_each(ids.clone(), Duration::from_secs(30));
+    /// let mut ended = Vec::new();
+    /// while let Some(end) = ends.next().await {
+    ///     let end = end?;
+    ///     assert_eq!(end.status.state, JobState::Succeeded);
+    ///     ended.push(end.id);
+    /// }
+    /// ended.sort();
+    /// let mut all = ids;
+    /// all.sort();
+    /// assert_eq!(ended, all);
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_each(&self, ids: impl IntoIterator<Item = JobId>, timeout: Duration) -> Ends {
+        let mut ends = Ends::new(Arc::clone(&self.shared), timeout);
+        ends.add(ids.into_iter().map(|id| (id, None)).collect());
+        ends
+    }
+
+    /// [`wait_each`](Self::wait_each) for jobs given to [`submit`](Self::submit) or
+    /// [`submit_many`](Self::submit_many), by key: a held job is waited for through its
+    /// submit, then until it ends, and each [`Ended`] says its key. A key the tracker was
+    /// not given yields an [`ErrorKind::NotFound`] error, and one whose held job was
+    /// refused for good once its turn came yields that refusal (both naming the key);
+    /// the other jobs go on.
+    pub fn wait_each_submitted(
+        &self,
+        keys: impl IntoIterator<Item = JobKey>,
+        timeout: Duration,
+    ) -> Ends {
+        let mut ends = Ends::new(Arc::clone(&self.shared), timeout);
+        ends.held = keys.into_iter().collect();
+        ends.settle();
+        ends
     }
 
     /// Follows job `id` while the returned watch lives, to read each of its statuses once.
@@ -767,13 +937,15 @@ impl std::fmt::Debug for Tracker {
 pub(crate) struct Watch {
     shared: Arc<Shared>,
     id: JobId,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: mpsc::UnboundedReceiver<Batch>,
     last: Option<JobStatus>,
+    /// What the last batch received held for the job, not yet returned.
+    pending: VecDeque<Result<JobStatus>>,
 }
 
 impl Watch {
     fn start(shared: Arc<Shared>, id: JobId) -> Self {
-        shared.follow(id.clone(), |job| job.waits += 1);
+        shared.follow([id.clone()], |job| job.waits += 1);
         // Subscribed before reading the current status, so no change falls in between; one
         // seen both ways is the same status, passed on once.
         let events = shared.subscribe();
@@ -782,6 +954,7 @@ impl Watch {
             id,
             events,
             last: None,
+            pending: VecDeque::new(),
         }
     }
 
@@ -797,18 +970,25 @@ impl Watch {
             return Ok(status);
         }
         loop {
-            match self.events.recv().await {
-                Some(Event::Changed(change)) if change.id == self.id => {
-                    if self.last.as_ref() != Some(&change.status) {
-                        self.last = Some(change.status.clone());
-                        return Ok(change.status);
+            if let Some(next) = self.pending.pop_front() {
+                return next;
+            }
+            let Some(batch) = self.events.recv().await else {
+                return Err(tracker_stopped());
+            };
+            for event in batch.iter() {
+                match event {
+                    Event::Changed(change) if change.id == self.id => {
+                        if self.last.as_ref() != Some(&change.status) {
+                            self.last = Some(change.status.clone());
+                            self.pending.push_back(Ok(change.status.clone()));
+                        }
                     }
+                    Event::PollFailed(err) if !err.is_temporary() => {
+                        self.pending.push_back(Err(poll_failed(err)));
+                    }
+                    Event::Changed(..) | Event::PollFailed(_) => {}
                 }
-                Some(Event::PollFailed(err)) if !err.is_temporary() => {
-                    return Err(Error::new(err.kind(), err.message()).permanent());
-                }
-                Some(Event::Changed(..) | Event::PollFailed(_)) => {}
-                None => return Err(Error::new(ErrorKind::Io, "the tracker stopped")),
             }
         }
     }
@@ -816,13 +996,262 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        if let Some(job) = state.jobs.get_mut(&self.id) {
-            job.waits -= 1;
-            if job.waits == 0 && !job.explicitly {
-                state.jobs.remove(&self.id);
+        self.shared.wait_ended([&self.id]);
+    }
+}
+
+/// A job that ended, from [`Ends::next`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ended {
+    /// The job.
+    pub id: JobId,
+    /// Its key, when the set was given keys ([`Tracker::wait_each_submitted`]).
+    pub key: Option<JobKey>,
+    /// Its terminal status.
+    pub status: JobStatus,
+}
+
+/// Many jobs waited for at once, each yielded as it ends: from [`Tracker::wait_each`] and
+/// [`Tracker::wait_each_submitted`]. Dropping it stops following the jobs not yet ended
+/// (unless something else follows them).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use futures::StreamExt;
+/// use batchbridge_core::{BatchBackend, JobKey, JobSpec, JobState, LocalBackend, Tracker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> batchbridge_core::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let backend = Arc::new(LocalBackend::new(dir.path())?);
+/// let tracker = Tracker::new(backend.clone(), Duration::from_millis(100))?;
+/// let id = backend.submit(&JobSpec::new(JobKey::new("one")?, "one", "true")).await?;
+///
+/// let ends = tracker.wait_each([id.clone()], Duration::from_secs(30));
+/// assert_eq!(ends.remaining(), 1);
+/// let ended: Vec<_> = ends.into_stream().collect().await;
+/// let ended = ended.into_iter().collect::<batchbridge_core::Result<Vec<_>>>()?;
+/// assert_eq!(ended.len(), 1);
+/// assert_eq!((&ended[0].id, ended[0].status.state), (&id, JobState::Succeeded));
+/// # Ok(()) }
+/// ```
+pub struct Ends {
+    shared: Arc<Shared>,
+    /// Jobs not seen ended yet, each with its key when known; this set waits on each.
+    waiting: HashMap<JobId, Option<JobKey>>,
+    /// Keys whose jobs are still held by the tracker, in the order given.
+    held: Vec<JobKey>,
+    events: mpsc::UnboundedReceiver<Batch>,
+    /// What to yield next.
+    ready: VecDeque<Result<Ended>>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    /// Timed out, or stopped by a permanent poll failure or the tracker's end.
+    over: bool,
+}
+
+impl Ends {
+    fn new(shared: Arc<Shared>, timeout: Duration) -> Self {
+        // Subscribed before any status is read, so no change falls in between.
+        let events = shared.subscribe();
+        Self {
+            shared,
+            waiting: HashMap::new(),
+            held: Vec::new(),
+            events,
+            ready: VecDeque::new(),
+            deadline: tokio::time::Instant::now() + timeout,
+            timeout,
+            over: false,
+        }
+    }
+
+    /// How many jobs have not ended yet (held ones included).
+    pub fn remaining(&self) -> usize {
+        self.waiting.len() + self.held.len()
+    }
+
+    /// The next job to end, with its terminal status; `None` once every job was yielded
+    /// (or after the error that ended the set).
+    ///
+    /// Cancel-safe: dropping the future before it is ready loses no job.
+    pub async fn next(&mut self) -> Option<Result<Ended>> {
+        loop {
+            if let Some(next) = self.ready.pop_front() {
+                return Some(next);
+            }
+            if self.over || self.remaining() == 0 {
+                return None;
+            }
+            let shared = Arc::clone(&self.shared);
+            let settled = shared.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the fates are read: a submit settled after is not missed.
+            settled.as_mut().enable();
+            self.settle();
+            if !self.ready.is_empty() {
+                continue;
+            }
+            tokio::select! {
+                batch = self.events.recv() => match batch {
+                    Some(batch) => self.take(&batch),
+                    None => self.end_with(tracker_stopped()),
+                },
+                () = settled, if !self.held.is_empty() => {}
+                () = tokio::time::sleep_until(self.deadline) => {
+                    let err = self.timed_out();
+                    self.end_with(err);
+                }
             }
         }
+    }
+
+    /// The same as a stream (`futures::Stream`), for combinators.
+    pub fn into_stream(self) -> impl futures::Stream<Item = Result<Ended>> {
+        futures::stream::unfold(self, |mut ends| async move {
+            let next = ends.next().await?;
+            Some((next, ends))
+        })
+    }
+
+    /// Waits on `jobs` too, yielding those already seen ended.
+    fn add(&mut self, jobs: Vec<(JobId, Option<JobKey>)>) {
+        let mut new = Vec::new();
+        for (id, key) in jobs {
+            if let Entry::Vacant(waiting) = self.waiting.entry(id) {
+                new.push(waiting.key().clone());
+                waiting.insert(key);
+            }
+        }
+        self.shared
+            .follow(new.iter().cloned(), |job| job.waits += 1);
+        let ended: Vec<(JobId, JobStatus)> = {
+            let state = self.shared.lock();
+            new.into_iter()
+                .filter_map(|id| {
+                    let status = state.jobs.get(&id)?.status.clone()?;
+                    status.state.is_terminal().then_some((id, status))
+                })
+                .collect()
+        };
+        for (id, status) in ended {
+            self.ended(&id, status);
+        }
+    }
+
+    /// Moves the held keys that were submitted meanwhile to the jobs waited on.
+    fn settle(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut submitted = Vec::new();
+        let mut still_held = Vec::new();
+        {
+            let state = self.shared.lock();
+            for key in std::mem::take(&mut self.held) {
+                match state.holds.fate(&key) {
+                    Some(Fate::Submitted(id)) => submitted.push((id, Some(key))),
+                    Some(Fate::Held(_)) => still_held.push(key),
+                    Some(Fate::Refused(err)) => self.ready.push_back(Err(Error::new(
+                        err.kind(),
+                        format!("job {key}: {}", err.message()),
+                    ))),
+                    None => self.ready.push_back(Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("no job with key {key} was submitted through this tracker"),
+                    ))),
+                }
+            }
+        }
+        self.held = still_held;
+        self.add(submitted);
+    }
+
+    /// Takes the ends of waited jobs out of `batch`.
+    fn take(&mut self, batch: &[Event]) {
+        for event in batch {
+            match event {
+                Event::Changed(change)
+                    if change.status.state.is_terminal()
+                        && self.waiting.contains_key(&change.id) =>
+                {
+                    self.ended(&change.id, change.status.clone());
+                }
+                Event::PollFailed(err) if !err.is_temporary() => self.end_with(poll_failed(err)),
+                Event::Changed(_) | Event::PollFailed(_) => {}
+            }
+        }
+    }
+
+    fn ended(&mut self, id: &JobId, status: JobStatus) {
+        if let Some(key) = self.waiting.remove(id) {
+            self.shared.wait_ended([id]);
+            self.ready.push_back(Ok(Ended {
+                id: id.clone(),
+                key,
+                status,
+            }));
+        }
+    }
+
+    fn end_with(&mut self, err: Error) {
+        self.ready.push_back(Err(err));
+        self.over = true;
+    }
+
+    fn timed_out(&self) -> Error {
+        const NAMED: usize = 5;
+        let state = self.shared.lock();
+        let mut active: Vec<String> = self
+            .waiting
+            .keys()
+            .take(NAMED)
+            .map(
+                |id| match state.jobs.get(id).and_then(|job| job.status.as_ref()) {
+                    Some(status) => format!("{id} last seen {}", status.state),
+                    None => format!("{id} not seen by a poll yet"),
+                },
+            )
+            .collect();
+        active.extend(
+            self.held
+                .iter()
+                .take(NAMED)
+                .map(|key| format!("{key} still held")),
+        );
+        let more = self.remaining().saturating_sub(active.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        Error::new(
+            ErrorKind::WaitTimedOut,
+            format!(
+                "{} jobs did not end within {:?}: {}{more}",
+                self.remaining(),
+                self.timeout,
+                active.join(", ")
+            ),
+        )
+    }
+}
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.shared.wait_ended(self.waiting.keys());
+    }
+}
+
+impl std::fmt::Debug for Ends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ends")
+            .field("waiting", &self.waiting.len())
+            .field("held", &self.held.len())
+            .field("ready", &self.ready.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -857,19 +1286,43 @@ impl Shared {
         self.lock().jobs.get(id)?.status.clone()
     }
 
-    /// Follows `id`, updating how with `why`; a job new to the tracker is polled early.
-    fn follow(&self, id: JobId, why: impl FnOnce(&mut Followed)) {
-        let mut state = self.lock();
-        let new = !state.jobs.contains_key(&id);
-        why(state.jobs.entry(id.clone()).or_default());
+    /// Follows `ids`, updating how with `why`; jobs new to the tracker are polled early
+    /// (together).
+    fn follow(&self, ids: impl IntoIterator<Item = JobId>, why: impl Fn(&mut Followed)) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let mut new = false;
+        for id in ids {
+            match state.jobs.entry(id) {
+                Entry::Occupied(mut job) => why(job.get_mut()),
+                Entry::Vacant(job) => {
+                    new = true;
+                    state.due.insert(job.key().clone());
+                    why(job.insert(Followed::default()));
+                }
+            }
+        }
+        drop(guard);
         if new {
-            state.due.insert(id);
-            drop(state);
             self.poll_now.notify_one();
         }
     }
 
-    fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
+    /// One wait on each of `ids` ended: a job no longer waited on, and not followed
+    /// explicitly, is let go.
+    fn wait_ended<'a>(&self, ids: impl IntoIterator<Item = &'a JobId>) {
+        let mut state = self.lock();
+        for id in ids {
+            if let Some(job) = state.jobs.get_mut(id) {
+                job.waits -= 1;
+                if job.waits == 0 && !job.explicitly {
+                    state.jobs.remove(id);
+                }
+            }
+        }
+    }
+
+    fn subscribe(&self) -> mpsc::UnboundedReceiver<Batch> {
         let (sender, receiver) = mpsc::unbounded_channel();
         let mut state = self.lock();
         // A stopped tracker keeps no subscriber: the receiver ends at once.
@@ -953,43 +1406,68 @@ impl Shared {
         };
         state.reschedule_end_rechecks(&ids, self.interval);
         let freed = state.free_room(&events);
-        deliver(&mut state.subscribers, &events);
+        deliver(&mut state.subscribers, events);
         drop(state);
         if freed {
             self.room_freed.notify_one();
         }
     }
 
-    /// `key`'s job is in the scheduler as `id`: followed until it ends, and counted against
-    /// `max_queued` until then.
-    fn submitted(&self, key: &JobKey, id: JobId) {
-        self.lock().holds.submitted(key, id.clone());
-        self.follow(id, |job| job.explicitly = true);
+    /// Each key's job is in the scheduler as its id: followed until it ends, and counted
+    /// against `max_queued` until then.
+    fn submitted(&self, jobs: Vec<(JobKey, JobId)>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let mut state = self.lock();
+        for (key, id) in &jobs {
+            state.holds.submitted(key, id.clone());
+        }
+        drop(state);
+        self.follow(jobs.into_iter().map(|(_, id)| id), |job| {
+            job.explicitly = true;
+        });
         self.settled.notify_waiters();
     }
 
-    /// Submits held jobs in order while there is room, until the scheduler refuses one
-    /// with its limit again, or fails to answer (they are tried again later).
+    /// Submits held jobs in order, a batch at a time, while there is room, until the
+    /// scheduler refuses one with its limit again, or fails to answer (they are tried
+    /// again later).
     async fn submit_held(&self) {
         let _turn = self.submitting.lock().await;
         loop {
-            let Some(spec) = self.lock().holds.next() else {
+            let batch = self.lock().holds.next_batch();
+            if batch.is_empty() {
                 return;
-            };
-            match self.backend.submit(&spec).await {
-                Ok(id) => self.submitted(&spec.key, id),
-                Err(err) => {
-                    if let Some(why) = held_by(&err) {
-                        self.lock().holds.still_limited(why);
-                        return;
+            }
+            let answers = self.backend.submit_many(&batch).await;
+            let mut submitted = Vec::new();
+            let mut go_on = answers.len() == batch.len();
+            let mut refused = false;
+            let mut state = self.lock();
+            for (spec, answer) in batch.into_iter().zip(answers) {
+                match answer {
+                    Ok(id) => submitted.push((spec.key, id)),
+                    Err(err) => {
+                        go_on = false;
+                        if let Some(why) = held_by(&err) {
+                            state.holds.still_limited(&spec.key, why);
+                        } else if err.is_temporary() {
+                            tracing::warn!(backend = self.backend.name(), key = %spec.key, error = %err, "submitting a held job failed; trying again later");
+                        } else {
+                            state.holds.refused(&spec.key, Arc::new(err));
+                            refused = true;
+                        }
                     }
-                    if err.is_temporary() {
-                        tracing::warn!(backend = self.backend.name(), key = %spec.key, error = %err, "submitting a held job failed; trying again later");
-                        return;
-                    }
-                    self.lock().holds.refused(&spec.key, Arc::new(err));
-                    self.settled.notify_waiters();
                 }
+            }
+            drop(state);
+            self.submitted(submitted);
+            if refused {
+                self.settled.notify_waiters();
+            }
+            if !go_on {
+                return;
             }
         }
     }
@@ -1017,9 +1495,9 @@ impl Shared {
                     state.events.applied += 1;
                     state.event_changes += 1;
                     job.changed_by_event = state.event_changes;
-                    let changes = [change];
+                    let changes = vec![change];
                     let freed = state.free_room(&changes);
-                    deliver(&mut state.subscribers, &changes);
+                    deliver(&mut state.subscribers, changes);
                     drop(guard);
                     if freed {
                         self.room_freed.notify_one();
@@ -1171,12 +1649,14 @@ impl State {
     }
 }
 
-/// Passes `events` on to every subscriber, dropping those whose receiver is gone.
-fn deliver(subscribers: &mut Vec<mpsc::UnboundedSender<Event>>, events: &[Event]) {
+/// Passes `events` on to every subscriber as one batch, dropping those whose receiver is
+/// gone.
+fn deliver(subscribers: &mut Vec<mpsc::UnboundedSender<Batch>>, events: Vec<Event>) {
     if events.is_empty() {
         return;
     }
-    subscribers.retain(|subscriber| events.iter().all(|e| subscriber.send(e.clone()).is_ok()));
+    let batch: Batch = events.into();
+    subscribers.retain(|subscriber| subscriber.send(Arc::clone(&batch)).is_ok());
 }
 
 async fn poll_forever(shared: Arc<Shared>) {
@@ -1203,21 +1683,54 @@ async fn poll_forever(shared: Arc<Shared>) {
     }
 }
 
-/// Why a refused submit holds its job, when it is the scheduler's submit limit.
+/// What a submit answers for a job the backend's batch gave no answer for.
+fn not_answered_submit() -> Error {
+    Error::new(
+        ErrorKind::SubmitOutcomeUnknown,
+        "the backend's batched submit gave no answer for this job",
+    )
+}
+
+/// `err` again, for a second caller of the same submit.
+fn same_error(err: &Error) -> Error {
+    let again = Error::new(err.kind(), err.message());
+    let again = match err.refusal() {
+        Some(refusal) => again.with_refusal(refusal),
+        None => again,
+    };
+    if err.is_temporary() {
+        again.temporary()
+    } else {
+        again.permanent()
+    }
+}
+
+/// What a wait returns once the tracker is dropped.
+fn tracker_stopped() -> Error {
+    Error::new(ErrorKind::Io, "the tracker stopped")
+}
+
+/// What a wait returns for a poll that failed permanently while it waited.
+fn poll_failed(err: &Error) -> Error {
+    Error::new(err.kind(), err.message()).permanent()
+}
+
+/// Why a failed submit holds its job: the scheduler's submit limit, or an answer lost
+/// (the job may be in the scheduler; submitting its key again finds it).
 fn held_by(err: &Error) -> Option<HeldLocally> {
-    (err.refusal() == Some(Refusal::SubmitLimit)).then(|| HeldLocally::SubmitLimit {
-        message: err.message().to_owned(),
-    })
+    let message = err.message().to_owned();
+    if err.refusal() == Some(Refusal::SubmitLimit) {
+        Some(HeldLocally::SubmitLimit { message })
+    } else if err.kind() == ErrorKind::SubmitOutcomeUnknown {
+        Some(HeldLocally::OutcomeUnknown { message })
+    } else {
+        None
+    }
 }
 
 /// The refusal a held job met when its turn came, for each caller that asks about it.
 fn refused_again(err: &Error) -> Error {
-    let again = Error::new(err.kind(), err.message());
-    match err.refusal() {
-        Some(refusal) => again.with_refusal(refusal),
-        None => again,
-    }
-    .permanent()
+    same_error(err).permanent()
 }
 
 /// Submits held jobs when one of the tracker's jobs ends, and once per interval while any
@@ -2238,7 +2751,11 @@ mod tests {
             "RUNNING",
             "a later poll applies"
         );
-        let after: Vec<JobState> = std::iter::from_fn(|| changes.events.try_recv().ok())
+        let received = std::iter::from_fn(|| changes.events.try_recv().ok());
+        let after: Vec<JobState> = changes
+            .pending
+            .drain(..)
+            .chain(received.flat_map(|batch| batch.to_vec()))
             .filter_map(|event| match event {
                 Event::Changed(change) => Some(change.status.state),
                 Event::PollFailed(_) => None,
@@ -2249,6 +2766,180 @@ mod tests {
             [JobState::Running],
             "the second poll's Queued was skipped"
         );
+    }
+
+    /// One set-wait for 500 jobs is one subscriber, yields each end once, and lets every
+    /// job go as it ends; the jobs still active at its timeout are named in the error.
+    #[tokio::test(start_paused = true)]
+    async fn a_set_wait_is_one_subscriber_and_yields_each_end_once() {
+        let waiting = tracker(backend(vec![
+            Ok(JobState::Running),
+            Ok(JobState::Succeeded),
+        ]));
+        let ids: Vec<JobId> = (0..500).map(|n| JobId::from(n.to_string())).collect();
+        let mut ends = waiting.wait_each(
+            ids.iter().cloned().chain([ids[0].clone()]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(waiting.shared.lock().subscribers.len(), 1);
+        assert_eq!((ends.remaining(), waiting.followed()), (500, 500));
+        let mut ended = HashSet::new();
+        while let Some(end) = ends.next().await {
+            let end = end.unwrap();
+            assert_eq!(end.status.state, JobState::Succeeded);
+            assert!(ended.insert(end.id), "each job once");
+        }
+        assert_eq!(ended.len(), 500);
+        assert_eq!(waiting.followed(), 0, "each let go as it ended");
+
+        let stuck = tracker(backend(vec![Ok(JobState::Running)]));
+        let mut ends = stuck.wait_each(ids[..7].to_vec(), Duration::from_secs(30));
+        let err = ends.next().await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WaitTimedOut);
+        assert!(
+            err.message().starts_with("7 jobs did not end within 30s:"),
+            "{err}"
+        );
+        assert!(
+            err.message().contains("last seen Running") && err.message().ends_with("and 2 more"),
+            "{err}"
+        );
+        assert!(ends.next().await.is_none());
+        drop(ends);
+        assert_eq!(stuck.followed(), 0);
+    }
+
+    /// A batch through the tracker: each spec gets its own answer in order; a submit-limit
+    /// refusal holds its job (and the jobs after it not yet submitted go behind it), another
+    /// refusal is that job's error, and a key given twice gets one job.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_keeps_each_jobs_own_answer() {
+        let mut mock = mock(None);
+        mock.expect_status().returning(|ids| {
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), status(JobState::Running)))
+                .collect())
+        });
+        let limit = || {
+            Error::new(ErrorKind::Rejected, "QOSMaxSubmitJobPerUserLimit")
+                .with_refusal(Refusal::SubmitLimit)
+        };
+        mock.expect_submit_many().times(1).returning(move |specs| {
+            let keys: Vec<&str> = specs.iter().map(|spec| spec.key.as_str()).collect();
+            assert_eq!(
+                keys,
+                ["a", "bad", "c", "d", "e"],
+                "one batch, the repeat left out"
+            );
+            vec![
+                Ok(JobId::from("1")),
+                Err(Error::invalid_input("no such partition")),
+                Err(limit()),
+                Ok(JobId::from("4")),
+                Err(limit()),
+            ]
+        });
+        let tracker = tracker(Arc::new(mock));
+        let specs: Vec<JobSpec> = ["a", "bad", "c", "a", "d", "e"]
+            .iter()
+            .map(|key| JobSpec::new(JobKey::new(*key).unwrap(), "batch", "true"))
+            .collect();
+        let answers: Vec<String> = tracker
+            .submit_many(specs)
+            .await
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(Submitted::Job(id)) => format!("job {id}"),
+                Ok(Submitted::Held(why)) => format!("held: {why}"),
+                Err(err) => format!("error: {err}"),
+            })
+            .collect();
+        let held = "held: held locally: the scheduler's submit limit: QOSMaxSubmitJobPerUserLimit";
+        assert_eq!(answers[0], "job 1");
+        assert!(
+            answers[1].starts_with("error: ") && answers[1].contains("no such partition"),
+            "{answers:?}"
+        );
+        assert_eq!(&answers[2..], [held, "job 1", "job 4", held]);
+        let held: Vec<String> = tracker
+            .held()
+            .iter()
+            .map(|(key, _)| key.to_string())
+            .collect();
+        assert_eq!(held, ["c", "e"]);
+        assert_eq!(tracker.in_scheduler(), 2);
+        assert_eq!(tracker.followed(), 2);
+    }
+
+    /// A submit whose answer was lost holds its job ahead of the jobs held behind its
+    /// batch; the tracker submits its key again at its next round (a backend finds the job
+    /// the lost submit made), and the set-wait sees every job end once, each key submitted
+    /// until it had its id and never after.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_submit_answer_holds_its_job_until_its_key_finds_it() {
+        let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let mut mock = mock(None);
+        mock.expect_status().returning(|ids| {
+            Ok(ids
+                .iter()
+                .map(|id| (id.clone(), status(JobState::Succeeded)))
+                .collect())
+        });
+        mock.expect_submit_many().returning({
+            let calls = Arc::clone(&calls);
+            move |specs| {
+                let keys: Vec<String> = specs.iter().map(|spec| spec.key.to_string()).collect();
+                let first = calls.lock().unwrap().is_empty();
+                calls.lock().unwrap().push(keys.clone());
+                keys.iter()
+                    .map(|key| match key.as_str() {
+                        "b" if first => Err(Error::new(
+                            ErrorKind::SubmitOutcomeUnknown,
+                            "sbatch timed out",
+                        )
+                        .temporary()),
+                        key => Ok(JobId::from(format!("id-{key}"))),
+                    })
+                    .collect()
+            }
+        });
+        let tracker = Tracker::builder(Arc::new(mock), Duration::from_secs(10))
+            .max_queued(3)
+            .build()
+            .unwrap();
+        let keys: Vec<JobKey> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|key| JobKey::new(*key).unwrap())
+            .collect();
+        let specs = keys
+            .iter()
+            .map(|key| JobSpec::new(key.clone(), "batch", "true"))
+            .collect();
+        let answers = tracker.submit_many(specs).await;
+        let lost = HeldLocally::OutcomeUnknown {
+            message: "sbatch timed out".to_owned(),
+        };
+        assert_eq!(answers[1].as_ref().unwrap(), &Submitted::Held(lost));
+        let held: Vec<String> = tracker
+            .held()
+            .iter()
+            .map(|(key, _)| key.to_string())
+            .collect();
+        assert_eq!(held, ["b", "d"], "the lost one first, as it was given");
+        let mut ends = tracker.wait_each_submitted(keys, Duration::from_secs(600));
+        let mut ended = Vec::new();
+        while let Some(end) = ends.next().await {
+            let end = end.unwrap();
+            assert_eq!(end.status.state, JobState::Succeeded);
+            ended.push(format!("{} {}", end.key.unwrap(), end.id));
+        }
+        ended.sort();
+        assert_eq!(ended, ["a id-a", "b id-b", "c id-c", "d id-d"]);
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(calls[0], ["a", "b", "c"]);
+        assert_eq!(calls[1..].concat(), ["b", "d"], "{calls:?}");
+        assert!(tracker.held().is_empty());
     }
 
     /// max_queued(1) on the local scheduler: the jobs go in one at a time, in submission

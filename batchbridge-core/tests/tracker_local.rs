@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use batchbridge_core::tracker::Submitted;
 use batchbridge_core::{
     BatchBackend, ErrorKind, JobId, JobKey, JobSpec, JobState, LocalBackend, Tracker,
 };
@@ -97,4 +98,54 @@ async fn a_wait_that_times_out_leaves_the_job_running() {
     backend.cancel(&id).await.unwrap();
     let ended = tracker.wait(&id, Duration::from_secs(30)).await.unwrap();
     assert_eq!(ended.state, JobState::Cancelled);
+}
+
+/// Forty jobs given to the tracker in one batch with `max_queued(8)`: 8 go to the local
+/// scheduler at once, the rest are held and drained in batches as room frees, never more
+/// than 8 in the scheduler; one set-wait by key yields each job once with its own end, a
+/// failing one included, and leaves nothing followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_drains_through_max_queued_and_one_set_wait_sees_every_end() {
+    const LIMIT: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::new(dir.path()).unwrap());
+    let tracker = Tracker::builder(backend, INTERVAL)
+        .max_queued(LIMIT)
+        .build()
+        .unwrap();
+    let specs: Vec<JobSpec> = (0..40)
+        .map(|n| match n {
+            13 => spec(&format!("batch-{n}"), "exit 4"),
+            _ => spec(&format!("batch-{n}"), "sleep 0.2"),
+        })
+        .collect();
+    let answers = tracker.submit_many(specs.clone()).await;
+    let submitted = answers
+        .iter()
+        .filter(|answer| matches!(answer, Ok(Submitted::Job(_))))
+        .count();
+    assert_eq!(submitted, LIMIT);
+    assert_eq!(tracker.held().len(), 40 - LIMIT);
+
+    let mut most = 0;
+    let mut ends = tracker.wait_each_submitted(
+        specs.iter().map(|spec| spec.key.clone()),
+        Duration::from_secs(120),
+    );
+    let mut ended = HashMap::new();
+    while let Some(end) = ends.next().await {
+        most = most.max(tracker.in_scheduler());
+        let end = end.unwrap();
+        assert_eq!(ended.insert(end.key.unwrap(), end.status.state), None);
+    }
+    assert!(most <= LIMIT, "{most} in the scheduler at once");
+    assert_eq!(ended.len(), 40);
+    let failed: Vec<&JobKey> = ended
+        .iter()
+        .filter(|(_, state)| **state != JobState::Succeeded)
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(failed, [&specs[13].key]);
+    assert_eq!(ended[&specs[13].key], JobState::Failed);
+    assert!(tracker.held().is_empty());
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use batchbridge_core::Tracker;
 use batchbridge_core::shell::{Command, Shell};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
-use batchbridge_testbed::{drain, htcondor_capped_login};
+use batchbridge_testbed::{Submit, drain, htcondor_capped_login};
 
 #[tokio::test]
 async fn two_hundred_jobs_drain_through_max_jobs_per_owner_of_ten() {
@@ -29,6 +29,14 @@ async fn two_hundred_jobs_drain_through_max_jobs_per_owner_of_ten() {
         .collect();
     // Every job of the user in the capped schedd's queue: what MAX_JOBS_PER_OWNER counts.
     let count = Command::new("condor_q").args(["-af", "ClusterId"]);
-    let report = drain(&tracker, specs, shell, count, Duration::from_secs(1800)).await;
+    let report = drain(
+        &tracker,
+        Submit::Batch,
+        specs,
+        shell,
+        count,
+        Duration::from_secs(1800),
+    )
+    .await;
     report.assert_drained_under(limit);
 }

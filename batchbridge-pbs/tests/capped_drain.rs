@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use batchbridge_core::Tracker;
 use batchbridge_core::shell::{Command, Shell};
-use batchbridge_testbed::{drain, pbs_shell, pbs_submit_cap};
+use batchbridge_testbed::{Submit, drain, pbs_shell, pbs_submit_cap};
 
 #[tokio::test]
 async fn two_hundred_jobs_drain_through_max_queued_of_ten() {
@@ -32,6 +32,14 @@ async fn two_hundred_jobs_drain_through_max_queued_of_ten() {
     let shell: Arc<dyn Shell> = Arc::new(pbs_shell());
     // The user's jobs queued, running or exiting in the queue: what max_queued counts.
     let count = Command::sh("qselect -u \"$(id -un)\" -q \"$1\"", [cap.queue.as_str()]);
-    let report = drain(&tracker, specs, shell, count, Duration::from_secs(1800)).await;
+    let report = drain(
+        &tracker,
+        Submit::Batch,
+        specs,
+        shell,
+        count,
+        Duration::from_secs(1800),
+    )
+    .await;
     report.assert_drained_under(cap.limit);
 }

@@ -1,5 +1,5 @@
-//! Submit limits hold jobs, never fail them (issue 30): 200 jobs through one [`Tracker`] on
-//! the partition `capped`, whose partition QOS lets the user have 10 jobs in the scheduler
+//! Submit limits hold jobs, never fail them (issue 30): 200 jobs given to one [`Tracker`] in
+//! one batch (`submit_many`, issue 34) and waited for as one set, on the partition `capped`, whose partition QOS lets the user have 10 jobs in the scheduler
 //! (tests/testbed/slurm.sh and slurm2.sh): none fails, all 200 succeed, and squeue, sampled
 //! every half second throughout, never shows more than 10 of them. And a tracker's own
 //! `max_queued` on an uncapped partition keeps to its number the same way.
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use batchbridge_core::shell::{Command, Shell};
 use batchbridge_core::{JobSpec, Tracker};
-use batchbridge_testbed::{SlurmCluster, drain};
+use batchbridge_testbed::{SlurmCluster, Submit, drain};
 
 on_both_clusters!(
     two_hundred_jobs_drain_through_a_submit_limit_of_ten,
@@ -56,6 +56,7 @@ async fn two_hundred_jobs_drain_through_a_submit_limit_of_ten(cluster: SlurmClus
     let jobs = specs("capped", &cap.queue, 200);
     let report = drain(
         &tracker,
+        Submit::Batch,
         jobs,
         shell,
         squeue(&cap.queue, None),
@@ -78,8 +79,10 @@ async fn max_queued_keeps_a_tracker_under_its_own_limit(cluster: SlurmCluster) {
     let shell: Arc<dyn Shell> = Arc::new(cluster.shell());
     // Other tests use `single` too: only this run's jobs are counted.
     let name = batchbridge_core::conformance::unique_key("max-queued").to_string();
+    // One submit at a time here, so the single-job path is drained too.
     let report = drain(
         &tracker,
+        Submit::OneByOne,
         specs(&name, "single", 30),
         shell,
         squeue("single", Some(&name)),

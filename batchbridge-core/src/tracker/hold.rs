@@ -49,6 +49,14 @@ pub enum HeldLocally {
         /// The tracker's `max_queued`.
         limit: usize,
     },
+    /// The submit's answer was lost
+    /// ([`SubmitOutcomeUnknown`](crate::ErrorKind::SubmitOutcomeUnknown)): the job may be
+    /// in the scheduler. The tracker submits its key again at its next round, which
+    /// returns the job the first submit made, if it made one, and never makes a second.
+    OutcomeUnknown {
+        /// What the backend said of the lost submit.
+        message: String,
+    },
 }
 
 impl HeldLocally {
@@ -69,6 +77,10 @@ impl fmt::Display for HeldLocally {
                 f,
                 "held locally: max_queued: {limit} jobs already in the scheduler"
             ),
+            Self::OutcomeUnknown { message } => write!(
+                f,
+                "held locally: the submit's outcome is not known, its key is submitted again: {message}"
+            ),
         }
     }
 }
@@ -80,7 +92,8 @@ pub enum Submitted {
     /// It is in the scheduler as this job, followed by the tracker.
     Job(JobId),
     /// The tracker holds it, behind the jobs it held before; it is submitted when room
-    /// frees ([`Tracker::wait_submitted`](super::Tracker::wait_submitted) waits for that).
+    /// frees, or submitted again at the next round when its outcome is not known
+    /// ([`Tracker::wait_submitted`](super::Tracker::wait_submitted) waits for that).
     Held(HeldLocally),
 }
 
@@ -105,6 +118,9 @@ pub(super) struct Holds {
     /// Every key given to the tracker whose job was submitted or refused.
     settled: HashMap<JobKey, Result<JobId, Arc<Error>>>,
     max_queued: Option<usize>,
+    /// How many of the tracker's jobs ended since held jobs were last taken to submit: about
+    /// the room the scheduler's own limit has made.
+    freed: usize,
 }
 
 impl Holds {
@@ -115,23 +131,27 @@ impl Holds {
         }
     }
 
-    /// Whether a new job may go to the scheduler now: not while jobs are held (it would
-    /// pass them), nor with `max_queued` of the tracker's jobs in the scheduler. `Err` is
-    /// why it is held instead.
-    pub(super) fn room_for_new(&self) -> Result<(), HeldLocally> {
+    /// Whether a new job may go to the scheduler now, `picked` others of its batch going
+    /// before it: not while jobs are held (it would pass them), nor with `max_queued` of
+    /// the tracker's jobs in the scheduler. `Err` is why it is held instead.
+    pub(super) fn room_for_new(&self, picked: usize) -> Result<(), HeldLocally> {
         match self.queue.back() {
             Some((_, why)) => Err(why.clone()),
-            None => self.room(),
+            None if self.room() > picked => Ok(()),
+            None => Err(self.max_queued_held()),
         }
     }
 
-    /// Whether the tracker's `max_queued` leaves room for one more job in the scheduler.
-    fn room(&self) -> Result<(), HeldLocally> {
-        match self.max_queued {
-            Some(limit) if self.in_scheduler.len() >= limit => {
-                Err(HeldLocally::MaxQueued { limit })
-            }
-            _ => Ok(()),
+    /// How many more jobs the tracker's `max_queued` lets into the scheduler.
+    fn room(&self) -> usize {
+        self.max_queued.map_or(usize::MAX, |limit| {
+            limit.saturating_sub(self.in_scheduler.len())
+        })
+    }
+
+    fn max_queued_held(&self) -> HeldLocally {
+        HeldLocally::MaxQueued {
+            limit: self.max_queued.unwrap_or_default(),
         }
     }
 
@@ -140,16 +160,34 @@ impl Holds {
         self.queue.push_back((spec, why));
     }
 
-    /// The held job to submit next, if there is one and room for it.
-    pub(super) fn next(&self) -> Option<JobSpec> {
-        let (spec, _) = self.queue.front()?;
-        self.room().ok().map(|()| spec.clone())
+    /// Holds `held`, in its order, ahead of the others: jobs given before any of those.
+    pub(super) fn hold_ahead(&mut self, held: Vec<(JobSpec, HeldLocally)>) {
+        for job in held.into_iter().rev() {
+            self.queue.push_front(job);
+        }
     }
 
-    /// The next held job was refused again with the submit limit: it stays first, with the
-    /// scheduler's latest words.
-    pub(super) fn still_limited(&mut self, why: HeldLocally) {
-        if let Some((_, reason)) = self.queue.front_mut() {
+    /// The held jobs to submit next as one batch, first in line first: as many as
+    /// `max_queued` has room for and, when the first was refused by the scheduler's own
+    /// limit (whose size the tracker does not know), as many of the tracker's jobs as ended
+    /// since the last batch, or one to try.
+    pub(super) fn next_batch(&mut self) -> Vec<JobSpec> {
+        let scheduler_room = match self.queue.front() {
+            Some((_, HeldLocally::SubmitLimit { .. })) => self.freed.max(1),
+            _ => usize::MAX,
+        };
+        self.freed = 0;
+        self.queue
+            .iter()
+            .take(self.room().min(scheduler_room))
+            .map(|(spec, _)| spec.clone())
+            .collect()
+    }
+
+    /// The held job of `key` was refused again with the submit limit, or its submit's
+    /// outcome is not known again: it keeps its place, with the latest words.
+    pub(super) fn still_limited(&mut self, key: &JobKey, why: HeldLocally) {
+        if let Some((_, reason)) = self.queue.iter_mut().find(|(spec, _)| &spec.key == key) {
             *reason = why;
         }
     }
@@ -168,15 +206,18 @@ impl Holds {
     }
 
     fn remove_held(&mut self, key: &JobKey) {
-        if self.queue.front().is_some_and(|(spec, _)| &spec.key == key) {
-            self.queue.pop_front();
+        // Batches are taken from the front: the key is almost always there.
+        if let Some(at) = self.queue.iter().position(|(spec, _)| &spec.key == key) {
+            self.queue.remove(at);
         }
     }
 
     /// Job `id` was seen in a terminal state: if it was one of the tracker's, it no longer
     /// takes room, and `true` says room freed.
     pub(super) fn ended(&mut self, id: &JobId) -> bool {
-        self.in_scheduler.remove(id)
+        let freed = self.in_scheduler.remove(id);
+        self.freed += usize::from(freed);
+        freed
     }
 
     /// Whether job `id` is one the tracker submitted that has not ended.
@@ -232,47 +273,91 @@ mod tests {
     }
 
     /// Steps on a tracker's holds, each with what a new submit may do after it and which
-    /// held job goes next.
+    /// held jobs go in the next batch.
     #[test]
     fn holds_keep_submission_order_and_max_queued() {
         enum Step {
             Submitted(&'static str, &'static str),
             Hold(&'static str, HeldLocally),
             Ended(&'static str, bool),
-            StillLimited,
+            StillLimited(&'static str),
         }
         use Step::*;
         let max_two = HeldLocally::MaxQueued { limit: 2 };
-        let steps: Vec<(Step, Result<(), HeldLocally>, Option<&str>)> = vec![
-            (Submitted("a", "1"), Ok(()), None),
-            (Submitted("b", "2"), Err(max_two.clone()), None),
+        let steps: Vec<(Step, Result<(), HeldLocally>, &[&str])> = vec![
+            (Submitted("a", "1"), Ok(()), &[]),
+            (Submitted("b", "2"), Err(max_two.clone()), &[]),
             // A third job waits for room: held, and first in line, but no room yet.
-            (Hold("c", max_two.clone()), Err(max_two.clone()), None),
+            (Hold("c", max_two.clone()), Err(max_two.clone()), &[]),
             // A job the tracker did not submit frees nothing.
-            (Ended("99", false), Err(max_two.clone()), None),
-            (Ended("1", true), Err(max_two.clone()), Some("c")),
+            (Ended("99", false), Err(max_two.clone()), &[]),
+            (Ended("1", true), Err(max_two.clone()), &["c"]),
             // The scheduler refused c: it stays first, and new jobs go behind it.
-            (StillLimited, Err(limit()), Some("c")),
-            (Hold("d", limit()), Err(limit()), Some("c")),
-            (Submitted("c", "3"), Err(limit()), None),
-            (Ended("2", true), Err(limit()), Some("d")),
-            (Submitted("d", "4"), Err(max_two.clone()), None),
-            (Ended("3", true), Ok(()), None),
+            (StillLimited("c"), Err(limit()), &["c"]),
+            (Hold("d", limit()), Err(limit()), &["c"]),
+            (Submitted("c", "3"), Err(limit()), &[]),
+            (Ended("2", true), Err(limit()), &["d"]),
+            (Submitted("d", "4"), Err(max_two.clone()), &[]),
+            (Ended("3", true), Ok(()), &[]),
         ];
         let mut holds = Holds::new(Some(2));
-        for (n, (step, room, next)) in steps.into_iter().enumerate() {
+        for (n, (step, room, batch)) in steps.into_iter().enumerate() {
             match step {
                 Submitted(key, id) => holds.submitted(&JobKey::new(key).unwrap(), id.into()),
                 Hold(key, why) => holds.hold(spec(key), why),
                 Ended(id, freed) => assert_eq!(holds.ended(&id.into()), freed, "step {n}"),
-                StillLimited => holds.still_limited(limit()),
+                StillLimited(key) => holds.still_limited(&JobKey::new(key).unwrap(), limit()),
             }
-            assert_eq!(holds.room_for_new(), room, "step {n}");
-            let first = holds.next().map(|spec| spec.key.to_string());
-            assert_eq!(first.as_deref(), next, "step {n}");
+            assert_eq!(holds.room_for_new(0), room, "step {n}");
+            assert_eq!(keys(&holds.next_batch()), batch, "step {n}");
         }
         assert!(!holds.any_held());
         assert_eq!(holds.in_scheduler(), 1);
+    }
+
+    fn keys(specs: &[JobSpec]) -> Vec<String> {
+        specs.iter().map(|spec| spec.key.to_string()).collect()
+    }
+
+    /// A batch of new jobs fills `max_queued` and no more; held jobs behind the scheduler's
+    /// limit go as many at a time as the tracker's jobs ended, or one to try.
+    #[test]
+    fn batches_take_the_room_there_is() {
+        let max_three = HeldLocally::MaxQueued { limit: 3 };
+        let mut holds = Holds::new(Some(3));
+        holds.submitted(&JobKey::new("a").unwrap(), "1".into());
+        let rooms: Vec<_> = (0..3).map(|picked| holds.room_for_new(picked)).collect();
+        assert_eq!(rooms, [Ok(()), Ok(()), Err(max_three)]);
+
+        let mut holds = Holds::new(None);
+        assert_eq!(holds.room_for_new(10_000), Ok(()));
+        for (n, key) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            holds.submitted(&JobKey::new(key).unwrap(), n.to_string().into());
+        }
+        for key in ["e", "f", "g", "h", "i"] {
+            holds.hold(spec(key), limit());
+        }
+        assert_eq!(
+            keys(&holds.next_batch()),
+            ["e"],
+            "nothing ended: one to try"
+        );
+        for id in ["0", "1", "2"] {
+            holds.ended(&id.into());
+        }
+        assert_eq!(keys(&holds.next_batch()), ["e", "f", "g"]);
+        holds.submitted(&JobKey::new("f").unwrap(), "5".into());
+        assert_eq!(keys(&holds.next_batch()), ["e"], "f left the line");
+        assert_eq!(
+            keys(
+                &holds
+                    .held()
+                    .iter()
+                    .map(|(k, _)| spec(k.as_str()))
+                    .collect::<Vec<_>>()
+            ),
+            ["e", "g", "h", "i"]
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub mod staging;
 pub use bastion::{BastionHop, bastion_hops};
 pub use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
 pub use batchbridge_core::shell::MockShell;
-pub use capped::{DrainReport, SubmitCap, drain, htcondor_capped_login, pbs_submit_cap};
+pub use capped::{DrainReport, Submit, SubmitCap, drain, htcondor_capped_login, pbs_submit_cap};
 pub use counting::CountingShell;
 pub use kdc::{KdcFacts, kdc_facts};
 
