@@ -792,6 +792,23 @@ async fn slurmctld_restart_and_slurmdbd_down() {
 struct Rng(u64);
 
 impl Rng {
+    /// Seeded from `FAULTS_SEED`, or from the clock (and the seed printed, to replay it).
+    fn seeded() -> Self {
+        let seed = std::env::var("FAULTS_SEED")
+            .ok()
+            .and_then(|seed| seed.parse().ok())
+            .unwrap_or_else(|| {
+                u64::from(
+                    SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap()
+                        .subsec_nanos(),
+                )
+            });
+        eprintln!("kill schedule seed {seed} (FAULTS_SEED={seed} replays it)");
+        Self(seed)
+    }
+
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -817,19 +834,7 @@ async fn operator_killed_during_200_jobs() {
     const JOBS: usize = 200;
     const KILLS: u32 = 12;
     let _serial = SERIAL.lock().await;
-    let seed = std::env::var("FAULTS_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            )
-        });
-    eprintln!("kill schedule seed {seed} (FAULTS_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::seeded();
     let f = Fixture::new("faults-kill").await;
     let mut expected = BTreeMap::new();
     let mut specs = Vec::new();
@@ -917,19 +922,7 @@ async fn operator_killed_while_batches_are_submitted() {
     const WAVES: usize = 10;
     const WAVE: usize = 20;
     let _serial = SERIAL.lock().await;
-    let seed = std::env::var("FAULTS_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            )
-        });
-    eprintln!("kill schedule seed {seed} (FAULTS_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::seeded();
     let f = Fixture::new("faults-batch-kill").await;
     let mut expected = BTreeMap::new();
     let started = Instant::now();
