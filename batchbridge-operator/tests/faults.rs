@@ -792,8 +792,9 @@ async fn slurmctld_restart_and_slurmdbd_down() {
 struct Rng(u64);
 
 impl Rng {
-    /// Seeded from `FAULTS_SEED`, or from the clock (and the seed printed, to replay it).
-    fn seeded() -> Self {
+    /// Seeded from `FAULTS_SEED`, or from the clock (and the seed printed, to replay it);
+    /// with the seed.
+    fn seeded() -> (Self, u64) {
         let seed = std::env::var("FAULTS_SEED")
             .ok()
             .and_then(|seed| seed.parse().ok())
@@ -806,7 +807,7 @@ impl Rng {
                 )
             });
         eprintln!("kill schedule seed {seed} (FAULTS_SEED={seed} replays it)");
-        Self(seed)
+        (Self(seed), seed)
     }
 
     fn next(&mut self) -> u64 {
@@ -834,7 +835,7 @@ async fn operator_killed_during_200_jobs() {
     const JOBS: usize = 200;
     const KILLS: u32 = 12;
     let _serial = SERIAL.lock().await;
-    let mut rng = Rng::seeded();
+    let (mut rng, seed) = Rng::seeded();
     let f = Fixture::new("faults-kill").await;
     let mut expected = BTreeMap::new();
     let mut specs = Vec::new();
@@ -922,7 +923,7 @@ async fn operator_killed_while_batches_are_submitted() {
     const WAVES: usize = 10;
     const WAVE: usize = 20;
     let _serial = SERIAL.lock().await;
-    let mut rng = Rng::seeded();
+    let (mut rng, seed) = Rng::seeded();
     let f = Fixture::new("faults-batch-kill").await;
     let mut expected = BTreeMap::new();
     let started = Instant::now();
