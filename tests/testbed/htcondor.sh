@@ -38,7 +38,10 @@ SSH_USER="batch"
 # to the first schedd, which has no such limit.
 CAPPED_USER="capped"
 CAPPED_MAX_JOBS=10
-CAPPED_SPOOL=/var/spool/condor/capped
+# Beside the first schedd's SPOOL, not in it: condor_preen (every few hours) removes what it
+# does not know from SPOOL, this directory with the capped schedd's queue and history
+# included (seen at 17:50 on a bed up since the morning: its jobs were then lost).
+CAPPED_SPOOL=/var/spool/condor-capped
 SUITE=trixie
 MIRROR=http://deb.debian.org/debian
 
