@@ -1954,7 +1954,10 @@ fn max_queued_in_the_config_holds_submits() {
             login.known_hosts.display(),
         ),
     );
-    let script = user.script("nap.sh", "sleep 1\n");
+    // Long enough that the two jobs in the scheduler are still there when the next submit
+    // comes, however slowly a loaded machine starts the CLI (with `sleep 1`, only 4 of 6
+    // waited in a run beside a CI build).
+    let script = user.script("nap.sh", "sleep 5\n");
     // Other tests use `single` too: only this user's jobs, by their name, are counted.
     let name = format!("maxq-{}", std::process::id());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -9,6 +9,7 @@
 //! STATE_DIR/keys/KEY                 the job id submitted with that key (claimed atomically)
 //! STATE_DIR/last_id                  the highest id of a job cleaned up, so that none is reused
 //! STATE_DIR/slots/N                  lock files, one per CPU of capacity (flock)
+//! STATE_DIR/slots/queue              the lock a task waiting for slots holds while it tries them
 //! STATE_DIR/jobs/ID/spec.json        the spec as submitted
 //! STATE_DIR/jobs/ID/script.sh        the script, verbatim
 //! STATE_DIR/jobs/ID/pgid             the process group and its leader's start time, once started
