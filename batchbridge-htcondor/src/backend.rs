@@ -379,7 +379,7 @@ impl CliScheduler for Htcondor {
 
 #[cfg(test)]
 mod tests {
-    use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell};
+    use batchbridge_core::conformance::scripted::{Programs, reply, scripted_shell, submit_record};
     use std::time::Duration;
 
     use batchbridge_core::error::excerpt;
@@ -418,7 +418,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_submit_refused_because_the_schedd_is_down_is_temporary() {
-        let refused = reply(71, "", "ERROR: Can't find address of local schedd\n");
+        let refused = submit_record(
+            "key-1",
+            "71",
+            None,
+            "ERROR: Can't find address of local schedd\n",
+        );
         let (condor, _) = backend(vec![refused]);
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CommandFailed, "{err}");
@@ -431,7 +436,7 @@ mod tests {
             "ERROR: Parse error in expression: {}\n",
             "x".repeat(1 << 20)
         );
-        let (condor, _) = backend(vec![reply(71, "", &echo)]);
+        let (condor, _) = backend(vec![submit_record("key-1", "71", None, &echo)]);
         let err = condor.submit(&spec()).await.unwrap_err();
         assert_eq!(
             err.kind(),
@@ -461,16 +466,35 @@ mod tests {
     #[tokio::test]
     async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_queue_then_history() {
         // The key's recorded id (none yet), condor_q, condor_history.
-        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok(""), ok("42\n")]);
+        let (condor, _) = backend(vec![
+            submit_record("key-1", "claimed", None, ""),
+            ok(""),
+            ok(""),
+            ok("42\n"),
+        ]);
         assert_eq!(condor.submit(&spec()).await.unwrap(), JobId::from("42"));
 
         // condor_submit had not returned at the first look: the second finds its record.
-        let (condor, _) = backend(vec![ok("claimed\n"), ok(""), ok(""), ok(""), ok("42\n")]);
+        let (condor, _) = backend(vec![
+            submit_record("key-1", "claimed", None, ""),
+            ok(""),
+            ok(""),
+            ok(""),
+            ok("42\n"),
+        ]);
         assert_eq!(condor.submit(&spec()).await.unwrap(), JobId::from("42"));
 
         // A claim cut off: nothing anywhere until the wait ends, with the command time
         // limit (here at once).
-        let (shell, _) = scripted_shell("/home/u/w", vec![ok("claimed\n"), ok(""), ok(""), ok("")]);
+        let (shell, _) = scripted_shell(
+            "/home/u/w",
+            vec![
+                submit_record("key-1", "claimed", None, ""),
+                ok(""),
+                ok(""),
+                ok(""),
+            ],
+        );
         let config = HtcondorConfig::default().with_command_timeout(Duration::from_millis(1));
         let condor = HtcondorBackend::new(shell, config).unwrap();
         let err = condor.submit(&spec()).await.unwrap_err();

@@ -479,7 +479,7 @@ impl CliScheduler for Slurm {
 mod tests {
     use std::sync::Arc;
 
-    use batchbridge_core::conformance::scripted::{reply, scripted_shell};
+    use batchbridge_core::conformance::scripted::{reply, scripted_shell, submit_record};
     use batchbridge_core::{BatchBackend, JobState};
 
     use super::*;
@@ -517,7 +517,7 @@ mod tests {
     async fn a_key_claimed_by_a_submit_in_flight_is_looked_up_in_squeue() {
         // The key's recorded id (none yet), then squeue.
         let slurm = backend(vec![
-            ok("claimed\n"),
+            submit_record("key-1", "claimed", None, ""),
             ok(""),
             ok("41|RUNNING|node1|other\n42|PENDING||key-1\n"),
         ]);
@@ -528,7 +528,7 @@ mod tests {
         let (shell, _) = scripted_shell(
             "/w",
             vec![
-                ok("claimed\n"),
+                submit_record("key-1", "claimed", None, ""),
                 ok(""),
                 ok("41|RUNNING|node1|other\n43|FAILED||key-1\n"),
                 ok("43|FAILED|None assigned|key-1\n"),

@@ -65,3 +65,21 @@ pub fn reply(exit_code: i32, stdout: &str, stderr: &str) -> Result<Output> {
         ..Output::default()
     })
 }
+
+/// What a backend's submit command (the batch script of
+/// [`RemoteBackend`](crate::remote::RemoteBackend)) prints for one job: its record, with
+/// `outcome` `submitted` or `existing` and the job's `id`, `claimed` (another submit holds
+/// the key), or the exit code of what failed (71, a refusal) and its `message`.
+///
+/// ```
+/// use batchbridge_core::conformance::scripted::submit_record;
+///
+/// let refused = submit_record("key-1", "71", None, "sbatch: error: bad\n").unwrap();
+/// assert_eq!(refused.stdout, b"key-1 71 - 19\nsbatch: error: bad\n");
+/// assert_eq!(submit_record("key-1", "submitted", Some("42"), "").unwrap().stdout, b"key-1 submitted 42 0\n");
+/// ```
+pub fn submit_record(key: &str, outcome: &str, id: Option<&str>, message: &str) -> Result<Output> {
+    let id = id.unwrap_or("-");
+    let record = format!("{key} {outcome} {id} {}\n{message}", message.len());
+    reply(0, &record, "")
+}
