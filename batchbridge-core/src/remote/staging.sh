@@ -240,9 +240,10 @@ list)
         set -- "$@" "$f"
     done
     [ $# -gt 0 ] || exit 0
-    sizes=$(wc -c -- "$@" | awk -v n=$# "NR <= n { print \$1 }") || exit 1
-    # A file gone since it was found leaves no line: fail rather than misnumber the rest.
-    [ "$(printf "%s\n" "$sizes" | wc -l)" -eq $# ] || exit 1
+    # A file gone or unreadable since it was found fails the listing (wc says which), rather
+    # than shift the sizes of the rest onto the wrong names.
+    counted=$(wc -c -- "$@") || exit 1
+    sizes=$(printf "%s\n" "$counted" | awk -v n=$# "NR <= n { print \$1 }")
     for f do
         s=${sizes%%"
 "*}

@@ -73,9 +73,9 @@ const PRELUDE: &str = r#"# batchbridge: the BatchJob's spec.inputs and spec.outp
 __bb_get() {
     __bb_tmp="$2.bb-partial.$$"
     if command -v curl >/dev/null 2>&1; then
-        curl -fsS --retry 3 -o "$__bb_tmp" -- "$1"
+        printf 'url = "%s"\n' "$1" | curl -fsS --retry 3 -o "$__bb_tmp" -K -
     elif command -v wget >/dev/null 2>&1; then
-        wget -q -t 3 -O "$__bb_tmp" -- "$1"
+        printf '%s\n' "$1" | wget -q -t 3 -O "$__bb_tmp" -i -
     else
         echo "batchbridge: neither curl nor wget on $(hostname): cannot fetch input $2" >&2
         false
@@ -93,9 +93,9 @@ __bb_put() {
         return 1
     fi
     if command -v curl >/dev/null 2>&1; then
-        curl -fsS --retry 3 -o /dev/null -T "$2" -- "$1"
+        printf 'url = "%s"\n' "$1" | curl -fsS --retry 3 -o /dev/null -T "$2" -K -
     elif command -v wget >/dev/null 2>&1; then
-        wget -q -t 3 -O /dev/null --method=PUT --body-file="$2" -- "$1"
+        printf '%s\n' "$1" | wget -q -t 3 -O /dev/null --method=PUT --body-file="$2" -i -
     else
         echo "batchbridge: neither curl nor wget on $(hostname): cannot send output $2" >&2
         false
@@ -169,12 +169,15 @@ __bb_post() (
     fi
     __bb_failed=0
     while IFS= read -r __bb_f; do
-        # curl reads a quoted file name with \ and " escaped; the name has no newline.
-        __bb_name=$(printf '%s\n' "$__bb_f" | sed 's/[\\"]/\\&/g')
-        curl -fsS --retry 3 -o /dev/null --form-string "key=$2${__bb_f#"$__bb_leading"}" \
-            --form-string "x-amz-algorithm=AWS4-HMAC-SHA256" --form-string "x-amz-credential=$4" \
-            --form-string "x-amz-date=$5" --form-string "policy=$3" \
-            --form-string "x-amz-signature=$6" -F "file=@\"$__bb_name\"" -- "$1" </dev/null ||
+        # In curl's config a value is quoted with \ and " escaped, and -F's file name
+        # @"…" inside it once more; the names have no newline.
+        __bb_key=$(printf '%s\n' "$2${__bb_f#"$__bb_leading"}" | sed 's/[\\"]/\\&/g')
+        __bb_name=$(printf '%s\n' "$__bb_f" | sed 's/[\\"]/\\&/g; s/[\\"]/\\&/g')
+        printf '%s\n' "url = \"$1\"" "form-string = \"key=$__bb_key\"" \
+            'form-string = "x-amz-algorithm=AWS4-HMAC-SHA256"' \
+            "form-string = \"x-amz-credential=$4\"" "form-string = \"x-amz-date=$5\"" \
+            "form-string = \"policy=$3\"" "form-string = \"x-amz-signature=$6\"" \
+            "form = \"file=@\\\"$__bb_name\\\"\"" | curl -fsS --retry 3 -o /dev/null -K - ||
             { __bb_failed=$((__bb_failed + 1)); echo "batchbridge: output $__bb_out: $__bb_f could not be sent" >&2; }
     done <"$__bb_list"
     if [ "$__bb_failed" -eq 0 ]; then
@@ -566,7 +569,7 @@ mod tests {
                     .arg("-c")
                     .arg(format!(
                         "{PRELUDE}__bb_max_files=10 __bb_max_bytes=1000\n\
-                         curl() {{ for a; do case $a in key=*|file=*) printf '%s ' \"$a\";; esac; done; echo; }}\n\
+                         curl() {{ sed -n 's/^form[-a-z]* = \"\\(\\(key\\|file\\)=.*\\)\"$/\\1/p' | sed 's/\\\\\\([\"\\\\]\\)/\\1/g' | tr '\\n' ' '; echo; }}\n\
                          __bb_post http://h/b/ p/ P C D S \"$1\" results/ \"$2\""
                     ))
                     .args([shell, path, kind])
