@@ -62,9 +62,11 @@ pub struct Connection {
 
 /// The most submits (batches of jobs, [`submit_pipeline`]) that run at once on one
 /// connection, whatever `spec.submit.concurrency` says. An SSH connection runs 8 commands
-/// at once (`SshConfig::max_sessions`): 5 for submits and 2 for output fetches leave one
-/// for the poller and the probe, so that neither a burst of new jobs nor one of finished
-/// jobs holds up the other, or the status of running jobs.
+/// at once (`SshConfig::max_sessions`), first come, first served. A submit of many jobs
+/// spreads them over up to 8 remote commands of its own
+/// (`batchbridge_core::remote::BATCHES_IN_FLIGHT`), so during a burst of new jobs the
+/// submits can hold every session, and the poller's and the output fetches' commands wait
+/// behind the batches already queued (a status cycle is late by them, never lost).
 pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
