@@ -35,7 +35,9 @@ pub use script::{
     InputSource, MAX_INLINE_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, OutputTarget, StagedInput,
     StagedOutput, wrap_script,
 };
-pub use store::{Listed, MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY};
+pub use store::{
+    Listed, MAX_OUTPUT_PREFIX_OBJECTS, MAX_PREFIX_OBJECTS, Store, StoreError, URL_VALIDITY,
+};
 
 use crate::crd::{BatchJob, JobInput, JobOutput, KeyReference, ObjectLocation};
 
@@ -150,7 +152,7 @@ impl<'a> Reader<'a> {
                     });
                 } else if let Some(prefix) = &location.prefix {
                     let objects = store
-                        .list(prefix)
+                        .list(prefix, MAX_PREFIX_OBJECTS)
                         .await
                         .map_err(|err| within(Refused(err.0)))?;
                     for object in objects {
@@ -423,7 +425,10 @@ async fn many_arrived(
     prefix: &str,
     since: SystemTime,
 ) -> Result<Arrived, String> {
-    let listed = store.list(prefix).await.map_err(|err| err.0)?;
+    let listed = store
+        .list(prefix, MAX_OUTPUT_PREFIX_OBJECTS)
+        .await
+        .map_err(|err| err.0)?;
     let arrived = written_since(&listed, since);
     if arrived.objects == 0 {
         return Err(format!(

@@ -1,7 +1,8 @@
 //! An S3-compatible object store as the operator sees it: presigned URLs for the job (the
 //! bytes never pass through the operator), and the two requests the operator makes itself,
-//! listing a prefix (at most [`MAX_PREFIX_OBJECTS`] keys: an input's, or a glob or
-//! directory output's, to count what arrived) and asking whether an output arrived (HEAD).
+//! listing a prefix (an input's, at most [`MAX_PREFIX_OBJECTS`] keys, or a glob or
+//! directory output's, at most [`MAX_OUTPUT_PREFIX_OBJECTS`], to count what arrived) and
+//! asking whether an output arrived (HEAD).
 
 use std::time::{Duration, SystemTime};
 
@@ -18,6 +19,11 @@ use crate::crd::ObjectLocation;
 
 /// The most objects an input's prefix may hold.
 pub const MAX_PREFIX_OBJECTS: usize = 1000;
+
+/// The most objects the operator lists under a glob or directory output's prefix to count
+/// what the attempt wrote: the 1000 one output may send, beside what earlier attempts or
+/// other writers left there.
+pub const MAX_OUTPUT_PREFIX_OBJECTS: usize = 10_000;
 
 /// How long a presigned URL stays valid: the most SigV4 allows. A job that starts (or ends)
 /// later than this finds its URLs expired; its transfers fail and say so.
@@ -108,8 +114,8 @@ impl Store {
         })
     }
 
-    /// The objects under `prefix`, refused beyond [`MAX_PREFIX_OBJECTS`].
-    pub async fn list(&self, prefix: &str) -> Result<Vec<Listed>, StoreError> {
+    /// The objects under `prefix`, refused beyond `most`.
+    pub async fn list(&self, prefix: &str, most: usize) -> Result<Vec<Listed>, StoreError> {
         let client = http_client()?;
         let mut keys: Vec<Listed> = Vec::new();
         let mut token: Option<String> = None;
@@ -141,9 +147,9 @@ impl Store {
                     size: object.size.unwrap_or_default(),
                 }
             }));
-            if keys.len() > MAX_PREFIX_OBJECTS {
+            if keys.len() > most {
                 return Err(StoreError(format!(
-                    "prefix {prefix:?} holds more than {MAX_PREFIX_OBJECTS} objects"
+                    "prefix {prefix:?} holds more than {most} objects"
                 )));
             }
             match page.next_continuation_token {
