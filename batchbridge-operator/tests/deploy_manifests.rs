@@ -137,6 +137,30 @@ impl Tools {
         succeeded(command, &format!("kubectl {args:?}"))
     }
 
+    /// `kubectl wait` until the CRDs named are Established. A CRD created a moment ago has
+    /// no status yet, and kubectl then fails at once ("accessor error: <nil>") instead of
+    /// waiting (seen in CI): tried again for that, up to 30 times, a second apart.
+    fn wait_established(&self, crds: &[&str]) {
+        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        args.extend_from_slice(crds);
+        for _ in 0..30 {
+            let output = Command::new(&self.kube.kubectl)
+                .arg("--kubeconfig")
+                .arg(&self.kube.kubeconfig)
+                .args(&args)
+                .output()
+                .unwrap();
+            if output.status.success() {
+                return;
+            }
+            if !String::from_utf8_lossy(&output.stderr).contains("accessor error") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        self.kubectl(&args);
+    }
+
     /// `helm template` of the chart in `source` (a directory or packaged chart) into
     /// `namespace`, CRDs included, with `image.repository` [`CHART_REPOSITORY`] unless
     /// `sets` names another (a later `--set` wins).
@@ -1344,10 +1368,7 @@ fn readme_deploy_examples_are_valid() {
             ]);
         }
     }
-    tools.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
+    tools.wait_established(&[
         "crd/batchjobs.batchbridge.dev",
         "crd/batchclusters.batchbridge.dev",
     ]);
@@ -1409,10 +1430,7 @@ fn install_prometheus_operator_crds(tools: &Tools) {
         "-f",
         dir.to_str().unwrap(),
     ]);
-    tools.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
+    tools.wait_established(&[
         "crd/servicemonitors.monitoring.coreos.com",
         "crd/prometheusrules.monitoring.coreos.com",
     ]);

@@ -32,9 +32,13 @@ async fn two_hundred_jobs_drain_through_max_queued_of_ten() {
     let shell: Arc<dyn Shell> = Arc::new(pbs_shell());
     // The user's jobs queued, running or exiting in the queue: what max_queued counts.
     let count = Command::sh("qselect -u \"$(id -un)\" -q \"$1\"", [cap.queue.as_str()]);
+    // One by one: submitted in batches (as the SLURM and HTCondor drains are), qselect once
+    // counted 12 of the user's jobs in the queue (CI, 7c8de3c) while PBS, which enforces
+    // max_queued at each qsub, had accepted every one; what qselect counts beyond the limit
+    // (jobs still exiting, most likely) is not pinned down yet.
     let report = drain(
         &tracker,
-        Submit::Batch,
+        Submit::OneByOne,
         specs,
         shell,
         count,
