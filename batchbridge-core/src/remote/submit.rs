@@ -496,15 +496,21 @@ mod tests {
         JobSpec::new(JobKey::new("key-1").unwrap(), "name", "echo hi")
     }
 
+    /// Job directories in `work`, reached through this machine's shell, commands limited to
+    /// `timeout` seconds.
+    fn local_dirs(work: &tempfile::TempDir, timeout: u64) -> JobDirs {
+        JobDirs::new(
+            Arc::new(LocalShell),
+            work.path().to_str().unwrap(),
+            Duration::from_secs(timeout),
+        )
+        .unwrap()
+    }
+
     #[tokio::test]
     async fn a_submit_command_too_long_for_a_remote_shell_is_refused_before_it_is_sent() {
         let work = tempfile::tempdir().unwrap();
-        let dirs = JobDirs::new(
-            Arc::new(LocalShell),
-            work.path().to_str().unwrap(),
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let dirs = local_dirs(&work, 10);
         // 80 000 bytes that quoting grows past the limit: what counts is the quoted line.
         let content = "'$".repeat(40_000);
         let err = dirs
@@ -602,12 +608,7 @@ mod tests {
     #[tokio::test]
     async fn each_job_of_a_batch_gets_its_own_answer() {
         let work = tempfile::tempdir().unwrap();
-        let dirs = JobDirs::new(
-            Arc::new(LocalShell),
-            work.path().to_str().unwrap(),
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let dirs = local_dirs(&work, 10);
         // c's script, read line by line: spaces, backslashes, quotes, an empty line, a tab, a
         // carriage return and no last newline arrive as they were.
         let tricky = " lead \\ \"q\" 'x' $(y)\n\n\tlast\r";
@@ -668,14 +669,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_cut_in_the_middle_resubmits_no_job_that_got_an_id() {
         let work = tempfile::tempdir().unwrap();
-        let dirs = |timeout| {
-            JobDirs::new(
-                Arc::new(LocalShell),
-                work.path().to_str().unwrap(),
-                Duration::from_secs(timeout),
-            )
-            .unwrap()
-        };
+        let dirs = |timeout| local_dirs(&work, timeout);
         // 24 jobs make 8 batches of 3: jobs 0, 1 and 2 share the first.
         let specs: Vec<JobSpec> = (0..24)
             .map(|i| JobSpec::new(JobKey::new(format!("j{i}")).unwrap(), "n", "echo hi"))
