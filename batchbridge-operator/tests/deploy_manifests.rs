@@ -129,12 +129,17 @@ impl Tools {
 
     /// kubectl's stdout (admin of the test bed's API server); panics unless it succeeds.
     fn kubectl(&self, args: &[&str]) -> String {
+        succeeded(self.kubectl_command(args), &format!("kubectl {args:?}"))
+    }
+
+    /// kubectl with the test bed's kubeconfig and `args`.
+    fn kubectl_command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(&self.kube.kubectl);
         command
             .arg("--kubeconfig")
             .arg(&self.kube.kubeconfig)
             .args(args);
-        succeeded(command, &format!("kubectl {args:?}"))
+        command
     }
 
     /// `kubectl wait` until the CRDs named are Established. A CRD created a moment ago has
@@ -144,12 +149,7 @@ impl Tools {
         let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
         args.extend_from_slice(crds);
         for _ in 0..30 {
-            let output = Command::new(&self.kube.kubectl)
-                .arg("--kubeconfig")
-                .arg(&self.kube.kubeconfig)
-                .args(&args)
-                .output()
-                .unwrap();
+            let output = self.kubectl_command(&args).output().unwrap();
             if output.status.success() {
                 return;
             }
