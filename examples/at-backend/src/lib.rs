@@ -19,7 +19,8 @@
 //! - **find** reads the job number the submit recorded; for a key whose submit was cut off
 //!   before that, it asks `at -c` of each job at holds for the directory it was queued
 //!   from (one remote command).
-//! - **cancel** is `atrm`, then SIGTERM to a running job's wrapper; idempotent.
+//! - **cancel** is SIGTERM to a running job's wrapper (which records its end), then `atrm`;
+//!   idempotent.
 //! - **version** is `at -V`'s, e.g. `at 3.2.5`.
 //!
 //! at has no arrays, GPUs, containers or resource accounts: such specs are refused as
@@ -184,8 +185,8 @@ impl CliScheduler for At {
             .collect())
     }
 
-    /// A mark in the job's directory, `atrm`, then SIGTERM to a running job's wrapper;
-    /// idempotent.
+    /// A mark in the job's directory, SIGTERM to a running job's wrapper (waiting a moment
+    /// for it to record its end), then `atrm`; idempotent.
     fn cancel_command(&self, work: &str, number: &str) -> Command {
         Command::sh(CANCEL, [work, number])
     }
