@@ -17,7 +17,7 @@
 //!   [`Capabilities::check`](crate::Capabilities::check), then [`CliScheduler::check`])
 //!   before anything is sent;
 //! - the idempotent submit: one remote command that claims `WORK/jobs/KEY` with an atomic
-//!   `mkdir`, writes the script, `env.sh`, `tasks` and the scheduler's files, runs its
+//!   rename, writes the script, `env.sh`, `tasks` and the scheduler's files, runs its
 //!   command and records the id it prints, so a key never makes two jobs; a second submit
 //!   of a key in flight in this process waits for the first ([`SubmitLocks`]); a key claimed
 //!   by a submit cut off mid-way is looked up with [`CliScheduler::find`];
@@ -40,9 +40,13 @@
 //! ```text
 //! WORK/jobs/KEY/        one per job, claimed by an atomic rename of its staged directory
 //!                       (a rename onto a directory that is not empty fails): script.sh
-//!                       (the user's script), env.sh, the backend's own files, job_id, and
-//!                       per task task-N.stdout and task-N.stderr
-//! WORK/claiming/NONCE/  a submit batch's staged job directories, until it claims them
+//!                       (the user's script), env.sh, the backend's own files, claim (who
+//!                       claimed it: machine boot, pid namespace, shell, nonce),
+//!                       submit.stderr (once the scheduler is asked), job_id, and per task
+//!                       task-N.stdout and task-N.stderr
+//! WORK/claiming/NONCE/  a submit batch's staged job directories, until it claims them,
+//!                       and +owner (its shell, as in claim); a later batch removes the
+//!                       directory of a shell that is gone
 //! WORK/ids/ID           a symlink to ../jobs/KEY, so a job is found by its id
 //! WORK/events/ID.TASK.started, ID.TASK.exit.N, ID.TASK.signal.N
 //!                       empty files, one per task start and end, that a wrapper calling

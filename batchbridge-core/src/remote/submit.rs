@@ -103,7 +103,9 @@ pub fn rejected(key: &JobKey, scheduler: &str, context: &str, refusal: &Output) 
 pub struct SubmitJob<'a> {
     /// The spec: its key is claimed, its script written as `script.sh`.
     pub spec: &'a JobSpec,
-    /// Files by name, written into the job directory before the command runs.
+    /// Files by name, written into the job directory before the command runs; not one of
+    /// the names the submit writes itself (`script.sh`, `claim`, `submit.stderr`, `job_id`,
+    /// `id_taken`).
     pub files: Vec<(&'a str, &'a str)>,
     /// The scheduler's program and its arguments.
     pub command: Vec<String>,
@@ -170,9 +172,10 @@ impl JobDirs {
     /// [`SubmitOutcomeUnknown`](ErrorKind::SubmitOutcomeUnknown), temporary, for every job of
     /// that command: submitting the same keys again returns the jobs that were made, and
     /// never submits a job that got an id again. The batch goes on without its caller (it
-    /// ignores hang-ups) and releases the keys of the jobs it could not answer for; only a
-    /// batch killed outright leaves the keys it had claimed but not yet sent as
-    /// [`Submitted::Claimed`].
+    /// ignores hang-ups) and releases the keys of the jobs it could not answer for. A batch
+    /// killed outright leaves the keys it had claimed but not yet sent claimed: a later batch
+    /// on the same machine takes them over once that shell is gone; from another machine
+    /// (another login node behind the same name) they are [`Submitted::Claimed`].
     pub async fn submit_many(&self, jobs: &[SubmitJob<'_>]) -> Vec<Result<Submitted>> {
         let work = match self.work().await {
             Ok(work) => work.to_owned(),
@@ -712,24 +715,66 @@ mod tests {
         let answers = dirs(10).submit_many(&again).await;
         for (i, answer) in answers.iter().enumerate() {
             match i {
-                // Job 1 may have reached the scheduler, and job 2 was claimed with it: neither
-                // is sent again blindly; only the scheduler can tell (RemoteBackend asks it,
-                // by key).
-                1 | 2 => assert!(matches!(answer, Ok(Submitted::Claimed)), "{i}: {answer:?}"),
+                // Job 1 may have reached the scheduler: it is not sent again blindly; only
+                // the scheduler can tell (RemoteBackend asks it, by key).
+                1 => assert!(matches!(answer, Ok(Submitted::Claimed)), "{i}: {answer:?}"),
+                // Job 2 was claimed with it, never sent, by a shell that is gone: this batch
+                // takes its key over.
+                2 => assert!(
+                    matches!(answer, Ok(Submitted::New(id)) if id == "202"),
+                    "{i}: {answer:?}"
+                ),
                 _ => assert!(
                     matches!(answer, Ok(Submitted::Existing(id)) if *id == (100 + i).to_string()),
                     "{i}: {answer:?}"
                 ),
             }
         }
-        for i in (0..24).filter(|i| *i != 2) {
+        for i in 0..24 {
             assert_eq!(
                 std::fs::read_to_string(runs(i)).unwrap(),
                 "run\n",
                 "job {i}"
             );
         }
-        assert!(!runs(2).exists(), "job 2's submit never ran");
+        // The cut batch's staging directory went with its shell.
+        let staging = std::fs::read_dir(work.path().join("claiming")).unwrap();
+        assert_eq!(staging.count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_key_claimed_by_a_shell_that_still_runs_is_never_taken_over() {
+        let work = tempfile::tempdir().unwrap();
+        let dirs = local_dirs(&work, 10);
+        // What a batch still on its way leaves: the key claimed, nothing sent yet, and this
+        // machine's running process (this test) as its owner.
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        let claimed = work.path().join("jobs/busy");
+        std::fs::create_dir_all(&claimed).unwrap();
+        let owner = format!(
+            "{} {} {} 0123\n",
+            boot.trim(),
+            ns.display(),
+            std::process::id()
+        );
+        std::fs::write(claimed.join("claim"), owner).unwrap();
+        let spec = JobSpec::new(JobKey::new("busy").unwrap(), "n", "echo hi");
+        let runs = work.path().join("runs");
+        let job = SubmitJob {
+            spec: &spec,
+            files: vec![],
+            command: vec![
+                "sh".to_owned(),
+                "-c".to_owned(),
+                "echo run >>\"$1\"; echo 7".to_owned(),
+                "sh".to_owned(),
+                runs.to_str().unwrap().to_owned(),
+            ],
+        };
+        let answers = dirs.submit_many(&[job]).await;
+        assert!(matches!(answers[0], Ok(Submitted::Claimed)), "{answers:?}");
+        assert!(!runs.exists(), "the claimed job was sent again");
     }
 
     #[test]

@@ -18,11 +18,11 @@
 # submit of the key, which keeps its directory). Those codes are batchbridge_core::remote's,
 # filled in by render_script.
 # Forks are what a submit costs on a busy login node (a fork and exec is 1.5 to 2.5 ms on a
-# loaded one, an sbatch 6 ms): per job only the scheduler's command and `ln` run; mkdir, chmod,
-# mv and rm run once per batch, head once per long script (short ones are read line by line
-# by the builtin read, which reads a pipe a byte at a time). head -c reads exactly SIZE
-# bytes (GNU, busybox and BSD head do); a head that read ahead would misalign the next script,
-# which the MARK line catches.
+# loaded one, an sbatch 6 ms): per job only the scheduler's command and `ln` run; readlink,
+# mkdir, chmod, mv and rm run once per batch, head once per long script (short ones are read
+# line by line by the builtin read, which reads a pipe a byte at a time). head -c reads
+# exactly SIZE bytes (GNU, busybox and BSD head do); a head that read ahead would misalign
+# the next script, which the MARK line catches.
 # Hang-ups are ignored so that a dropped connection cannot stop it between the scheduler's
 # reply and recording the id; once a record cannot be printed (the caller is gone), the jobs
 # after it are not sent and their keys released.
@@ -31,6 +31,26 @@ set -u
 work=$1 mark=$2 count=$3
 umask 077
 stage=$work/claiming/$mark
+# Who claims: this boot of this machine (boot_id), this pid namespace and this shell, in each
+# claimed directory's `claim` file and in the staging directory's `+owner` (no key has a
+# `+`). A later batch on the same machine that finds a key claimed, without a job and never
+# sent (no submit.stderr, created before the scheduler is asked), by a shell that no longer
+# runs, takes the key over (take_over), and removes such a shell's staging directory: a
+# batch killed outright leaves no key claimed and nothing staged for good. Elsewhere, or
+# without /proc, a claim is never taken over. One fork per batch (readlink).
+owner=
+if read -r boot </proc/sys/kernel/random/boot_id 2>/dev/null &&
+    ns=$(readlink "/proc/$$/ns/pid" 2>/dev/null); then
+    owner="$boot $ns $$ $mark"
+fi
+# dead FILE: FILE names a shell of this machine that no longer runs; its MARK in old_mark.
+dead() {
+    [ -n "$owner" ] && read -r old_boot old_ns old_pid old_mark <"$1" 2>/dev/null &&
+        [ -n "$old_mark" ] && [ "$old_boot $old_ns" = "$boot $ns" ] && ! [ -d "/proc/$old_pid" ]
+}
+for left in "$work"/claiming/*/+owner; do
+    ! dead "$left" || rm -rf -- "${left%/+owner}"
+done
 # Values are read by position (`${N}`, N a number this script computed): eval only ever sees
 # those references, never a value. Job n's arguments start at ${at_n}.
 at=4 n=1 staged=
@@ -42,6 +62,7 @@ while [ "$n" -le "$count" ]; do
     n=$((n + 1))
 done
 eval "mkdir -p -- $staged" 2>/dev/null
+[ -z "$owner" ] || printf '%s\n' "$owner" >"$stage/+owner"
 # Job n's state: why it cannot be sent (broken_n), and whether it has a job.sh (script_n).
 # Once one script could not be read whole, where the next one starts is lost: every later
 # job is not sent.
@@ -59,6 +80,7 @@ while [ "$n" -le "$count" ]; do
         fi
         i=$((i + 2))
     done
+    [ -n "$broken" ] || printf '%s\n' "$owner" >"$dir/claim" || broken="cannot write $dir/claim"
     # A connection dropped mid-upload ends stdin early, and hang-ups are ignored: a script
     # cut short must never reach the scheduler.
     if [ -z "$lost" ]; then
@@ -110,6 +132,22 @@ done
 [ -z "$moving" ] || eval "mv -f -- $moving \"\$work/jobs/\"" 2>/dev/null
 # gone: the caller is, so records cannot be printed.
 gone=
+# take_over DIR STAGED: DIR's claim is stale (see `owner` above): moves it aside and claims
+# DIR with STAGED in its place. Of several batches that find it stale, the one whose mkdir
+# of DIR/stale.MARK succeeds (MARK, the dead claim's) goes on, once it has read the claim
+# again: a batch that read it before another took it over finds a new MARK and backs off.
+take_over() {
+    ! [ -e "$1/submit.stderr" ] && ! [ -e "$1/job_id" ] && dead "$1/claim" || return 1
+    mkdir "$1/stale.$old_mark" 2>/dev/null || return 1
+    if ! read -r _ _ _ now <"$1/claim" || [ "$now" != "$old_mark" ] || [ -e "$1/submit.stderr" ]; then
+        rmdir "$1/stale.$old_mark"
+        return 1
+    fi
+    mv -f -- "$1" "$stage/+stale" && mv -f -- "$2" "$work/jobs/" 2>/dev/null
+    taken=$?
+    rm -rf -- "$stage/+stale"
+    return "$taken"
+}
 # fail CODE MESSAGE: this job's record with a message (forks are fine on this path).
 fail() {
     length=$(printf '%s' "$2" | wc -c) || length=0
@@ -130,7 +168,7 @@ while [ "$n" -le "$count" ]; do
     n=$((n + 1))
     if [ -n "$broken" ]; then
         fail @SUBMIT_NOT_SENT@ "$broken"
-    elif [ -d "$stage/$key" ]; then
+    elif [ -d "$stage/$key" ] && ! { [ -z "$gone" ] && take_over "$dir" "$stage/$key"; }; then
         if [ -s "$dir/job_id" ]; then
             read -r id <"$dir/job_id"
             printf '%s existing %s 0\n' "$key" "$id" || gone=1
@@ -145,6 +183,10 @@ while [ "$n" -le "$count" ]; do
     elif [ -n "$gone" ]; then
         # Nobody would learn of the job: the key is released for the next submit instead.
         rm -rf -- "$dir"
+    elif ! : >"$dir/submit.stderr"; then
+        # It marks the key as sent (take_over): without it the scheduler is not asked.
+        rm -rf -- "$dir"
+        fail @SUBMIT_NOT_SENT@ "cannot write $dir/submit.stderr"
     elif ! eval "reply=\$(${command} </dev/null 2>\"\$dir/submit.stderr\")"; then
         # A refused job releases its key, so that a corrected spec can be submitted under it.
         said=$(head -c 16384 "$dir/submit.stderr")
