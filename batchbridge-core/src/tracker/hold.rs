@@ -57,6 +57,13 @@ pub enum HeldLocally {
         /// What the backend said of the lost submit.
         message: String,
     },
+    /// Jobs given before it are held because their submits' outcomes are not known
+    /// ([`OutcomeUnknown`](Self::OutcomeUnknown)), `key`'s the last of them: it waits for
+    /// their next round, so as not to pass them. It was never submitted itself.
+    Behind {
+        /// The key of the job it waits behind.
+        key: JobKey,
+    },
 }
 
 impl HeldLocally {
@@ -80,6 +87,11 @@ impl fmt::Display for HeldLocally {
             Self::OutcomeUnknown { message } => write!(
                 f,
                 "held locally: the submit's outcome is not known, its key is submitted again: {message}"
+            ),
+            Self::Behind { key } => write!(
+                f,
+                "held locally: not submitted yet, behind job {key}, held when its submit's \
+                 answer was lost (its key is submitted again first)"
             ),
         }
     }
@@ -136,6 +148,9 @@ impl Holds {
     /// the tracker's jobs in the scheduler. `Err` is why it is held instead.
     pub(super) fn room_for_new(&self, picked: usize) -> Result<(), HeldLocally> {
         match self.queue.back() {
+            Some((spec, HeldLocally::OutcomeUnknown { .. })) => Err(HeldLocally::Behind {
+                key: spec.key.clone(),
+            }),
             Some((_, why)) => Err(why.clone()),
             None if self.room() > picked => Ok(()),
             None => Err(self.max_queued_held()),
@@ -299,6 +314,12 @@ mod tests {
             (Ended("2", true), Err(limit()), &["d"]),
             (Submitted("d", "4"), Err(max_two.clone()), &[]),
             (Ended("3", true), Ok(()), &[]),
+            // e's answer was lost: a new job waits behind it, and says so, not e's words.
+            (Hold("e", lost()), Err(behind("e")), &["e"]),
+            (Hold("f", behind("e")), Err(behind("e")), &["e"]),
+            (Submitted("e", "5"), Err(behind("e")), &[]),
+            (Ended("4", true), Err(behind("e")), &["f"]),
+            (Submitted("f", "6"), Err(max_two.clone()), &[]),
         ];
         let mut holds = Holds::new(Some(2));
         for (n, (step, room, batch)) in steps.into_iter().enumerate() {
@@ -312,7 +333,19 @@ mod tests {
             assert_eq!(keys(&holds.next_batch()), batch, "step {n}");
         }
         assert!(!holds.any_held());
-        assert_eq!(holds.in_scheduler(), 1);
+        assert_eq!(holds.in_scheduler(), 2);
+    }
+
+    fn lost() -> HeldLocally {
+        HeldLocally::OutcomeUnknown {
+            message: "connection lost".into(),
+        }
+    }
+
+    fn behind(key: &str) -> HeldLocally {
+        HeldLocally::Behind {
+            key: JobKey::new(key).unwrap(),
+        }
     }
 
     fn keys(specs: &[JobSpec]) -> Vec<String> {
