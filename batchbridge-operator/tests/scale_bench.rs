@@ -19,6 +19,9 @@
 //! tests' jobs on the shared test bed go first; 100000, 0 for none).
 //!
 //! What it measures, and how (docs/PERFORMANCE.md has the results):
+//! - with SLURM, before the operator's jobs, a plain `sbatch` loop of N held jobs in one SSH
+//!   session (cancelled at once), the rate the operator's time to every job id is compared
+//!   with;
 //! - the operator process's peak RSS (`VmHWM`) and CPU seconds (`utime + stime`) from
 //!   `/proc`, and separately its children (the SSH master), sampled every 0.5 s;
 //! - the Kubernetes API requests the operator sends: its ServiceAccount's requests are
@@ -508,6 +511,51 @@ async fn on_login_node(settings: &Settings, command: &str) -> String {
     }
 }
 
+/// What the issue compares the operator with: N jobs submitted by a plain `sbatch` loop in
+/// one SSH session, held (`-H`, so that they take no slot from the operator's jobs) and
+/// cancelled at once. Jobs/s, or None for HTCondor or when the loop failed.
+#[allow(clippy::cast_precision_loss)]
+async fn sbatch_loop(settings: &Settings, name: &str) -> Option<f64> {
+    if !settings.slurm() {
+        return None;
+    }
+    let shell = batchbridge_testbed::ssh_facts().key_shell();
+    let started = Instant::now();
+    let submitted = shell
+        .run(&ShellCommand::sh(
+            "i=0; while [ \"$i\" -lt \"$1\" ]; do
+                sbatch -Q -H -o /dev/null -J \"$2\" --wrap true || exit
+                i=$((i + 1))
+            done",
+            [settings.jobs.to_string(), format!("loop-{name}")],
+        ))
+        .await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = shell
+        .run(&ShellCommand::sh(
+            "scancel -n \"$1\"",
+            [format!("loop-{name}")],
+        ))
+        .await;
+    match submitted {
+        Ok(output) if output.success() => {
+            eprintln!(
+                "plain sbatch loop: {} jobs in {elapsed:.1} s",
+                settings.jobs
+            );
+            Some(settings.jobs as f64 / elapsed)
+        }
+        Ok(output) => {
+            eprintln!("the sbatch loop failed: {}", output.stderr_text());
+            None
+        }
+        Err(err) => {
+            eprintln!("the sbatch loop failed: {err}");
+            None
+        }
+    }
+}
+
 async fn snapshot(
     settings: &Settings,
     bed: &Cluster,
@@ -805,6 +853,8 @@ fn mib(kib: u64) -> String {
 
 /// What a run measured: the snapshots at its milestones, and the processes sampled.
 struct Run<'a> {
+    /// The plain `sbatch` loop's jobs/s in this run (SLURM only): [`sbatch_loop`].
+    sbatch_loop: Option<f64>,
     /// Before `start`, by the idle time: the operator ready, no jobs yet.
     baseline: &'a Snapshot,
     start: &'a Snapshot,
@@ -935,10 +985,18 @@ fn report(
         format!("{:.1}", since_start(last_created)),
     );
     if let Some(submitted) = phases.submitted {
+        let seconds = (submitted.at - start.at).as_secs_f64();
         row(
             "all submitted: job id in status (s)",
-            format!("{:.1}", (submitted.at - start.at).as_secs_f64()),
+            format!("{seconds:.1}"),
         );
+        if let Some(sbatch_loop) = phases.sbatch_loop {
+            let rate = n as f64 / seconds;
+            row(
+                "jobs/s to job id: operator / plain sbatch loop in this run (ratio)",
+                format!("{rate:.1} / {sbatch_loop:.1} ({:.2})", rate / sbatch_loop),
+            );
+        }
     }
     row(
         "time to drain: last terminal phase seen (s)",
@@ -1276,6 +1334,7 @@ async fn scale() {
     let watch = watch_jobs(&bed, &book);
     let ticks = clock_ticks();
 
+    let sbatch_loop = sbatch_loop(&settings, &bed.namespace).await;
     let baseline = snapshot(&settings, &bed, &operator, pid).await;
     tokio::time::sleep(settings.idle).await;
     let start = snapshot(&settings, &bed, &operator, pid).await;
@@ -1305,6 +1364,7 @@ async fn scale() {
         &bed,
         &schemas,
         &Run {
+            sbatch_loop,
             baseline: &baseline,
             start: &start,
             submitted: submitted.as_ref(),
