@@ -59,6 +59,7 @@ lane_kube_slurm_2205=(
     batchbridge-operator/jump_hosts
     batchbridge-operator/e2e_pbs
     batchbridge-operator/crds_apiserver
+    batchbridge-operator/events
     examples/at-backend/operator
     batchbridge-cli/kerberos
 )

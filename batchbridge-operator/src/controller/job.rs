@@ -517,7 +517,7 @@ async fn stage(ctx: &Context, job: &BatchJob, spec: &mut JobSpec) -> Result<(), 
         spec.stage_out
             .push(StageOut::new(output.path.clone(), "config-map"));
     }
-    // One Event names every input: kube's recorder folds Events of one reason into a
+    // One Event names every input: the recorder folds Events of one reason into a
     // series that keeps the first note, so an Event per input would show only the first.
     if !job.spec.inputs.is_empty() {
         let inputs: Vec<String> = job

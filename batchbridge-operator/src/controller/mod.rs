@@ -8,6 +8,7 @@ pub mod credential;
 pub mod dependencies;
 pub mod intake;
 pub mod job;
+pub mod recorder;
 mod room;
 
 use std::collections::HashMap;
@@ -22,7 +23,7 @@ use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -33,6 +34,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
+use self::recorder::Recorder;
 use crate::cluster::targets::SshTargets;
 use crate::cluster::{BackendFactory, Clusters};
 use crate::crd::{BatchCluster, BatchJob};
@@ -414,10 +416,6 @@ impl Operator {
         let (job_reader, job_writer) = kube::runtime::reflector::store();
         let dependents = Dependents::default();
         let wake_dependents = wake.clone();
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: Some(self.instance.clone()),
-        };
         let ctx = Arc::new(Context {
             actions: Actions::new(wake.clone(), act, Arc::clone(&self.metrics)),
             jobs: job_reader.clone(),
@@ -432,7 +430,7 @@ impl Operator {
                 self.targets.clone(),
                 Arc::clone(&self.metrics),
             ),
-            recorder: Recorder::new(self.client.clone(), reporter),
+            recorder: Recorder::new(self.client.clone(), FIELD_MANAGER, &self.instance),
             client: self.client.clone(),
             output: output::Writer {
                 client: self.client.clone(),
@@ -576,14 +574,14 @@ async fn publish<K: Resource<DynamicType = ()>>(
     note: &str,
     action: &str,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.chars().take(128).collect(),
-        note: Some(note.chars().take(1000).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
+    let reason: String = reason.chars().take(128).collect();
+    let note: String = note.chars().take(1000).collect();
+    let regarding = object.object_ref(&());
+    if let Err(err) = ctx
+        .recorder
+        .publish(&regarding, type_, &reason, action, &note)
+        .await
+    {
         tracing::warn!(object = %object.name_any(), error = %err, "cannot publish an Event");
     }
 }

@@ -16,7 +16,7 @@ pub struct Notice {
     pub reason: String,
     /// What happened, for a person.
     pub note: String,
-    /// The Event's action. Kubernetes' event recorder folds Events of the same type,
+    /// The Event's action. The operator's event recorder folds Events of the same type,
     /// reason and action into one series that keeps its first note, so each attempt's
     /// `Submitted` has an action of its own (`SubmitAttempt2`): one Event per attempt,
     /// naming its own job id.

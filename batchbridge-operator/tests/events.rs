@@ -1,0 +1,98 @@
+//! The operator's Event recorder (`controller::recorder`) against the test bed's real
+//! kube-apiserver, as the operator's own ServiceAccount: a repeat within the series window
+//! is one Event with a series count, another action is an Event of its own, and a repeat
+//! whose first Event is gone (the API server's event TTL) is created anew.
+
+// Helpers panic on purpose: an Event missing is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use batchbridge_operator::controller::recorder::Recorder;
+use batchbridge_operator::crd::{BatchJob, BatchJobSpec};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+mod common;
+
+use common::Cluster;
+
+/// The Events about `job`: (reason, action, series count, note), by name.
+async fn events_about(
+    events: &Api<Event>,
+    job: &BatchJob,
+) -> Vec<(String, String, Option<i32>, String)> {
+    let mut listed = events.list(&ListParams::default()).await.unwrap().items;
+    listed.retain(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == job.uid().as_deref());
+    listed.sort_by_key(|e| e.name_any());
+    listed
+        .into_iter()
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.action.unwrap_or_default(),
+                e.series.map(|s| s.count),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn repeats_fold_into_a_series_and_a_deleted_event_is_made_again() {
+    let bed = Cluster::new("events").await;
+    let spec: BatchJobSpec =
+        serde_json::from_value(json!({"clusterRef": {"name": "hpc"}, "script": "true"})).unwrap();
+    let job = bed
+        .jobs()
+        .create(&PostParams::default(), &BatchJob::new("noted", spec))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(bed.operator_client().await, "batchbridge-operator", "test");
+    // Read and removed as the administrator: the operator only creates and patches Events.
+    let events: Api<Event> = Api::namespaced(bed.client.clone(), &bed.namespace);
+    let about = job.object_ref(&());
+    let warn = |action: &'static str, note: &'static str| {
+        recorder.publish(
+            &about,
+            EventType::Warning,
+            "ClusterUnreachable",
+            action,
+            note,
+        )
+    };
+
+    warn("Reconcile", "first").await.unwrap();
+    warn("Reconcile", "second").await.unwrap();
+    warn("Probe", "third").await.unwrap();
+    let seen = events_about(&events, &job).await;
+    let mut shapes: Vec<_> = seen
+        .iter()
+        .map(|(_, action, count, note)| (action.as_str(), *count, note.as_str()))
+        .collect();
+    shapes.sort_unstable();
+    assert_eq!(
+        shapes,
+        [("Probe", None, "third"), ("Reconcile", Some(2), "first")],
+        "{seen:?}"
+    );
+
+    // The API server's event TTL removed the series' Event: its next repeat is a new one.
+    events
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    warn("Reconcile", "fourth").await.unwrap();
+    let seen = events_about(&events, &job).await;
+    assert_eq!(
+        seen,
+        [(
+            "ClusterUnreachable".to_owned(),
+            "Reconcile".to_owned(),
+            None,
+            "fourth".to_owned()
+        )]
+    );
+    bed.clean_up().await;
+}
