@@ -3,8 +3,10 @@
 //! - for N = 10, 100 and 1000 jobs, status cycles over all N until every job ended: the
 //!   scheduler commands (condor_q, condor_history) each cycle ran and the wall time of a
 //!   cycle;
-//! - submit throughput through the backend over one SSH connection, against a plain
-//!   `condor_submit` loop (one job per call) in one SSH session, in the same run;
+//! - submit throughput through the backend over one SSH connection (200 concurrent
+//!   `submit`s, and one `submit_many`), against a plain `condor_submit` loop (one job per
+//!   call) in one SSH session and one `condor_submit` of 200 jobs (`queue 200`), in the same
+//!   run;
 //! - the SSH connections opened over the whole run.
 //!
 //! ```text
@@ -25,6 +27,10 @@ async fn main() -> Result<()> {
         status_commands: &["condor_q", "condor_history"],
         plain_submit: "printf 'executable = /bin/true\\nqueue\\n' | condor_submit -terse -",
         submit_tool: "condor_submit",
+        // The jobs of one cluster: what an array does, not N jobs of their own.
+        submit_at_once: Some(
+            "printf 'executable = /bin/true\\nqueue %s\\n' \"$1\" | condor_submit -terse - >/dev/null",
+        ),
         backend: "HtcondorBackend",
     };
     cycles_and_throughput(&condor, htcondor_shell, |shell| {

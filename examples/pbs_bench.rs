@@ -3,8 +3,9 @@
 //!
 //! - for N = 10, 100 and 1000 jobs, status cycles over all N until every job ended: the
 //!   scheduler commands (qstat) each cycle ran and the wall time of a cycle;
-//! - submit throughput through the backend over one SSH connection, against a plain `qsub`
-//!   loop (one job per call) in one SSH session, in the same run;
+//! - submit throughput through the backend over one SSH connection (200 concurrent
+//!   `submit`s, and one `submit_many`), against a plain `qsub` loop (one job per call) in
+//!   one SSH session, in the same run;
 //! - the SSH connections opened over the whole run.
 //!
 //! ```text
@@ -25,6 +26,7 @@ async fn main() -> Result<()> {
         status_commands: &["qstat"],
         plain_submit: "qsub -f -o /dev/null -j oe -- /bin/true",
         submit_tool: "qsub",
+        submit_at_once: None,
         backend: "PbsBackend",
     };
     cycles_and_throughput(&pbs, pbs_shell, |shell| {

@@ -245,10 +245,10 @@ async fn main() -> Result<()> {
     run_cycles(&slurm, &counting, &sdiag_shell, &facts.user, &ids).await?;
     print_throughput(
         n,
-        "plain sbatch loop, one SSH session",
-        plain,
-        "SlurmBackend::submit, one connection",
-        ours,
+        &[
+            ("plain sbatch loop, one SSH session", plain),
+            ("SlurmBackend::submit, one connection", ours),
+        ],
     );
     println!(
         "SSH connections opened by the backend: {}",

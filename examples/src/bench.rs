@@ -58,16 +58,23 @@ pub fn range(values: &[u64]) -> String {
     }
 }
 
-/// Prints the submit-throughput table: `n` jobs by a plain loop of the scheduler's own
-/// submit command in `plain` seconds, by the backend in `ours` seconds.
-pub fn print_throughput(n: usize, plain_loop: &str, plain: f64, backend: &str, ours: f64) {
+/// Prints the submit-throughput table: `n` jobs submitted each way in `rows` (what, seconds),
+/// the first a plain loop of the scheduler's own submit command, which each row's
+/// throughput is compared with.
+pub fn print_throughput(n: usize, rows: &[(&str, f64)]) {
+    let Some((_, plain)) = rows.first() else {
+        return;
+    };
     println!();
-    println!("| submit {n} jobs | seconds | jobs/s |");
-    println!("|---|---|---|");
-    println!("| {plain_loop} | {plain:.2} | {:.0} |", n as f64 / plain);
-    println!("| {backend} | {ours:.2} | {:.0} |", n as f64 / ours);
-    println!();
-    println!("backend throughput / plain loop: {:.2}", plain / ours);
+    println!("| submit {n} jobs | seconds | jobs/s | / plain loop |");
+    println!("|---|---|---|---|");
+    for (what, seconds) in rows {
+        println!(
+            "| {what} | {seconds:.2} | {:.0} | {:.2} |",
+            n as f64 / seconds,
+            plain / seconds
+        );
+    }
 }
 
 /// slurmctld's RPC count for `user`, from `sdiag` run through `shell`.
@@ -103,6 +110,9 @@ pub struct Scheduler {
     pub plain_submit: &'static str,
     /// The scheduler's submit tool, for the table, e.g. `qsub`.
     pub submit_tool: &'static str,
+    /// One command of the scheduler's own that submits `$1` trivial jobs at once, when it
+    /// has one (HTCondor's `queue N`); compared with too.
+    pub submit_at_once: Option<&'static str>,
     /// The backend's type, for the table, e.g. `PbsBackend`.
     pub backend: &'static str,
 }
@@ -144,13 +154,18 @@ async fn run_cycles<B: BatchBackend>(
 /// Seconds for a plain loop of `n` submits (`plain_submit`, one job each) in one SSH
 /// session.
 async fn plain_submit_loop(shell: &SshShell, plain_submit: &str, n: usize) -> Result<f64> {
-    let started = Instant::now();
     let script =
         format!("cd && for i in $(seq \"$1\"); do {plain_submit} >/dev/null || exit; done");
+    timed(shell, &script, n).await
+}
+
+/// Seconds `script` (`$1`: `n`) takes in one SSH session, from its home directory.
+async fn timed(shell: &SshShell, script: &str, n: usize) -> Result<f64> {
+    let started = Instant::now();
     shell
-        .run(&Command::sh(&script, [n.to_string()]).timeout(Duration::from_secs(600)))
+        .run(&Command::sh(script, [n.to_string()]).timeout(Duration::from_secs(600)))
         .await?
-        .check("the plain submit loop")?;
+        .check(script)?;
     Ok(started.elapsed().as_secs_f64())
 }
 
@@ -190,15 +205,35 @@ pub async fn cycles_and_throughput<B: BatchBackend + 'static>(
     let plain = plain_submit_loop(&connect(), scheduler.plain_submit, n).await?;
     let started = Instant::now();
     let ids = submit_all(&backend, specs(&format!("{run}-throughput"), n)?).await?;
-    let ours = started.elapsed().as_secs_f64();
+    let concurrent = started.elapsed().as_secs_f64();
     run_cycles(backend.as_ref(), &counting, commands, &ids).await?;
-    print_throughput(
-        n,
-        &format!("plain {} loop, one SSH session", scheduler.submit_tool),
-        plain,
-        &format!("{}::submit, one connection", scheduler.backend),
-        ours,
+    let specs = specs(&format!("{run}-many"), n)?;
+    let started = Instant::now();
+    let ids = backend
+        .submit_many(&specs)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let many = started.elapsed().as_secs_f64();
+    run_cycles(backend.as_ref(), &counting, commands, &ids).await?;
+    let (plain_loop, submits, batched) = (
+        format!("plain {} loop, one SSH session", scheduler.submit_tool),
+        format!(
+            "{}::submit, {n} concurrent calls, one connection",
+            scheduler.backend
+        ),
+        format!("{}::submit_many, one connection", scheduler.backend),
     );
+    let mut rows = vec![
+        (plain_loop.as_str(), plain),
+        (submits.as_str(), concurrent),
+        (batched.as_str(), many),
+    ];
+    let at_once = format!("one {} of {n} jobs", scheduler.submit_tool);
+    if let Some(script) = scheduler.submit_at_once {
+        rows.push((at_once.as_str(), timed(&connect(), script, n).await?));
+    }
+    print_throughput(n, &rows);
     println!(
         "SSH connections opened by the backend: {}",
         counting.inner().connections_opened()
