@@ -22,7 +22,12 @@ async fn two_hundred_jobs_drain_through_max_jobs_per_owner_of_ten() {
     let (login, limit) = htcondor_capped_login();
     assert_eq!(limit, 10);
     let shell: Arc<dyn Shell> = Arc::new(login.shell());
-    let condor = HtcondorBackend::new(Arc::clone(&shell), HtcondorConfig::default()).unwrap();
+    // A work directory of this run's own, removed after: the capped schedd's job numbering
+    // starts again whenever the test bed makes its spool anew, and a job id recorded by an
+    // earlier run in a shared work directory would be a repeated id (refused, rightly).
+    let work_dir = format!(".batchbridge/capped-drain-{}", std::process::id());
+    let config = HtcondorConfig::default().with_work_dir(work_dir.clone());
+    let condor = HtcondorBackend::new(Arc::clone(&shell), config).unwrap();
     let tracker = Tracker::new(Arc::new(condor), Duration::from_secs(2)).unwrap();
     let specs = (0..200)
         .map(|i| common::spec(&format!("capped-{i}"), "true\n"))
@@ -33,10 +38,14 @@ async fn two_hundred_jobs_drain_through_max_jobs_per_owner_of_ten() {
         &tracker,
         Submit::Batch,
         specs,
-        shell,
+        Arc::clone(&shell),
         count,
         Duration::from_secs(1800),
     )
     .await;
+    let removed = shell
+        .run(&Command::sh("rm -rf -- \"$1\"", [work_dir.as_str()]))
+        .await;
     report.assert_drained_under(limit);
+    assert!(removed.unwrap().success(), "the work directory stayed");
 }
