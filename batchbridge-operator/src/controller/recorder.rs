@@ -29,6 +29,24 @@ pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
 pub const RECENT: usize = 4096;
 
 /// Publishes Events as one reporting controller and instance.
+///
+/// ```no_run
+/// use batchbridge_operator::controller::recorder::Recorder;
+/// use batchbridge_operator::crd::BatchJob;
+/// use kube::{Api, Client};
+/// use kube::runtime::events::EventType;
+/// use kube::Resource;
+///
+/// # async fn run() -> Result<(), kube::Error> {
+/// let client = Client::try_default().await?;
+/// let recorder = Recorder::new(client.clone(), "batchbridge-operator", "operator-0");
+/// let job = Api::<BatchJob>::namespaced(client, "team-a").get("analyse").await?;
+/// recorder
+///     .publish(&job.object_ref(&()), EventType::Normal, "Submitted", "SubmitAttempt1", "job 42")
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Recorder {
     client: Client,
     controller: String,
