@@ -1385,10 +1385,19 @@ async fn scale() {
     let count_job_directories = format!("ls -A {work_dir}/jobs | wc -l");
     let before_deletion = on_login_node(&settings, &count_job_directories).await;
     let deleting = Instant::now();
-    bed.jobs()
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
+    // One request for 10,000 may outlast the API server's request timeout (it then drops
+    // the connection, the deletions made so far kept): asked again until one completes.
+    for attempt in 1.. {
+        match bed
+            .jobs()
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+        {
+            Ok(_) => break,
+            Err(err) if attempt < 10 => eprintln!("deleting the BatchJobs, again: {err}"),
+            Err(err) => panic!("the BatchJobs could not be deleted: {err}"),
+        }
+    }
     let gone = async {
         loop {
             let left = bed
