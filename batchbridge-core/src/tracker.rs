@@ -1821,6 +1821,11 @@ mod tests {
         JobStatus::new(state, format!("{state:?}").to_uppercase())
     }
 
+    /// What a status call answers when every id asked about is in `state`.
+    fn every(ids: &[JobId], state: JobState) -> HashMap<JobId, JobStatus> {
+        ids.iter().map(|id| (id.clone(), status(state))).collect()
+    }
+
     /// A mock backend named `mock` with `source` as its event source, and no status
     /// answers yet.
     fn mock(source: Option<Arc<ScriptedSource>>) -> MockBatchBackend {
@@ -1847,7 +1852,7 @@ mod tests {
                 })
             };
             let state = answer.unwrap_or(Ok(JobState::Unknown))?;
-            Ok(ids.iter().map(|id| (id.clone(), status(state))).collect())
+            Ok(every(ids, state))
         });
         Arc::new(backend)
     }
@@ -2626,12 +2631,9 @@ mod tests {
     async fn events_can_be_turned_off() {
         let source = Arc::new(ScriptedSource::default());
         let mut backend = mock(Some(Arc::clone(&source)));
-        backend.expect_status().returning(|ids| {
-            Ok(ids
-                .iter()
-                .map(|id| (id.clone(), status(JobState::Queued)))
-                .collect())
-        });
+        backend
+            .expect_status()
+            .returning(|ids| Ok(every(ids, JobState::Queued)));
         let tracker = Tracker::builder(Arc::new(backend), Duration::from_secs(10))
             .events(false)
             .build()
@@ -2730,7 +2732,7 @@ mod tests {
             } else {
                 JobState::Running
             };
-            Ok(ids.iter().map(|id| (id.clone(), status(state))).collect())
+            Ok(every(ids, state))
         });
         let tracker = Tracker::new(Arc::new(backend), Duration::from_millis(200)).unwrap();
         let mut changes = tracker.changes();
@@ -2815,12 +2817,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_batch_keeps_each_jobs_own_answer() {
         let mut mock = mock(None);
-        mock.expect_status().returning(|ids| {
-            Ok(ids
-                .iter()
-                .map(|id| (id.clone(), status(JobState::Running)))
-                .collect())
-        });
+        mock.expect_status()
+            .returning(|ids| Ok(every(ids, JobState::Running)));
         let limit = || {
             Error::new(ErrorKind::Rejected, "QOSMaxSubmitJobPerUserLimit")
                 .with_refusal(Refusal::SubmitLimit)
@@ -2880,12 +2878,8 @@ mod tests {
     async fn a_lost_submit_answer_holds_its_job_until_its_key_finds_it() {
         let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let mut mock = mock(None);
-        mock.expect_status().returning(|ids| {
-            Ok(ids
-                .iter()
-                .map(|id| (id.clone(), status(JobState::Succeeded)))
-                .collect())
-        });
+        mock.expect_status()
+            .returning(|ids| Ok(every(ids, JobState::Succeeded)));
         mock.expect_submit_many().returning({
             let calls = Arc::clone(&calls);
             move |specs| {

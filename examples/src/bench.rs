@@ -207,10 +207,10 @@ pub async fn cycles_and_throughput<B: BatchBackend + 'static>(
     let ids = submit_all(&backend, specs(&format!("{run}-throughput"), n)?).await?;
     let concurrent = started.elapsed().as_secs_f64();
     run_cycles(backend.as_ref(), &counting, commands, &ids).await?;
-    let specs = specs(&format!("{run}-many"), n)?;
+    let batch = specs(&format!("{run}-many"), n)?;
     let started = Instant::now();
     let ids = backend
-        .submit_many(&specs)
+        .submit_many(&batch)
         .await
         .into_iter()
         .collect::<Result<Vec<_>>>()?;

@@ -92,11 +92,12 @@ impl Recorder {
     ) -> Result<(), kube::Error> {
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let warning = matches!(type_, EventType::Warning);
         let key = regarding.uid.clone().map(|uid| {
             (
                 uid,
                 Occurrence {
-                    warning: matches!(type_, EventType::Warning),
+                    warning,
                     reason: reason.to_owned(),
                     action: action.to_owned(),
                 },
@@ -137,14 +138,7 @@ impl Recorder {
             },
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),
-            type_: Some(
-                if matches!(type_, EventType::Warning) {
-                    "Warning"
-                } else {
-                    "Normal"
-                }
-                .to_owned(),
-            ),
+            type_: Some(if warning { "Warning" } else { "Normal" }.to_owned()),
             ..Event::default()
         };
         events.create(&PostParams::default(), &event).await?;
