@@ -1,7 +1,8 @@
 //! The operator's Event recorder (`controller::recorder`) against the test bed's real
 //! kube-apiserver, as the operator's own ServiceAccount: a repeat within the series window
-//! is one Event with a series count, another action is an Event of its own, and a repeat
-//! whose first Event is gone (the API server's event TTL) is created anew.
+//! is one Event with a series count, another action is an Event of its own, a repeat
+//! whose first Event is gone (the API server's event TTL) is created anew, and a BatchJob
+//! with a name of 253 characters gets its Events.
 
 // Helpers panic on purpose: an Event missing is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -94,5 +95,26 @@ async fn repeats_fold_into_a_series_and_a_deleted_event_is_made_again() {
             "fourth".to_owned()
         )]
     );
+
+    // A BatchJob's name may take all 253 characters a name has: its Events' names still fit.
+    let spec: BatchJobSpec =
+        serde_json::from_value(json!({"clusterRef": {"name": "hpc"}, "script": "true"})).unwrap();
+    let longest = format!("{}.{}", "a".repeat(200), "b".repeat(52));
+    let long = bed
+        .jobs()
+        .create(&PostParams::default(), &BatchJob::new(&longest, spec))
+        .await
+        .unwrap();
+    recorder
+        .publish(
+            &long.object_ref(&()),
+            EventType::Normal,
+            "Submitted",
+            "SubmitAttempt1",
+            "job 1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(events_about(&events, &long).await.len(), 1);
     bed.clean_up().await;
 }

@@ -120,10 +120,9 @@ impl Recorder {
                 other => return other.map(drop),
             }
         }
-        let name = format!(
-            "{}.{:x}",
+        let name = event_name(
             regarding.name.as_deref().unwrap_or(&self.controller),
-            now.as_nanosecond()
+            now.as_nanosecond(),
         );
         let event = Event {
             action: Some(action.to_owned()),
@@ -154,6 +153,19 @@ impl Recorder {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// An Event's name: the object's, then the time in hex, as kube-runtime names them, within
+/// the 253 characters a name may have. A BatchJob's name may take all 253, so it is cut to
+/// leave room, and its cut end trimmed to a letter or digit (a name ends with one).
+fn event_name(object: &str, nanos: i128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let room = 253usize.saturating_sub(suffix.len());
+    let kept = object
+        .get(..room.min(object.len()))
+        .unwrap_or(object)
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{kept}{suffix}")
 }
 
 /// The Events that may still get repeats, oldest first.
@@ -275,6 +287,22 @@ mod tests {
             }
         }
         assert_eq!(recent.series.len(), 1, "a.3 is remembered, no more");
+    }
+
+    #[test]
+    fn event_names_stay_within_253_characters() {
+        let nanos = 1_764_000_000_123_456_789_i128;
+        assert_eq!(event_name("job", nanos), format!("job.{nanos:x}"));
+        let longest = format!("{}.{}", "a".repeat(200), "b".repeat(52));
+        let name = event_name(&longest, nanos);
+        assert_eq!(name.len(), 253);
+        assert!(name.starts_with(&"a".repeat(200)), "{name}");
+        // Cut just after a dot: the dot goes too.
+        let dotted = format!("{}.{}", "a".repeat(235), "b".repeat(17));
+        assert_eq!(
+            event_name(&dotted, nanos),
+            format!("{}.{nanos:x}", "a".repeat(235))
+        );
     }
 
     #[test]
