@@ -56,7 +56,7 @@ pub use hold::{HeldLocally, NATIVE_STATE_HELD_LOCALLY, Submitted};
 
 use crate::error::Refusal;
 use crate::spec::{JobKey, JobSpec};
-use hold::{Fate, Holds};
+use hold::{Fate, HeldBatch, Holds};
 use merge::{Merge, TaskEvents, ended_by_events, merge};
 
 /// The least time between the starts of two polls when newly followed jobs (or events that
@@ -1430,17 +1430,34 @@ impl Shared {
         self.settled.notify_waiters();
     }
 
-    /// Submits held jobs in order, a batch at a time, while there is room, until the
-    /// scheduler refuses one with its limit again, or fails to answer (they are tried
-    /// again later).
+    /// Submits held jobs in order, a batch at a time (one job after another once the
+    /// scheduler's own limit was met: see [`HeldBatch::one_by_one`]), while there is room,
+    /// until the scheduler refuses one with its limit again, or fails to answer (they are
+    /// tried again later).
     async fn submit_held(&self) {
         let _turn = self.submitting.lock().await;
         loop {
-            let batch = self.lock().holds.next_batch();
+            let HeldBatch {
+                jobs: batch,
+                one_by_one,
+            } = self.lock().holds.next_batch();
             if batch.is_empty() {
                 return;
             }
-            let answers = self.backend.submit_many(&batch).await;
+            let answers = if one_by_one {
+                let mut answers = Vec::with_capacity(batch.len());
+                for spec in &batch {
+                    let answer = self.backend.submit(spec).await;
+                    let refused = answer.is_err();
+                    answers.push(answer);
+                    if refused {
+                        break;
+                    }
+                }
+                answers
+            } else {
+                self.backend.submit_many(&batch).await
+            };
             let mut submitted = Vec::new();
             let mut go_on = answers.len() == batch.len();
             let mut refused = false;
@@ -2947,13 +2964,17 @@ mod tests {
             .max_queued(1)
             .build()
             .unwrap();
+        // The first runs until the checks below are done: the others stay held till then,
+        // however slow the machine.
+        let go = dir.path().join("go");
         let specs: Vec<JobSpec> = (0..4)
             .map(|n| {
-                JobSpec::new(
-                    JobKey::new(format!("held-{n}")).unwrap(),
-                    "held",
-                    "sleep 0.1",
-                )
+                let script = if n == 0 {
+                    format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display())
+                } else {
+                    "sleep 0.1".to_owned()
+                };
+                JobSpec::new(JobKey::new(format!("held-{n}")).unwrap(), "held", script)
             })
             .collect();
         let mut first = None;
@@ -2980,6 +3001,7 @@ mod tests {
         ));
         assert_eq!(tracker.held().len(), 3);
         tracker.forget(&first);
+        std::fs::write(&go, "").unwrap();
 
         let mut started = Vec::new();
         for spec in &specs {

@@ -356,6 +356,17 @@ qmgr() {
     in_pbs /opt/pbs/bin/qmgr -c "$1" >/dev/null
 }
 
+# A job left by an earlier life of the test bed (the database keeps it, the mom reruns it)
+# can hold every CPU, and the node would never be free. Nothing of a test run outlives it.
+purge_leftover_jobs() {
+    local jobs
+    jobs=$(in_pbs /opt/pbs/bin/qselect 2>/dev/null) || return 0
+    [[ -n $jobs ]] || return 0
+    log "pbs: removing $(wc -w <<<"$jobs") job(s) left by an earlier run"
+    # shellcheck disable=SC2086 # one argument per job id
+    in_pbs /opt/pbs/bin/qdel -W force $jobs >/dev/null 2>&1 || true
+}
+
 start_daemons() {
     if ! sshd_running; then
         log "pbs: starting sshd on $PBS_ADDR:$SSH_PORT"
@@ -381,6 +392,7 @@ start_daemons() {
     qmgr 'set server scheduler_iteration = 5'
     # 16 CPUs on 2 cores, like the SLURM node: many short test jobs run at once.
     qmgr "set node $PBS_HOST resources_available.ncpus = 16"
+    purge_leftover_jobs
     WAIT_FOR_SLEEP=0.5 wait_for 120 "node $PBS_HOST to be free" node_free ||
         die "node $PBS_HOST is not free (logs: $ROOTFS$PBS_HOME/mom_logs)"
     qmgr 'set server scheduling = True'

@@ -120,6 +120,17 @@ pub(super) enum Fate {
     Refused(Arc<Error>),
 }
 
+/// Held jobs taken to be submitted, first in line first.
+#[derive(Debug)]
+pub(super) struct HeldBatch {
+    pub(super) jobs: Vec<JobSpec>,
+    /// The first was refused by the scheduler's own limit: submit them one after another
+    /// and stop at the first refusal. Submits in flight at once can pass a limit together
+    /// (PBS checks `max_queued` when a job is queued but counts the job when it is
+    /// committed), and a later job could get in while an earlier one is refused.
+    pub(super) one_by_one: bool,
+}
+
 /// A tracker's held jobs and its jobs in the scheduler.
 #[derive(Debug, Default)]
 pub(super) struct Holds {
@@ -186,17 +197,26 @@ impl Holds {
     /// `max_queued` has room for and, when the first was refused by the scheduler's own
     /// limit (whose size the tracker does not know), as many of the tracker's jobs as ended
     /// since the last batch, or one to try.
-    pub(super) fn next_batch(&mut self) -> Vec<JobSpec> {
-        let scheduler_room = match self.queue.front() {
-            Some((_, HeldLocally::SubmitLimit { .. })) => self.freed.max(1),
-            _ => usize::MAX,
+    pub(super) fn next_batch(&mut self) -> HeldBatch {
+        let at_scheduler_limit = matches!(
+            self.queue.front(),
+            Some((_, HeldLocally::SubmitLimit { .. }))
+        );
+        let scheduler_room = if at_scheduler_limit {
+            self.freed.max(1)
+        } else {
+            usize::MAX
         };
         self.freed = 0;
-        self.queue
-            .iter()
-            .take(self.room().min(scheduler_room))
-            .map(|(spec, _)| spec.clone())
-            .collect()
+        HeldBatch {
+            jobs: self
+                .queue
+                .iter()
+                .take(self.room().min(scheduler_room))
+                .map(|(spec, _)| spec.clone())
+                .collect(),
+            one_by_one: at_scheduler_limit,
+        }
     }
 
     /// The held job of `key` was refused again with the submit limit, or its submit's
@@ -330,7 +350,13 @@ mod tests {
                 StillLimited(key) => holds.still_limited(&JobKey::new(key).unwrap(), limit()),
             }
             assert_eq!(holds.room_for_new(0), room, "step {n}");
-            assert_eq!(keys(&holds.next_batch()), batch, "step {n}");
+            let next = holds.next_batch();
+            assert_eq!(keys(&next.jobs), batch, "step {n}");
+            let at_limit = holds
+                .held()
+                .first()
+                .is_some_and(|(_, why)| matches!(why, HeldLocally::SubmitLimit { .. }));
+            assert_eq!(next.one_by_one, at_limit, "step {n}");
         }
         assert!(!holds.any_held());
         assert_eq!(holds.in_scheduler(), 2);
@@ -370,17 +396,15 @@ mod tests {
         for key in ["e", "f", "g", "h", "i"] {
             holds.hold(spec(key), limit());
         }
-        assert_eq!(
-            keys(&holds.next_batch()),
-            ["e"],
-            "nothing ended: one to try"
-        );
+        let first = holds.next_batch();
+        assert_eq!(keys(&first.jobs), ["e"], "nothing ended: one to try");
+        assert!(first.one_by_one, "the scheduler's limit was met");
         for id in ["0", "1", "2"] {
             holds.ended(&id.into());
         }
-        assert_eq!(keys(&holds.next_batch()), ["e", "f", "g"]);
+        assert_eq!(keys(&holds.next_batch().jobs), ["e", "f", "g"]);
         holds.submitted(&JobKey::new("f").unwrap(), "5".into());
-        assert_eq!(keys(&holds.next_batch()), ["e"], "f left the line");
+        assert_eq!(keys(&holds.next_batch().jobs), ["e"], "f left the line");
         assert_eq!(
             keys(
                 &holds
