@@ -16,6 +16,8 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::time::Duration;
+
 use batchbridge_core::Result;
 use batchbridge_examples::bench::{Scheduler, cycles_and_throughput};
 use batchbridge_htcondor::{HtcondorBackend, HtcondorConfig};
@@ -32,6 +34,7 @@ async fn main() -> Result<()> {
             "printf 'executable = /bin/true\\nqueue %s\\n' \"$1\" | condor_submit -terse - >/dev/null",
         ),
         backend: "HtcondorBackend",
+        rest_between: Duration::ZERO,
     };
     cycles_and_throughput(&condor, htcondor_shell, |shell| {
         HtcondorBackend::new(shell, HtcondorConfig::default())

@@ -15,6 +15,8 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::time::Duration;
+
 use batchbridge_core::Result;
 use batchbridge_examples::bench::{Scheduler, cycles_and_throughput};
 use batchbridge_pbs::{PbsBackend, PbsConfig};
@@ -28,6 +30,9 @@ async fn main() -> Result<()> {
         submit_tool: "qsub",
         submit_at_once: None,
         backend: "PbsBackend",
+        // Each qsub authenticates from a privileged port that stays in TIME_WAIT for 60 s:
+        // without a rest, a way of submitting waits for the ports the one before it used.
+        rest_between: Duration::from_secs(61),
     };
     cycles_and_throughput(&pbs, pbs_shell, |shell| {
         PbsBackend::new(shell, PbsConfig::default())

@@ -115,6 +115,11 @@ pub struct Scheduler {
     pub submit_at_once: Option<&'static str>,
     /// The backend's type, for the table, e.g. `PbsBackend`.
     pub backend: &'static str,
+    /// A pause before each way of submitting, so that none pays for the one before it:
+    /// PBS authenticates each client command from a privileged port (512–1023), which
+    /// stays in TIME_WAIT for 60 s after it closes, so 200 `qsub`s leave the next 200
+    /// waiting for ports.
+    pub rest_between: Duration,
 }
 
 fn specs(run: &str, n: usize) -> Result<Vec<JobSpec>> {
@@ -202,12 +207,16 @@ pub async fn cycles_and_throughput<B: BatchBackend + 'static>(
     }
 
     let n = 200;
+    let rest = || tokio::time::sleep(scheduler.rest_between);
+    rest().await;
     let plain = plain_submit_loop(&connect(), scheduler.plain_submit, n).await?;
+    rest().await;
     let started = Instant::now();
     let ids = submit_all(&backend, specs(&format!("{run}-throughput"), n)?).await?;
     let concurrent = started.elapsed().as_secs_f64();
     run_cycles(backend.as_ref(), &counting, commands, &ids).await?;
     let batch = specs(&format!("{run}-many"), n)?;
+    rest().await;
     let started = Instant::now();
     let ids = backend
         .submit_many(&batch)
@@ -231,6 +240,7 @@ pub async fn cycles_and_throughput<B: BatchBackend + 'static>(
     ];
     let at_once = format!("one {} of {n} jobs", scheduler.submit_tool);
     if let Some(script) = scheduler.submit_at_once {
+        rest().await;
         rows.push((at_once.as_str(), timed(&connect(), script, n).await?));
     }
     print_throughput(n, &rows);
