@@ -193,7 +193,7 @@ impl Holds {
         }
     }
 
-    /// The held jobs to submit next as one batch, first in line first: as many as
+    /// The held jobs to submit next, first in line first: as many as
     /// `max_queued` has room for and, when the first was refused by the scheduler's own
     /// limit (whose size the tracker does not know), as many of the tracker's jobs as ended
     /// since the last batch, or one to try.
