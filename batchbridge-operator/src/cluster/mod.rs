@@ -57,6 +57,10 @@ pub struct Connection {
     gate: Arc<std::sync::Mutex<SubmitGate>>,
     submits: SubmitPipeline,
     output_slots: Semaphore,
+    /// Submit actions that may run at once (see [`Connection::submit_gate`]).
+    submit_gate: Arc<Semaphore>,
+    /// Output collections that may run at once ([`COLLECTIONS_AT_ONCE`]).
+    collect_gate: Arc<Semaphore>,
     fingerprint: Fingerprint,
 }
 
@@ -70,6 +74,10 @@ pub struct Connection {
 pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
+/// How many output collections (a fetch, the outputs' check and the status write) run at
+/// once on one connection: enough that the fetches always have one waiting while others
+/// write. The others wait at [`Connection::collect_gate`] before their action is built.
+pub const COLLECTIONS_AT_ONCE: usize = 8 * OUTPUT_FETCHES_AT_ONCE;
 
 /// What a connection was built from: when any part changes, it is rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +134,19 @@ impl Connection {
         self.gate
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The permits a submit action takes before it is built: enough to fill every batch
+    /// the submit pipeline has in flight and to gather the next one, so that the gate
+    /// never slows the submits. A job waiting here holds a few hundred bytes; a submit
+    /// action in progress, its SSH command and its status write, about 4 KB.
+    pub fn submit_gate(&self) -> Arc<Semaphore> {
+        Arc::clone(&self.submit_gate)
+    }
+
+    /// The permits an output collection takes before it is built ([`COLLECTIONS_AT_ONCE`]).
+    pub fn collect_gate(&self) -> Arc<Semaphore> {
+        Arc::clone(&self.collect_gate)
     }
 
     /// Fetches job `id`'s output once one of the [`OUTPUT_FETCHES_AT_ONCE`] slots is free.
@@ -563,11 +584,9 @@ impl Clusters {
         )
         .map_err(invalid)?;
         let gate = Arc::default();
-        let submits = SubmitPipeline::start(
-            Arc::clone(&backend),
-            Arc::clone(&gate),
-            Batching::of(spec.submit.as_ref()),
-        );
+        let batching = Batching::of(spec.submit.as_ref());
+        let submit_gate = Arc::new(Semaphore::new(batching.size * (batching.in_flight + 1)));
+        let submits = SubmitPipeline::start(Arc::clone(&backend), Arc::clone(&gate), batching);
         Ok(Connection {
             poller,
             backend,
@@ -577,6 +596,8 @@ impl Clusters {
             submits,
             gate,
             output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
+            submit_gate,
+            collect_gate: Arc::new(Semaphore::new(COLLECTIONS_AT_ONCE)),
             fingerprint,
         })
     }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 
 use crate::crd::BatchJob;
@@ -123,16 +123,25 @@ impl Actions {
         newer
     }
 
-    /// Runs `action` for `job` as a task of its own. `action` answers how long to wait
-    /// before the job is looked at again, when it should be (it failed). Once it is over,
-    /// and after that wait, the job is woken, so that a change made meanwhile (a new spec,
-    /// a deletion) is acted on.
-    pub fn start(
+    /// Runs the action `build` makes for `job` as a task of its own, once `gate` (when
+    /// there is one) has a permit for it, held until the action is over. The action
+    /// answers how long to wait before the job is looked at again, when it should be (it
+    /// failed). Once it is over, and after that wait, the job is woken, so that a change
+    /// made meanwhile (a new spec, a deletion) is acted on.
+    ///
+    /// The action is built only once it may run: a task's memory is its future's, and an
+    /// action's (its SSH command, its status write) is about 4 KB, while a job waiting at
+    /// the gate holds only what `build` captured. In a burst of 10,000 BatchJobs nearly all
+    /// wait at once, for the submit pipeline and then for an output fetch.
+    pub fn start<Action>(
         &self,
         job: &BatchJob,
         kind: ActionKind,
-        action: impl Future<Output = Option<Duration>> + Send + 'static,
-    ) {
+        gate: Option<Arc<Semaphore>>,
+        build: impl FnOnce() -> Action + Send + 'static,
+    ) where
+        Action: Future<Output = Option<Duration>> + Send + 'static,
+    {
         let uid = job.uid().unwrap_or_default();
         let reference = ObjectRef::from(job);
         let running = Arc::clone(&self.running);
@@ -149,7 +158,14 @@ impl Actions {
         let task = tokio::spawn({
             let uid = uid.clone();
             async move {
-                let retry_after = action.await;
+                // The gate is never closed, so a permit always comes.
+                let permit = match gate {
+                    Some(gate) => gate.acquire_owned().await.ok(),
+                    None => None,
+                };
+                // Boxed, so that its state is allocated now, not with the waiting task.
+                let retry_after = Box::pin(build()).await;
+                drop(permit);
                 let removed = running
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -208,7 +224,7 @@ mod tests {
         let actions = Actions::new(wake, act, Arc::clone(&metrics));
         let (finish, finished) = oneshot::channel::<()>();
         let a = job("a");
-        actions.start(&a, ActionKind::Submit, async move {
+        actions.start(&a, ActionKind::Submit, None, move || async move {
             let _ = finished.await;
             None
         });
@@ -245,13 +261,58 @@ mod tests {
         let actions = Actions::new(wake, act, Arc::new(Metrics::new()));
         let a = job("a");
         let started = tokio::time::Instant::now();
-        actions.start(&a, ActionKind::CollectOutput, async {
+        actions.start(&a, ActionKind::CollectOutput, None, || async {
             Some(Duration::from_secs(5))
         });
         woken.recv().await.expect("the job is woken");
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         // The job may be reconciled (and act) again during the wait.
         assert!(!actions.is_running(&a));
+    }
+
+    /// Behind a gate of one, the second job's action is not even built until the first's
+    /// is over, though the job counts as acting (its reconciles stand aside) meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn a_gated_action_is_built_only_when_the_gate_lets_it_run() {
+        let (wake, _woken) = mpsc::unbounded_channel();
+        let (act, mut acted) = mpsc::unbounded_channel();
+        let actions = Actions::new(wake, act, Arc::new(Metrics::new()));
+        let gate = Arc::new(Semaphore::new(1));
+        let built = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (finish, finished) = oneshot::channel::<()>();
+        let (a, b) = (job("a"), job("b"));
+        for (job, finished) in [(&a, Some(finished)), (&b, None)] {
+            let built = Arc::clone(&built);
+            let name = job.name_any();
+            actions.start(
+                job,
+                ActionKind::Submit,
+                Some(Arc::clone(&gate)),
+                move || {
+                    built
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(name);
+                    async move {
+                        if let Some(finished) = finished {
+                            let _ = finished.await;
+                        }
+                        None
+                    }
+                },
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let names = |built: &std::sync::Mutex<Vec<String>>| {
+            built.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        };
+        assert_eq!(names(&built), ["job-a"]);
+        assert!(actions.is_running(&b), "b waits at the gate as an action");
+        finish.send(()).expect("a's action waits");
+        assert_eq!(acted.recv().await, Some(ObjectRef::from(&a)));
+        assert_eq!(acted.recv().await, Some(ObjectRef::from(&b)));
+        assert_eq!(names(&built), ["job-a", "job-b"]);
+        assert_eq!(gate.available_permits(), 1);
     }
 
     #[test]
@@ -302,7 +363,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let actions = Actions::new(wake, act, Arc::clone(&metrics));
         let a = job("a");
-        actions.start(&a, ActionKind::Submit, std::future::pending());
+        actions.start(&a, ActionKind::Submit, None, std::future::pending);
         actions.abort_all();
         assert!(!actions.is_running(&a));
         assert!(

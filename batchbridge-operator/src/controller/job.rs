@@ -196,13 +196,14 @@ async fn perform(
                 Effect::Place(purpose) => {
                     let acting = (Arc::clone(ctx), Arc::clone(job), written.clone());
                     let whole = whole.clone();
-                    ctx.actions.start(job, ActionKind::Place, async move {
-                        let (ctx, job, current) = acting;
-                        let Some(job) = whole_job(&ctx, &job, whole).await else {
-                            return Some(ACTION_RETRY);
-                        };
-                        place(&ctx, &job, purpose, current).await
-                    });
+                    ctx.actions
+                        .start(job, ActionKind::Place, None, move || async move {
+                            let (ctx, job, current) = acting;
+                            let Some(job) = whole_job(&ctx, &job, whole).await else {
+                                return Some(ACTION_RETRY);
+                            };
+                            place(&ctx, &job, purpose, current).await
+                        });
                 }
                 Effect::Cancel(id) => {
                     if let Some(connection) = usable(connection, &mut unusable) {
@@ -236,26 +237,34 @@ async fn perform(
                 Effect::Submit { attempt, after } => {
                     if let Some(connection) = usable(&submit_to, &mut unusable) {
                         let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
-                        let current = written.clone();
+                        // Boxed: a job waiting at the gate holds this, not a whole status.
+                        let current = Box::new(written.clone());
                         let whole = whole.clone();
-                        ctx.actions.start(job, ActionKind::Submit, async move {
-                            let (ctx, job, connection) = acting;
-                            let Some(job) = whole_job(&ctx, &job, whole).await else {
-                                return Some(ACTION_RETRY);
-                            };
-                            submit(&ctx, &job, &connection, (attempt, after), current).await
-                        });
+                        let gate = Some(connection.submit_gate());
+                        ctx.actions
+                            .start(job, ActionKind::Submit, gate, move || async move {
+                                let (ctx, job, connection) = acting;
+                                let Some(job) = whole_job(&ctx, &job, whole).await else {
+                                    return Some(ACTION_RETRY);
+                                };
+                                submit(&ctx, &job, &connection, (attempt, after), *current).await
+                            });
                     }
                 }
                 Effect::Collect { id } => {
                     if let Some(connection) = usable(connection, &mut unusable) {
                         let acting = (Arc::clone(ctx), Arc::clone(job), Arc::clone(connection));
-                        let current = written.clone();
-                        ctx.actions
-                            .start(job, ActionKind::CollectOutput, async move {
+                        let current = Box::new(written.clone());
+                        let gate = Some(connection.collect_gate());
+                        ctx.actions.start(
+                            job,
+                            ActionKind::CollectOutput,
+                            gate,
+                            move || async move {
                                 let (ctx, job, connection) = acting;
-                                collect(&ctx, &job, &connection, &id, current).await
-                            });
+                                collect(&ctx, &job, &connection, &id, *current).await
+                            },
+                        );
                     }
                 }
             }
