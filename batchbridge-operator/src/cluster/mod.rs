@@ -75,9 +75,13 @@ pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
 /// How many output collections (a fetch, the outputs' check and the status write) run at
-/// once on one connection: enough that the fetches always have one waiting while others
-/// write. The others wait at [`Connection::collect_gate`] before their action is built.
-pub const COLLECTIONS_AT_ONCE: usize = 8 * OUTPUT_FETCHES_AT_ONCE;
+/// once on one connection: more than the status writes the operator sends at once
+/// ([`ACTION_WRITES_AT_ONCE`](crate::controller::ACTION_WRITES_AT_ONCE)) and the fetches
+/// together, so that neither waits for the other. With 16 a 10,000-job burst's ends were
+/// seen later (p99 143 s against 80 s without a gate): 14 collections writing at once at
+/// most, while the writes of a burst's submits took a while each. The others wait at
+/// [`Connection::collect_gate`] before their action is built, about 4 KB saved each.
+pub const COLLECTIONS_AT_ONCE: usize = 64;
 
 /// What a connection was built from: when any part changes, it is rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq)]
