@@ -19,8 +19,8 @@ use batchbridge_operator::status::condition;
 use batchbridge_testbed::ca_facts;
 use common::Cluster;
 use common::operator::{
-    RunningOperator, SshLogin, cluster_spec, create_cluster_with, create_job, events_of, http_get,
-    metric, put_secret, secret_of, status,
+    RunningOperator, SshLogin, cluster_spec, create_cluster_with, create_job, events_with,
+    http_get, metric, put_secret, secret_of, status,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -225,11 +225,15 @@ async fn a_certificate_expiring_under_running_jobs_is_rotated_and_no_job_fails()
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
-    let reasons: Vec<String> = events_of(&bed, "slurm")
-        .await
-        .into_iter()
-        .map(|(r, _)| r)
-        .collect();
+    let reasons: Vec<String> = events_with(
+        &bed,
+        "slurm",
+        &["CredentialExpiring", "CredentialExpired", "CredentialValid"],
+    )
+    .await
+    .into_iter()
+    .map(|(r, _)| r)
+    .collect();
     for reason in [
         Reason::CredentialExpiring,
         Reason::CredentialExpired,

@@ -373,7 +373,7 @@ async fn a_failed_dependency_ends_its_dependents() {
         "BatchJob long was deleted before it ended, so its condition Succeeded can no longer \
          be met; this job never ran"
     );
-    let events = events_of(&bed, "next").await;
+    let events = events_with(&bed, "next", &["WaitingForDependencies"]).await;
     assert!(
         events
             .iter()

@@ -184,7 +184,7 @@ async fn output_failure_fix_and_rerun() {
     assert_eq!(edited.output_tail.as_deref(), Some("edited\n"));
     assert_ne!(edited.job_id.as_deref(), Some(id.as_str()));
 
-    let reasons: Vec<String> = events_of(&bed, "fails")
+    let reasons: Vec<String> = events_with(&bed, "fails", &["Submitted", "Failed", "Succeeded"])
         .await
         .into_iter()
         .map(|(reason, _)| reason)
@@ -381,7 +381,7 @@ async fn a_missing_secret_is_reported() {
     assert_eq!(stuck.phase, Some(Phase::Pending));
     assert_eq!(stuck.job_id, None);
     wait_for_phase(&bed, "fine", Phase::Succeeded).await;
-    let events = events_of(&bed, "stuck").await;
+    let events = events_with(&bed, "stuck", &["SecretNotFound"]).await;
     assert!(
         events.iter().any(|(reason, _)| reason == "SecretNotFound"),
         "{events:?}"
@@ -466,7 +466,7 @@ async fn a_missing_secret_is_reported() {
     );
     let reachable = wait_for_unreachable(&bed, "nowhere").await;
     assert_eq!(reachable.reason, "Unreachable", "{reachable:?}");
-    let events = events_of(&bed, "lost").await;
+    let events = events_with(&bed, "lost", &["Unreachable"]).await;
     assert!(
         events.iter().any(|(reason, _)| reason == "Unreachable"),
         "{events:?}"
@@ -652,7 +652,7 @@ async fn a_failed_job_is_retried() {
         "kubectl wait --for=condition=Complete: {waited}"
     );
 
-    let events = events_of(&bed, "flaky").await;
+    let events = events_with(&bed, "flaky", &["Submitted"]).await;
     let mut submitted: Vec<&str> = events
         .iter()
         .filter(|(reason, _)| reason == "Submitted")

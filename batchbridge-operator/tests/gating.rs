@@ -191,7 +191,7 @@ async fn a_running_job_suspended_is_cancelled_and_runs_again_when_resumed() {
         "attempt 2 started at {} before SLURM ended attempt 1 at {first_ended}",
         lines[1].1
     );
-    let reasons: Vec<String> = events_of(&bed, "preempted")
+    let reasons: Vec<String> = events_with(&bed, "preempted", &["Suspending", "Suspended"])
         .await
         .into_iter()
         .map(|(reason, _)| reason)

@@ -105,7 +105,7 @@ async fn deleting_a_job_removes_its_files_unless_told_to_keep_them() {
     delete_and_wait(&bed, "done").await;
     assert_eq!(on_cluster(&done_key, &done_id).await, (false, false));
     assert!(
-        events_of(&bed, "done")
+        events_with(&bed, "done", &["FilesRemoved"])
             .await
             .iter()
             .any(|(reason, _)| reason == "FilesRemoved"),
@@ -161,7 +161,7 @@ async fn a_finished_job_is_deleted_its_ttl_after_it_finished() {
         "deleted {lived:?} after it finished"
     );
     assert_eq!(on_cluster(&key, &id).await, (false, false));
-    let reasons: Vec<String> = events_of(&bed, "short-lived")
+    let reasons: Vec<String> = events_with(&bed, "short-lived", &["Expired", "FilesRemoved"])
         .await
         .into_iter()
         .map(|(reason, _)| reason)
@@ -228,7 +228,7 @@ async fn an_unreachable_cluster_holds_a_deletion_back_only_until_the_deadline() 
         took >= deadline - Duration::from_secs(1) && took < deadline + Duration::from_secs(30),
         "released after {took:?}"
     );
-    let events = events_of(&bed, "stranded").await;
+    let events = events_with(&bed, "stranded", &["RemovalAbandoned"]).await;
     let abandoned = events
         .iter()
         .find(|(reason, _)| reason == "RemovalAbandoned")
@@ -293,7 +293,7 @@ async fn deleting_a_job_removes_its_files_from_every_cluster_it_ran_on() {
 
     delete_and_wait(&bed, "rerun").await;
     assert!(!on_pool().await, "attempt 1's files left on the pool");
-    let events = events_of(&bed, "rerun").await;
+    let events = events_with(&bed, "rerun", &["FilesRemoved"]).await;
     assert!(
         events
             .iter()

@@ -137,7 +137,7 @@ async fn an_unreachable_candidate_is_skipped() {
     let rows = jobs_named(SlurmCluster::Slurm2411, &name, 1).await;
     assert_eq!(rows.len(), 1, "one job ran: {rows:?}");
     assert!(rows[0].contains("|COMPLETED|"), "{rows:?}");
-    let events = events_of(&bed, &name).await;
+    let events = events_with(&bed, &name, &["Placed"]).await;
     println!("events: {events:?}");
     assert!(
         events
@@ -333,7 +333,7 @@ async fn a_job_stuck_behind_a_blocker_moves() {
     let on_national = jobs_named(SlurmCluster::Slurm2411, &name, 1).await;
     assert_eq!(on_national.len(), 1, "{on_national:?}");
     assert!(on_national[0].contains("|COMPLETED|"), "{on_national:?}");
-    let reasons: Vec<String> = events_of(&bed, &name)
+    let reasons: Vec<String> = events_with(&bed, &name, &["Placed", "Moving", "Moved"])
         .await
         .into_iter()
         .map(|(reason, _)| reason)

@@ -278,7 +278,7 @@ async fn inputs_from_a_config_map_a_secret_and_a_prefix_and_an_output_to_s3() {
         !std::path::Path::new("/tmp/staging-canary").exists(),
         "the Secret's text ran as code"
     );
-    let events = events_of(&bed, "io").await;
+    let events = events_with(&bed, "io", &["InputPrepared", "OutputsStaged"]).await;
     for note in [
         "params.txt from ConfigMap params, key params.txt",
         "secret/token from Secret token, key token",
@@ -474,7 +474,7 @@ async fn a_glob_and_a_directory_reach_s3_under_their_prefixes_and_hostile_names_
             "{skipped:?} not in the job's output: {tail}"
         );
     }
-    let events = events_of(&bed, "many").await;
+    let events = events_with(&bed, "many", &["OutputsStaged"]).await;
     assert!(
         events.iter().any(|(reason, note)| reason == "OutputsStaged"
             && note.contains(&format!(

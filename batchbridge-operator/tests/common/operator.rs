@@ -333,6 +333,29 @@ pub(crate) async fn patch_spec(bed: &Cluster, name: &str, spec: Value) {
         .unwrap();
 }
 
+/// The Events (reason, note) about `name` once every reason in `reasons` is among them.
+/// The operator publishes an Event after the status write that caused it, so a test that
+/// has just seen the status would list too early. After 30 s it returns what there is, for
+/// the caller's assertion to show.
+pub(crate) async fn events_with(
+    bed: &Cluster,
+    name: &str,
+    reasons: &[&str],
+) -> Vec<(String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = events_of(bed, name).await;
+        let all_there = reasons
+            .iter()
+            .all(|wanted| events.iter().any(|(reason, _)| reason == wanted));
+        if all_there || Instant::now() > deadline {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The Events (reason, note) about `name` there are now.
 pub(crate) async fn events_of(bed: &Cluster, name: &str) -> Vec<(String, String)> {
     let events = Api::<Event>::namespaced(bed.client.clone(), &bed.namespace)
         .list(&ListParams::default())
