@@ -38,7 +38,7 @@
 //! ```
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytesize::ByteSize;
@@ -236,6 +236,11 @@ pub struct Progress<'a> {
     pub direction: Direction,
     /// The file's path relative to the job's working directory.
     pub file: &'a str,
+    /// The file on this machine: the one a stage-in reads (none for bytes from memory), or
+    /// the one a stage-out writes (under a temporary name until it is complete). Two
+    /// stage-out rules may fetch the same `file` to two places, so this, not `file`, tells
+    /// their transfers apart.
+    pub local: Option<&'a Path>,
     /// Bytes moved so far.
     pub done: u64,
     /// The file's size.

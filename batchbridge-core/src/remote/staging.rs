@@ -99,7 +99,22 @@ struct Upload {
 impl Upload {
     /// Tells `transfer` the whole file is there: sent, or found with the same digest.
     fn report_arrived(&self, transfer: &Transfer) {
-        report(transfer, Direction::In, &self.dest, self.size, self.size);
+        report(
+            transfer,
+            Direction::In,
+            &self.dest,
+            self.local(),
+            self.size,
+            self.size,
+        );
+    }
+
+    /// The local file this stage-in reads, unless it sends bytes from memory.
+    fn local(&self) -> Option<&Path> {
+        match &self.payload {
+            Payload::File(path) => Some(path),
+            Payload::Bytes(_) => None,
+        }
     }
 }
 
@@ -346,6 +361,7 @@ impl<'a> StagingDir<'a> {
             transfer.clone(),
             Direction::In,
             upload.dest.clone(),
+            upload.local().map(Path::to_path_buf),
             upload.size,
         );
         let size = upload.size.to_string();
@@ -397,7 +413,14 @@ impl<'a> StagingDir<'a> {
             batch[0].dest
         );
         for upload in &batch {
-            report(transfer, Direction::In, &upload.dest, 0, upload.size);
+            report(
+                transfer,
+                Direction::In,
+                &upload.dest,
+                upload.local(),
+                0,
+                upload.size,
+            );
         }
         let (sink, source) = tokio::io::duplex(FILE_BUFFER);
         let sink = SyncIoBridge::new(sink);
@@ -416,8 +439,17 @@ impl<'a> StagingDir<'a> {
                     data,
                 })
             });
-            tar_stream::write_archive(sink, files, |name, size| {
-                report(&progress, Direction::In, name, size, size);
+            tar_stream::write_archive(sink, files, |index| {
+                let upload = &batch[index];
+                let (file, local) = (&upload.dest, upload.local());
+                report(
+                    &progress,
+                    Direction::In,
+                    file,
+                    local,
+                    upload.size,
+                    upload.size,
+                );
             })
         });
         let piped = self
@@ -463,10 +495,15 @@ impl<'a> StagingDir<'a> {
         let (sink, source) = tokio::io::duplex(FILE_BUFFER);
         let source = SyncIoBridge::new(source);
         let progress = transfer.clone();
+        let targets = locals.clone();
         let reading = tokio::task::spawn_blocking(move || {
             let mut counted: Vec<Counted> = expected
                 .iter()
-                .map(|e| Counted::new(progress.clone(), Direction::Out, e.name.clone(), e.size))
+                .zip(targets)
+                .map(|(e, local)| {
+                    let (name, size) = (e.name.clone(), e.size);
+                    Counted::new(progress.clone(), Direction::Out, name, Some(local), size)
+                })
                 .collect();
             let read = tar_stream::read_archive(source, &expected, |index, done| {
                 counted[index].reached(done);
@@ -507,7 +544,14 @@ impl<'a> StagingDir<'a> {
                         format!("stage-out {}: {err}", local.display()),
                     )
                 })?;
-            report(transfer, Direction::Out, &file.remote, size, size);
+            report(
+                transfer,
+                Direction::Out,
+                &file.remote,
+                Some(&local),
+                size,
+                size,
+            );
             staged.push(StagedFile {
                 remote: file.remote,
                 local,
@@ -545,6 +589,7 @@ impl<'a> StagingDir<'a> {
             transfer.clone(),
             Direction::Out,
             file.remote.clone(),
+            Some(local.clone()),
             file.size,
         );
         // Written and hashed by blocking code off the runtime, 1 MiB at a time; the duplex
@@ -576,7 +621,14 @@ impl<'a> StagingDir<'a> {
             }
         };
         tokio::fs::rename(&partial, &local).await.map_err(io)?;
-        report(transfer, Direction::Out, &file.remote, size, size);
+        report(
+            transfer,
+            Direction::Out,
+            &file.remote,
+            Some(&local),
+            size,
+            size,
+        );
         Ok(StagedFile {
             remote: file.remote,
             local,
@@ -626,10 +678,18 @@ fn in_batches<T>(items: Vec<T>, describe: impl Fn(&T) -> (&str, u64)) -> Vec<Vec
     groups
 }
 
-fn report(transfer: &Transfer, direction: Direction, file: &str, done: u64, total: u64) {
+fn report(
+    transfer: &Transfer,
+    direction: Direction,
+    file: &str,
+    local: Option<&Path>,
+    done: u64,
+    total: u64,
+) {
     transfer.report(&Progress {
         direction,
         file,
+        local,
         done,
         total,
     });
@@ -1019,18 +1079,26 @@ struct Counted {
     transfer: Transfer,
     direction: Direction,
     file: String,
+    local: Option<PathBuf>,
     total: u64,
     done: u64,
     reported: u64,
 }
 
 impl Counted {
-    fn new(transfer: Transfer, direction: Direction, file: String, total: u64) -> Self {
-        report(&transfer, direction, &file, 0, total);
+    fn new(
+        transfer: Transfer,
+        direction: Direction,
+        file: String,
+        local: Option<PathBuf>,
+        total: u64,
+    ) -> Self {
+        report(&transfer, direction, &file, local.as_deref(), 0, total);
         Self {
             transfer,
             direction,
             file,
+            local,
             total,
             done: 0,
             reported: 0,
@@ -1050,6 +1118,7 @@ impl Counted {
                 &self.transfer,
                 self.direction,
                 &self.file,
+                self.local.as_deref(),
                 self.done,
                 self.total,
             );
@@ -1417,7 +1486,7 @@ mod tests {
         ];
         for (file, expected, changed) in cases {
             let transfer = Transfer::default();
-            let counted = Counted::new(transfer, Direction::In, "f".to_owned(), 4);
+            let counted = Counted::new(transfer, Direction::In, "f".to_owned(), None, 4);
             let said = Arc::new(OnceLock::new());
             let input: PipeInput = Box::new(std::io::Cursor::new(file.to_vec()));
             let mut sent = String::new();
@@ -1513,6 +1582,54 @@ mod tests {
             std::fs::read(root.join("in/large")).unwrap(),
             vec![2u8; size]
         );
+    }
+
+    /// Two stage-out rules that fetch the same files to two directories: each copy's
+    /// progress is told apart by its local file, and runs from 0 to its size on its own.
+    #[tokio::test]
+    async fn progress_tells_two_copies_of_one_file_apart_by_their_local_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cluster");
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        let large = 3 * PROGRESS_STEP as usize;
+        std::fs::write(root.join("out/large"), vec![1u8; large]).unwrap();
+        std::fs::write(root.join("out/small"), b"small").unwrap();
+        let staging = StagingDir::new(&LocalShell, root.to_str().unwrap(), Duration::from_secs(30));
+        let reports = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&reports);
+        let transfer = Transfer::default().with_progress(move |p| {
+            let local = p
+                .local
+                .expect("a stage-out names its local file")
+                .to_owned();
+            seen.lock()
+                .unwrap()
+                .push((p.file.to_owned(), local, p.done, p.total));
+        });
+        let (here, there) = (tmp.path().join("here"), tmp.path().join("there"));
+        let rules = [StageOut::new("out", &here), StageOut::new("out", &there)];
+        staging
+            .stage_out(&rules, true, &StageLimits::default(), &transfer)
+            .await
+            .unwrap();
+        let reports = reports.lock().unwrap();
+        for (file, size) in [("out/large", large as u64), ("out/small", 5)] {
+            for dir in [&here, &there] {
+                let local = dir.join(file);
+                let done: Vec<u64> = reports
+                    .iter()
+                    .filter(|(_, l, _, _)| *l == local)
+                    .map(|(f, _, done, total)| {
+                        assert_eq!((f.as_str(), *total), (file, size));
+                        *done
+                    })
+                    .collect();
+                assert_eq!(done.first(), Some(&0), "{local:?}: {done:?}");
+                assert_eq!(done.last(), Some(&size), "{local:?}: {done:?}");
+                assert!(done.is_sorted(), "{local:?}: {done:?}");
+                assert_eq!(std::fs::read(&local).unwrap().len() as u64, size);
+            }
+        }
     }
 
     #[tokio::test]

@@ -23,16 +23,17 @@ pub(super) struct Outgoing<'a> {
     pub(super) data: Box<dyn Read + 'a>,
 }
 
-/// Writes `files` as one tar stream into `sink`, calling `sent` after each; a file that
+/// Writes `files` as one tar stream into `sink`, calling `sent` with each one's index
+/// after it; a file that
 /// yields other than its size fails the stream (the cluster's check would refuse it too).
 pub(super) fn write_archive<'a>(
     sink: impl Write,
     files: impl Iterator<Item = io::Result<Outgoing<'a>>>,
-    mut sent: impl FnMut(&str, u64),
+    mut sent: impl FnMut(usize),
 ) -> io::Result<()> {
     let mut builder = tar::Builder::new(io::BufWriter::with_capacity(FILE_BUFFER, sink));
     builder.mode(tar::HeaderMode::Deterministic);
-    for file in files {
+    for (index, file) in files.enumerate() {
         let file = file?;
         let mut header = tar::Header::new_gnu();
         header.set_entry_type(EntryType::Regular);
@@ -52,7 +53,7 @@ pub(super) fn write_archive<'a>(
                 ),
             ));
         }
-        sent(file.name, file.size);
+        sent(index);
     }
     builder.into_inner()?.flush()
 }
@@ -594,7 +595,10 @@ mod tests {
                     data: Box::new(&bytes[..]),
                 })
             }),
-            |_, _| sent += 1,
+            |index| {
+                assert_eq!(index, sent, "each file's index, in order");
+                sent += 1;
+            },
         )
         .unwrap();
         assert_eq!(sent, files.len());
@@ -625,7 +629,7 @@ mod tests {
                 size: 5,
                 data: Box::new(&b"abc"[..]),
             })),
-            |_, _| (),
+            |_| (),
         )
         .unwrap_err();
         assert!(
