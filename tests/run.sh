@@ -10,10 +10,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-# jq reads cargo's list of test binaries (tests/lanes.sh).
-if ! command -v jq >/dev/null; then
+# jq reads cargo's list of test binaries (tests/lanes.sh); make builds jemalloc, the
+# operator binary's allocator (tikv-jemalloc-sys).
+missing=()
+for tool in jq make; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends jq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # A cold test bed takes about 19 minutes, mostly downloads, package installs and waits
