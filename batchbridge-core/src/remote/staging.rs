@@ -536,28 +536,13 @@ impl<'a> StagingDir<'a> {
             .zip(locals)
             .zip(expected.into_iter().zip(received))
         {
-            tokio::fs::rename(&expected.partial, &local)
-                .await
-                .map_err(|err| {
-                    Error::new(
-                        ErrorKind::Io,
-                        format!("stage-out {}: {err}", local.display()),
-                    )
-                })?;
-            report(
-                transfer,
-                Direction::Out,
-                &file.remote,
-                Some(&local),
-                size,
-                size,
-            );
-            staged.push(StagedFile {
+            let fetched = StagedFile {
                 remote: file.remote,
                 local,
                 size,
                 sha256,
-            });
+            };
+            staged.push(put_in_place(transfer, &expected.partial, fetched).await?);
         }
         Ok(staged)
     }
@@ -620,22 +605,40 @@ impl<'a> StagingDir<'a> {
                 return Err(err);
             }
         };
-        tokio::fs::rename(&partial, &local).await.map_err(io)?;
-        report(
-            transfer,
-            Direction::Out,
-            &file.remote,
-            Some(&local),
-            size,
-            size,
-        );
-        Ok(StagedFile {
+        let fetched = StagedFile {
             remote: file.remote,
             local,
             size,
             sha256,
-        })
+        };
+        put_in_place(transfer, &partial, fetched).await
     }
+}
+
+/// Moves a fetched file from its temporary name `partial` to its place, and tells
+/// `transfer` it is complete.
+async fn put_in_place(
+    transfer: &Transfer,
+    partial: &Path,
+    fetched: StagedFile,
+) -> Result<StagedFile> {
+    let local = &fetched.local;
+    tokio::fs::rename(partial, local).await.map_err(|err| {
+        Error::new(
+            ErrorKind::Io,
+            format!("stage-out {}: {err}", local.display()),
+        )
+    })?;
+    let size = fetched.size;
+    report(
+        transfer,
+        Direction::Out,
+        &fetched.remote,
+        Some(local),
+        size,
+        size,
+    );
+    Ok(fetched)
 }
 
 /// Where a file is written before it is whole: hidden, beside its final name.
