@@ -30,7 +30,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 // overrides them): one arena instead of four per CPU, since the operator's memory is one
 // shared cache and the tasks around it, not per-thread work; and freed pages go back to
 // the system within a second, by a background thread, instead of after ten. At 10,000
-// BatchJobs the peak RSS fell from 120.4 to 107.3 MiB (docs/PERFORMANCE.md).
+// BatchJobs the peak RSS fell from 120.4 to 101.5-107.3 MiB (docs/PERFORMANCE.md).
 // Unsafe only as any exported symbol is (another library could define it too); this one is
 // jemalloc's documented way to be configured at build time, read once when it starts.
 #[cfg(feature = "jemalloc")]
