@@ -240,6 +240,25 @@ impl OutputRequest {
         self
     }
 
+    /// The most bytes this request returns of each stream, whatever the stream's size: its
+    /// length, at most [`MAX_OUTPUT_CHUNK`]. For bounding what many requests answered at
+    /// once hold.
+    ///
+    /// ```
+    /// use batchbridge_core::OutputRequest;
+    ///
+    /// assert_eq!(OutputRequest::tail(4096).max_len(), 4096);
+    /// assert_eq!(OutputRequest::bytes(1 << 40, 10).max_len(), 10);
+    /// assert_eq!(OutputRequest::tail(u64::MAX).max_len(), batchbridge_core::backend::MAX_OUTPUT_CHUNK);
+    /// ```
+    pub fn max_len(&self) -> u64 {
+        let len = match self.range {
+            OutputRange::Tail(n) => n,
+            OutputRange::Bytes { len, .. } => len,
+        };
+        len.min(MAX_OUTPUT_CHUNK)
+    }
+
     /// The byte window `(offset, len)` this request selects from a stream of `size` bytes,
     /// never longer than [`MAX_OUTPUT_CHUNK`].
     ///
@@ -586,6 +605,41 @@ pub trait BatchBackend: Send + Sync {
 
     /// A bounded part of the job's stdout and stderr.
     async fn fetch_output(&self, id: &JobId, request: &OutputRequest) -> Result<JobOutput>;
+
+    /// [`fetch_output`](Self::fetch_output) for each of `requests` (a job and the part of
+    /// its output to read), answering each, in the same order, what `fetch_output` would
+    /// have: its output, or its own error. One request's failure does not stop the others.
+    ///
+    /// The default reads them one after another. A backend that can read many jobs'
+    /// output in one round trip overrides it: the remote skeleton reads them in one
+    /// command, which is what lets the operator collect the output of thousands of jobs
+    /// that end at once.
+    ///
+    /// ```
+    /// use batchbridge_core::{BatchBackend, JobKey, JobSpec, LocalBackend, OutputRequest};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> batchbridge_core::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = LocalBackend::new(dir.path())?;
+    /// let id = backend.submit(&JobSpec::new(JobKey::new("hello")?, "hello", "echo hello")).await?;
+    /// # while !backend.status(std::slice::from_ref(&id)).await?[&id].state.is_terminal() {
+    /// #     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    /// # }
+    /// let outputs = backend
+    ///     .fetch_outputs(&[(id.clone(), OutputRequest::tail(100)), ("no-such-job".into(), OutputRequest::tail(100))])
+    ///     .await;
+    /// assert_eq!(outputs[0].as_ref().unwrap().stdout.text(), "hello\n");
+    /// assert!(outputs[1].is_err());
+    /// # Ok(()) }
+    /// ```
+    async fn fetch_outputs(&self, requests: &[(JobId, OutputRequest)]) -> Vec<Result<JobOutput>> {
+        let mut outputs = Vec::with_capacity(requests.len());
+        for (id, request) in requests {
+            outputs.push(self.fetch_output(id, request).await);
+        }
+        outputs
+    }
 
     /// Checks that the scheduler can be reached and returns its version, such as
     /// `"slurm 22.05.8"` or `"htcondor 23.9.6"`: one line of printable text naming the

@@ -1071,6 +1071,91 @@ pub async fn output_of_a_missing_task_is_invalid_input<B: BatchBackend + ?Sized>
     Ok(())
 }
 
+/// [`BatchBackend::fetch_outputs`] answers each request, in order, as
+/// [`BatchBackend::fetch_output`] would: the windows of three ended jobs (one with binary
+/// output and a stderr, one read by range, one asked for twice), and, each with its own
+/// error that stops none of the others, a task the job does not have (InvalidInput), a
+/// malformed id (InvalidInput) and an id of no job.
+pub async fn output_of_many_jobs_in_one_call<B: BatchBackend + ?Sized>(
+    backend: &B,
+    config: &Config,
+) -> Result<()> {
+    let scripts = [
+        "echo one\n",
+        "printf 'two\\000\\377\\n'\necho err >&2\n",
+        "head -c 5000 /dev/zero | tr '\\0' y\n",
+    ];
+    let mut ids = Vec::new();
+    for script in scripts {
+        let (id, status) =
+            run_to_end(backend, &spec(config, "many_outputs", script), config).await?;
+        assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+        ids.push(id);
+    }
+    let requests = vec![
+        (ids[0].clone(), OutputRequest::tail(100)),
+        (config.malformed_id.clone(), OutputRequest::tail(10)),
+        (ids[1].clone(), OutputRequest::tail(100)),
+        (ids[0].clone(), OutputRequest::tail(100).for_task(3)),
+        (ids[2].clone(), OutputRequest::bytes(4990, 100)),
+        (config.unknown_id.clone(), OutputRequest::tail(10)),
+        (ids[0].clone(), OutputRequest::tail(2)),
+    ];
+    let answers = backend.fetch_outputs(&requests).await;
+    assert_eq!(
+        answers.len(),
+        requests.len(),
+        "one answer per request: {answers:?}"
+    );
+    for ((id, request), answer) in requests.iter().zip(&answers) {
+        let alone = backend.fetch_output(id, request).await;
+        match (answer, &alone) {
+            (Ok(many), Ok(one)) => assert_eq!(many, one, "job {id}, {request:?}"),
+            (Err(many), Err(one)) => {
+                assert_eq!(
+                    many.kind(),
+                    one.kind(),
+                    "job {id}, {request:?}: {many} / {one}"
+                );
+            }
+            _ => panic!("job {id}, {request:?}: in one call {answer:?}, alone {alone:?}"),
+        }
+    }
+    let read = |index: usize| match &answers[index] {
+        Ok(output) => output,
+        Err(err) => panic!("request {index} was not read: {err}"),
+    };
+    let refused = |index: usize| match &answers[index] {
+        Ok(output) => panic!("request {index} was read: {output:?}"),
+        Err(err) => err.kind(),
+    };
+    assert_eq!(read(0).stdout.text(), "one\n");
+    assert_eq!(refused(1), ErrorKind::InvalidInput, "a malformed id");
+    assert_eq!(
+        read(2).stdout.data,
+        b"two\0\xff\n",
+        "binary output, byte for byte"
+    );
+    assert_eq!(read(2).stderr.text(), "err\n");
+    assert_eq!(
+        refused(3),
+        ErrorKind::InvalidInput,
+        "a task the job does not have"
+    );
+    let range = &read(4).stdout;
+    assert_eq!(
+        (range.data.as_slice(), range.offset, range.total_size),
+        (&b"yyyyyyyyyy"[..], 4990, 5000)
+    );
+    assert!(answers[5].is_err(), "an id of no job: {:?}", answers[5]);
+    assert_eq!(
+        read(6).stdout.data,
+        b"e\n",
+        "the same job again, another window"
+    );
+    Ok(())
+}
+
 /// Output requests return only the bytes asked for and report the stream's full size.
 pub async fn output_is_bounded<B: BatchBackend + ?Sized>(
     backend: &B,
@@ -2135,6 +2220,7 @@ macro_rules! conformance_tests {
             malformed_id_is_invalid_input,
             output_of_a_missing_task_is_invalid_input,
             output_is_bounded,
+            output_of_many_jobs_in_one_call,
             hostile_script_runs_verbatim,
             array_with_one_failing_task,
             working_dir_that_cannot_be_entered_fails_the_job,

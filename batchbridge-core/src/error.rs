@@ -263,6 +263,19 @@ impl Error {
     pub fn is_temporary(&self) -> bool {
         self.temporary
     }
+
+    /// This error again, for another caller of one shared call (a batch's jobs, the
+    /// waiters of one submit): its kind, message, refusal and temporary flag. Its source
+    /// stays with the first: a source cannot be cloned.
+    pub(crate) fn again(&self) -> Self {
+        Self {
+            kind: self.kind,
+            message: self.message.clone(),
+            temporary: self.temporary,
+            refusal: self.refusal,
+            source: None,
+        }
+    }
 }
 
 /// The most bytes of a program's output or of a caller's input that an error message

@@ -608,7 +608,7 @@ impl Tracker {
         for (at, first) in repeats {
             answers[at] = Some(match &answers[first] {
                 Some(Ok(submitted)) => Ok(submitted.clone()),
-                Some(Err(err)) => Err(same_error(err)),
+                Some(Err(err)) => Err(err.again()),
                 None => Err(not_answered_submit()),
             });
         }
@@ -1708,20 +1708,6 @@ fn not_answered_submit() -> Error {
     )
 }
 
-/// `err` again, for a second caller of the same submit.
-fn same_error(err: &Error) -> Error {
-    let again = Error::new(err.kind(), err.message());
-    let again = match err.refusal() {
-        Some(refusal) => again.with_refusal(refusal),
-        None => again,
-    };
-    if err.is_temporary() {
-        again.temporary()
-    } else {
-        again.permanent()
-    }
-}
-
 /// What a wait returns once the tracker is dropped.
 fn tracker_stopped() -> Error {
     Error::new(ErrorKind::Io, "the tracker stopped")
@@ -1747,7 +1733,7 @@ fn held_by(err: &Error) -> Option<HeldLocally> {
 
 /// The refusal a held job met when its turn came, for each caller that asks about it.
 fn refused_again(err: &Error) -> Error {
-    same_error(err).permanent()
+    err.again().permanent()
 }
 
 /// Submits held jobs when one of the tracker's jobs ends, and once per interval while any

@@ -27,11 +27,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use std::sync::Arc;
 
+use crate::cluster::Connection;
 use crate::cluster::credentials::{
     BASIC_AUTH_TYPE, KEYTAB, KEYTAB_TYPE, PASSWORD, PRINCIPAL, SSH_PRIVATE_KEY,
 };
+use crate::cluster::output_reads::READS_PER_CALL;
 use crate::cluster::registry::ssh_backend;
-use crate::cluster::{Connection, OUTPUT_FETCHES_AT_ONCE};
 use crate::crd::names::{JOB_UID_LABEL, derived_name};
 use crate::crd::{BatchClusterSpec, BatchJob, OutputPolicy, Scheduler, TaskOutput};
 
@@ -192,10 +193,11 @@ pub async fn collect(
 ) -> batchbridge_core::Result<Collected> {
     let policy = &job.spec.output_policy;
     let plan = Plan::new(policy, job.spec.array.map(|array| array.count));
-    // In task order; the connection's slots bound how many run at once.
+    // In task order, asked for together: the connection's output reads put them in as
+    // few calls as their sizes allow.
     let outputs: Vec<JobOutput> = stream::iter(0..plan.fetched())
         .map(|task| async move { connection.fetch_output(id, &plan.request(task)).await })
-        .buffered(OUTPUT_FETCHES_AT_ONCE)
+        .buffered(READS_PER_CALL)
         .try_collect()
         .await?;
     let namespace = job.namespace().unwrap_or_default();

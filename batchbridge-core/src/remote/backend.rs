@@ -853,6 +853,36 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
         self.jobs.fetch_output(number, request).await
     }
 
+    /// Reads up to 100 windows in one command ([`JobDirs::fetch_outputs`]); an id that is
+    /// not the scheduler's answers InvalidInput without being sent.
+    async fn fetch_outputs(&self, requests: &[(JobId, OutputRequest)]) -> Vec<Result<JobOutput>> {
+        let mut answers: Vec<Option<Result<JobOutput>>> = Vec::with_capacity(requests.len());
+        let mut sent = Vec::with_capacity(requests.len());
+        for (id, request) in requests {
+            match job_number_of(id.as_str(), S::JOB_ID) {
+                Ok(number) => {
+                    sent.push((number, request));
+                    answers.push(None);
+                }
+                Err(err) => answers.push(Some(Err(err))),
+            }
+        }
+        let mut read = self.jobs.fetch_outputs(&sent).await.into_iter();
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    read.next().unwrap_or_else(|| {
+                        Err(Error::new(
+                            ErrorKind::UnexpectedOutput,
+                            "a window was left out of its command",
+                        ))
+                    })
+                })
+            })
+            .collect()
+    }
+
     /// Removes the job's directory (script, output, exit codes) once the scheduler reports
     /// the job ended; see [`JobDirs::cleanup`].
     async fn cleanup(&self, key: &JobKey) -> Result<()> {

@@ -179,7 +179,7 @@ impl JobDirs {
     pub async fn submit_many(&self, jobs: &[SubmitJob<'_>]) -> Vec<Result<Submitted>> {
         let work = match self.work().await {
             Ok(work) => work.to_owned(),
-            Err(err) => return jobs.iter().map(|_| Err(same_error(&err))).collect(),
+            Err(err) => return jobs.iter().map(|_| Err(err.again())).collect(),
         };
         let base = Command::sh(&SUBMIT, [work.as_str(), &nonce(), "999"])
             .to_shell_line()
@@ -275,7 +275,7 @@ impl JobDirs {
                     .map(|spec| Err(outcome_unknown(&spec.key, &err)))
                     .collect()
             }
-            Err(err) => specs.map(|_| Err(same_error(&err))).collect(),
+            Err(err) => specs.map(|_| Err(err.again())).collect(),
         }
     }
 
@@ -355,16 +355,6 @@ fn quoted_length(args: &[String]) -> Result<usize> {
         .args(args.iter().cloned())
         .to_shell_line()?;
     Ok(line.len() - "''".len())
-}
-
-/// The same error again, for each job of a batch that failed as a whole.
-fn same_error(err: &Error) -> Error {
-    let copy = Error::new(err.kind(), err.message());
-    match (err.refusal(), err.is_temporary()) {
-        (Some(refusal), _) => copy.with_refusal(refusal),
-        (None, true) => copy.temporary(),
-        (None, false) => copy.permanent(),
-    }
 }
 
 /// The error for a job whose batch was cut off (connection lost, time limit) before its

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod credentials;
+pub mod output_reads;
 pub mod poller;
 pub mod registry;
 pub mod submit_pipeline;
@@ -29,6 +30,7 @@ use crate::decision::{CLUSTER_RECHECK, SubmitGate};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::reason::{ClusterProblem, Reason};
 use budget::{BudgetedShell, ConnectBudget};
+use output_reads::OutputReads;
 use poller::{HealthReport, Poller};
 use submit_pipeline::{Batching, SubmitPipeline, Submitted};
 use targets::SshTargets;
@@ -56,7 +58,7 @@ pub struct Connection {
     /// What the scheduler said about its submit limit ([`SubmitGate`]).
     gate: Arc<std::sync::Mutex<SubmitGate>>,
     submits: SubmitPipeline,
-    output_slots: Semaphore,
+    outputs: OutputReads,
     /// Submit actions that may run at once (see [`Connection::submit_gate`]).
     submit_gate: Arc<Semaphore>,
     /// Output collections that may run at once ([`COLLECTIONS_AT_ONCE`]).
@@ -72,7 +74,8 @@ pub struct Connection {
 /// submits can hold every session, and the poller's and the output fetches' commands wait
 /// behind the batches already queued (a status cycle is late by them, never lost).
 pub const SUBMITS_AT_ONCE: usize = 5;
-/// How many output fetches run at once on one connection; see [`SUBMITS_AT_ONCE`].
+/// How many output reads run at once on one connection, each reading up to 100 jobs'
+/// windows in one command ([`output_reads`]); see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
 /// How many output collections (a fetch, the outputs' check and the status write) run at
 /// once on one connection: more than the status writes the operator sends at once
@@ -154,14 +157,14 @@ impl Connection {
         Arc::clone(&self.collect_gate)
     }
 
-    /// Fetches job `id`'s output once one of the [`OUTPUT_FETCHES_AT_ONCE`] slots is free.
+    /// Fetches job `id`'s output in the next of the connection's output reads, with the
+    /// other jobs' that wait for one ([`output_reads`]).
     pub async fn fetch_output(
         &self,
         id: &JobId,
         request: &OutputRequest,
     ) -> batchbridge_core::Result<JobOutput> {
-        let _slot = self.output_slots.acquire().await.ok();
-        self.backend.fetch_output(id, request).await
+        self.outputs.fetch(id, request).await
     }
 
     /// The partition or queue for jobs that do not choose one.
@@ -592,6 +595,7 @@ impl Clusters {
         let batching = Batching::of(spec.submit.as_ref());
         let submit_gate = Arc::new(Semaphore::new(batching.size * (batching.in_flight + 1)));
         let submits = SubmitPipeline::start(Arc::clone(&backend), Arc::clone(&gate), batching);
+        let outputs = OutputReads::start(Arc::clone(&backend));
         Ok(Connection {
             poller,
             backend,
@@ -600,7 +604,7 @@ impl Clusters {
             certificate: secrets.login.and_then(credentials::certificate),
             submits,
             gate,
-            output_slots: Semaphore::new(OUTPUT_FETCHES_AT_ONCE),
+            outputs,
             submit_gate,
             collect_gate: Arc::new(Semaphore::new(COLLECTIONS_AT_ONCE)),
             fingerprint,
