@@ -312,6 +312,51 @@ async fn many_commands_share_one_connection() {
     assert_eq!(shell.connections_opened(), 1);
 }
 
+/// Bulk commands (a burst of submit batches) take all sessions but two, one after another
+/// here with 3 sessions, while a short command started after them runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_commands_leave_sessions_for_short_ones() {
+    let f = ssh_facts();
+    let mut config = f.config(
+        SshAuth::KeyFile(f.private_key.clone()),
+        HostKeys::File(f.known_hosts.clone()),
+    );
+    config.max_sessions = 3;
+    let shell = std::sync::Arc::new(SshShell::new(config).unwrap());
+    whoami(&*shell).await.unwrap();
+    let times = |output: batchbridge_core::shell::Output| -> Vec<f64> {
+        output
+            .stdout_text()
+            .lines()
+            .map(|line| line.parse().unwrap())
+            .collect()
+    };
+    let bulk = || {
+        let shell = shell.clone();
+        tokio::spawn(async move {
+            let command = Command::sh("date +%s.%N; sleep 2; date +%s.%N", [] as [&str; 0]).bulk();
+            shell.run(&command).await.unwrap()
+        })
+    };
+    let (first, second) = (bulk(), bulk());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let short = shell
+        .run(&Command::new("date").arg("+%s.%N"))
+        .await
+        .unwrap();
+    let (first, second) = (times(first.await.unwrap()), times(second.await.unwrap()));
+    let short = times(short)[0];
+    let (first_ended, second_started) = (first[1].min(second[1]), first[0].max(second[0]));
+    assert!(
+        second_started >= first_ended,
+        "the two bulk commands ran at once: {first:?} {second:?}"
+    );
+    assert!(
+        short < first_ended,
+        "the short command waited for a bulk one: at {short}, the first bulk ended at {first_ended}"
+    );
+}
+
 #[tokio::test]
 async fn a_killed_connection_is_reestablished() {
     let shell = ssh_facts().key_shell();

@@ -265,6 +265,7 @@ impl JobDirs {
         }
         let command = Command::sh(&SUBMIT, args)
             .stdin(stdin)
+            .bulk()
             .timeout(self.timeout())
             .output_limit(batch.len() * (MAX_REFUSAL + 256) + 4096);
         let specs = batch.iter().map(|(index, _)| jobs[*index].spec);

@@ -64,6 +64,7 @@ pub struct Command {
     stdin: Option<Vec<u8>>,
     timeout: Duration,
     output_limit: usize,
+    bulk: bool,
 }
 
 impl Command {
@@ -75,6 +76,7 @@ impl Command {
             stdin: None,
             timeout: DEFAULT_TIMEOUT,
             output_limit: DEFAULT_OUTPUT_LIMIT,
+            bulk: false,
         }
     }
 
@@ -128,6 +130,28 @@ impl Command {
     pub fn output_limit(mut self, bytes: usize) -> Self {
         self.output_limit = bytes;
         self
+    }
+
+    /// Marks the command as bulk work (a batch of submits), which a shell that runs only
+    /// so many commands at once lets take all but a few of its places, so that a burst of
+    /// it never keeps short commands (a status poll, an output read) waiting behind it.
+    /// [`SshShell`] keeps 2 of its
+    /// [`max_sessions`](SshConfig::max_sessions) for commands that are not bulk.
+    ///
+    /// ```
+    /// use batchbridge_core::shell::Command;
+    ///
+    /// assert!(Command::new("sbatch").bulk().is_bulk());
+    /// assert!(!Command::new("squeue").is_bulk());
+    /// ```
+    pub fn bulk(mut self) -> Self {
+        self.bulk = true;
+        self
+    }
+
+    /// Whether the command is [`bulk`](Self::bulk) work.
+    pub fn is_bulk(&self) -> bool {
+        self.bulk
     }
 
     /// The program.

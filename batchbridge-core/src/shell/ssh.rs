@@ -340,6 +340,11 @@ impl SshConfig {
 
 /// What keeps a connection to itself whatever an ssh_config says: no agent or X11
 /// forwarding, no port forwarding, no local command.
+/// How many of its sessions an [`SshShell`] keeps from [`bulk`](Command::bulk) commands,
+/// for the short ones (a status poll, an output read): with the default 8 sessions, a burst
+/// of submit batches takes 6 at most.
+const SESSIONS_KEPT_FROM_BULK: usize = 2;
+
 const CONTAINED: [&str; 4] = [
     "ForwardAgent=no",
     "ForwardX11=no",
@@ -376,6 +381,9 @@ pub struct SshShell {
     refusal: std::sync::Mutex<Option<Refusal>>,
     /// Shared with the streams, which hold a session for as long as they run.
     sessions: Arc<Semaphore>,
+    /// What a [`bulk`](Command::bulk) command takes before its session: all but
+    /// [`SESSIONS_KEPT_FROM_BULK`] of them.
+    bulk_sessions: Semaphore,
     connections_opened: AtomicU64,
     /// The jump hosts' ssh_config and known hosts in `dir`, when there are hops.
     jumps: Option<JumpChain>,
@@ -487,6 +495,12 @@ impl SshShell {
             jumps,
             target: config.target(),
             sessions: Arc::new(Semaphore::new(config.max_sessions.max(1))),
+            bulk_sessions: Semaphore::new(
+                config
+                    .max_sessions
+                    .saturating_sub(SESSIONS_KEPT_FROM_BULK)
+                    .max(1),
+            ),
             config,
             dir,
             connection: Mutex::new(None),
@@ -990,6 +1004,13 @@ impl SshShell {
         command: &Command,
         work: impl Future<Output = Result<Output>>,
     ) -> Result<Output> {
+        // Sessions are taken first come, first served: a bulk command waits for its share
+        // first, so that at most that many stand ahead of a short command. The semaphore
+        // is never closed.
+        let _bulk = match command.is_bulk() {
+            true => self.bulk_sessions.acquire().await.ok(),
+            false => None,
+        };
         let _permit = self.sessions.acquire().await.map_err(|_| {
             Error::new(
                 ErrorKind::ConnectionLost,

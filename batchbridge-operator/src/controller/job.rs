@@ -337,8 +337,12 @@ async fn finish_action<E>(
 ) -> Option<Duration> {
     let written = match &step.status {
         Some(next) => {
+            let writes = match kind {
+                ActionKind::Submit | ActionKind::Place => &ctx.submit_writes,
+                ActionKind::CollectOutput => &ctx.end_writes,
+            };
             // The semaphore is never closed, so a permit always comes.
-            let _writing = ctx.action_writes.acquire().await.ok();
+            let _writing = writes.acquire().await.ok();
             write_status(ctx, job, current, next).await.map(Some)
         }
         None => Ok(None),

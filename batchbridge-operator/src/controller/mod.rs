@@ -102,9 +102,15 @@ pub struct Context {
     pub placer: Placer,
     /// One permit per placement in progress, [`PLACEMENTS_AT_ONCE`] in all.
     pub(crate) placing: Semaphore,
-    /// One permit per action's status write (and its Events) in progress,
-    /// [`ACTION_WRITES_AT_ONCE`] in all.
-    pub(crate) action_writes: Semaphore,
+    /// One permit per status write (and its Events) of a submit or a placement in
+    /// progress, [`ACTION_WRITES_AT_ONCE`] in all.
+    pub(crate) submit_writes: Semaphore,
+    /// One permit per status write (and its Events) of an output collection, which writes
+    /// a job's end, in progress, [`ACTION_WRITES_AT_ONCE`] in all. A window of its own:
+    /// permits are taken first come, first served, and in a burst of new jobs a job's end
+    /// waited for its write behind every submit answer already waiting
+    /// (docs/PERFORMANCE.md).
+    pub(crate) end_writes: Semaphore,
     /// Every BatchJob, as the job controller's cache has it: where a job's spec.after
     /// dependencies are looked up and what room on a cluster is counted from.
     pub(crate) jobs: Store<BatchJob>,
@@ -118,11 +124,12 @@ pub struct Context {
 /// ended meanwhile, and hold a thousand placements' memory.
 pub const PLACEMENTS_AT_ONCE: usize = 5;
 
-/// How many actions write their status (and its Events) at once. A batch of submits
+/// How many actions of one kind write their status (and its Events) at once: submits and
+/// placements, and apart from them output collections (jobs' ends). A batch of submits
 /// answers up to `spec.submit.batchSize` jobs at the same moment, each a status write and
 /// an Event: they go out together, but not hundreds at once, which would meet the API
 /// server's own limit on requests in flight (`--max-mutating-requests-inflight`, 200 by
-/// default) and be refused with 429, or hold up the writes of jobs that ended meanwhile.
+/// default; both kinds together stay under a third of it) and be refused with 429.
 pub const ACTION_WRITES_AT_ONCE: usize = 32;
 
 /// The operator: both controllers, configured and ready to run.
@@ -443,7 +450,8 @@ impl Operator {
             object_stores: self.object_stores.clone(),
             placer: Placer::default(),
             placing: Semaphore::new(PLACEMENTS_AT_ONCE),
-            action_writes: Semaphore::new(ACTION_WRITES_AT_ONCE),
+            submit_writes: Semaphore::new(ACTION_WRITES_AT_ONCE),
+            end_writes: Semaphore::new(ACTION_WRITES_AT_ONCE),
         });
         let forgetting = forget_gone_clusters(gone_seen, Arc::clone(&ctx));
         let clusters = cluster_controller
