@@ -118,7 +118,9 @@ pub const MAX_JOBS_PER_BATCH: usize = 100;
 
 /// How many batches are in flight at once, each in its own remote command (an SSH session
 /// of the one connection): [`SshConfig`](crate::shell::SshConfig)'s default session limit, so
-/// that a batch's jobs spread over every session instead of one remote loop doing them all.
+/// that a batch's jobs spread over the sessions instead of one remote loop doing them all.
+/// The commands are [`bulk`](Command::bulk): an [`SshShell`](crate::shell::SshShell) runs
+/// 6 of them at once and keeps its other 2 sessions for short commands.
 pub const BATCHES_IN_FLIGHT: usize = 8;
 
 /// The most bytes of a refusal a batch sends back per job: errors quote an excerpt anyway.

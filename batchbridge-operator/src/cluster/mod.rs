@@ -70,21 +70,21 @@ pub struct Connection {
 /// connection, whatever `spec.submit.concurrency` says. An SSH connection runs 8 commands
 /// at once (`SshConfig::max_sessions`), first come, first served. A submit of many jobs
 /// spreads them over up to 8 remote commands of its own
-/// (`batchbridge_core::remote::BATCHES_IN_FLIGHT`), so during a burst of new jobs the
-/// submits can hold every session, and the poller's and the output fetches' commands wait
-/// behind the batches already queued (a status cycle is late by them, never lost).
+/// (`batchbridge_core::remote::BATCHES_IN_FLIGHT`), bulk commands (`Command::bulk`), which
+/// take at most 6 of the sessions: during a burst of new jobs the poller's and the output
+/// reads' commands wait behind at most 6 batches, not all of those queued.
 pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output reads run at once on one connection, each reading up to 100 jobs'
 /// windows in one command ([`output_reads`]); see [`SUBMITS_AT_ONCE`].
 pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
 /// How many output collections (a fetch, the outputs' check and the status write) run at
-/// once on one connection: more than the status writes the operator sends at once
-/// ([`ACTION_WRITES_AT_ONCE`](crate::controller::ACTION_WRITES_AT_ONCE)) and the fetches
-/// together, so that neither waits for the other. Measured in a 10,000-job burst
+/// once on one connection: more than the status writes of jobs' ends the operator sends
+/// at once ([`ACTION_WRITES_AT_ONCE`](crate::controller::ACTION_WRITES_AT_ONCE)) and the
+/// reads together, so that neither waits for the other. Measured in a 10,000-job burst
 /// (docs/PERFORMANCE.md): with 16, a job's end was seen 24 s after it at the median, with
-/// 64 3.6 s, for 19 MiB more peak RSS; the p99 (about 140 s either way) is set by the
-/// burst's submit writes ahead of the collections'. The others wait at
-/// [`Connection::collect_gate`] before their action is built, about 4 KB saved each.
+/// 64 3.6 s; since the ends' writes and reads no longer wait behind the submits', the p99
+/// is 5.4 s. The others wait at [`Connection::collect_gate`] before their action is
+/// built, about 4 KB saved each.
 pub const COLLECTIONS_AT_ONCE: usize = 64;
 
 /// What a connection was built from: when any part changes, it is rebuilt.
