@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::answers::{each_answered, unanswered};
 use super::job_dirs::{STAGED_INPUTS_FILE, WORKING_DIR_FILE};
 use super::{
     JobDirs, StagingDir, SubmitJob, SubmitLocks, Submitted, WorkSettings, environment_file,
@@ -856,31 +857,24 @@ impl<S: CliScheduler> BatchBackend for RemoteBackend<S> {
     /// Reads up to 100 windows in one command ([`JobDirs::fetch_outputs`]); an id that is
     /// not the scheduler's answers InvalidInput without being sent.
     async fn fetch_outputs(&self, requests: &[(JobId, OutputRequest)]) -> Vec<Result<JobOutput>> {
-        let mut answers: Vec<Option<Result<JobOutput>>> = Vec::with_capacity(requests.len());
-        let mut sent = Vec::with_capacity(requests.len());
-        for (id, request) in requests {
+        let mut answers = unanswered(requests.len());
+        let (mut sent, mut windows) = (Vec::new(), Vec::new());
+        for (index, (id, request)) in requests.iter().enumerate() {
             match job_number_of(id.as_str(), S::JOB_ID) {
                 Ok(number) => {
-                    sent.push((number, request));
-                    answers.push(None);
+                    sent.push(index);
+                    windows.push((number, request));
                 }
-                Err(err) => answers.push(Some(Err(err))),
+                Err(err) => answers[index] = Some(Err(err)),
             }
         }
-        let mut read = self.jobs.fetch_outputs(&sent).await.into_iter();
-        answers
+        for (index, read) in sent
             .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    read.next().unwrap_or_else(|| {
-                        Err(Error::new(
-                            ErrorKind::UnexpectedOutput,
-                            "a window was left out of its command",
-                        ))
-                    })
-                })
-            })
-            .collect()
+            .zip(self.jobs.fetch_outputs(&windows).await)
+        {
+            answers[index] = Some(read);
+        }
+        each_answered(answers, "an output window")
     }
 
     /// Removes the job's directory (script, output, exit codes) once the scheduler reports

@@ -79,6 +79,7 @@
 //! - `staging.rs` and `staging.sh`: [`StagingDir`], the files a job stages in and out
 //!   ([`crate::staging`]), streamed through the same shell.
 
+mod answers;
 mod backend;
 mod job_dirs;
 mod output;

@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 
 use super::JobDirs;
+use super::answers::{each_answered, unanswered};
 use crate::backend::{JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
 use crate::error::{Error, ErrorKind, Result};
 use crate::shell::{Command, Output};
@@ -129,7 +130,7 @@ impl JobDirs {
         &self,
         requests: &[(&str, &OutputRequest)],
     ) -> Vec<Result<JobOutput>> {
-        let mut answers: Vec<Option<Result<JobOutput>>> = requests.iter().map(|_| None).collect();
+        let mut answers = unanswered(requests.len());
         // Commands of (index, window).
         let mut commands: Vec<Vec<(usize, Window<'_>)>> = Vec::new();
         let mut bytes = 0;
@@ -160,17 +161,7 @@ impl JobDirs {
                 answers[*index] = Some(answer);
             }
         }
-        answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(Error::new(
-                        ErrorKind::UnexpectedOutput,
-                        "a window was left out of its command",
-                    ))
-                })
-            })
-            .collect()
+        each_answered(answers, "an output window")
     }
 
     /// One command that reads `windows`, and each one's answer, in order.

@@ -8,6 +8,7 @@ use futures::StreamExt;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::JobDirs;
+use super::answers::{each_answered, unanswered};
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::shell::{Command, MAX_COMMAND_LINE, Output};
 use crate::spec::{JobKey, JobSpec};
@@ -186,7 +187,7 @@ impl JobDirs {
         let base = Command::sh(&SUBMIT, [work.as_str(), &nonce(), "999"])
             .to_shell_line()
             .map_or(0, |line| line.len());
-        let mut answers: Vec<Option<Result<Submitted>>> = jobs.iter().map(|_| None).collect();
+        let mut answers = unanswered(jobs.len());
         // Batches of (index, its arguments).
         let mut batches: Vec<Vec<(usize, Vec<String>)>> = Vec::new();
         let mut length = base;
@@ -233,17 +234,7 @@ impl JobDirs {
                 answers[*index] = Some(outcome);
             }
         }
-        answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(Error::new(
-                        ErrorKind::UnexpectedOutput,
-                        "a job was left out of its batch",
-                    ))
-                })
-            })
-            .collect()
+        each_answered(answers, "a job")
     }
 
     /// One remote command for `batch` (indexes into `jobs`, with their arguments).
