@@ -338,13 +338,13 @@ impl SshConfig {
     }
 }
 
-/// What keeps a connection to itself whatever an ssh_config says: no agent or X11
-/// forwarding, no port forwarding, no local command.
 /// How many of its sessions an [`SshShell`] keeps from [`bulk`](Command::bulk) commands,
 /// for the short ones (a status poll, an output read): with the default 8 sessions, a burst
 /// of submit batches takes 6 at most.
 const SESSIONS_KEPT_FROM_BULK: usize = 2;
 
+/// What keeps a connection to itself whatever an ssh_config says: no agent or X11
+/// forwarding, no port forwarding, no local command.
 const CONTAINED: [&str; 4] = [
     "ForwardAgent=no",
     "ForwardX11=no",
