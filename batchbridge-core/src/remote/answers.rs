@@ -8,6 +8,11 @@ pub(super) fn unanswered<T>(items: usize) -> Vec<Option<Result<T>>> {
     (0..items).map(|_| None).collect()
 }
 
+/// The same error for each of `items` items: the call failed as a whole.
+pub(super) fn each_failed<T>(items: usize, err: &Error) -> Vec<Result<T>> {
+    (0..items).map(|_| Err(err.again())).collect()
+}
+
 /// Each item's answer, an item left without one an
 /// [`UnexpectedOutput`](ErrorKind::UnexpectedOutput) error: `what` was left out of its
 /// command (a defect, not something a scheduler does).

@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use super::JobDirs;
-use super::answers::{each_answered, unanswered};
+use super::answers::{each_answered, each_failed, unanswered};
 use crate::backend::{JobOutput, MAX_OUTPUT_CHUNK, OutputChunk, OutputRange, OutputRequest};
 use crate::error::{Error, ErrorKind, Result};
 use crate::shell::{Command, Output};
@@ -169,7 +169,7 @@ impl JobDirs {
         let count = windows.len();
         let work = match self.work().await {
             Ok(work) => work.to_owned(),
-            Err(err) => return (0..count).map(|_| Err(err.again())).collect(),
+            Err(err) => return each_failed(count, &err),
         };
         let mut args = vec![FETCH_OUTPUT.clone(), work];
         let mut limit = 0;
@@ -182,14 +182,14 @@ impl JobDirs {
             .timeout(self.timeout());
         let output = match self.shell().run(&command).await {
             Ok(output) => output,
-            Err(err) => return (0..count).map(|_| Err(err.again())).collect(),
+            Err(err) => return each_failed(count, &err),
         };
         if output.stdout_truncated {
             let err = Error::new(
                 ErrorKind::UnexpectedOutput,
                 "reading the output of many jobs answered more than it was asked for",
             );
-            return (0..count).map(|_| Err(err.again())).collect();
+            return each_failed(count, &err);
         }
         // Frames stop early only when the command did: its own failure, else a short answer.
         let cut_short = Output {

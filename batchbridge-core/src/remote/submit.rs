@@ -8,7 +8,7 @@ use futures::StreamExt;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::JobDirs;
-use super::answers::{each_answered, unanswered};
+use super::answers::{each_answered, each_failed, unanswered};
 use crate::error::{Error, ErrorKind, Result, excerpt};
 use crate::shell::{Command, MAX_COMMAND_LINE, Output};
 use crate::spec::{JobKey, JobSpec};
@@ -182,7 +182,7 @@ impl JobDirs {
     pub async fn submit_many(&self, jobs: &[SubmitJob<'_>]) -> Vec<Result<Submitted>> {
         let work = match self.work().await {
             Ok(work) => work.to_owned(),
-            Err(err) => return jobs.iter().map(|_| Err(err.again())).collect(),
+            Err(err) => return each_failed(jobs.len(), &err),
         };
         let base = Command::sh(&SUBMIT, [work.as_str(), &nonce(), "999"])
             .to_shell_line()
@@ -269,7 +269,7 @@ impl JobDirs {
                     .map(|spec| Err(outcome_unknown(&spec.key, &err)))
                     .collect()
             }
-            Err(err) => specs.map(|_| Err(err.again())).collect(),
+            Err(err) => each_failed(specs.len(), &err),
         }
     }
 

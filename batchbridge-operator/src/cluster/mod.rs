@@ -76,7 +76,7 @@ pub struct Connection {
 pub const SUBMITS_AT_ONCE: usize = 5;
 /// How many output reads run at once on one connection, each reading up to 100 jobs'
 /// windows in one command ([`output_reads`]); see [`SUBMITS_AT_ONCE`].
-pub const OUTPUT_FETCHES_AT_ONCE: usize = 2;
+pub const OUTPUT_READS_AT_ONCE: usize = 2;
 /// How many output collections (a fetch, the outputs' check and the status write) run at
 /// once on one connection: more than the status writes of jobs' ends the operator sends
 /// at once ([`ACTION_WRITES_AT_ONCE`](crate::controller::ACTION_WRITES_AT_ONCE)) and the

@@ -4,7 +4,7 @@
 //! A job's end is written with its output, so the end waits for its read. In a burst of
 //! 10,000 short jobs thousands end while the submits go on, and one remote command per
 //! read, two at once, made them wait minutes for their status (docs/PERFORMANCE.md). A read
-//! goes at once when one of [`OUTPUT_FETCHES_AT_ONCE`] places is free; the reads that came
+//! goes at once when one of [`OUTPUT_READS_AT_ONCE`] places is free; the reads that came
 //! while every place was taken go together in the next call, up to [`READS_PER_CALL`]
 //! windows and [`BYTES_PER_CALL`] bytes asked for. No delay is added to gather them: a read
 //! that finds a place free goes alone.
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use batchbridge_core::{BatchBackend, Error, ErrorKind, JobId, JobOutput, OutputRequest};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::OUTPUT_FETCHES_AT_ONCE;
+use super::OUTPUT_READS_AT_ONCE;
 
 /// The most windows read in one call.
 pub const READS_PER_CALL: usize = 100;
@@ -85,7 +85,7 @@ impl OutputReads {
 /// The task: takes the reads `reads` brings, as many together as wait and fit in a call,
 /// once a place is free, until every sender is gone.
 async fn gather(mut reads: mpsc::UnboundedReceiver<Read>, backend: Arc<dyn BatchBackend>) {
-    let places = Arc::new(Semaphore::new(OUTPUT_FETCHES_AT_ONCE));
+    let places = Arc::new(Semaphore::new(OUTPUT_READS_AT_ONCE));
     // A read that did not fit in the last call: the first of the next.
     let mut left = None;
     loop {
