@@ -28,7 +28,7 @@ pub use credential::{HostKeys, Password, SshAuth};
 pub use jump::JumpHost;
 pub use kerberos::{KerberosKeytab, Keytab};
 pub use local::LocalShell;
-pub use ssh::{SshConfig, SshShell};
+pub use ssh::{AES_GCM_FIRST, SshConfig, SshShell};
 
 /// Default time limit for one command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -102,7 +102,19 @@ pub struct SshConfig {
     /// When absent: `$XDG_RUNTIME_DIR` (a per-user, memory-backed directory) if set, else the
     /// system's temporary directory.
     pub runtime_dir: Option<PathBuf>,
+    /// The ciphers the master offers, in order of preference (`Ciphers`). By default
+    /// [`AES_GCM_FIRST`]: OpenSSH's own set with AES-GCM ahead of ChaCha20-Poly1305, which
+    /// costs a quarter less CPU per byte on a CPU with AES instructions (every x86-64 and
+    /// Armv8 server of the last decade), at both ends, for staged files and output alike;
+    /// the server still picks among what it allows. For an alias, an ssh_config's own
+    /// `Ciphers` wins; otherwise this does. `None` leaves the choice to OpenSSH and the
+    /// ssh_config.
+    pub ciphers: Option<String>,
 }
+
+/// OpenSSH's default ciphers with AES-GCM first: see [`SshConfig::ciphers`].
+pub const AES_GCM_FIRST: &str = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,\
+                                 chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr";
 
 impl SshConfig {
     /// A config with port 22 and defaults for everything optional.
@@ -129,6 +141,7 @@ impl SshConfig {
             jump_hosts: Vec::new(),
             host_is_alias: false,
             runtime_dir: None,
+            ciphers: Some(AES_GCM_FIRST.to_owned()),
         }
     }
 
@@ -240,6 +253,7 @@ impl SshConfig {
             .args(self.destination_args(&alias_config));
         let mut options = self.host_key_options(Path::new("/dev/null"));
         options.extend(CONTAINED.map(str::to_owned));
+        options.extend(self.cipher_options());
         options.extend([
             format!("ControlPersist={}s", persist.as_secs().max(1)),
             format!("ConnectTimeout={}", self.connect_timeout.as_secs().max(1)),
@@ -309,7 +323,20 @@ impl SshConfig {
             Some(file) => text.push_str(&format!("Include \"{}\"\n", file.display())),
             None => text.push_str("Include ~/.ssh/config /etc/ssh/ssh_config\n"),
         }
+        // After the files, so that theirs wins (a file's last `Host` block ends with it).
+        if let Some(ciphers) = &self.ciphers {
+            text.push_str(&format!("Ciphers {ciphers}\n"));
+        }
         text
+    }
+
+    /// `Ciphers` for the command line, unless the host is an alias (whose ssh_config is
+    /// read first, see [`alias_ssh_config`](Self::alias_ssh_config)).
+    fn cipher_options(&self) -> Vec<String> {
+        match &self.ciphers {
+            Some(ciphers) if !self.host_is_alias => vec![format!("Ciphers={ciphers}")],
+            _ => Vec::new(),
+        }
     }
 
     /// `StrictHostKeyChecking`: `yes`, or `accept-new` when asked.
@@ -342,6 +369,21 @@ impl SshConfig {
 /// for the short ones (a status poll, an output read): with the default 8 sessions, a burst
 /// of submit batches takes 6 at most.
 const SESSIONS_KEPT_FROM_BULK: usize = 2;
+
+/// Gives the pipe the master writes a command's stdout into 1 MiB instead of 64 KiB, so that
+/// a fetched file moves in fewer, larger system calls at both ends: a GiB came out 10 %
+/// faster on the test VM. (Linux only; where the user's pipe allowance is spent the pipe
+/// stays as it is, which only costs speed. Widening stdin's pipe as well made a GiB going
+/// in slower in half the runs, so it is left as it is.)
+fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::fcntl::{FcntlArg, fcntl};
+        let _ = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(1 << 20));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pipe;
+}
 
 /// What keeps a connection to itself whatever an ssh_config says: no agent or X11
 /// forwarding, no port forwarding, no local command.
@@ -663,6 +705,7 @@ impl SshShell {
             .config
             .host_key_options(&self.dir.path().join("known_hosts"));
         options.extend(CONTAINED.map(str::to_owned));
+        options.extend(self.config.cipher_options());
         options.extend([
             format!(
                 "ConnectTimeout={}",
@@ -1073,10 +1116,14 @@ impl SshShell {
             }
         };
         let broken = |err: openssh::Error| connection_lost(&self.target, command, err, true);
+        let stdout = child.stdout().take();
+        if let Some(stdout) = &stdout {
+            widen_pipe(stdout);
+        }
         let exchanged = exchange_streams(
             child.stdin().take(),
             input,
-            child.stdout().take(),
+            stdout,
             output,
             child.stderr().take(),
             command.get_output_limit(),
@@ -1242,7 +1289,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.ends_with("\nInclude ~/.ssh/config /etc/ssh/ssh_config\n"),
+            text.ends_with(&format!(
+                "\nInclude ~/.ssh/config /etc/ssh/ssh_config\nCiphers {AES_GCM_FIRST}\n"
+            )),
             "{text}"
         );
         let mode = std::fs::metadata(&written).unwrap().permissions().mode();
@@ -1258,9 +1307,72 @@ mod tests {
         );
         assert!(text.contains("\nBatchMode yes\n"), "{text}");
         assert!(
-            text.ends_with("\nInclude \"/home/alice/.ssh/config\"\n"),
+            text.contains("\nInclude \"/home/alice/.ssh/config\"\nCiphers "),
             "{text}"
         );
+    }
+
+    /// What `ssh -G` (which reads the options as `ssh` does, and connects nowhere) says the
+    /// master would offer, for `host` read through ssh_config `file` with options `options`.
+    fn offered_ciphers(file: &Path, options: &[String], host: &str) -> String {
+        let mut ssh = std::process::Command::new("ssh");
+        ssh.arg("-G").arg("-F").arg(file);
+        for option in options {
+            ssh.arg("-o").arg(option);
+        }
+        let out = ssh.arg(host).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|line| line.strip_prefix("ciphers "))
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn the_master_offers_aes_gcm_first_unless_an_ssh_config_or_the_caller_chose() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = SshConfig::new(
+            "login1",
+            "alice",
+            SshAuth::Agent("/run/agent".into()),
+            HostKeys::FromSshConfig,
+        );
+        let options = host.cipher_options();
+        assert_eq!(options, [format!("Ciphers={AES_GCM_FIRST}")]);
+        assert_eq!(
+            offered_ciphers(Path::new("none"), &options, "login1"),
+            AES_GCM_FIRST
+        );
+        let mut plain = host.clone();
+        plain.ciphers = None;
+        assert!(plain.cipher_options().is_empty());
+
+        // An alias: the user's ssh_config says it for one host; the default for the rest.
+        let users = dir.path().join("config");
+        std::fs::write(
+            &users,
+            "Host hpc\n    Ciphers aes256-ctr\nHost other\n    Port 2\n",
+        )
+        .unwrap();
+        let mut alias = SshConfig::alias("hpc");
+        alias.ssh_config_file = Some(users);
+        assert!(alias.cipher_options().is_empty());
+        let written = dir.path().join("alias_config");
+        std::fs::write(&written, alias.alias_ssh_config(true)).unwrap();
+        assert_eq!(offered_ciphers(&written, &[], "hpc"), "aes256-ctr");
+        // The file's last `Host` block ends with the file.
+        for host in ["other", "third"] {
+            assert_eq!(
+                offered_ciphers(&written, &[], host),
+                AES_GCM_FIRST,
+                "{host}"
+            );
+        }
     }
 
     #[test]
