@@ -1506,42 +1506,114 @@ mod tests {
         }
     }
 
-    /// `staging.sh put` without a digest argument on this machine: the file is placed only
-    /// when the line after its bytes is their digest.
+    /// A directory of links to the programs on this machine's PATH but python3's, with
+    /// `python3` the script `python3` when given.
+    fn tools_but_python(python3: Option<&str>) -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = tempfile::tempdir().unwrap();
+        let path = std::env::var_os("PATH").unwrap();
+        for dir in std::env::split_paths(&path) {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name();
+                let link = bin.path().join(&name);
+                if !name.to_string_lossy().starts_with("python") && !link.exists() {
+                    std::os::unix::fs::symlink(entry.path(), link).unwrap();
+                }
+            }
+        }
+        if let Some(script) = python3 {
+            let shim = bin.path().join("python3");
+            std::fs::write(&shim, script).unwrap();
+            std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        bin
+    }
+
+    /// `staging.sh put` on this machine, its digest an argument or the line after the bytes,
+    /// written by each writer a cluster may have: python3, no python3 (`head | tee`), and a
+    /// python3 that cannot hash. The file is placed only under its digest.
     #[tokio::test]
-    async fn put_places_a_file_only_under_the_digest_that_follows_it() {
+    async fn put_places_a_file_only_under_its_digest_whichever_writer_the_cluster_has() {
         let sum_abcd = "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589";
-        let cases: &[(String, Option<&str>)] = &[
-            (format!("abcd{sum_abcd}\n"), None),
-            (format!("abce{sum_abcd}\n"), Some("arrived damaged")),
-            ("abcd".to_owned(), Some("arrived without its SHA-256")),
-            ("abc".to_owned(), Some("arrived cut short: 3 of 4 bytes")),
+        let cases: &[(Option<&str>, String, Option<&str>)] = &[
+            (None, format!("abcd{sum_abcd}\n"), None),
+            (None, format!("abce{sum_abcd}\n"), Some("arrived damaged")),
+            (None, "abcd".to_owned(), Some("arrived without its SHA-256")),
             (
+                None,
+                "abc".to_owned(),
+                Some("arrived cut short: 3 of 4 bytes"),
+            ),
+            (
+                None,
                 format!("abcd{}\n", &sum_abcd[..10]),
                 Some("arrived damaged"),
             ),
+            (Some(sum_abcd), "abcd".to_owned(), None),
+            (Some(sum_abcd), "abce".to_owned(), Some("arrived damaged")),
+            (
+                Some(sum_abcd),
+                "abc".to_owned(),
+                Some("cut short: 3 of 4 bytes"),
+            ),
         ];
-        for (stdin, refused) in cases {
-            let tmp = tempfile::tempdir().unwrap();
-            let root = tmp.path().to_str().unwrap();
-            let command = Command::sh(STAGING, ["put", root, "f", "4"]);
-            let input: PipeInput = Box::new(std::io::Cursor::new(stdin.clone().into_bytes()));
-            let output = LocalShell.pipe(&command, Some(input), None).await.unwrap();
-            let placed: Vec<_> = std::fs::read_dir(tmp.path())
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            match refused {
-                None => {
-                    assert_eq!(output.exit_code, Some(0), "{}", output.stderr_text());
-                    assert_eq!(std::fs::read(tmp.path().join("f")).unwrap(), b"abcd");
-                }
-                Some(why) => {
-                    let err = refusal(output, "put").unwrap_err();
-                    assert_eq!(err.kind(), ErrorKind::Io, "{stdin:?}");
-                    assert!(err.is_temporary(), "{err}");
-                    assert!(err.message().contains(why), "{stdin:?}: {err}");
-                    assert!(placed.is_empty(), "{stdin:?}: {placed:?}");
+        let python3 = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|dir| dir.join("python3"))
+            .find(|path| path.is_file())
+            .expect("python3, to test the writer a cluster with python3 uses");
+        let marks = tempfile::tempdir().unwrap();
+        let ran = marks.path().join("python3 ran");
+        let writers = [
+            (
+                "python3",
+                Some(format!(
+                    "#!/bin/sh\n: > '{}'\nexec '{}' \"$@\"\n",
+                    ran.display(),
+                    python3.display()
+                )),
+            ),
+            ("no python3", None),
+            (
+                "a python3 that cannot hash",
+                Some("#!/bin/sh\nexit 9\n".to_owned()),
+            ),
+        ];
+        for (writer, python3) in writers {
+            let bin = tools_but_python(python3.as_deref());
+            let script = format!("PATH='{}'\n{STAGING}", bin.path().display());
+            for (sum, stdin, refused) in cases {
+                let _ = std::fs::remove_file(&ran);
+                let tmp = tempfile::tempdir().unwrap();
+                let root = tmp.path().to_str().unwrap();
+                let mut args = vec!["put", root, "f", "4"];
+                args.extend(sum);
+                let command = Command::sh(&script, args);
+                let input: PipeInput = Box::new(std::io::Cursor::new(stdin.clone().into_bytes()));
+                let output = LocalShell.pipe(&command, Some(input), None).await.unwrap();
+                let case = format!("{writer}, {sum:?}, {stdin:?}");
+                assert_eq!(ran.exists(), writer == "python3", "{case}");
+                let placed: Vec<_> = std::fs::read_dir(tmp.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect();
+                match refused {
+                    None => {
+                        assert_eq!(
+                            output.exit_code,
+                            Some(0),
+                            "{case}: {}",
+                            output.stderr_text()
+                        );
+                        assert_eq!(placed, ["f"], "{case}");
+                        assert_eq!(std::fs::read(tmp.path().join("f")).unwrap(), b"abcd");
+                    }
+                    Some(why) => {
+                        let err = refusal(output, "put").unwrap_err();
+                        assert_eq!(err.kind(), ErrorKind::Io, "{case}");
+                        assert!(err.is_temporary(), "{err}");
+                        assert!(err.message().contains(why), "{case}: {err}");
+                        assert!(placed.is_empty(), "{case}: {placed:?}");
+                    }
                 }
             }
         }

@@ -51,6 +51,54 @@ elif command -v shasum >/dev/null 2>&1; then
 else
     digest_tool=
 fi
+# `write_and_hash FILE LIMIT`: stdin to FILE, its first LIMIT bytes (all of it for -1, and
+# never a byte beyond: a trailer may follow), then their SHA-256 on stdout. One python3
+# process where the cluster has one: `head | tee | openssl` cost 2 CPU seconds a GiB where
+# the hash alone costs 0.7, moving 8 KiB a system call through two more pipes. Python exits
+# 9 before it reads anything when it cannot hash, and the pipeline does the work instead.
+write_and_hash_py='
+import os, sys
+try:
+    from hashlib import sha256
+except ImportError:
+    sys.exit(9)
+path, left = sys.argv[1], int(sys.argv[2])
+digest = sha256()
+out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+source = open(0, "rb", buffering=0, closefd=False)
+if sys.platform.startswith("linux"):
+    try:
+        import fcntl
+        fcntl.fcntl(0, 1031, 1 << 20)  # F_SETPIPE_SZ: sshd hands over 1 MiB, not 64 KiB, a read
+    except OSError:
+        pass
+# One buffer, read into: a bytes object a read cost an mmap, an mremap and a munmap.
+buf = memoryview(bytearray(1 << 20))
+while left:
+    n = source.readinto(buf[: min(left, len(buf))] if left > 0 else buf)
+    if not n:
+        break
+    digest.update(buf[:n])
+    view = buf[:n]
+    while view:
+        view = view[os.write(out, view) :]
+    if left > 0:
+        left -= n
+os.close(out)
+print(digest.hexdigest())
+'
+write_and_hash() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c "$write_and_hash_py" "$@"
+        set -- "$@" $?
+        [ "$3" -eq 9 ] || return "$3"
+    fi
+    if [ "$2" -lt 0 ]; then
+        tee -- "$1" | digest
+    else
+        head -c "$2" | tee -- "$1" | digest
+    fi
+}
 need_digest() {
     [ -n "$digest_tool" ] && return 0
     echo "the cluster has no sha256sum, shasum or openssl to check a file's SHA-256" >&2
@@ -144,9 +192,9 @@ put)
     trap 'rm -f -- "$tmp"; exit 1' HUP INT TERM PIPE
     # Hashed as it is written, so that checking costs no second read.
     if [ $# -ge 3 ]; then
-        got_sum=$(tee -- "$tmp" | digest) || exit 1
+        got_sum=$(write_and_hash "$tmp" -1) || exit 1
     else
-        got_sum=$(head -c "$size" | tee -- "$tmp" | digest) || exit 1
+        got_sum=$(write_and_hash "$tmp" "$size") || exit 1
         IFS= read -r sum || sum=
     fi
     got=$(size_of "$tmp")
