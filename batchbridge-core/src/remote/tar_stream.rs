@@ -280,9 +280,14 @@ pub(super) fn receive(
     mut progress: impl FnMut(u64),
 ) -> io::Result<(u64, String)> {
     let mut file = std::fs::File::create(partial)?;
+    let flusher = match sync {
+        Sync::Now => Some(Flusher::start(&file)?),
+        Sync::Later => None,
+    };
     let mut hasher = Sha256::new();
     let mut buffer = vec![0; FILE_BUFFER];
     let mut done = 0u64;
+    let mut flushed = 0u64;
     loop {
         let n = match reader.read(&mut buffer) {
             Ok(0) => break,
@@ -294,16 +299,87 @@ pub(super) fn receive(
         file.write_all(&buffer[..n])?;
         done += n as u64;
         progress(done);
+        if let Some(flusher) = &flusher
+            && done - flushed >= FLUSH_STEP
+        {
+            flusher.nudge();
+            flushed = done;
+        }
     }
-    if sync == Sync::Now {
+    if let Some(flusher) = flusher {
+        flusher.finish()?;
         file.sync_all()?;
     }
     Ok((done, format!("{:x}", hasher.finalize())))
 }
 
+/// How much of a file [`receive`] writes between two nudges of its [`Flusher`].
+const FLUSH_STEP: u64 = 32 << 20;
+
+/// Flushes a file to disk from a second thread while it is still written, a step behind
+/// the writer, so that the `fsync` before its rename waits for the last step rather than
+/// the whole file: a GiB's `fsync` alone cost 0.3 s on the test VM, and over a second
+/// behind other writers of the same disk.
+struct Flusher {
+    nudges: Option<std::sync::mpsc::SyncSender<()>>,
+    thread: std::thread::JoinHandle<io::Result<()>>,
+}
+
+impl Flusher {
+    fn start(file: &std::fs::File) -> io::Result<Self> {
+        let file = file.try_clone()?;
+        // One nudge waiting at most: a writer ahead of the disk does not queue flushes.
+        let (nudges, nudged) = std::sync::mpsc::sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("batchbridge-flush".to_owned())
+            .spawn(move || {
+                for () in nudged {
+                    file.sync_data()?;
+                }
+                Ok(())
+            })?;
+        Ok(Self {
+            nudges: Some(nudges),
+            thread,
+        })
+    }
+
+    /// Asks for a flush of what has been written, unless one is asked for already.
+    fn nudge(&self) {
+        if let Some(nudges) = &self.nudges {
+            let _ = nudges.try_send(());
+        }
+    }
+
+    /// Waits for the flushes asked for; the first one that failed is the error.
+    fn finish(mut self) -> io::Result<()> {
+        drop(self.nudges.take());
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the flushing thread panicked")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file of several flush steps, flushed while written, arrives whole and synced, with
+    /// the digest `sha256sum` gives for it; progress counts every byte.
+    #[test]
+    fn a_file_flushed_while_it_is_written_arrives_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let partial = dir.path().join(".big.bb-partial");
+        let size = 2 * FLUSH_STEP + 5;
+        let mut reader = io::repeat(0).take(size);
+        let mut reached = 0;
+        let received = receive(&mut reader, &partial, Sync::Now, |done| reached = done).unwrap();
+        // head -c 67108869 /dev/zero | sha256sum
+        let sum = "e137416c8a18fa8914ef0cc00dc3c0ec5248a719465647a54755612c25dd14b1";
+        assert_eq!(received, (size, sum.to_owned()));
+        assert_eq!(reached, size);
+        assert_eq!(std::fs::metadata(&partial).unwrap().len(), size);
+    }
 
     fn expected(names: &[(&str, u64)]) -> Vec<Expected> {
         names
