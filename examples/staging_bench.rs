@@ -2,8 +2,11 @@
 //! (`tests/testbed/up.sh` first) against `scp` and `rsync` of the same data in the same
 //! run: one large file (1 GiB by default) in and out, then 1000 files of 4 KiB in and out,
 //! in 3 rounds (ours first in odd rounds, last in even ones, so that a page cache warmed
-//! or a neighbour's load favours neither). Prints per round seconds, MiB/s, the ratio to
-//! scp and rsync, and this process's peak resident memory during each staging step.
+//! or a neighbour's load favours neither; a `sync` before each transfer, untimed, so that
+//! none pays for the writeback of the one before). `scp` runs twice: with OpenSSH's
+//! default cipher and with AES-GCM, the one our connection offers first. Prints per round
+//! seconds, MiB/s, the ratios to scp and rsync, and this process's peak resident memory
+//! during each staging step.
 //!
 //! ```text
 //! cargo run --release --example staging_bench               # 1 GiB, 1000 small files, 3 rounds
@@ -37,8 +40,16 @@ fn ssh_options(facts: &SshFacts) -> Vec<String> {
     ]
 }
 
+/// Writes every dirty page to disk, untimed, so that no transfer pays for the writeback of
+/// the one before it (the test bed's cluster and this process share one disk).
+fn settle() -> Result<()> {
+    std::process::Command::new("sync").status()?;
+    Ok(())
+}
+
 /// Runs a local program and returns how long it took; fails when it fails.
 fn timed(program: &str, args: &[String]) -> Result<f64> {
+    settle()?;
     let start = Instant::now();
     let status = std::process::Command::new(program).args(args).status()?;
     if !status.success() {
@@ -50,14 +61,27 @@ fn timed(program: &str, args: &[String]) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
-fn scp(facts: &SshFacts, from: &str, to: &str, recursive: bool) -> Result<f64> {
-    let mut args = ssh_options(facts);
-    args.extend(["-q".into(), "-P".into(), facts.port.to_string()]);
-    if recursive {
-        args.push("-r".into());
-    }
-    args.extend([from.to_owned(), to.to_owned()]);
-    timed("scp", &args)
+/// `scp` with OpenSSH's default cipher, then with AES-GCM (the cipher our master offers
+/// first, see `SshConfig::ciphers`) to `TO-gcm`: the seconds of each, to compare like with
+/// like.
+fn scp(facts: &SshFacts, from: &str, to: &str, recursive: bool) -> Result<(f64, f64)> {
+    let run = |cipher: Option<&str>| {
+        let mut args = ssh_options(facts);
+        args.extend(["-q".into(), "-P".into(), facts.port.to_string()]);
+        if let Some(cipher) = cipher {
+            args.extend(["-c".into(), cipher.to_owned()]);
+        }
+        if recursive {
+            args.push("-r".into());
+        }
+        let to = match cipher {
+            Some(_) => format!("{to}-gcm"),
+            None => to.to_owned(),
+        };
+        args.extend([from.to_owned(), to]);
+        timed("scp", &args)
+    };
+    Ok((run(None)?, run(Some("aes128-gcm@openssh.com"))?))
 }
 
 fn rsync(facts: &SshFacts, from: &str, to: &str) -> Result<f64> {
@@ -104,7 +128,7 @@ struct Row {
     round: u32,
     what: String,
     ours: f64,
-    scp: f64,
+    scp: (f64, f64),
     rsync: f64,
     bytes: u64,
     rss: u64,
@@ -114,16 +138,18 @@ impl Row {
     fn print(&self) {
         let mib = self.bytes as f64 / f64::from(1 << 20);
         println!(
-            "| {} | {} | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2}× | {:.2}× | {} MiB |",
+            "| {} | {} | {:.2} s ({:.0} MiB/s) | {:.2} s ({:.0} MiB/s) | {:.2} s | {:.2} s ({:.0} MiB/s) | {:.2}× | {:.2}× | {:.2}× | {} MiB |",
             self.round,
             self.what,
             self.ours,
             mib / self.ours,
-            self.scp,
-            mib / self.scp,
+            self.scp.0,
+            mib / self.scp.0,
+            self.scp.1,
             self.rsync,
             mib / self.rsync,
-            self.scp / self.ours,
+            self.scp.0 / self.ours,
+            self.scp.1 / self.ours,
             self.rsync / self.ours,
             self.rss >> 20
         );
@@ -132,6 +158,7 @@ impl Row {
 
 /// One staging step of ours: its seconds and peak RSS.
 async fn ours<F: std::future::Future<Output = Result<()>>>(step: F) -> Result<(f64, u64)> {
+    settle()?;
     reset_peak_rss();
     let start = Instant::now();
     step.await?;
@@ -235,6 +262,7 @@ impl Bench<'_> {
         .await?;
         std::fs::remove_dir_all(&back)?;
         std::fs::remove_file(&scp_copy)?;
+        std::fs::remove_file(local.join("scp.bin-gcm"))?;
         std::fs::remove_file(&rsync_copy)?;
         rows.push(Row {
             round,
@@ -247,7 +275,7 @@ impl Bench<'_> {
         });
         remote(
             self.shell,
-            "rm -f -- \"$1\"/ours/big.bin \"$1\"/scp.bin \"$1\"/rsync.bin",
+            "rm -f -- \"$1\"/ours/big.bin \"$1\"/scp.bin \"$1\"/scp.bin-gcm \"$1\"/rsync.bin",
             &[base],
         )
         .await?;
@@ -366,9 +394,9 @@ async fn main() -> Result<()> {
         rows.extend(done?);
     }
     println!(
-        "| round | transfer | batchbridge | scp | rsync | scp time ÷ ours | rsync time ÷ ours | peak RSS (ours) |"
+        "| round | transfer | batchbridge | scp | scp, AES-GCM | rsync | scp time ÷ ours | scp AES-GCM time ÷ ours | rsync time ÷ ours | peak RSS (ours) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         row.print();
     }
