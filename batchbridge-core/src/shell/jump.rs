@@ -110,6 +110,7 @@ impl JumpChain {
         dir: &Path,
         ssh_program: &Path,
         connect_timeout_secs: u64,
+        ciphers: Option<&str>,
     ) -> Result<Option<Self>> {
         if hops.is_empty() {
             return Ok(None);
@@ -238,6 +239,9 @@ impl JumpChain {
                  ServerAliveInterval 15\n    ServerAliveCountMax 3\n",
                 config_path(&known_hosts)?
             ));
+            if let Some(ciphers) = ciphers {
+                text.push_str(&format!("    Ciphers {ciphers}\n"));
+            }
             if index > 0 {
                 let previous = askpass[index - 1].as_deref();
                 text.push_str(&format!(
@@ -414,7 +418,13 @@ mod tests {
     }
 
     fn prepare(hops: &[JumpHost], dir: &Path) -> Result<Option<JumpChain>> {
-        JumpChain::prepare(hops, dir, Path::new("/usr/bin/ssh"), 15)
+        JumpChain::prepare(
+            hops,
+            dir,
+            Path::new("/usr/bin/ssh"),
+            15,
+            Some("aes128-gcm@openssh.com"),
+        )
     }
 
     #[test]
@@ -446,7 +456,8 @@ mod tests {
                  GlobalKnownHostsFile /dev/null\n    StrictHostKeyChecking yes\n    CheckHostIP no\n    \
                  BatchMode yes\n    PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
                  ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout 15\n    \
-                 ServerAliveInterval 15\n    ServerAliveCountMax 3\n\
+                 ServerAliveInterval 15\n    ServerAliveCountMax 3\n    \
+                 Ciphers aes128-gcm@openssh.com\n\
                  \n\
                  Host batchbridge-jump-2\n    HostName bastion2\n    Port 2231\n    User batch\n    \
                  IdentityFile \"{d}/batchbridge-jump-2.id\"\n    IdentitiesOnly yes\n    IdentityAgent none\n    \
@@ -455,7 +466,7 @@ mod tests {
                  BatchMode yes\n    PasswordAuthentication no\n    KbdInteractiveAuthentication no\n    \
                  ForwardAgent no\n    ForwardX11 no\n    ConnectTimeout 15\n    \
                  ServerAliveInterval 15\n    ServerAliveCountMax 3\n    \
-                 ProxyCommand {}\n",
+                 Ciphers aes128-gcm@openssh.com\n    ProxyCommand {}\n",
                 ssh_w(1)
             )
         );

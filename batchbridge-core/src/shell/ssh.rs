@@ -102,7 +102,8 @@ pub struct SshConfig {
     /// When absent: `$XDG_RUNTIME_DIR` (a per-user, memory-backed directory) if set, else the
     /// system's temporary directory.
     pub runtime_dir: Option<PathBuf>,
-    /// The ciphers the master offers, in order of preference (`Ciphers`). By default
+    /// The ciphers the master and each jump host's connection offer, in order of preference
+    /// (`Ciphers`; one word, as ssh_config takes it, else refused). By default
     /// [`AES_GCM_FIRST`]: OpenSSH's own set with AES-GCM ahead of ChaCha20-Poly1305, which
     /// costs a quarter less CPU per byte on a CPU with AES instructions (every x86-64 and
     /// Armv8 server of the last decade), at both ends, for staged files and output alike;
@@ -240,6 +241,7 @@ impl SshConfig {
         let mut alias_config = control.as_os_str().to_owned();
         alias_config.push(".ssh_config");
         let alias_config = PathBuf::from(alias_config);
+        self.check_ciphers()?;
         if self.host_is_alias {
             write_private(
                 &alias_config,
@@ -328,6 +330,24 @@ impl SshConfig {
             text.push_str(&format!("Ciphers {ciphers}\n"));
         }
         text
+    }
+
+    /// Refuses a [`ciphers`](Self::ciphers) list that is not one word: it goes into an
+    /// ssh_config, where a space or a line break would start other options.
+    fn check_ciphers(&self) -> Result<()> {
+        match &self.ciphers {
+            Some(list)
+                if list.is_empty()
+                    || list
+                        .chars()
+                        .any(|c| c.is_whitespace() || c.is_control() || "\"'#=\\".contains(c)) =>
+            {
+                Err(Error::invalid_input(format!(
+                    "ciphers {list:?}: not a comma-separated list of cipher names"
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// `Ciphers` for the command line, unless the host is an alias (whose ssh_config is
@@ -523,6 +543,7 @@ impl SshShell {
         if let SshAuth::Password(_) = &config.auth {
             write_private(&dir.path().join("askpass"), ASKPASS.as_bytes(), 0o700)?;
         }
+        config.check_ciphers()?;
         if config.host_is_alias {
             let text = config.alias_ssh_config(true);
             write_private(&dir.path().join("ssh_config"), text.as_bytes(), 0o600)?;
@@ -532,6 +553,7 @@ impl SshShell {
             dir.path(),
             &config.ssh_program,
             config.connect_timeout.as_secs().max(1),
+            config.ciphers.as_deref(),
         )?;
         Ok(Self {
             jumps,
@@ -1351,6 +1373,26 @@ mod tests {
         let mut plain = host.clone();
         plain.ciphers = None;
         assert!(plain.cipher_options().is_empty());
+        for bad in [
+            "",
+            "aes128-ctr\nProxyCommand sh",
+            "aes128-ctr aes256-ctr",
+            "a#b",
+        ] {
+            let mut odd = host.clone();
+            odd.ciphers = Some(bad.to_owned());
+            let err = odd.check_ciphers().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad:?}");
+        }
+        for fine in [
+            AES_GCM_FIRST,
+            "-chacha20-poly1305@openssh.com",
+            "^aes256-gcm@openssh.com",
+        ] {
+            let mut other = host.clone();
+            other.ciphers = Some(fine.to_owned());
+            other.check_ciphers().unwrap();
+        }
 
         // An alias: the user's ssh_config says it for one host; the default for the rest.
         let users = dir.path().join("config");
