@@ -1530,8 +1530,9 @@ mod tests {
     }
 
     /// `staging.sh put` on this machine, its digest an argument or the line after the bytes,
-    /// written by each writer a cluster may have: python3, no python3 (`head | tee`), and a
-    /// python3 that cannot hash. The file is placed only under its digest.
+    /// written by each writer a cluster may have: python3, no python3 (`head | tee`), a
+    /// python3 that cannot hash and one that finds no Python. The file is placed only under
+    /// its digest.
     #[tokio::test]
     async fn put_places_a_file_only_under_its_digest_whichever_writer_the_cluster_has() {
         let sum_abcd = "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589";
@@ -1576,6 +1577,13 @@ mod tests {
             (
                 "a python3 that cannot hash",
                 Some("#!/bin/sh\nexit 9\n".to_owned()),
+            ),
+            (
+                "a python3 shim that finds no python",
+                Some(
+                    "#!/bin/sh\necho 'pyenv: python3: command not found' >&2\nexit 127\n"
+                        .to_owned(),
+                ),
             ),
         ];
         for (writer, python3) in writers {

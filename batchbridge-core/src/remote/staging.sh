@@ -55,7 +55,8 @@ fi
 # never a byte beyond: a trailer may follow), then their SHA-256 on stdout. One python3
 # process where the cluster has one: `head | tee | openssl` cost 2 CPU seconds a GiB where
 # the hash alone costs 0.7, moving 8 KiB a system call through two more pipes. Python exits
-# 9 before it reads anything when it cannot hash, and the pipeline does the work instead.
+# 9 before it reads anything when it cannot hash, and a `python3` that finds no Python (a
+# version manager's shim with none selected) 126 or 127: then the pipeline does the work.
 write_and_hash_py='
 import os, sys
 try:
@@ -91,7 +92,7 @@ write_and_hash() {
     if command -v python3 >/dev/null 2>&1; then
         python3 -c "$write_and_hash_py" "$@"
         set -- "$@" $?
-        [ "$3" -eq 9 ] || return "$3"
+        case $3 in 9 | 126 | 127) ;; *) return "$3" ;; esac
     fi
     if [ "$2" -lt 0 ]; then
         tee -- "$1" | digest
