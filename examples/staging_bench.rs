@@ -1,15 +1,15 @@
 //! Measures staging ([`batchbridge_core::staging`]) over the test bed's SSH
 //! (`tests/testbed/up.sh` first) against `scp` and `rsync` of the same data in the same
 //! run: one large file (1 GiB by default) in and out, then 1000 files of 4 KiB in and out,
-//! in 3 rounds (ours first in odd rounds, last in even ones, so that a page cache warmed
-//! or a neighbour's load favours neither; a `sync` before each transfer, untimed, so that
-//! none pays for the writeback of the one before). `scp` runs twice: with OpenSSH's
-//! default cipher and with AES-GCM, the one our connection offers first. Prints per round
-//! seconds, MiB/s, the ratios to scp and rsync, and this process's peak resident memory
-//! during each staging step.
+//! in 4 rounds (`scp` runs twice, with OpenSSH's default cipher and with AES-GCM, the one
+//! our connection offers first; the four transfers of a step take turns, so that over four
+//! rounds each runs once in each place and a page cache warmed or a disk still busy
+//! favours none; a `sync` before each transfer, untimed, so that none pays for the
+//! writeback of the one before). Prints per round seconds, MiB/s, the ratios to scp and
+//! rsync, and this process's peak resident memory during each staging step.
 //!
 //! ```text
-//! cargo run --release --example staging_bench               # 1 GiB, 1000 small files, 3 rounds
+//! cargo run --release --example staging_bench               # 1 GiB, 1000 small files, 4 rounds
 //! cargo run --release --example staging_bench -- 256 100 1  # 256 MiB, 100 small files, 1 round
 //! ```
 
@@ -61,27 +61,27 @@ fn timed(program: &str, args: &[String]) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// `scp` with OpenSSH's default cipher, then with AES-GCM (the cipher our master offers
-/// first, see `SshConfig::ciphers`) to `TO-gcm`: the seconds of each, to compare like with
-/// like.
-fn scp(facts: &SshFacts, from: &str, to: &str, recursive: bool) -> Result<(f64, f64)> {
-    let run = |cipher: Option<&str>| {
-        let mut args = ssh_options(facts);
-        args.extend(["-q".into(), "-P".into(), facts.port.to_string()]);
-        if let Some(cipher) = cipher {
-            args.extend(["-c".into(), cipher.to_owned()]);
-        }
-        if recursive {
-            args.push("-r".into());
-        }
-        let to = match cipher {
-            Some(_) => format!("{to}-gcm"),
-            None => to.to_owned(),
-        };
-        args.extend([from.to_owned(), to]);
-        timed("scp", &args)
-    };
-    Ok((run(None)?, run(Some("aes128-gcm@openssh.com"))?))
+/// AES-GCM, the cipher our connection offers first (see `SshConfig::ciphers`): `scp` runs
+/// with it as well as with OpenSSH's default, to compare like with like.
+const AES_GCM: &str = "aes128-gcm@openssh.com";
+
+fn scp(
+    facts: &SshFacts,
+    from: &str,
+    to: &str,
+    recursive: bool,
+    cipher: Option<&str>,
+) -> Result<f64> {
+    let mut args = ssh_options(facts);
+    args.extend(["-q".into(), "-P".into(), facts.port.to_string()]);
+    if let Some(cipher) = cipher {
+        args.extend(["-c".into(), cipher.to_owned()]);
+    }
+    if recursive {
+        args.push("-r".into());
+    }
+    args.extend([from.to_owned(), to.to_owned()]);
+    timed("scp", &args)
 }
 
 fn rsync(facts: &SshFacts, from: &str, to: &str) -> Result<f64> {
@@ -125,7 +125,8 @@ fn noise_file(path: &Path, bytes: u64, seed: u64) -> Result<()> {
 }
 
 struct Row {
-    round: u32,
+    /// The round, or `all` for a transfer's sum over the rounds.
+    round: String,
     what: String,
     ours: f64,
     scp: (f64, f64),
@@ -135,6 +136,29 @@ struct Row {
 }
 
 impl Row {
+    /// Each transfer summed over the rounds: with as many rounds as transfers in a step
+    /// (four), each of them ran once in each place.
+    fn totals(rows: &[Row]) -> Vec<Row> {
+        let mut totals: Vec<Row> = Vec::new();
+        for row in rows {
+            match totals.iter_mut().find(|total| total.what == row.what) {
+                Some(total) => {
+                    total.ours += row.ours;
+                    total.scp = (total.scp.0 + row.scp.0, total.scp.1 + row.scp.1);
+                    total.rsync += row.rsync;
+                    total.bytes += row.bytes;
+                    total.rss = total.rss.max(row.rss);
+                }
+                None => totals.push(Row {
+                    round: "all".to_owned(),
+                    what: row.what.clone(),
+                    ..*row
+                }),
+            }
+        }
+        totals
+    }
+
     fn print(&self) {
         let mib = self.bytes as f64 / f64::from(1 << 20);
         println!(
@@ -165,19 +189,28 @@ async fn ours<F: std::future::Future<Output = Result<()>>>(step: F) -> Result<(f
     Ok((start.elapsed().as_secs_f64(), peak_rss()))
 }
 
-/// Runs `first` then `second`, or the other way round.
-async fn in_order<A, B>(
-    swap: bool,
-    first: impl std::future::Future<Output = Result<A>>,
-    second: impl FnOnce() -> Result<B>,
-) -> Result<(A, B)> {
-    if swap {
-        let b = second()?;
-        Ok((first.await?, b))
-    } else {
-        let a = first.await?;
-        Ok((a, second()?))
+/// Runs our step and the three others' (scp, scp with AES-GCM, rsync) in an order that
+/// turns with the round, so that over four rounds each runs once in each place: here a
+/// transfer that follows others' gigabytes runs slower (the cluster and this process share
+/// one disk), most of all one that waits for its file to reach the disk, as ours does.
+async fn rotated(
+    round: u32,
+    ours: impl std::future::Future<Output = Result<(f64, u64)>>,
+    theirs: [&dyn Fn() -> Result<f64>; 3],
+) -> Result<((f64, u64), [f64; 3])> {
+    let mut ours = Some(ours);
+    let (mut mine, mut times) = ((0.0, 0), [0.0; 3]);
+    for place in 0..4 {
+        match (place + round as usize - 1) % 4 {
+            0 => {
+                if let Some(step) = ours.take() {
+                    mine = step.await?;
+                }
+            }
+            other => times[other - 1] = theirs[other - 1]()?,
+        }
     }
+    Ok((mine, times))
 }
 
 struct Bench<'a> {
@@ -191,13 +224,24 @@ struct Bench<'a> {
 impl Bench<'_> {
     async fn round(&self, round: u32, local: &Path, base: &str) -> Result<Vec<Row>> {
         let (facts, target) = (self.facts, &self.target);
-        let ours_last = round.is_multiple_of(2);
         let timeout = std::time::Duration::from_secs(300);
         let limits = StageLimits::default();
         let transfer = Transfer::default();
         let mut rows = Vec::new();
         let ours_dir = format!("{base}/ours");
         let staging = StagingDir::new(self.shell, &ours_dir, timeout);
+        let row =
+            |what: String, bytes: u64, (ours, rss): (f64, u64), [scp, gcm, rsync]: [f64; 3]| Row {
+                round: round.to_string(),
+                what,
+                ours,
+                scp: (scp, gcm),
+                rsync,
+                bytes,
+                rss,
+            };
+        let here = |name: &str| local.join(name).display().to_string();
+        let there = |name: &str| format!("{target}:{base}/{name}");
 
         // One large file.
         let large_mib = self.large_mib;
@@ -206,76 +250,57 @@ impl Bench<'_> {
         let bytes = large_mib << 20;
         let big_arg = big.to_str().unwrap_or_default().to_owned();
         let inputs = [StageIn::path(&big, "big.bin")];
-        let ((ours_in, rss_in), (scp_in, rsync_in)) = in_order(
-            ours_last,
+        let (mine, theirs) = rotated(
+            round,
             ours(async {
                 staging
                     .stage_in(&inputs, &limits, &transfer)
                     .await
                     .map(drop)
             }),
-            || {
-                let scp_in = scp(facts, &big_arg, &format!("{target}:{base}/scp.bin"), false)?;
-                let rsync_in = rsync(facts, &big_arg, &format!("{target}:{base}/rsync.bin"))?;
-                Ok((scp_in, rsync_in))
-            },
+            [
+                &|| scp(facts, &big_arg, &there("scp.bin"), false, None),
+                &|| scp(facts, &big_arg, &there("scp-gcm.bin"), false, Some(AES_GCM)),
+                &|| rsync(facts, &big_arg, &there("rsync.bin")),
+            ],
         )
         .await?;
-        rows.push(Row {
-            round,
-            what: format!("{large_mib} MiB in"),
-            ours: ours_in,
-            scp: scp_in,
-            rsync: rsync_in,
-            bytes,
-            rss: rss_in,
-        });
+        rows.push(row(format!("{large_mib} MiB in"), bytes, mine, theirs));
         std::fs::remove_file(&big)?;
 
         let back = local.join("back");
         let outputs = [StageOut::new("big.bin", &back).when(StageWhen::Always)];
-        let scp_copy = local.join("scp.bin");
-        let rsync_copy = local.join("rsync.bin");
-        let ((ours_out, rss_out), (scp_out, rsync_out)) = in_order(
-            ours_last,
+        let (mine, theirs) = rotated(
+            round,
             ours(async {
                 staging
                     .stage_out(&outputs, true, &limits, &transfer)
                     .await
                     .map(drop)
             }),
-            || {
-                let scp_out = scp(
-                    facts,
-                    &format!("{target}:{base}/scp.bin"),
-                    scp_copy.to_str().unwrap_or_default(),
-                    false,
-                )?;
-                let rsync_out = rsync(
-                    facts,
-                    &format!("{target}:{base}/rsync.bin"),
-                    rsync_copy.to_str().unwrap_or_default(),
-                )?;
-                Ok((scp_out, rsync_out))
-            },
+            [
+                &|| scp(facts, &there("scp.bin"), &here("scp.bin"), false, None),
+                &|| {
+                    scp(
+                        facts,
+                        &there("scp-gcm.bin"),
+                        &here("scp-gcm.bin"),
+                        false,
+                        Some(AES_GCM),
+                    )
+                },
+                &|| rsync(facts, &there("rsync.bin"), &here("rsync.bin")),
+            ],
         )
         .await?;
+        rows.push(row(format!("{large_mib} MiB out"), bytes, mine, theirs));
         std::fs::remove_dir_all(&back)?;
-        std::fs::remove_file(&scp_copy)?;
-        std::fs::remove_file(local.join("scp.bin-gcm"))?;
-        std::fs::remove_file(&rsync_copy)?;
-        rows.push(Row {
-            round,
-            what: format!("{large_mib} MiB out"),
-            ours: ours_out,
-            scp: scp_out,
-            rsync: rsync_out,
-            bytes,
-            rss: rss_out,
-        });
+        for copy in ["scp.bin", "scp-gcm.bin", "rsync.bin"] {
+            std::fs::remove_file(local.join(copy))?;
+        }
         remote(
             self.shell,
-            "rm -f -- \"$1\"/ours/big.bin \"$1\"/scp.bin \"$1\"/scp.bin-gcm \"$1\"/rsync.bin",
+            "cd -- \"$1\" && rm -f -- ours/big.bin scp.bin scp-gcm.bin rsync.bin",
             &[base],
         )
         .await?;
@@ -290,74 +315,78 @@ impl Bench<'_> {
         let bytes = small_files * 4096;
         let small_arg = small.to_str().unwrap_or_default().to_owned();
         let inputs = [StageIn::path(&small, "small")];
-        let ((ours_in, rss_in), (scp_in, rsync_in)) = in_order(
-            ours_last,
+        let (mine, theirs) = rotated(
+            round,
             ours(async {
                 staging
                     .stage_in(&inputs, &limits, &transfer)
                     .await
                     .map(drop)
             }),
-            || {
-                let scp_in = scp(
-                    facts,
-                    &small_arg,
-                    &format!("{target}:{base}/scp-small"),
-                    true,
-                )?;
-                let rsync_in = rsync(
-                    facts,
-                    &format!("{small_arg}/"),
-                    &format!("{target}:{base}/rsync-small/"),
-                )?;
-                Ok((scp_in, rsync_in))
-            },
+            [
+                &|| scp(facts, &small_arg, &there("scp-small"), true, None),
+                &|| {
+                    scp(
+                        facts,
+                        &small_arg,
+                        &there("scp-gcm-small"),
+                        true,
+                        Some(AES_GCM),
+                    )
+                },
+                &|| {
+                    rsync(
+                        facts,
+                        &format!("{small_arg}/"),
+                        &format!("{}/", there("rsync-small")),
+                    )
+                },
+            ],
         )
         .await?;
-        rows.push(Row {
-            round,
-            what: format!("{small_files} × 4 KiB in"),
-            ours: ours_in,
-            scp: scp_in,
-            rsync: rsync_in,
+        rows.push(row(
+            format!("{small_files} × 4 KiB in"),
             bytes,
-            rss: rss_in,
-        });
+            mine,
+            theirs,
+        ));
 
         let outputs = [StageOut::new("small", &back)];
-        let ((ours_out, rss_out), (scp_out, rsync_out)) = in_order(
-            ours_last,
+        let (mine, theirs) = rotated(
+            round,
             ours(async {
                 staging
                     .stage_out(&outputs, true, &limits, &transfer)
                     .await
                     .map(drop)
             }),
-            || {
-                let scp_out = scp(
-                    facts,
-                    &format!("{target}:{base}/scp-small"),
-                    local.join("scp-small").to_str().unwrap_or_default(),
-                    true,
-                )?;
-                let rsync_out = rsync(
-                    facts,
-                    &format!("{target}:{base}/rsync-small/"),
-                    &format!("{}/", local.join("rsync-small").display()),
-                )?;
-                Ok((scp_out, rsync_out))
-            },
+            [
+                &|| scp(facts, &there("scp-small"), &here("scp-small"), true, None),
+                &|| {
+                    scp(
+                        facts,
+                        &there("scp-gcm-small"),
+                        &here("scp-gcm-small"),
+                        true,
+                        Some(AES_GCM),
+                    )
+                },
+                &|| {
+                    rsync(
+                        facts,
+                        &format!("{}/", there("rsync-small")),
+                        &format!("{}/", here("rsync-small")),
+                    )
+                },
+            ],
         )
         .await?;
-        rows.push(Row {
-            round,
-            what: format!("{small_files} × 4 KiB out"),
-            ours: ours_out,
-            scp: scp_out,
-            rsync: rsync_out,
+        rows.push(row(
+            format!("{small_files} × 4 KiB out"),
             bytes,
-            rss: rss_out,
-        });
+            mine,
+            theirs,
+        ));
         Ok(rows)
     }
 }
@@ -367,7 +396,7 @@ async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let large_mib: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1024);
     let small_files: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
+    let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
     let facts = ssh_facts();
     let shell = facts.key_shell();
     let bench = Bench {
@@ -397,7 +426,7 @@ async fn main() -> Result<()> {
         "| round | transfer | batchbridge | scp | scp, AES-GCM | rsync | scp time ÷ ours | scp AES-GCM time ÷ ours | rsync time ÷ ours | peak RSS (ours) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for row in &rows {
+    for row in rows.iter().chain(&Row::totals(&rows)) {
         row.print();
     }
     Ok(())
