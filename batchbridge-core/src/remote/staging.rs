@@ -374,7 +374,9 @@ impl<'a> StagingDir<'a> {
             }
             None => Box::new(Trailed::new(input, counted, Arc::clone(&changed))),
         };
-        let command = Command::sh(STAGING, args).timeout(self.transfer_timeout(upload.size));
+        let command = Command::sh(STAGING, args)
+            .timeout(self.transfer_timeout(upload.size))
+            .bulk();
         let output = self.shell.pipe(&command, Some(input), None).await?;
         if let Some(why) = changed.get() {
             return Err(Error::new(
@@ -406,7 +408,9 @@ impl<'a> StagingDir<'a> {
         ]
         .into_iter()
         .chain(batch.iter().map(|u| u.dest.clone()));
-        let command = Command::sh(STAGING, args).timeout(self.transfer_timeout(total));
+        let command = Command::sh(STAGING, args)
+            .timeout(self.transfer_timeout(total))
+            .bulk();
         let what = format!(
             "stage-in of {} files ({} first)",
             batch.len(),
@@ -486,7 +490,9 @@ impl<'a> StagingDir<'a> {
             .into_iter()
             .map(str::to_owned)
             .chain(batch.iter().map(|f| f.remote.clone()));
-        let command = Command::sh(STAGING, args).timeout(self.transfer_timeout(total));
+        let command = Command::sh(STAGING, args)
+            .timeout(self.transfer_timeout(total))
+            .bulk();
         let what = format!(
             "stage-out of {} files ({} first)",
             batch.len(),
@@ -589,7 +595,8 @@ impl<'a> StagingDir<'a> {
             })
         });
         let command = Command::sh(STAGING, ["fetch", self.root, &file.remote])
-            .timeout(self.transfer_timeout(file.size));
+            .timeout(self.transfer_timeout(file.size))
+            .bulk();
         let fetched = self.shell.pipe(&command, None, Some(Box::new(sink))).await;
         let received = receiving
             .await

@@ -132,11 +132,12 @@ impl Command {
         self
     }
 
-    /// Marks the command as bulk work (a batch of submits), which a shell that runs only
-    /// so many commands at once lets take all but a few of its places, so that a burst of
-    /// it never keeps short commands (a status poll, an output read) waiting behind it.
-    /// [`SshShell`] keeps 2 of its
-    /// [`max_sessions`](SshConfig::max_sessions) for commands that are not bulk.
+    /// Marks the command as bulk work (a batch of submits, a staged file's transfer), which
+    /// a shell that runs only so many commands at once lets take all but a few of its
+    /// places, so that a burst of it never keeps short commands (a status poll, an output
+    /// read) waiting behind it. [`SshShell`] keeps 2 of its
+    /// [`max_sessions`](SshConfig::max_sessions) for commands that are not bulk, and gives a
+    /// bulk command's stdout a 1 MiB pipe.
     ///
     /// ```
     /// use batchbridge_core::shell::Command;
