@@ -317,14 +317,19 @@ impl Drop for SecretFiles {
     }
 }
 
-/// A host or user name as one ssh_config word: anything that could end the word, start a
-/// comment, be read as an option or an ssh token is refused.
-fn plain_word(value: &str, what: &str, field: &str) -> Result<()> {
-    let bad = value.is_empty()
-        || value.starts_with('-')
-        || value
+/// Whether `value` is one ssh_config word: not empty, and nothing that could end the word
+/// or the line (a space, a line break, a quote, a backslash, `=`) or start a comment (`#`).
+pub(super) fn is_config_word(value: &str) -> bool {
+    !value.is_empty()
+        && !value
             .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || "\"'#%\\=".contains(c));
+            .any(|c| c.is_whitespace() || c.is_control() || "\"'#\\=".contains(c))
+}
+
+/// A host or user name as one ssh_config word ([`is_config_word`]) that cannot be read as
+/// an option (a leading `-`) or hold an ssh token (`%`, which ssh expands in these).
+fn plain_word(value: &str, what: &str, field: &str) -> Result<()> {
+    let bad = value.starts_with('-') || value.contains('%') || !is_config_word(value);
     if bad {
         return Err(Error::invalid_input(format!(
             "{what}: {field} {value:?} is not a plain name"

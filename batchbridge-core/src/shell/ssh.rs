@@ -28,7 +28,7 @@ use tokio::sync::{Mutex, Semaphore};
 use super::capture::{exchange, exchange_streams};
 use super::connect_failure::classify_connect_failure;
 use super::credential::{HostKeys, SshAuth, write_key};
-use super::jump::{JumpChain, JumpHost};
+use super::jump::{JumpChain, JumpHost, is_config_word};
 use super::kerberos::{GSSAPI_OPTIONS, check_user_ticket};
 use super::lines::stream_lines;
 use super::private_file::write_private;
@@ -336,16 +336,9 @@ impl SshConfig {
     /// ssh_config, where a space or a line break would start other options.
     fn check_ciphers(&self) -> Result<()> {
         match &self.ciphers {
-            Some(list)
-                if list.is_empty()
-                    || list
-                        .chars()
-                        .any(|c| c.is_whitespace() || c.is_control() || "\"'#=\\".contains(c)) =>
-            {
-                Err(Error::invalid_input(format!(
-                    "ciphers {list:?}: not a comma-separated list of cipher names"
-                )))
-            }
+            Some(list) if !is_config_word(list) => Err(Error::invalid_input(format!(
+                "ciphers {list:?}: not a comma-separated list of cipher names"
+            ))),
             _ => Ok(()),
         }
     }
