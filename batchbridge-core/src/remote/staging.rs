@@ -273,8 +273,16 @@ impl<'a> StagingDir<'a> {
         self.shell.run(&command.timeout(self.timeout)).await
     }
 
-    fn transfer_timeout(&self, size: u64) -> Duration {
-        self.timeout + Duration::from_secs(size / SLOWEST_BYTES_PER_SECOND)
+    /// The `staging.sh` command that moves `size` bytes: bulk work (see
+    /// [`Command::bulk`]), with time for them at the slowest rate expected.
+    fn transfer<I, S>(&self, args: I, size: u64) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Command::sh(STAGING, args)
+            .timeout(self.timeout + Duration::from_secs(size / SLOWEST_BYTES_PER_SECOND))
+            .bulk()
     }
 
     /// Creates the directory and asks which files are there already with their size:
@@ -374,9 +382,7 @@ impl<'a> StagingDir<'a> {
             }
             None => Box::new(Trailed::new(input, counted, Arc::clone(&changed))),
         };
-        let command = Command::sh(STAGING, args)
-            .timeout(self.transfer_timeout(upload.size))
-            .bulk();
+        let command = self.transfer(args, upload.size);
         let output = self.shell.pipe(&command, Some(input), None).await?;
         if let Some(why) = changed.get() {
             return Err(Error::new(
@@ -408,9 +414,7 @@ impl<'a> StagingDir<'a> {
         ]
         .into_iter()
         .chain(batch.iter().map(|u| u.dest.clone()));
-        let command = Command::sh(STAGING, args)
-            .timeout(self.transfer_timeout(total))
-            .bulk();
+        let command = self.transfer(args, total);
         let what = format!(
             "stage-in of {} files ({} first)",
             batch.len(),
@@ -490,9 +494,7 @@ impl<'a> StagingDir<'a> {
             .into_iter()
             .map(str::to_owned)
             .chain(batch.iter().map(|f| f.remote.clone()));
-        let command = Command::sh(STAGING, args)
-            .timeout(self.transfer_timeout(total))
-            .bulk();
+        let command = self.transfer(args, total);
         let what = format!(
             "stage-out of {} files ({} first)",
             batch.len(),
@@ -594,9 +596,7 @@ impl<'a> StagingDir<'a> {
                 counted.reached(done);
             })
         });
-        let command = Command::sh(STAGING, ["fetch", self.root, &file.remote])
-            .timeout(self.transfer_timeout(file.size))
-            .bulk();
+        let command = self.transfer(["fetch", self.root, &file.remote], file.size);
         let fetched = self.shell.pipe(&command, None, Some(Box::new(sink))).await;
         let received = receiving
             .await
